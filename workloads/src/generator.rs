@@ -1,0 +1,284 @@
+//! The seeded `agentic-coding` generator: tree `k` of seed `s` is a pure function of (spec, s, k, context limit).
+
+use crate::hash::{mix2, mix64};
+use crate::spec::WorkloadSpec;
+use crate::tree::{Blocks, Request, RequestKind, SessionTree};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::sync::Arc;
+
+/// Salt of the block ids of the shared system + tools prefix (the same in every session and seed).
+const GLOBAL_PREFIX_SALT: u64 = 0x5157_E11A_9EF1_0000;
+
+/// An endless stream of session trees, indexed by position.
+pub trait TreeSource: Send + Sync {
+    /// Tree number `k` of the stream; the same `k` always gives the same tree.
+    fn tree(&self, k: u64) -> Arc<SessionTree>;
+}
+
+/// The `agentic-coding` generator for one seed.
+#[derive(Clone, Debug)]
+pub struct Generator {
+    spec: WorkloadSpec,
+    seed: u64,
+    threshold: u32,
+}
+
+impl Generator {
+    /// A generator for `seed`; compaction happens at `spec.compaction_threshold(context_limit)`.
+    pub fn new(spec: WorkloadSpec, seed: u64, context_limit: u32) -> Result<Self, String> {
+        spec.check()?;
+        let threshold = spec.compaction_threshold(context_limit);
+        let floor = spec.system_prefix_tokens + spec.compaction.summary_tokens;
+        if threshold <= floor {
+            return Err(format!(
+                "compaction: threshold {threshold} tokens leaves no room after the prefix ({}) and summary ({})",
+                spec.system_prefix_tokens, spec.compaction.summary_tokens
+            ));
+        }
+        Ok(Generator { spec, seed, threshold })
+    }
+
+    /// The spec this generator draws from.
+    pub fn spec(&self) -> &WorkloadSpec {
+        &self.spec
+    }
+
+    /// Builds tree `k` of this generator's seed.
+    pub fn generate(&self, k: u64) -> SessionTree {
+        let mut b = Builder {
+            spec: &self.spec,
+            threshold: self.threshold,
+            rng: ChaCha8Rng::seed_from_u64(mix2(self.seed, k)),
+            tree_key: mix2(mix64(self.seed ^ 0xA6E7), k),
+            requests: Vec::new(),
+            epochs: Vec::new(),
+            request_epoch: Vec::new(),
+            next_agent: 1,
+        };
+        b.root();
+        let requests = b.finish();
+        SessionTree::new(k, self.spec.block_size, requests).expect("the generator builds valid trees")
+    }
+}
+
+impl TreeSource for Generator {
+    fn tree(&self, k: u64) -> Arc<SessionTree> {
+        Arc::new(self.generate(k))
+    }
+}
+
+/// One append-only agent context: a block chain that later turns extend.
+struct Epoch {
+    key: u64,
+    max_blocks: usize,
+}
+
+/// The context an agent carries from turn to turn.
+struct Context {
+    agent: u32,
+    epoch: usize,
+    tokens: u32,
+}
+
+struct Turn {
+    kind: RequestKind,
+    deps: Vec<u32>,
+    think_ns: u64,
+    output: u32,
+    background: bool,
+    turn: u32,
+}
+
+struct Builder<'a> {
+    spec: &'a WorkloadSpec,
+    threshold: u32,
+    rng: ChaCha8Rng,
+    tree_key: u64,
+    requests: Vec<Request>,
+    epochs: Vec<Epoch>,
+    request_epoch: Vec<usize>,
+    next_agent: u32,
+}
+
+impl Builder<'_> {
+    fn new_context(&mut self, agent: u32, after_prefix: u32) -> Context {
+        let epoch = self.new_epoch(agent);
+        Context { agent, epoch, tokens: self.spec.system_prefix_tokens + after_prefix }
+    }
+
+    fn new_epoch(&mut self, agent: u32) -> usize {
+        let key = mix2(self.tree_key, ((agent as u64) << 32) | self.epochs.len() as u64);
+        self.epochs.push(Epoch { key, max_blocks: 0 });
+        self.epochs.len() - 1
+    }
+
+    fn think_ns(&mut self) -> u64 {
+        (self.spec.think_time_s.sample(&mut self.rng) * 1e9).round() as u64
+    }
+
+    fn push(&mut self, ctx: &Context, t: Turn) -> u32 {
+        let id = self.requests.len() as u32;
+        let blocks = (ctx.tokens / self.spec.block_size) as usize;
+        let epoch = &mut self.epochs[ctx.epoch];
+        epoch.max_blocks = epoch.max_blocks.max(blocks);
+        self.request_epoch.push(ctx.epoch);
+        self.requests.push(Request {
+            id,
+            agent: ctx.agent,
+            kind: t.kind,
+            deps: t.deps,
+            think_ns: t.think_ns,
+            blocks: Blocks::from_vec(vec![blocks as u64]), // placeholder length, replaced in finish()
+            input_tokens: ctx.tokens,
+            output_tokens: t.output,
+            background: t.background,
+            turn: t.turn,
+        });
+        id
+    }
+
+    /// Grows the context by `added` tokens before the next turn, compacting first when it would pass
+    /// the threshold. Returns the dependencies and think time the next turn should use.
+    fn advance(&mut self, ctx: &mut Context, deps: Vec<u32>, added: u32, turn: u32, background: bool) -> (Vec<u32>, u64) {
+        let think = self.think_ns();
+        if ctx.tokens.saturating_add(added) <= self.threshold {
+            ctx.tokens += added;
+            return (deps, think);
+        }
+        let summary = self.spec.compaction.summary_tokens;
+        let c = self.push(ctx, Turn { kind: RequestKind::Compaction, deps, think_ns: think, output: summary, background, turn });
+        ctx.epoch = self.new_epoch(ctx.agent);
+        ctx.tokens = self.spec.system_prefix_tokens + summary + added;
+        (vec![c], 0)
+    }
+
+    fn root(&mut self) {
+        let spec = self.spec;
+        let turns = spec.root_turns.sample_tokens(&mut self.rng, 1);
+        let first = spec.first_prompt_tokens.sample_tokens(&mut self.rng, 1);
+        let mut ctx = self.new_context(0, first);
+        let mut deps = Vec::new();
+        let mut think_ns = 0;
+        for turn in 0..turns {
+            if turn > 0 {
+                let joined = deps.len().saturating_sub(1) as u32;
+                let added = spec.tool_result_tokens.sample_tokens(&mut self.rng, 0) + joined * spec.subagents.result_tokens;
+                (deps, think_ns) = self.advance(&mut ctx, std::mem::take(&mut deps), added, turn, false);
+            }
+            let output = spec.output_tokens.sample_tokens(&mut self.rng, 1);
+            let id = self.push(&ctx, Turn { kind: RequestKind::RootTurn, deps: std::mem::take(&mut deps), think_ns, output, background: false, turn });
+            ctx.tokens += output;
+            deps.push(id);
+            if self.rng.random::<f64>() < spec.subagents.spawn_probability {
+                let fanout = spec.subagents.fanout.sample_tokens(&mut self.rng, 1);
+                for _ in 0..fanout {
+                    let background = self.rng.random::<f64>() < spec.subagents.background_fraction;
+                    let last = self.subagent(id, background, turn);
+                    if !background {
+                        deps.push(last);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Runs one sub-agent spawned by request `parent`; returns its last request.
+    fn subagent(&mut self, parent: u32, background: bool, turn: u32) -> u32 {
+        let spec = self.spec;
+        let agent = self.next_agent;
+        self.next_agent += 1;
+        let turns = spec.subagents.turns.sample_tokens(&mut self.rng, 1);
+        let mut ctx = self.new_context(agent, spec.subagents.first_prompt_tokens);
+        let mut deps = vec![parent];
+        let mut think_ns = 0;
+        let mut last = parent;
+        for j in 0..turns {
+            if j > 0 {
+                let added = spec.tool_result_tokens.sample_tokens(&mut self.rng, 0);
+                (deps, think_ns) = self.advance(&mut ctx, vec![last], added, turn, background);
+            }
+            let output = spec.output_tokens.sample_tokens(&mut self.rng, 1);
+            last = self.push(&ctx, Turn { kind: RequestKind::SubagentTurn, deps: std::mem::take(&mut deps), think_ns, output, background, turn });
+            ctx.tokens += output;
+        }
+        last
+    }
+
+    /// Builds one block chain per context epoch and points every request at its prefix.
+    fn finish(self) -> Vec<Request> {
+        let prefix_blocks = (self.spec.system_prefix_tokens / self.spec.block_size) as u64;
+        let chains: Vec<Arc<[u64]>> = self
+            .epochs
+            .iter()
+            .map(|e| {
+                (0..e.max_blocks as u64)
+                    .map(|p| if p < prefix_blocks { mix2(GLOBAL_PREFIX_SALT, p) } else { mix2(e.key, p) })
+                    .collect()
+            })
+            .collect();
+        let mut requests = self.requests;
+        for (r, &e) in requests.iter_mut().zip(&self.request_epoch) {
+            let len = r.blocks.as_slice()[0] as usize;
+            r.blocks = Blocks::prefix_of(chains[e].clone(), len);
+        }
+        requests
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gen(seed: u64) -> Generator {
+        Generator::new(WorkloadSpec::default(), seed, 1_048_576).unwrap()
+    }
+
+    #[test]
+    fn same_seed_same_tree_and_trees_are_independent() {
+        let g = gen(7);
+        assert_eq!(g.generate(3), gen(7).generate(3));
+        assert_ne!(g.generate(3), g.generate(4));
+        // Tree 3 does not depend on whether trees 0..3 were generated first.
+        let _ = g.generate(0);
+        assert_eq!(g.generate(3), gen(7).generate(3));
+    }
+
+    #[test]
+    fn consecutive_root_turns_share_a_growing_prefix() {
+        let t = gen(1).generate(0);
+        let roots: Vec<&Request> = t.requests().iter().filter(|r| r.kind == RequestKind::RootTurn).collect();
+        for w in roots.windows(2) {
+            let (a, b) = (w[0].blocks.as_slice(), w[1].blocks.as_slice());
+            if b.len() >= a.len() && w[1].deps.contains(&w[0].id) {
+                assert_eq!(&b[..a.len()], a, "turn {} must extend turn {}", w[1].id, w[0].id);
+            }
+        }
+    }
+
+    #[test]
+    fn every_tree_shares_the_system_prefix() {
+        let (a, b) = (gen(1).generate(0), gen(2).generate(5));
+        let n = (20_000 / 64) as usize;
+        assert_eq!(a.requests()[0].blocks.as_slice()[..n], b.requests()[0].blocks.as_slice()[..n]);
+        assert_ne!(a.requests()[0].blocks.as_slice()[n], b.requests()[0].blocks.as_slice()[n]);
+    }
+
+    #[test]
+    fn compaction_restarts_from_prefix_and_summary() {
+        let mut spec = WorkloadSpec::default();
+        spec.compaction.max_tokens = 70_000;
+        spec.root_turns = crate::spec::Dist::Constant { value: 200.0 };
+        let g = Generator::new(spec, 3, 1_048_576).unwrap();
+        let t = g.generate(0);
+        let compactions: Vec<&Request> = t.requests().iter().filter(|r| r.kind == RequestKind::Compaction).collect();
+        assert!(!compactions.is_empty());
+        for c in compactions {
+            assert_eq!(c.output_tokens, 2_000);
+            assert!(c.input_tokens <= 70_000 + 8_192, "history is at most the threshold plus one output");
+            let next = t.requests().iter().find(|r| r.deps == vec![c.id]).expect("a turn follows the compaction");
+            assert!(next.input_tokens >= 22_000 && next.input_tokens <= 22_000 + 40_000);
+            assert_eq!(next.think_ns, 0);
+        }
+    }
+}

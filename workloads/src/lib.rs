@@ -1,0 +1,52 @@
+//! Workloads: session trees, the seeded `agentic-coding` generator, trace importers and exporters,
+//! and token synthesis for real backends.
+//!
+//! **Invariant:** this crate knows nothing of servers, time passing or scoring. A tree is a pure value:
+//! tree `k` of seed `s` depends only on the spec, `s`, `k` and the deployment's context limit, so runs
+//! at different concurrency see the same trees in the same order. All randomness flows through a
+//! `ChaCha8Rng` seeded from `(seed, k)`.
+//!
+//! ```
+//! use serverbench_workloads::{Generator, TreeSource, WorkloadSpec};
+//! let g = Generator::new(WorkloadSpec::default(), 3, 1_048_576).unwrap();
+//! let tree = g.tree(0);
+//! assert!(tree.requests()[0].deps.is_empty());
+//! assert_eq!(*tree, *g.tree(0)); // deterministic
+//! ```
+
+pub mod error;
+pub mod generator;
+pub mod hash;
+pub mod import;
+pub mod spec;
+pub mod stats;
+pub mod tokens;
+pub mod tree;
+
+pub use error::InputError;
+pub use generator::{Generator, TreeSource};
+pub use import::{parse_trace, read_trace, write_native, Trace, TraceFormat};
+pub use spec::{CompactionSpec, Dist, SubagentSpec, WorkloadSpec};
+pub use stats::{quantile, workload_stats, Quantiles, WorkloadStats};
+pub use tree::{Blocks, Request, RequestKind, SessionTree, TreeError};
+
+/// Reads a workload spec YAML file, naming the file and field on error.
+pub fn read_spec(path: &std::path::Path) -> Result<WorkloadSpec, InputError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| InputError::new(&file, 0, "", format!("cannot read: {e}")))?;
+    parse_spec(&file, &text)
+}
+
+/// Parses a workload spec; unknown fields are errors (a typo must not silently fall back to a default).
+pub fn parse_spec(file: &str, text: &str) -> Result<WorkloadSpec, InputError> {
+    let de = serde_yaml::Deserializer::from_str(text);
+    let spec: WorkloadSpec = serde_path_to_error::deserialize(de).map_err(|e| {
+        let line = e.inner().location().map_or(0, |l| l.line());
+        InputError::new(file, line, e.path().to_string(), e.into_inner().to_string())
+    })?;
+    spec.check().map_err(|e| {
+        let (field, reason) = e.split_once(": ").unwrap_or(("", &e));
+        InputError::new(file, 0, field, reason)
+    })?;
+    Ok(spec)
+}

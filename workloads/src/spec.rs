@@ -1,0 +1,302 @@
+//! The YAML spec of the `agentic-coding` generator: every distribution named, every default documented.
+
+use rand::Rng;
+use rand_distr::{Distribution, Geometric, Normal};
+use serde::{Deserialize, Serialize};
+
+/// A distribution of a non-negative quantity, clamped to `[min, max]` after sampling.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "dist", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Dist {
+    /// Always `value`.
+    Constant {
+        /// The value.
+        value: f64,
+    },
+    /// `exp(N(ln median, sigma²))`.
+    Lognormal {
+        /// Median of the distribution.
+        median: f64,
+        /// Standard deviation of the underlying normal.
+        sigma: f64,
+        /// Lower clamp.
+        #[serde(default)]
+        min: Option<f64>,
+        /// Upper clamp.
+        #[serde(default)]
+        max: Option<f64>,
+    },
+    /// Uniform on `[low, high]`.
+    Uniform {
+        /// Lower end.
+        low: f64,
+        /// Upper end.
+        high: f64,
+    },
+    /// `offset +` the number of failures before the first success with probability `p`.
+    Geometric {
+        /// Success probability.
+        p: f64,
+        /// Added to the draw.
+        #[serde(default)]
+        offset: f64,
+        /// Upper clamp.
+        #[serde(default)]
+        max: Option<f64>,
+    },
+}
+
+impl Dist {
+    /// A lognormal with a cap and a floor.
+    pub fn lognormal(median: f64, sigma: f64, min: Option<f64>, max: Option<f64>) -> Dist {
+        Dist::Lognormal { median, sigma, min, max }
+    }
+
+    /// Checks the parameters; the error names the parameter and says why.
+    pub fn check(&self) -> Result<(), String> {
+        let bad = |name: &str, why: &str| Err(format!("{name}: {why}"));
+        match *self {
+            Dist::Constant { value } if !(value >= 0.0 && value.is_finite()) => bad("value", "must be a finite non-negative number"),
+            Dist::Lognormal { median, .. } if !(median > 0.0 && median.is_finite()) => bad("median", "must be positive"),
+            Dist::Lognormal { sigma, .. } if !(sigma >= 0.0 && sigma.is_finite()) => bad("sigma", "must be non-negative"),
+            Dist::Lognormal { min: Some(lo), max: Some(hi), .. } if lo > hi => bad("min", "must not exceed max"),
+            Dist::Uniform { low, high } if !(low >= 0.0 && low <= high && high.is_finite()) => bad("low", "must satisfy 0 <= low <= high"),
+            Dist::Geometric { p, .. } if !(p > 0.0 && p <= 1.0) => bad("p", "must be in (0, 1]"),
+            Dist::Geometric { offset, .. } if offset < 0.0 => bad("offset", "must be non-negative"),
+            _ => Ok(()),
+        }
+    }
+
+    /// One draw, clamped.
+    pub fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> f64 {
+        match *self {
+            Dist::Constant { value } => value,
+            Dist::Lognormal { median, sigma, min, max } => {
+                let x = if sigma == 0.0 {
+                    median
+                } else {
+                    let z: f64 = Normal::new(0.0, 1.0).expect("unit normal").sample(rng);
+                    median * (sigma * z).exp()
+                };
+                clamp(x, min, max)
+            }
+            Dist::Uniform { low, high } => {
+                if high > low {
+                    rng.random_range(low..=high)
+                } else {
+                    low
+                }
+            }
+            Dist::Geometric { p, offset, max } => {
+                let k = Geometric::new(p).expect("checked p").sample(rng) as f64;
+                clamp(offset + k, None, max)
+            }
+        }
+    }
+
+    /// One draw rounded to a whole number of tokens, at least `floor`.
+    pub fn sample_tokens<R: Rng + ?Sized>(&self, rng: &mut R, floor: u32) -> u32 {
+        (self.sample(rng).round().min(u32::MAX as f64) as u32).max(floor)
+    }
+
+    /// The median, where it has a closed form (used by docs and the statistics tests).
+    pub fn median(&self) -> Option<f64> {
+        match *self {
+            Dist::Constant { value } => Some(value),
+            Dist::Lognormal { median, .. } => Some(median),
+            Dist::Uniform { low, high } => Some((low + high) / 2.0),
+            Dist::Geometric { .. } => None,
+        }
+    }
+}
+
+fn clamp(x: f64, min: Option<f64>, max: Option<f64>) -> f64 {
+    let x = min.map_or(x, |lo| x.max(lo));
+    max.map_or(x, |hi| x.min(hi))
+}
+
+/// Sub-agent behaviour.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SubagentSpec {
+    /// Probability that a root turn spawns sub-agents.
+    pub spawn_probability: f64,
+    /// Number of sub-agents spawned together.
+    pub fanout: Dist,
+    /// Turns per sub-agent.
+    pub turns: Dist,
+    /// Task prompt of a sub-agent's first request, after the shared prefix.
+    pub first_prompt_tokens: u32,
+    /// Tokens a foreground sub-agent's result adds to its parent's next prompt.
+    pub result_tokens: u32,
+    /// Fraction of sub-agents launched in the background (they gate nothing).
+    pub background_fraction: f64,
+}
+
+impl Default for SubagentSpec {
+    fn default() -> Self {
+        SubagentSpec {
+            spawn_probability: 0.04,
+            fanout: Dist::Geometric { p: 0.5, offset: 1.0, max: Some(5.0) },
+            turns: Dist::lognormal(15.0, 0.6, Some(1.0), None),
+            first_prompt_tokens: 2_000,
+            result_tokens: 500,
+            background_fraction: 0.1,
+        }
+    }
+}
+
+/// Context compaction.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CompactionSpec {
+    /// Compact when the context would pass this fraction of the deployment's context limit...
+    pub context_fraction: f64,
+    /// ...or this many tokens, whichever is smaller.
+    pub max_tokens: u32,
+    /// Length of the summary that replaces the history.
+    pub summary_tokens: u32,
+}
+
+impl Default for CompactionSpec {
+    fn default() -> Self {
+        CompactionSpec { context_fraction: 0.9, max_tokens: 160_000, summary_tokens: 2_000 }
+    }
+}
+
+/// The `agentic-coding` workload: what each distribution is and where it is capped.
+///
+/// Every default is an assumption chosen to resemble published Claude-Code traces, not a measurement.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WorkloadSpec {
+    /// Profile name; only `agentic-coding` exists.
+    pub profile: String,
+    /// Tokens per block of the generated block chains.
+    pub block_size: u32,
+    /// Shared system + tools prefix, identical in every session of the workload.
+    pub system_prefix_tokens: u32,
+    /// The user's first prompt (after the prefix).
+    pub first_prompt_tokens: Dist,
+    /// Root turns per session.
+    pub root_turns: Dist,
+    /// Output tokens per turn.
+    pub output_tokens: Dist,
+    /// Tool-result tokens appended before each later turn.
+    pub tool_result_tokens: Dist,
+    /// Think (tool execution) time before each later turn, in seconds; the replay caps it.
+    pub think_time_s: Dist,
+    /// Sub-agents.
+    pub subagents: SubagentSpec,
+    /// Compaction.
+    pub compaction: CompactionSpec,
+}
+
+impl Default for WorkloadSpec {
+    fn default() -> Self {
+        WorkloadSpec {
+            profile: "agentic-coding".into(),
+            block_size: 64,
+            system_prefix_tokens: 20_000,
+            first_prompt_tokens: Dist::lognormal(500.0, 1.0, Some(1.0), None),
+            root_turns: Dist::lognormal(40.0, 0.7, Some(1.0), Some(400.0)),
+            output_tokens: Dist::lognormal(150.0, 1.2, Some(1.0), Some(8_192.0)),
+            tool_result_tokens: Dist::lognormal(400.0, 1.5, Some(0.0), Some(40_000.0)),
+            think_time_s: Dist::lognormal(2.0, 1.0, None, None),
+            subagents: SubagentSpec::default(),
+            compaction: CompactionSpec::default(),
+        }
+    }
+}
+
+impl WorkloadSpec {
+    /// Checks every field; the error names the field and the reason.
+    pub fn check(&self) -> Result<(), String> {
+        if self.profile != "agentic-coding" {
+            return Err(format!("profile: unknown profile {:?} (only \"agentic-coding\" exists)", self.profile));
+        }
+        if self.block_size == 0 {
+            return Err("block_size: must be positive".into());
+        }
+        let dists = [
+            ("first_prompt_tokens", &self.first_prompt_tokens),
+            ("root_turns", &self.root_turns),
+            ("output_tokens", &self.output_tokens),
+            ("tool_result_tokens", &self.tool_result_tokens),
+            ("think_time_s", &self.think_time_s),
+            ("subagents.fanout", &self.subagents.fanout),
+            ("subagents.turns", &self.subagents.turns),
+        ];
+        for (name, d) in dists {
+            d.check().map_err(|e| format!("{name}.{e}"))?;
+        }
+        let s = &self.subagents;
+        if !(0.0..=1.0).contains(&s.spawn_probability) {
+            return Err("subagents.spawn_probability: must be in [0, 1]".into());
+        }
+        if !(0.0..=1.0).contains(&s.background_fraction) {
+            return Err("subagents.background_fraction: must be in [0, 1]".into());
+        }
+        let c = &self.compaction;
+        if !(c.context_fraction > 0.0 && c.context_fraction <= 1.0) {
+            return Err("compaction.context_fraction: must be in (0, 1]".into());
+        }
+        if c.summary_tokens == 0 {
+            return Err("compaction.summary_tokens: must be positive".into());
+        }
+        Ok(())
+    }
+
+    /// The context length past which an agent compacts, for a deployment's context limit.
+    pub fn compaction_threshold(&self, context_limit: u32) -> u32 {
+        let by_fraction = (self.compaction.context_fraction * context_limit as f64).floor() as u32;
+        by_fraction.min(self.compaction.max_tokens)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    #[test]
+    fn defaults_are_valid_and_round_trip_through_yaml() {
+        let spec = WorkloadSpec::default();
+        spec.check().unwrap();
+        let text = serde_yaml::to_string(&spec).unwrap();
+        let back: WorkloadSpec = serde_yaml::from_str(&text).unwrap();
+        assert_eq!(back, spec);
+    }
+
+    #[test]
+    fn bad_parameters_are_named() {
+        let mut spec = WorkloadSpec::default();
+        spec.output_tokens = Dist::lognormal(-1.0, 1.0, None, None);
+        assert_eq!(spec.check().unwrap_err(), "output_tokens.median: must be positive");
+        spec = WorkloadSpec::default();
+        spec.subagents.fanout = Dist::Geometric { p: 0.0, offset: 1.0, max: None };
+        assert_eq!(spec.check().unwrap_err(), "subagents.fanout.p: must be in (0, 1]");
+    }
+
+    #[test]
+    fn clamps_hold() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
+        let d = Dist::lognormal(150.0, 3.0, Some(1.0), Some(8192.0));
+        for _ in 0..10_000 {
+            let x = d.sample(&mut rng);
+            assert!((1.0..=8192.0).contains(&x));
+        }
+        let g = Dist::Geometric { p: 0.5, offset: 1.0, max: Some(5.0) };
+        for _ in 0..10_000 {
+            let x = g.sample(&mut rng);
+            assert!((1.0..=5.0).contains(&x) && x.fract() == 0.0);
+        }
+    }
+
+    #[test]
+    fn compaction_threshold_takes_the_smaller() {
+        let spec = WorkloadSpec::default();
+        assert_eq!(spec.compaction_threshold(1_048_576), 160_000);
+        assert_eq!(spec.compaction_threshold(131_072), 117_964);
+    }
+}

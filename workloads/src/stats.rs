@@ -1,0 +1,136 @@
+//! Summary statistics of a set of session trees, including the prefix reuse an infinite cache would see.
+
+use crate::tree::{RequestKind, SessionTree};
+use serde::Serialize;
+use std::collections::{HashMap, HashSet};
+
+/// Mean and quantiles of a sample.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Quantiles {
+    /// Number of values.
+    pub count: usize,
+    /// Arithmetic mean.
+    pub mean: f64,
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// Largest value.
+    pub max: f64,
+}
+
+impl Quantiles {
+    /// Quantiles of `values` (sorted in place); all zero for an empty sample.
+    pub fn of(values: &mut [f64]) -> Quantiles {
+        if values.is_empty() {
+            return Quantiles::default();
+        }
+        values.sort_by(f64::total_cmp);
+        let mean = values.iter().sum::<f64>() / values.len() as f64;
+        Quantiles { count: values.len(), mean, p50: quantile(values, 0.5), p90: quantile(values, 0.9), p99: quantile(values, 0.99), max: values[values.len() - 1] }
+    }
+}
+
+/// The `q`-quantile of sorted values by linear interpolation between closest ranks (numpy's default).
+pub fn quantile(sorted: &[f64], q: f64) -> f64 {
+    match sorted.len() {
+        0 => 0.0,
+        1 => sorted[0],
+        n => {
+            let pos = q.clamp(0.0, 1.0) * (n - 1) as f64;
+            let (lo, frac) = (pos.floor() as usize, pos.fract());
+            if lo + 1 >= n {
+                sorted[n - 1]
+            } else {
+                sorted[lo] + (sorted[lo + 1] - sorted[lo]) * frac
+            }
+        }
+    }
+}
+
+/// What `workload stats` prints.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct WorkloadStats {
+    /// Session trees summarised.
+    pub trees: usize,
+    /// Requests in them.
+    pub requests: usize,
+    /// Root turns per tree.
+    pub root_turns: Quantiles,
+    /// Requests per tree (all kinds).
+    pub requests_per_tree: Quantiles,
+    /// Prompt tokens per request.
+    pub input_tokens: Quantiles,
+    /// Output tokens per request.
+    pub output_tokens: Quantiles,
+    /// Think time before a request, seconds (requests with dependencies only; uncapped).
+    pub think_time_s: Quantiles,
+    /// Sub-agents.
+    pub subagents: usize,
+    /// Sub-agents launched in the background.
+    pub background_subagents: usize,
+    /// Compaction requests.
+    pub compactions: usize,
+    /// Fraction of prompt tokens an infinite prefix cache would serve from blocks seen before.
+    pub prefix_reuse_ratio: f64,
+}
+
+/// Summarises trees in the order given (the order matters only for the prefix-reuse ratio).
+pub fn workload_stats<'a>(trees: impl IntoIterator<Item = &'a SessionTree>) -> WorkloadStats {
+    let mut s = WorkloadStats::default();
+    let (mut turns, mut per_tree, mut input, mut output, mut think) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut seen: HashSet<u64> = HashSet::new();
+    let (mut reused, mut total) = (0u64, 0u64);
+    for t in trees {
+        s.trees += 1;
+        s.requests += t.len();
+        turns.push(t.root_turns() as f64);
+        per_tree.push(t.len() as f64);
+        let mut agents: HashMap<u32, bool> = HashMap::new();
+        for r in t.requests() {
+            input.push(r.input_tokens as f64);
+            output.push(r.output_tokens as f64);
+            if !r.deps.is_empty() {
+                think.push(r.think_ns as f64 / 1e9);
+            }
+            if r.kind == RequestKind::Compaction {
+                s.compactions += 1;
+            }
+            if r.agent > 0 {
+                agents.insert(r.agent, r.background);
+            }
+            let ids = r.blocks.as_slice();
+            let hit = ids.iter().rposition(|id| seen.contains(id)).map_or(0, |i| i + 1);
+            reused += hit as u64 * t.block_size as u64;
+            total += r.input_tokens as u64;
+            seen.extend(&ids[hit..]);
+        }
+        s.subagents += agents.len();
+        s.background_subagents += agents.values().filter(|&&bg| bg).count();
+    }
+    s.root_turns = Quantiles::of(&mut turns);
+    s.requests_per_tree = Quantiles::of(&mut per_tree);
+    s.input_tokens = Quantiles::of(&mut input);
+    s.output_tokens = Quantiles::of(&mut output);
+    s.think_time_s = Quantiles::of(&mut think);
+    s.prefix_reuse_ratio = if total == 0 { 0.0 } else { reused as f64 / total as f64 };
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantiles_interpolate_like_numpy() {
+        let mut v = vec![4.0, 1.0, 3.0, 2.0];
+        let q = Quantiles::of(&mut v);
+        assert_eq!(q.p50, 2.5);
+        assert!((q.p90 - 3.7).abs() < 1e-12);
+        assert_eq!(q.max, 4.0);
+        assert_eq!(q.mean, 2.5);
+        assert_eq!(quantile(&[], 0.5), 0.0);
+    }
+}

@@ -1,0 +1,62 @@
+//! Token synthesis for real backends: block ids become token ids deterministically.
+//! Equal block ids give equal tokens, so a server's prefix cache sees exactly the sharing the workload describes.
+
+use crate::hash::mix2;
+use crate::tree::Request;
+
+/// A half-open range of token ids that synthesised prompts may use (leave out special tokens).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Vocab {
+    /// First usable token id.
+    pub lo: u32,
+    /// One past the last usable token id.
+    pub hi: u32,
+}
+
+impl Vocab {
+    /// A range `[lo, hi)`; `None` when it is empty.
+    pub fn new(lo: u32, hi: u32) -> Option<Vocab> {
+        (hi > lo).then_some(Vocab { lo, hi })
+    }
+
+    #[inline]
+    fn pick(&self, h: u64) -> u32 {
+        self.lo + (h % (self.hi - self.lo) as u64) as u32
+    }
+}
+
+/// The `block_size` tokens of block `block_id`, appended to `out`.
+pub fn block_tokens(block_id: u64, block_size: u32, vocab: Vocab, out: &mut Vec<u32>) {
+    out.extend((0..block_size as u64).map(|j| vocab.pick(mix2(block_id, j))));
+}
+
+/// The full prompt of a request: its blocks' tokens, then tail tokens unique to (session, request).
+pub fn prompt_tokens(session_id: u64, request: &Request, block_size: u32, vocab: Vocab) -> Vec<u32> {
+    let mut out = Vec::with_capacity(request.input_tokens as usize);
+    for &b in request.blocks.as_slice() {
+        block_tokens(b, block_size, vocab, &mut out);
+    }
+    let tail_key = mix2(mix2(session_id, 0x7A11), request.id as u64);
+    let tail = request.tail_tokens(block_size) as u64;
+    out.extend((0..tail).map(|j| vocab.pick(mix2(tail_key, j))));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn equal_ids_give_equal_tokens_inside_the_vocabulary() {
+        let v = Vocab::new(100, 151_000).unwrap();
+        let (mut a, mut b, mut c) = (Vec::new(), Vec::new(), Vec::new());
+        block_tokens(42, 64, v, &mut a);
+        block_tokens(42, 64, v, &mut b);
+        block_tokens(43, 64, v, &mut c);
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+        assert_eq!(a.len(), 64);
+        assert!(a.iter().chain(&c).all(|&t| (100..151_000).contains(&t)));
+        assert!(Vocab::new(5, 5).is_none());
+    }
+}

@@ -1,0 +1,292 @@
+//! Session trees: the requests one application session makes, their dependencies and prompt structure.
+//! A tree is validated when it is built; nothing here knows about servers or time passing.
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::sync::Arc;
+
+/// What a request is, within its session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RequestKind {
+    /// A turn of the root agent.
+    RootTurn,
+    /// A turn of a sub-agent spawned by the root (or by another sub-agent).
+    SubagentTurn,
+    /// A summarising request issued when the context would pass the compaction threshold.
+    Compaction,
+}
+
+impl RequestKind {
+    /// A short lowercase label, as written in records and tables.
+    pub fn label(self) -> &'static str {
+        match self {
+            RequestKind::RootTurn => "root_turn",
+            RequestKind::SubagentTurn => "subagent_turn",
+            RequestKind::Compaction => "compaction",
+        }
+    }
+}
+
+/// A prompt's chain of block ids: one id per full block, the id at `i` identifying the prefix `0..=i`.
+///
+/// Requests of one agent context share one backing chain, so a tree of long prompts costs little memory.
+#[derive(Clone, Debug)]
+pub struct Blocks {
+    chain: Arc<[u64]>,
+    len: u32,
+}
+
+impl Blocks {
+    /// The first `len` ids of `chain`.
+    ///
+    /// # Panics
+    /// If `len` exceeds the chain's length (a construction bug, not an input error).
+    pub fn prefix_of(chain: Arc<[u64]>, len: usize) -> Blocks {
+        assert!(len <= chain.len(), "block prefix {len} longer than chain {}", chain.len());
+        Blocks { chain, len: len as u32 }
+    }
+
+    /// A chain owning exactly these ids.
+    pub fn from_vec(ids: Vec<u64>) -> Blocks {
+        let len = ids.len();
+        Blocks::prefix_of(ids.into(), len)
+    }
+
+    /// The ids.
+    #[inline]
+    pub fn as_slice(&self) -> &[u64] {
+        &self.chain[..self.len as usize]
+    }
+
+    /// Number of full blocks.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    /// True when the prompt has no full block.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl PartialEq for Blocks {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl Serialize for Blocks {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.as_slice().serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Blocks {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Vec::<u64>::deserialize(d).map(Blocks::from_vec)
+    }
+}
+
+/// One request of a session tree.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Request {
+    /// Index of this request inside its tree (requests are stored in a topological order).
+    pub id: u32,
+    /// Agent that issues it: 0 is the root agent, sub-agents count up from 1.
+    pub agent: u32,
+    /// Root turn, sub-agent turn or compaction.
+    pub kind: RequestKind,
+    /// Requests (by `id`, all smaller than this one's) that must complete before this one is sent.
+    pub deps: Vec<u32>,
+    /// Think time in nanoseconds: measured from the last dependency's completion to the send
+    /// (end-to-start); for a request without dependencies, from the start of the tree.
+    pub think_ns: u64,
+    /// Block ids of the prompt's full blocks.
+    pub blocks: Blocks,
+    /// Prompt length in tokens (cached or not).
+    pub input_tokens: u32,
+    /// Output length in tokens that the request asks for.
+    pub output_tokens: u32,
+    /// True for requests of a sub-agent launched in the background: they gate no later request.
+    pub background: bool,
+    /// The root turn this request belongs to (a sub-agent's requests carry the turn that spawned them).
+    pub turn: u32,
+}
+
+impl Request {
+    /// Prompt tokens after the last full block.
+    pub fn tail_tokens(&self, block_size: u32) -> u32 {
+        self.input_tokens - self.blocks.len() as u32 * block_size
+    }
+}
+
+/// Why a tree is not valid.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TreeError {
+    /// The tree has no request.
+    #[error("the tree has no request")]
+    Empty,
+    /// Block size zero.
+    #[error("block_size must be positive")]
+    ZeroBlockSize,
+    /// A request's `id` is not its position.
+    #[error("requests[{index}].id: is {id}, expected {index} (ids are positions)")]
+    IdNotPosition {
+        /// Position in the list.
+        index: usize,
+        /// The id found.
+        id: u32,
+    },
+    /// A dependency that is not an earlier request of the tree.
+    #[error("requests[{index}].deps: {dep} is not an earlier request of the tree")]
+    BadDependency {
+        /// Position of the request.
+        index: usize,
+        /// The offending dependency.
+        dep: u32,
+    },
+    /// More full blocks than the prompt has tokens for.
+    #[error("requests[{index}].blocks: {blocks} blocks of {block_size} tokens exceed input_tokens {input}")]
+    ChainTooLong {
+        /// Position of the request.
+        index: usize,
+        /// Blocks given.
+        blocks: usize,
+        /// Tokens per block.
+        block_size: u32,
+        /// Prompt length.
+        input: u32,
+    },
+    /// A request that asks for no output.
+    #[error("requests[{index}].output_tokens: must be at least 1")]
+    NoOutput {
+        /// Position of the request.
+        index: usize,
+    },
+}
+
+/// One application session: a DAG of requests, validated on construction.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SessionTree {
+    /// Identifies the session independently of the lane that replays it.
+    pub session_id: u64,
+    /// Tokens per block of the `blocks` chains.
+    pub block_size: u32,
+    requests: Vec<Request>,
+}
+
+impl SessionTree {
+    /// Validates and builds a tree: ids are positions, dependencies point to earlier requests
+    /// (so the graph is a DAG), block chains fit the prompts, every request asks for output.
+    pub fn new(session_id: u64, block_size: u32, requests: Vec<Request>) -> Result<Self, TreeError> {
+        if requests.is_empty() {
+            return Err(TreeError::Empty);
+        }
+        if block_size == 0 {
+            return Err(TreeError::ZeroBlockSize);
+        }
+        for (index, r) in requests.iter().enumerate() {
+            if r.id as usize != index {
+                return Err(TreeError::IdNotPosition { index, id: r.id });
+            }
+            if let Some(&dep) = r.deps.iter().find(|&&d| d as usize >= index) {
+                return Err(TreeError::BadDependency { index, dep });
+            }
+            if r.blocks.len() as u64 * block_size as u64 > r.input_tokens as u64 {
+                return Err(TreeError::ChainTooLong { index, blocks: r.blocks.len(), block_size, input: r.input_tokens });
+            }
+            if r.output_tokens == 0 {
+                return Err(TreeError::NoOutput { index });
+            }
+        }
+        Ok(SessionTree { session_id, block_size, requests })
+    }
+
+    /// The requests, in a topological order.
+    pub fn requests(&self) -> &[Request] {
+        &self.requests
+    }
+
+    /// Number of requests.
+    pub fn len(&self) -> usize {
+        self.requests.len()
+    }
+
+    /// Always false: a valid tree has at least one request.
+    pub fn is_empty(&self) -> bool {
+        self.requests.is_empty()
+    }
+
+    /// Distinct agents (root plus sub-agents).
+    pub fn agents(&self) -> usize {
+        self.requests.iter().map(|r| r.agent).max().map_or(0, |m| m as usize + 1)
+    }
+
+    /// Number of root turns (the highest turn index plus one).
+    pub fn root_turns(&self) -> u32 {
+        self.requests.iter().filter(|r| r.kind == RequestKind::RootTurn).count() as u32
+    }
+
+    /// Same tree under another session id (used when a finite trace is cycled).
+    pub fn with_session_id(mut self, session_id: u64) -> Self {
+        self.session_id = session_id;
+        self
+    }
+}
+
+impl<'de> Deserialize<'de> for SessionTree {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Raw {
+            session_id: u64,
+            block_size: u32,
+            requests: Vec<Request>,
+        }
+        let raw = Raw::deserialize(d)?;
+        SessionTree::new(raw.session_id, raw.block_size, raw.requests).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(id: u32, deps: Vec<u32>, blocks: usize, input: u32) -> Request {
+        Request {
+            id,
+            agent: 0,
+            kind: RequestKind::RootTurn,
+            deps,
+            think_ns: 0,
+            blocks: Blocks::from_vec((0..blocks as u64).collect()),
+            input_tokens: input,
+            output_tokens: 1,
+            background: false,
+            turn: id,
+        }
+    }
+
+    #[test]
+    fn validation_table() {
+        let cases: Vec<(Vec<Request>, Option<TreeError>)> = vec![
+            (vec![req(0, vec![], 2, 128), req(1, vec![0], 3, 200)], None),
+            (vec![], Some(TreeError::Empty)),
+            (vec![req(1, vec![], 0, 1)], Some(TreeError::IdNotPosition { index: 0, id: 1 })),
+            (vec![req(0, vec![0], 0, 1)], Some(TreeError::BadDependency { index: 0, dep: 0 })),
+            (vec![req(0, vec![], 0, 1), req(1, vec![5], 0, 1)], Some(TreeError::BadDependency { index: 1, dep: 5 })),
+            (vec![req(0, vec![], 3, 191)], Some(TreeError::ChainTooLong { index: 0, blocks: 3, block_size: 64, input: 191 })),
+        ];
+        for (requests, want) in cases {
+            assert_eq!(SessionTree::new(1, 64, requests).err(), want);
+        }
+    }
+
+    #[test]
+    fn tail_tokens_are_what_the_blocks_leave() {
+        let r = req(0, vec![], 2, 130);
+        assert_eq!(r.tail_tokens(64), 2);
+    }
+}
