@@ -1,0 +1,256 @@
+//! The step-time cost model: a batch's FLOPs and bytes from the model shape, turned into seconds by a profile.
+//! `t = max(t_compute, t_memory) + t_allreduce + t_overhead` (SPEC §5). Pure arithmetic, no state.
+
+use crate::model::{streamed_weight_bytes, AttentionLayers, HardwareSpec, ModelSpec, WeightDtype};
+use crate::profile::Profile;
+
+/// What a step computes, accumulated one sequence at a time by the scheduler.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct BatchShape {
+    /// Prefill tokens in the step (sum of chunk lengths).
+    pub prefill_tokens: u64,
+    /// Sequences prefilling in the step.
+    pub prefill_seqs: u32,
+    /// Decode sequences in the step (one new token each).
+    pub decode_seqs: u32,
+    /// Tokens of cached context read by prefill chunks (sum of their prefixes).
+    pub prefill_context: u64,
+    /// Context tokens read by decode sequences (sum of their contexts).
+    pub decode_context: u64,
+    /// Full-attention (query, key) pairs of the prefill chunks: `Σ l·p + l(l+1)/2`.
+    pub full_pairs: f64,
+    /// Sliding-window pairs of all sequences (queries × min(context, window)).
+    pub sliding_pairs: f64,
+    /// Sliding-window KV tokens read (each sequence's context capped at the window).
+    pub sliding_context: u64,
+}
+
+impl BatchShape {
+    /// Adds a prefill chunk of `len` tokens after `prefix` tokens already in KV.
+    #[inline]
+    pub fn add_prefill(&mut self, len: u32, prefix: u32, window: Option<u32>) {
+        let (l, p) = (len as f64, prefix as f64);
+        self.prefill_tokens += len as u64;
+        self.prefill_seqs += 1;
+        self.prefill_context += prefix as u64;
+        self.full_pairs += l * p + l * (l + 1.0) / 2.0;
+        if let Some(w) = window {
+            self.sliding_pairs += windowed_pairs(prefix as u64, len as u64, w as u64);
+            self.sliding_context += prefix.min(w) as u64;
+        }
+    }
+
+    /// Adds a decode sequence whose context (KV already present) is `context` tokens.
+    #[inline]
+    pub fn add_decode(&mut self, context: u32, window: Option<u32>) {
+        self.decode_seqs += 1;
+        self.decode_context += context as u64;
+        if let Some(w) = window {
+            let c = context.min(w) as f64;
+            self.sliding_pairs += c + 1.0;
+            self.sliding_context += c as u64;
+        }
+    }
+
+    /// Tokens the step runs through the linear layers.
+    pub fn tokens(&self) -> u64 {
+        self.prefill_tokens + self.decode_seqs as u64
+    }
+
+    /// Sequences in the step.
+    pub fn seqs(&self) -> u32 {
+        self.prefill_seqs + self.decode_seqs
+    }
+}
+
+/// `Σ_{i=p}^{p+l-1} min(i + 1, w)`: the pairs a chunk's queries attend to under a window.
+fn windowed_pairs(p: u64, l: u64, w: u64) -> f64 {
+    let end = p + l; // queries at positions p..end, each sees min(pos + 1, w) keys
+    let ramp_end = end.min(w.saturating_sub(1)).max(p);
+    // positions p..ramp_end see pos + 1 keys; the rest see w
+    let ramp = (ramp_end - p) as f64;
+    let ramp_sum = ramp * (p as f64 + 1.0) + ramp * (ramp - 1.0) / 2.0;
+    ramp_sum + (end - ramp_end) as f64 * w as f64
+}
+
+/// Seconds per unit of each batch feature, precomputed for one deployment.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CostModel {
+    linear_s_per_token: f64,
+    gemm_half_tokens: f64,
+    full_s_per_pair: f64,
+    sliding_s_per_pair: f64,
+    linear_attention_s_per_token: f64,
+    weights_s: f64,
+    full_read_s_per_token: f64,
+    sliding_read_s_per_token: f64,
+    kv_write_s_per_token: f64,
+    state_s_per_seq: f64,
+    allreduce_s: f64,
+    allreduce_s_per_token: f64,
+    step_overhead_s: f64,
+    per_sequence_overhead_s: f64,
+    /// The sliding window of the model, if it has sliding layers.
+    pub window: Option<u32>,
+}
+
+/// What the cost model needs to know about a deployment.
+#[derive(Clone, Copy, Debug)]
+pub struct CostInputs<'a> {
+    /// The model.
+    pub model: &'a ModelSpec,
+    /// The GPU.
+    pub hardware: &'a HardwareSpec,
+    /// The efficiencies.
+    pub profile: &'a Profile,
+    /// Weight format.
+    pub dtype: WeightDtype,
+    /// Quantisation group size (int4).
+    pub group_size: u32,
+    /// Tensor-parallel degree.
+    pub tp: u32,
+}
+
+/// Fraction of one layer group's KV that one GPU holds under tensor parallelism (heads split, never below one head).
+pub fn kv_shard(layers: &AttentionLayers, tp: u32) -> f64 {
+    let per_gpu_heads = layers.kv_heads.div_ceil(tp.max(1));
+    per_gpu_heads as f64 / layers.kv_heads.max(1) as f64
+}
+
+impl CostModel {
+    /// Precomputes the per-feature costs.
+    pub fn new(i: CostInputs<'_>) -> CostModel {
+        let (m, hw, p) = (i.model, i.hardware, i.profile);
+        let tp = i.tp.max(1) as f64;
+        let bw = hw.memory_bandwidth * p.memory_efficiency;
+        let peak = hw.bf16_flops * p.gemm_efficiency;
+        let attn_peak = hw.bf16_flops * p.attention_efficiency;
+        let compute_factor = match i.dtype {
+            WeightDtype::Bf16 => 1.0,
+            WeightDtype::Int4 => p.int4_compute_penalty,
+            WeightDtype::Fp8 => 1.0 / p.fp8_compute_speedup,
+        };
+        let weight_bw = match i.dtype {
+            WeightDtype::Int4 => bw * p.int4_bandwidth_efficiency,
+            _ => bw,
+        };
+        let fa = &m.full_attention;
+        let full_shard = kv_shard(fa, i.tp);
+        let per_layer = fa.kv_bytes_per_token_per_layer() as f64;
+        let (sliding_s_per_pair, sliding_read, sliding_write) = match &m.sliding_attention {
+            Some(s) => {
+                let shard = kv_shard(s, i.tp);
+                let b = s.kv_bytes_per_token_per_layer() as f64 * shard;
+                (s.flops_per_pair() / tp / attn_peak, s.layers as f64 * b / bw, s.kv_layers as f64 * b / bw)
+            }
+            None => (0.0, 0.0, 0.0),
+        };
+        let linear_attention_s_per_token = m.linear_attention.as_ref().map_or(0.0, |l| l.layers as f64 * l.flops_per_token_per_layer / tp / attn_peak);
+        let collective = if i.tp > 1 { (2 * m.layers + 1) as f64 } else { 0.0 };
+        let ring = 2.0 * (tp - 1.0) / tp;
+        CostModel {
+            linear_s_per_token: 2.0 * m.matmul_params / tp / peak * compute_factor,
+            gemm_half_tokens: p.gemm_half_tokens,
+            full_s_per_pair: fa.flops_per_pair() / tp / attn_peak,
+            sliding_s_per_pair,
+            linear_attention_s_per_token,
+            weights_s: streamed_weight_bytes(m, i.dtype, i.group_size) / tp / weight_bw,
+            full_read_s_per_token: fa.layers as f64 * per_layer * full_shard / bw,
+            sliding_read_s_per_token: sliding_read,
+            kv_write_s_per_token: fa.kv_layers as f64 * per_layer * full_shard / bw + sliding_write,
+            state_s_per_seq: 2.0 * m.linear_attention.as_ref().map_or(0.0, |l| (l.layers as u64 * l.state_bytes_per_layer) as f64) / tp / bw,
+            allreduce_s: collective * hw.link_latency_s,
+            allreduce_s_per_token: collective * m.hidden as f64 * 2.0 * ring / (hw.link_bandwidth * p.allreduce_efficiency),
+            step_overhead_s: p.step_overhead_s,
+            per_sequence_overhead_s: p.per_sequence_overhead_s,
+            window: m.sliding_attention.as_ref().and_then(|s| s.window),
+        }
+    }
+
+    /// Seconds one step takes; 0 for an empty batch.
+    #[inline]
+    pub fn step_seconds(&self, b: &BatchShape) -> f64 {
+        let n = b.tokens() as f64;
+        if n == 0.0 {
+            return 0.0;
+        }
+        let gemm = self.linear_s_per_token * (n + self.gemm_half_tokens);
+        let attention = (b.full_pairs + b.decode_context as f64 + b.decode_seqs as f64) * self.full_s_per_pair + b.sliding_pairs * self.sliding_s_per_pair;
+        let compute = gemm + attention + n * self.linear_attention_s_per_token;
+        let memory = self.weights_s
+            + (b.prefill_context + b.decode_context) as f64 * self.full_read_s_per_token
+            + b.sliding_context as f64 * self.sliding_read_s_per_token
+            + n * self.kv_write_s_per_token
+            + b.seqs() as f64 * self.state_s_per_seq;
+        compute.max(memory) + self.allreduce_s + n * self.allreduce_s_per_token + self.step_overhead_s + b.seqs() as f64 * self.per_sequence_overhead_s
+    }
+
+    /// Step time in integer nanoseconds (at least 1 for a non-empty batch).
+    #[inline]
+    pub fn step_ns(&self, b: &BatchShape) -> u64 {
+        let s = self.step_seconds(b);
+        if s <= 0.0 {
+            0
+        } else {
+            ((s * 1e9).round() as u64).max(1)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn model(name: &str, hw: &str, profile: &str, tp: u32, dtype: WeightDtype) -> CostModel {
+        let (m, h, p) = (ModelSpec::preset(name).unwrap(), HardwareSpec::preset(hw).unwrap(), Profile::preset(profile).unwrap());
+        CostModel::new(CostInputs { model: &m, hardware: &h, profile: &p, dtype, group_size: 128, tp })
+    }
+
+    fn decode(batch: u32, ctx: u32) -> BatchShape {
+        let mut b = BatchShape::default();
+        for _ in 0..batch {
+            b.add_decode(ctx, None);
+        }
+        b
+    }
+
+    #[test]
+    fn qwen3_8b_decode_on_h200_is_bandwidth_bound() {
+        let c = model("qwen3-8b", "h200", "h200-datasheet", 1, WeightDtype::Bf16);
+        // (15.1 GB weights + 4096 × 144 KiB KV) / (4.8 TB/s × 0.9) ≈ 3.7 ms, plus overheads.
+        let t = c.step_seconds(&decode(1, 4096));
+        assert!((0.0045..0.0065).contains(&t), "batch-1 decode {t}");
+        assert!(c.step_seconds(&decode(16, 32_768)) > 4.0 * t, "KV reads dominate at 16 × 32K");
+    }
+
+    #[test]
+    fn prefill_is_compute_bound_and_grows_with_length() {
+        let c = model("qwen3-8b", "h200", "h200-datasheet", 1, WeightDtype::Bf16);
+        let mut b = BatchShape::default();
+        b.add_prefill(2048, 0, None);
+        let t = c.step_seconds(&b);
+        // 2 × 7.57e9 × 2048 = 31 TFLOP at about 790 TFLOP/s ≈ 39 ms, plus attention.
+        assert!((0.035..0.06).contains(&t), "2K prefill {t}");
+        let mut long = BatchShape::default();
+        long.add_prefill(2048, 32_768, None);
+        assert!(c.step_seconds(&long) > t * 1.3, "a cached prefix adds attention work");
+    }
+
+    #[test]
+    fn tensor_parallelism_and_int4_cut_decode_time() {
+        let one = model("qwen3.5-9b", "l40", "l40-datasheet", 1, WeightDtype::Bf16).step_seconds(&decode(1, 30_000));
+        let two = model("qwen3.5-9b", "l40", "l40-datasheet", 2, WeightDtype::Bf16).step_seconds(&decode(1, 30_000));
+        assert!(two < one * 0.7, "tp=2 {two} vs tp=1 {one}");
+        let bf = model("qwen3.8-27b", "l40", "l40-datasheet", 2, WeightDtype::Bf16).step_seconds(&decode(1, 1000));
+        let q4 = model("qwen3.8-27b", "l40", "l40-datasheet", 2, WeightDtype::Int4).step_seconds(&decode(1, 1000));
+        assert!(q4 < bf / 2.0, "int4 {q4} vs bf16 {bf}");
+    }
+
+    #[test]
+    fn windowed_pairs_match_a_direct_sum() {
+        for (p, l, w) in [(0u64, 10u64, 4u64), (3, 5, 512), (600, 100, 512), (500, 30, 512), (0, 1, 1)] {
+            let direct: u64 = (p..p + l).map(|i| (i + 1).min(w)).sum();
+            assert_eq!(windowed_pairs(p, l, w), direct as f64, "p={p} l={l} w={w}");
+        }
+    }
+}
