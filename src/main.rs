@@ -1,1 +1,31 @@
-fn main() {}
+//! The `serverbench` binary: argument parsing, progress bars, tables, files and exit codes.
+//! All the work happens in the library crates; this crate is glue.
+
+mod cli;
+mod inputs;
+mod output;
+mod simulate;
+mod sweep;
+mod workload;
+
+use clap::Parser;
+
+fn main() {
+    let code = match try_main() {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            2
+        }
+    };
+    std::process::exit(code);
+}
+
+fn try_main() -> anyhow::Result<()> {
+    let cli = cli::Cli::parse();
+    match cli.command {
+        cli::Command::Simulate(a) => simulate::run(a),
+        cli::Command::Sweep(a) => sweep::run(a),
+        cli::Command::Workload(w) => workload::run(w),
+    }
+}

@@ -1,11 +1,11 @@
 //! Summary statistics of a set of session trees, including the prefix reuse an infinite cache would see.
 
 use crate::tree::{RequestKind, SessionTree};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 
 /// Mean and quantiles of a sample.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Quantiles {
     /// Number of values.
     pub count: usize,

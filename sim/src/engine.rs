@@ -1,0 +1,533 @@
+//! One engine replica: the scheduler (policy `vllm`) over the KV manager, advancing one step (forward pass)
+//! at a time. It decides what each step computes; how long a step takes comes from outside
+//! (the cost model here, the GPU in the CUDA engine). Pure logic: no time source, no IO.
+
+use crate::deployment::{Deployment, EngineConfig};
+use crate::des::Time;
+use crate::kv::{KvManager, Match, ROOT};
+use serverbench_calibration::BatchShape;
+use serverbench_workloads::hash::mix2;
+use serverbench_workloads::Blocks;
+use std::collections::VecDeque;
+
+/// A request handed to the engine.
+#[derive(Clone, Debug)]
+pub struct SeqInput {
+    /// The caller's tag (returned in events).
+    pub tag: u64,
+    /// Prompt block chain.
+    pub blocks: Blocks,
+    /// Tokens per workload block.
+    pub workload_block_size: u32,
+    /// Prompt tokens.
+    pub input: u32,
+    /// Output tokens to generate.
+    pub output: u32,
+}
+
+/// What a step did to a sequence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SeqEvent {
+    /// The first output token came out at the end of this step.
+    FirstToken {
+        /// Caller's tag.
+        tag: u64,
+    },
+    /// The last output token came out; the sequence left the engine.
+    Finished {
+        /// Caller's tag.
+        tag: u64,
+        /// Sequence id (valid until the next submit).
+        seq: u32,
+    },
+}
+
+/// A sequence's progress, as the caller may read it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SeqProgress {
+    /// Output tokens emitted so far.
+    pub generated: u32,
+    /// Prompt tokens served from the prefix cache at first admission.
+    pub cached_tokens: u32,
+    /// Times the sequence was preempted.
+    pub preemptions: u32,
+}
+
+#[derive(Clone, Debug)]
+struct Seq {
+    tag: u64,
+    blocks: Blocks,
+    wbs: u32,
+    hashable: u32,
+    input: u32,
+    output: u32,
+    computed: u32,
+    generated: u32,
+    kv_node: u32,
+    shared: u32,
+    private: u32,
+    inserted: bool,
+    admitted: bool,
+    progress: SeqProgress,
+    done: bool,
+}
+
+impl Seq {
+    #[inline]
+    fn known(&self) -> u32 {
+        self.input + self.generated
+    }
+}
+
+/// The hash of engine block `i` of a prompt whose workload blocks are `chain` (each `wbs` tokens, ids prefix-identifying).
+#[inline]
+fn engine_hash(chain: &[u64], wbs: u32, ebs: u32, i: u32) -> u64 {
+    let end = (i as u64 + 1) * ebs as u64;
+    let w = ((end - 1) / wbs as u64) as usize;
+    mix2(chain[w], end % wbs as u64)
+}
+
+/// One step's sample, for timelines.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct StepSample {
+    /// Step start, ns.
+    pub start_ns: u64,
+    /// Step length, ns.
+    pub step_ns: u64,
+    /// Sequences running after scheduling.
+    pub running: u32,
+    /// Sequences waiting after scheduling.
+    pub waiting: u32,
+    /// Prefill tokens in the step.
+    pub prefill_tokens: u32,
+    /// Decode sequences in the step.
+    pub decode_seqs: u32,
+    /// Fraction of KV blocks in use.
+    pub kv_occupancy: f64,
+}
+
+/// Running totals of a replica.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct EngineStats {
+    /// Steps run.
+    pub steps: u64,
+    /// Busy time, ns.
+    pub busy_ns: u64,
+    /// ∫ occupancy dt over steps, in block-fraction × ns.
+    pub occupancy_integral: f64,
+    /// Highest occupancy seen.
+    pub occupancy_max: f64,
+    /// Preemptions.
+    pub preemptions: u64,
+    /// Prompt tokens that were looked up at first admission.
+    pub lookup_tokens: u64,
+    /// Of those, tokens served from the cache.
+    pub hit_tokens: u64,
+}
+
+/// Why a deployment cannot run.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum CapacityError {
+    /// The weights do not leave room for KV.
+    #[error("the weights ({weights_gib:.2} GiB per GPU) and activation reserve ({reserve_gib:.2} GiB) exceed the memory budget ({budget_gib:.2} GiB per GPU)")]
+    NoRoom {
+        /// Per GPU.
+        weights_gib: f64,
+        /// Per GPU.
+        reserve_gib: f64,
+        /// Per GPU.
+        budget_gib: f64,
+    },
+    /// One request of the context limit does not fit.
+    #[error("one request at the context limit ({context} tokens) needs {need} KV blocks but the pool holds {have} ({pool_gib:.2} GiB per GPU after {weights_gib:.2} GiB of weights, {kv_per_token} bytes of KV per token per GPU)")]
+    ContextTooLong {
+        /// Context limit.
+        context: u32,
+        /// Blocks needed.
+        need: u64,
+        /// Blocks there are.
+        have: u64,
+        /// KV pool per GPU.
+        pool_gib: f64,
+        /// Weights per GPU.
+        weights_gib: f64,
+        /// KV bytes per token per GPU.
+        kv_per_token: f64,
+    },
+}
+
+/// One engine replica.
+pub struct Replica {
+    cfg: EngineConfig,
+    kv: KvManager,
+    state_blocks: u32,
+    window: Option<u32>,
+    seqs: Vec<Seq>,
+    free_ids: Vec<u32>,
+    waiting: VecDeque<u32>,
+    running: Vec<u32>,
+    step: Vec<(u32, u32, u32)>,
+    /// Totals.
+    pub stats: EngineStats,
+    /// Per-step samples, when enabled.
+    pub timeline: Option<Vec<StepSample>>,
+}
+
+impl Replica {
+    /// A replica sized from the deployment's memory plan; fails if one request of the context limit cannot fit.
+    pub fn new(d: &Deployment) -> Result<Replica, CapacityError> {
+        let plan = d.memory_plan();
+        let gib = serverbench_calibration::GIB;
+        if plan.kv_pool_bytes <= 0.0 {
+            return Err(CapacityError::NoRoom { weights_gib: plan.weights_bytes / gib, reserve_gib: plan.activation_bytes / gib, budget_gib: plan.budget_bytes / gib });
+        }
+        let bs = d.engine.block_size;
+        let block_bytes = plan.kv_bytes_per_token * bs as f64;
+        let total = (plan.kv_pool_bytes / block_bytes).floor() as u64;
+        let state_blocks = (plan.state_bytes_per_seq / block_bytes).ceil() as u32;
+        let need = d.context_limit.div_ceil(bs) as u64 + state_blocks as u64;
+        if need > total {
+            return Err(CapacityError::ContextTooLong {
+                context: d.context_limit,
+                need,
+                have: total,
+                pool_gib: plan.kv_pool_bytes / gib,
+                weights_gib: plan.weights_bytes / gib,
+                kv_per_token: plan.kv_bytes_per_token,
+            });
+        }
+        let window = d.model_spec().sliding_attention.and_then(|s| s.window);
+        Ok(Replica {
+            cfg: d.engine.clone(),
+            kv: KvManager::new(total),
+            state_blocks,
+            window,
+            seqs: Vec::new(),
+            free_ids: Vec::new(),
+            waiting: VecDeque::new(),
+            running: Vec::new(),
+            step: Vec::new(),
+            stats: EngineStats::default(),
+            timeline: None,
+        })
+    }
+
+    /// KV capacity in blocks.
+    pub fn total_blocks(&self) -> u64 {
+        self.kv.total()
+    }
+
+    /// KV blocks in use.
+    pub fn used_blocks(&self) -> u64 {
+        self.kv.used()
+    }
+
+    /// Sequences running.
+    pub fn running(&self) -> usize {
+        self.running.len()
+    }
+
+    /// Sequences waiting.
+    pub fn waiting(&self) -> usize {
+        self.waiting.len()
+    }
+
+    /// True when something is running or waiting.
+    pub fn has_work(&self) -> bool {
+        !self.running.is_empty() || !self.waiting.is_empty()
+    }
+
+    /// Hands a request to the scheduler; returns its sequence id.
+    pub fn submit(&mut self, input: SeqInput) -> u32 {
+        let ebs = self.cfg.block_size;
+        let hashable = (input.blocks.len() as u64 * input.workload_block_size as u64 / ebs as u64) as u32;
+        let seq = Seq {
+            tag: input.tag,
+            blocks: input.blocks,
+            wbs: input.workload_block_size,
+            hashable,
+            input: input.input,
+            output: input.output,
+            computed: 0,
+            generated: 0,
+            kv_node: ROOT,
+            shared: 0,
+            private: 0,
+            inserted: false,
+            admitted: false,
+            progress: SeqProgress::default(),
+            done: false,
+        };
+        let id = match self.free_ids.pop() {
+            Some(id) => {
+                self.seqs[id as usize] = seq;
+                id
+            }
+            None => {
+                self.seqs.push(seq);
+                self.seqs.len() as u32 - 1
+            }
+        };
+        self.waiting.push_back(id);
+        id
+    }
+
+    /// A sequence's progress.
+    pub fn progress(&self, seq: u32) -> SeqProgress {
+        let s = &self.seqs[seq as usize];
+        SeqProgress { generated: s.generated, ..s.progress }
+    }
+
+    /// Tags of all sequences still in the engine (running, then waiting).
+    pub fn in_flight(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
+        self.running.iter().chain(self.waiting.iter()).map(|&id| (id, self.seqs[id as usize].tag))
+    }
+
+    /// Puts a prompt's blocks in the prefix cache, unreferenced, as far as free memory allows (steady-state start).
+    pub fn warm(&mut self, blocks: &Blocks, workload_block_size: u32) {
+        if !self.cfg.prefix_caching {
+            return;
+        }
+        let ebs = self.cfg.block_size;
+        let chain = blocks.as_slice();
+        let n = (chain.len() as u64 * workload_block_size as u64 / ebs as u64) as u32;
+        let h = |i| engine_hash(chain, workload_block_size, ebs, i);
+        let m = self.kv.cache.lookup(ROOT, 0, n, h);
+        let room = self.kv.free().saturating_sub(self.kv.total() / 4);
+        let n = n.min(m.blocks + room as u32);
+        if n <= m.blocks {
+            return;
+        }
+        let node = self.kv.cache.insert(ROOT, 0, n, h);
+        self.kv.cache.release(node);
+    }
+
+    fn seq_hash<'a>(seq: &'a Seq, ebs: u32) -> impl Fn(u32) -> u64 + 'a {
+        move |i| engine_hash(seq.blocks.as_slice(), seq.wbs, ebs, i)
+    }
+
+    /// Blocks a sequence must add to hold `tokens` computed tokens.
+    #[inline]
+    fn blocks_to_add(&self, s: &Seq, tokens: u32) -> u32 {
+        let want = tokens.div_ceil(self.cfg.block_size) + self.state_blocks;
+        (want).saturating_sub(s.shared + s.private)
+    }
+
+    /// Chooses the next step's batch; returns its shape, or `None` when there is nothing to run.
+    pub fn schedule(&mut self) -> Option<BatchShape> {
+        self.step.clear();
+        let mut budget = self.cfg.max_num_batched_tokens;
+        let mut preempted = false;
+        for decode_phase in [true, false] {
+            let mut i = 0;
+            while i < self.running.len() && budget > 0 {
+                let id = self.running[i];
+                let s = &self.seqs[id as usize];
+                let remaining = s.known() - s.computed;
+                if (remaining == 1 && s.generated > 0) != decode_phase {
+                    i += 1;
+                    continue;
+                }
+                let n = remaining.min(budget);
+                let add = self.blocks_to_add(s, s.computed + n);
+                if !self.make_room(id, add, &mut budget, &mut preempted) {
+                    continue; // it preempted itself: it was the newest, so the loop ends
+                }
+                self.seqs[id as usize].private += add;
+                self.step.push((id, n, self.seqs[id as usize].computed));
+                budget -= n;
+                i += 1;
+            }
+        }
+        if !preempted {
+            self.admit_waiting(&mut budget);
+        }
+        if self.step.is_empty() {
+            return None;
+        }
+        Some(self.shape())
+    }
+
+    /// Allocates `add` blocks for `id`, preempting the newest running sequences while they do not fit.
+    /// Returns false if `id` itself had to be preempted.
+    fn make_room(&mut self, id: u32, add: u32, budget: &mut u32, preempted: &mut bool) -> bool {
+        while !self.kv.allocate(add as u64) {
+            let victim = *self.running.last().expect("a sequence that needs blocks is running");
+            self.preempt(victim, budget);
+            *preempted = true;
+            if victim == id {
+                return false;
+            }
+        }
+        true
+    }
+
+    fn preempt(&mut self, id: u32, budget: &mut u32) {
+        self.running.pop();
+        if let Some(pos) = self.step.iter().position(|&(s, _, _)| s == id) {
+            *budget += self.step.remove(pos).1;
+        }
+        self.release_kv(id);
+        let s = &mut self.seqs[id as usize];
+        s.computed = 0;
+        s.progress.preemptions += 1;
+        self.stats.preemptions += 1;
+        self.waiting.push_front(id);
+    }
+
+    fn release_kv(&mut self, id: u32) {
+        let s = &mut self.seqs[id as usize];
+        if s.kv_node != ROOT {
+            self.kv.cache.release(s.kv_node);
+        }
+        self.kv.free_private(s.private as u64);
+        s.kv_node = ROOT;
+        s.shared = 0;
+        s.private = 0;
+        s.inserted = false;
+    }
+
+    fn admit_waiting(&mut self, budget: &mut u32) {
+        let ebs = self.cfg.block_size;
+        while *budget > 0 && self.running.len() < self.cfg.max_num_seqs as usize {
+            let Some(&id) = self.waiting.front() else { break };
+            let s = &self.seqs[id as usize];
+            let m = if self.cfg.prefix_caching { self.kv.cache.lookup(ROOT, 0, s.hashable, Self::seq_hash(s, ebs)) } else { Match::default() };
+            let computed = (m.blocks * ebs).min(s.known() - 1);
+            let n = (s.known() - computed).min(*budget);
+            let need = (computed + n).div_ceil(ebs).saturating_sub(m.blocks) + self.state_blocks;
+            if (need as u64) > self.kv.available() - m.evictable {
+                break;
+            }
+            let node = self.kv.cache.acquire(&m, ROOT);
+            let ok = self.kv.allocate(need as u64);
+            debug_assert!(ok, "admission checked the room");
+            let s = &mut self.seqs[id as usize];
+            s.kv_node = node;
+            s.shared = m.blocks;
+            s.private = need;
+            s.computed = computed;
+            if !s.admitted {
+                s.admitted = true;
+                s.progress.cached_tokens = computed;
+                self.stats.lookup_tokens += s.input as u64;
+                self.stats.hit_tokens += computed as u64;
+            }
+            self.waiting.pop_front();
+            self.running.push(id);
+            self.step.push((id, n, computed));
+            *budget -= n;
+        }
+    }
+
+    fn shape(&self) -> BatchShape {
+        let mut b = BatchShape::default();
+        for &(id, n, prefix) in &self.step {
+            let s = &self.seqs[id as usize];
+            if n == 1 && s.generated > 0 && prefix + 1 == s.known() {
+                b.add_decode(prefix, self.window);
+            } else {
+                b.add_prefill(n, prefix, self.window);
+            }
+        }
+        b
+    }
+
+    /// Records the step that was scheduled as starting at `start` and lasting `step_ns` (occupancy, timeline).
+    pub fn note_step(&mut self, start: Time, step_ns: u64, shape: &BatchShape) {
+        let occ = self.kv.used() as f64 / self.kv.total().max(1) as f64;
+        self.stats.steps += 1;
+        self.stats.busy_ns += step_ns;
+        self.stats.occupancy_integral += occ * step_ns as f64;
+        self.stats.occupancy_max = self.stats.occupancy_max.max(occ);
+        if let Some(t) = &mut self.timeline {
+            t.push(StepSample {
+                start_ns: start.0,
+                step_ns,
+                running: self.running.len() as u32,
+                waiting: self.waiting.len() as u32,
+                prefill_tokens: shape.prefill_tokens as u32,
+                decode_seqs: shape.decode_seqs,
+                kv_occupancy: occ,
+            });
+        }
+    }
+
+    /// Applies the scheduled step's results (its tokens come out now); appends events.
+    pub fn finish_step(&mut self, events: &mut Vec<SeqEvent>) {
+        let ebs = self.cfg.block_size;
+        let mut any_done = false;
+        for k in 0..self.step.len() {
+            let (id, n, _) = self.step[k];
+            let s = &mut self.seqs[id as usize];
+            s.computed += n;
+            if !s.inserted && self.cfg.prefix_caching && s.computed >= s.hashable * ebs && s.hashable > s.shared {
+                let (start, end) = (s.shared, s.hashable);
+                let node = self.kv.cache.insert(s.kv_node, start, end, Self::seq_hash(s, ebs));
+                let moved = end - start;
+                self.kv.private_became_cached(moved as u64);
+                let s = &mut self.seqs[id as usize];
+                s.kv_node = node;
+                s.shared = end;
+                s.private -= moved;
+            }
+            let s = &mut self.seqs[id as usize];
+            s.inserted = s.inserted || s.computed >= s.hashable * ebs;
+            if s.computed < s.known() {
+                continue;
+            }
+            s.generated += 1;
+            if s.generated == 1 {
+                events.push(SeqEvent::FirstToken { tag: s.tag });
+            }
+            if s.generated >= s.output {
+                s.done = true;
+                any_done = true;
+                events.push(SeqEvent::Finished { tag: s.tag, seq: id });
+            }
+        }
+        if any_done {
+            let mut finished = Vec::new();
+            self.running.retain(|&id| {
+                let done = self.seqs[id as usize].done;
+                if done {
+                    finished.push(id);
+                }
+                !done
+            });
+            for id in finished {
+                self.release_kv(id);
+                self.free_ids.push(id);
+            }
+        }
+        self.step.clear();
+    }
+
+    /// Removes every sequence (the window closed); their progress stays readable until the next submit.
+    pub fn cancel_all(&mut self) {
+        let ids: Vec<u32> = self.running.drain(..).chain(self.waiting.drain(..)).collect();
+        for id in ids {
+            self.release_kv(id);
+            self.free_ids.push(id);
+        }
+        self.step.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn engine_hashes_map_workload_blocks_onto_engine_blocks() {
+        let chain = [11u64, 22, 33];
+        // 64-token workload blocks, 16-token engine blocks: 4 engine blocks per workload block.
+        let hs: Vec<u64> = (0..12).map(|i| engine_hash(&chain, 64, 16, i)).collect();
+        assert_eq!(hs.iter().collect::<std::collections::HashSet<_>>().len(), 12);
+        let other = [11u64, 22, 99];
+        assert_eq!(engine_hash(&other, 64, 16, 7), hs[7]);
+        assert_ne!(engine_hash(&other, 64, 16, 8), hs[8]);
+        // 16-token workload blocks, 32-token engine blocks: each engine block ends on an odd workload block.
+        assert_eq!(engine_hash(&[1, 2, 3, 4], 16, 32, 1), mix2(4, 0));
+    }
+}

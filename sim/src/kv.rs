@@ -1,0 +1,381 @@
+//! Paged KV memory with a prefix cache: a radix tree of block-hash runs with reference counts,
+//! eviction of unreferenced leaves in least-recently-used order, and block accounting that never
+//! exceeds capacity. Pure bookkeeping: no time, no IO.
+
+use serverbench_workloads::hash::mix2;
+use std::collections::{BTreeSet, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// The root of the radix tree (holds no block).
+pub const ROOT: u32 = 0;
+
+/// A hasher for keys that are already well mixed.
+#[derive(Default)]
+struct PassThrough(u64);
+
+impl Hasher for PassThrough {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ b as u64;
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
+    }
+}
+
+type Map = HashMap<u64, u32, BuildHasherDefault<PassThrough>>;
+
+#[derive(Clone, Debug)]
+struct Node {
+    parent: u32,
+    hashes: Vec<u64>,
+    refs: u32,
+    children: u32,
+    last_use: u64,
+}
+
+/// The result of looking a prompt up in the cache.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Match {
+    /// Deepest node matched completely.
+    pub node: u32,
+    /// Blocks matched, counting from the lookup's start.
+    pub blocks: u32,
+    /// A node matched only in part: (node, blocks of it matched).
+    pub partial: Option<(u32, u32)>,
+    /// Matched blocks that are currently unreferenced (they stop being evictable once acquired).
+    pub evictable: u64,
+}
+
+/// The radix tree of cached prompt blocks.
+#[derive(Clone, Debug)]
+pub struct PrefixCache {
+    nodes: Vec<Node>,
+    free_nodes: Vec<u32>,
+    children: Map,
+    lru: BTreeSet<(u64, u32)>,
+    cached: u64,
+    evictable: u64,
+    clock: u64,
+}
+
+impl Default for PrefixCache {
+    fn default() -> Self {
+        PrefixCache {
+            nodes: vec![Node { parent: ROOT, hashes: Vec::new(), refs: 0, children: 0, last_use: 0 }],
+            free_nodes: Vec::new(),
+            children: Map::default(),
+            lru: BTreeSet::new(),
+            cached: 0,
+            evictable: 0,
+            clock: 0,
+        }
+    }
+}
+
+#[inline]
+fn key(node: u32, hash: u64) -> u64 {
+    mix2(node as u64, hash)
+}
+
+impl PrefixCache {
+    /// Blocks held by the tree.
+    pub fn cached_blocks(&self) -> u64 {
+        self.cached
+    }
+
+    /// Blocks of the tree that no sequence references (they can be evicted).
+    pub fn evictable_blocks(&self) -> u64 {
+        self.evictable
+    }
+
+    /// Longest cached prefix of the chain `h(start..n)` below `from` (which covers blocks `0..start`).
+    pub fn lookup(&self, from: u32, start: u32, n: u32, h: impl Fn(u32) -> u64) -> Match {
+        let mut m = Match { node: from, blocks: 0, partial: None, evictable: 0 };
+        let mut pos = start;
+        while pos < n {
+            let first = h(pos);
+            let Some(&child) = self.children.get(&key(m.node, first)) else { break };
+            let c = &self.nodes[child as usize];
+            if c.hashes[0] != first {
+                break; // a key collision, not a match
+            }
+            let len = c.hashes.len() as u32;
+            let avail = len.min(n - pos);
+            let k = if h(pos + avail - 1) == c.hashes[avail as usize - 1] {
+                avail
+            } else {
+                // Chained hashes: equality at i implies equality before i, so the match is a prefix.
+                let (mut lo, mut hi) = (1u32, avail - 1); // h(pos+lo-1) matches; find the largest such lo
+                while lo < hi {
+                    let mid = (lo + hi).div_ceil(2);
+                    if h(pos + mid - 1) == c.hashes[mid as usize - 1] {
+                        lo = mid;
+                    } else {
+                        hi = mid - 1;
+                    }
+                }
+                lo
+            };
+            if c.refs == 0 {
+                m.evictable += k as u64;
+            }
+            pos += k;
+            m.blocks += k;
+            if k < len {
+                m.partial = Some((child, k));
+                break;
+            }
+            m.node = child;
+        }
+        m
+    }
+
+    /// References the matched blocks for one more sequence (splitting a partly matched node) and
+    /// returns the sequence's new deepest node. `stop` is the node the sequence already references.
+    pub fn acquire(&mut self, m: &Match, stop: u32) -> u32 {
+        let deepest = match m.partial {
+            Some((node, k)) => self.split(node, k),
+            None => m.node,
+        };
+        self.clock += 1;
+        let mut n = deepest;
+        while n != stop && n != ROOT {
+            let node = &mut self.nodes[n as usize];
+            if node.refs == 0 {
+                self.evictable -= node.hashes.len() as u64;
+                if node.children == 0 {
+                    self.lru.remove(&(node.last_use, n));
+                }
+            }
+            node.refs += 1;
+            node.last_use = self.clock;
+            n = node.parent;
+        }
+        deepest
+    }
+
+    /// Drops one sequence's reference to the path from `deepest` up to the root.
+    pub fn release(&mut self, deepest: u32) {
+        self.clock += 1;
+        let mut n = deepest;
+        while n != ROOT {
+            let node = &mut self.nodes[n as usize];
+            debug_assert!(node.refs > 0, "release of an unreferenced node");
+            node.refs -= 1;
+            node.last_use = self.clock;
+            if node.refs == 0 {
+                self.evictable += node.hashes.len() as u64;
+                if node.children == 0 {
+                    self.lru.insert((node.last_use, n));
+                }
+            }
+            n = node.parent;
+        }
+    }
+
+    /// Splits `node` after its first `k` blocks; returns the new head node (the old id keeps the tail,
+    /// so the tail's children keep their keys).
+    fn split(&mut self, node: u32, k: u32) -> u32 {
+        let old = &mut self.nodes[node as usize];
+        let tail = old.hashes.split_off(k as usize);
+        let head_hashes = std::mem::replace(&mut old.hashes, tail);
+        let (parent, refs, last_use) = (old.parent, old.refs, old.last_use);
+        let head = self.new_node(Node { parent, hashes: head_hashes, refs, children: 1, last_use });
+        let first_of_head = self.nodes[head as usize].hashes[0];
+        let first_of_tail = self.nodes[node as usize].hashes[0];
+        self.children.insert(key(parent, first_of_head), head);
+        self.children.insert(key(head, first_of_tail), node);
+        self.nodes[node as usize].parent = head;
+        head
+    }
+
+    fn new_node(&mut self, n: Node) -> u32 {
+        match self.free_nodes.pop() {
+            Some(id) => {
+                self.nodes[id as usize] = n;
+                id
+            }
+            None => {
+                self.nodes.push(n);
+                self.nodes.len() as u32 - 1
+            }
+        }
+    }
+
+    /// Adds blocks `start..n` of a chain below `parent` (which the caller references), reusing what
+    /// another sequence cached meanwhile. Returns the new deepest node; the caller references all of it.
+    pub fn insert(&mut self, parent: u32, start: u32, n: u32, h: impl Fn(u32) -> u64) -> u32 {
+        let m = self.lookup(parent, start, n, &h);
+        let mut deepest = self.acquire(&m, parent);
+        let pos = start + m.blocks;
+        if pos < n {
+            let hashes: Vec<u64> = (pos..n).map(&h).collect();
+            self.clock += 1;
+            let id = self.new_node(Node { parent: deepest, hashes, refs: 1, children: 0, last_use: self.clock });
+            self.children.insert(key(deepest, h(pos)), id);
+            if deepest != ROOT {
+                let p = &mut self.nodes[deepest as usize];
+                if p.refs == 0 && p.children == 0 {
+                    self.lru.remove(&(p.last_use, deepest));
+                }
+                p.children += 1;
+            }
+            self.cached += (n - pos) as u64;
+            deepest = id;
+        }
+        deepest
+    }
+
+    /// Evicts up to `want` unreferenced blocks, least recently used leaves first, from their tails.
+    /// Returns the number freed.
+    pub fn evict(&mut self, want: u64) -> u64 {
+        let mut freed = 0;
+        while freed < want {
+            let Some(&(lu, id)) = self.lru.iter().next() else { break };
+            let node = &mut self.nodes[id as usize];
+            let len = node.hashes.len() as u64;
+            let take = len.min(want - freed);
+            freed += take;
+            self.cached -= take;
+            self.evictable -= take;
+            if take < len {
+                node.hashes.truncate((len - take) as usize);
+                continue;
+            }
+            self.lru.remove(&(lu, id));
+            let (parent, first) = (node.parent, node.hashes[0]);
+            node.hashes = Vec::new();
+            self.children.remove(&key(parent, first));
+            self.free_nodes.push(id);
+            if parent != ROOT {
+                let p = &mut self.nodes[parent as usize];
+                p.children -= 1;
+                if p.refs == 0 && p.children == 0 {
+                    self.lru.insert((p.last_use, parent));
+                }
+            }
+        }
+        freed
+    }
+}
+
+/// KV blocks of one engine replica: a fixed pool shared by sequences' private blocks and the prefix cache.
+#[derive(Clone, Debug)]
+pub struct KvManager {
+    total: u64,
+    private: u64,
+    /// The prefix cache.
+    pub cache: PrefixCache,
+}
+
+impl KvManager {
+    /// A pool of `total` blocks.
+    pub fn new(total: u64) -> KvManager {
+        KvManager { total, private: 0, cache: PrefixCache::default() }
+    }
+
+    /// Capacity in blocks.
+    pub fn total(&self) -> u64 {
+        self.total
+    }
+
+    /// Blocks held by no one and by no cache entry.
+    pub fn free(&self) -> u64 {
+        self.total - self.private - self.cache.cached_blocks()
+    }
+
+    /// Blocks an allocation could get now (free plus evictable).
+    pub fn available(&self) -> u64 {
+        self.free() + self.cache.evictable_blocks()
+    }
+
+    /// Blocks in use by running sequences (private, or cached and referenced).
+    pub fn used(&self) -> u64 {
+        self.private + self.cache.cached_blocks() - self.cache.evictable_blocks()
+    }
+
+    /// Takes `n` private blocks, evicting cached ones if needed; false (and nothing changes) if they do not fit.
+    pub fn allocate(&mut self, n: u64) -> bool {
+        if n > self.available() {
+            return false;
+        }
+        let free = self.free();
+        if free < n {
+            self.cache.evict(n - free);
+        }
+        self.private += n;
+        true
+    }
+
+    /// Gives back `n` private blocks.
+    pub fn free_private(&mut self, n: u64) {
+        debug_assert!(n <= self.private);
+        self.private -= n;
+    }
+
+    /// Converts `n` private blocks into cache blocks (the cache already counted them when they were inserted).
+    pub fn private_became_cached(&mut self, n: u64) {
+        self.private -= n;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chain(prefix: u64) -> impl Fn(u32) -> u64 {
+        move |i| if i < 4 { 1000 + i as u64 } else { prefix * 1_000_000 + i as u64 }
+    }
+
+    #[test]
+    fn a_shared_prefix_is_found_split_and_reused() {
+        let mut c = PrefixCache::default();
+        let a = chain(1);
+        let n1 = c.insert(ROOT, 0, 10, &a);
+        assert_eq!(c.cached_blocks(), 10);
+        let b = chain(2);
+        let m = c.lookup(ROOT, 0, 8, &b);
+        assert_eq!((m.blocks, m.partial.map(|p| p.1)), (4, Some(4)));
+        assert_eq!(m.evictable, 0, "the first sequence still references them");
+        let d = c.acquire(&m, ROOT);
+        let n2 = c.insert(d, 4, 8, &b);
+        assert_eq!(c.cached_blocks(), 14);
+        c.release(n1);
+        assert_eq!(c.evictable_blocks(), 6, "only the first sequence's own tail is unreferenced");
+        c.release(n2);
+        assert_eq!(c.evictable_blocks(), 14);
+        assert_eq!(c.evict(3), 3);
+        assert_eq!(c.evict(100), 11);
+        assert_eq!((c.cached_blocks(), c.evictable_blocks()), (0, 0));
+    }
+
+    #[test]
+    fn eviction_takes_the_least_recently_used_leaf_first() {
+        let mut c = PrefixCache::default();
+        let (a, b) = (chain(1), chain(2));
+        let na = c.insert(ROOT, 0, 6, &a);
+        let m = c.lookup(ROOT, 0, 6, &b);
+        let d = c.acquire(&m, ROOT);
+        let nb = c.insert(d, 4, 6, &b);
+        c.release(na);
+        c.release(nb); // b's tail is used more recently
+        c.evict(2);
+        assert_eq!(c.lookup(ROOT, 0, 6, &a).blocks, 4, "a's tail went first");
+        assert_eq!(c.lookup(ROOT, 0, 6, &b).blocks, 6);
+    }
+
+    #[test]
+    fn allocation_never_exceeds_capacity() {
+        let mut kv = KvManager::new(10);
+        assert!(kv.allocate(7));
+        assert!(!kv.allocate(4));
+        assert_eq!(kv.used(), 7);
+        kv.free_private(7);
+        assert!(kv.allocate(10));
+    }
+}

@@ -1,0 +1,212 @@
+//! The simulator's driver: the replay state machine and one engine replica in virtual time, producing
+//! records and a summary. Deterministic: the same inputs give byte-identical records.
+
+use crate::deployment::Deployment;
+use crate::des::{EventQueue, Time};
+use crate::engine::{CapacityError, Replica, SeqEvent, SeqInput, StepSample};
+use crate::replay::{Handle, Ready, Replay, ReplayConfig, StartMode};
+use crate::score::{summarise, Outcome, Record, Summary};
+use serverbench_calibration::CostModel;
+use serverbench_workloads::TreeSource;
+
+/// What to run.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RunConfig {
+    /// Lanes.
+    pub concurrency: u32,
+    /// Workload seed (also seeds the steady-start draws).
+    pub seed: u64,
+    /// Window `W`, seconds.
+    pub window_s: f64,
+    /// Cap on think times, seconds.
+    pub idle_gap_cap_s: f64,
+    /// Start mode.
+    pub start: StartMode,
+    /// Keep per-step samples.
+    pub timeline: bool,
+}
+
+impl RunConfig {
+    /// The defaults: c = 16, seed 0, 1800 s, 10 s idle-gap cap, steady start.
+    pub fn new(concurrency: u32, seed: u64, window_s: f64) -> RunConfig {
+        RunConfig { concurrency, seed, window_s, idle_gap_cap_s: 10.0, start: StartMode::Steady, timeline: false }
+    }
+
+    /// The replay part of the configuration.
+    pub fn replay(&self) -> ReplayConfig {
+        ReplayConfig { concurrency: self.concurrency, idle_gap_cap_ns: Time::from_secs(self.idle_gap_cap_s).0, start: self.start, seed: self.seed }
+    }
+}
+
+/// A finished simulation.
+#[derive(Clone, Debug)]
+pub struct RunOutput {
+    /// One record per request sent inside the window, in send order.
+    pub records: Vec<Record>,
+    /// The summary.
+    pub summary: Summary,
+    /// Per-step samples, when asked for.
+    pub timeline: Option<Vec<StepSample>>,
+}
+
+enum Event {
+    Due(Handle),
+    StepEnd,
+}
+
+struct Sim<'a> {
+    deployment: &'a Deployment,
+    cost: &'a CostModel,
+    replay: Replay<'a>,
+    replica: Replica,
+    queue: EventQueue<Event>,
+    records: Vec<Record>,
+    ready: Vec<Ready>,
+    events: Vec<SeqEvent>,
+    busy: bool,
+}
+
+/// Runs one closed-loop replay of `source` against the simulated deployment.
+pub fn simulate(deployment: &Deployment, cost: &CostModel, source: &dyn TreeSource, cfg: &RunConfig) -> Result<RunOutput, CapacityError> {
+    let mut replica = Replica::new(deployment)?;
+    if cfg.timeline {
+        replica.timeline = Some(Vec::new());
+    }
+    let mut sim = Sim {
+        deployment,
+        cost,
+        replay: Replay::new(source, cfg.replay()),
+        replica,
+        queue: EventQueue::new(),
+        records: Vec::new(),
+        ready: Vec::new(),
+        events: Vec::new(),
+        busy: false,
+    };
+    sim.start(cfg.start);
+    let window = Time::from_secs(cfg.window_s);
+    while let Some((t, ev)) = sim.queue.pop() {
+        match ev {
+            Event::Due(_) if t >= window => continue,
+            _ if t > window => break,
+            Event::Due(h) => sim.dispatch(h, t),
+            Event::StepEnd => sim.step_end(t),
+        }
+        if !sim.busy && sim.queue.peek_time() != Some(t) {
+            sim.start_step(t);
+        }
+    }
+    Ok(sim.finish(cfg))
+}
+
+impl Sim<'_> {
+    fn start(&mut self, mode: StartMode) {
+        self.replay.start(Time::ZERO, &mut self.ready);
+        if mode == StartMode::Steady {
+            for r in &self.ready {
+                let (tree, _) = self.replay.tree(r.handle.lane);
+                let req = self.replay.request(r.handle);
+                self.replica.warm(&req.blocks, tree.block_size);
+            }
+        }
+        self.flush_ready();
+    }
+
+    fn flush_ready(&mut self) {
+        for r in self.ready.drain(..) {
+            self.queue.schedule(r.at, Event::Due(r.handle)).expect("ready times are never in the past");
+        }
+    }
+
+    fn dispatch(&mut self, h: Handle, t: Time) {
+        let (tree, index) = self.replay.tree(h.lane);
+        let block_size = tree.block_size;
+        let req = self.replay.request(h);
+        let tag = self.records.len() as u64;
+        let overflow = req.input_tokens as u64 + req.output_tokens as u64 > self.deployment.context_limit as u64;
+        self.records.push(Record {
+            tree: index,
+            request: req.id,
+            lane: h.lane,
+            agent: req.agent,
+            kind: req.kind,
+            send_ns: t.0,
+            first_token_ns: None,
+            last_token_ns: None,
+            finish_ns: None,
+            input_tokens: req.input_tokens,
+            output_requested: req.output_tokens,
+            output_tokens: 0,
+            cached_tokens: 0,
+            preemptions: 0,
+            outcome: if overflow { Outcome::ContextOverflow } else { Outcome::Cancelled },
+        });
+        if overflow {
+            self.records[tag as usize].finish_ns = Some(t.0);
+            self.replay.complete(h, t, &mut self.ready);
+            self.flush_ready();
+            return;
+        }
+        let input = SeqInput { tag, blocks: req.blocks.clone(), workload_block_size: block_size, input: req.input_tokens, output: req.output_tokens };
+        self.replica.submit(input);
+    }
+
+    fn start_step(&mut self, t: Time) {
+        if !self.replica.has_work() {
+            return;
+        }
+        if let Some(shape) = self.replica.schedule() {
+            let dt = self.cost.step_ns(&shape);
+            self.replica.note_step(t, dt, &shape);
+            self.queue.schedule(t.plus(dt), Event::StepEnd).expect("steps end in the future");
+            self.busy = true;
+        }
+    }
+
+    fn step_end(&mut self, t: Time) {
+        self.busy = false;
+        self.replica.finish_step(&mut self.events);
+        for e in std::mem::take(&mut self.events) {
+            match e {
+                SeqEvent::FirstToken { tag } => self.records[tag as usize].first_token_ns = Some(t.0),
+                SeqEvent::Finished { tag, seq } => {
+                    let p = self.replica.progress(seq);
+                    let r = &mut self.records[tag as usize];
+                    r.last_token_ns = Some(t.0);
+                    r.finish_ns = Some(t.0);
+                    r.output_tokens = p.generated;
+                    r.cached_tokens = p.cached_tokens;
+                    r.preemptions = p.preemptions;
+                    r.outcome = Outcome::Completed;
+                    let h = Handle { lane: r.lane, request: r.request };
+                    self.replay.complete(h, t, &mut self.ready);
+                }
+            }
+        }
+        self.flush_ready();
+    }
+
+    fn finish(mut self, cfg: &RunConfig) -> RunOutput {
+        let in_flight: Vec<(u32, u64)> = self.replica.in_flight().collect();
+        for (seq, tag) in in_flight {
+            let p = self.replica.progress(seq);
+            let r = &mut self.records[tag as usize];
+            r.output_tokens = p.generated;
+            r.cached_tokens = p.cached_tokens;
+            r.preemptions = p.preemptions;
+            r.outcome = Outcome::Cancelled;
+        }
+        self.replica.cancel_all();
+        let (_, mut summary) = summarise(&self.records, self.deployment, cfg.window_s);
+        let st = self.replica.stats;
+        summary.seed = cfg.seed;
+        summary.concurrency = cfg.concurrency;
+        summary.kv_occupancy_mean = if st.busy_ns > 0 { st.occupancy_integral / st.busy_ns as f64 } else { 0.0 };
+        summary.kv_occupancy_max = st.occupancy_max;
+        summary.prefix_hit_rate = if st.lookup_tokens > 0 { st.hit_tokens as f64 / st.lookup_tokens as f64 } else { 0.0 };
+        summary.preemptions = st.preemptions;
+        summary.steps = st.steps;
+        summary.trees_started = self.replay.trees_started();
+        RunOutput { records: self.records, summary, timeline: self.replica.timeline.take() }
+    }
+}

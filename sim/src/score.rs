@@ -1,0 +1,303 @@
+//! Scoring: per-request records, value, qualification against frozen SLOs, and D, G, f (SPEC §2).
+
+use crate::deployment::{Deployment, Prices, Slo};
+use serde::{Deserialize, Serialize};
+use serverbench_workloads::{Quantiles, RequestKind};
+
+/// How a request ended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// All requested tokens arrived.
+    Completed,
+    /// Still running when the window closed.
+    Cancelled,
+    /// Prompt + output exceed the deployment's context limit; never sent to the engine.
+    ContextOverflow,
+    /// The backend failed it (kind names why).
+    Error(String),
+}
+
+/// One request as the client saw it. Times are ns since the run started.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    /// Position of the tree in the seed's stream.
+    pub tree: u64,
+    /// Request id inside the tree.
+    pub request: u32,
+    /// Lane that replayed it.
+    pub lane: u32,
+    /// Agent inside the tree.
+    pub agent: u32,
+    /// Root turn, sub-agent turn or compaction.
+    pub kind: RequestKind,
+    /// Sent.
+    pub send_ns: u64,
+    /// First output token received.
+    pub first_token_ns: Option<u64>,
+    /// Last output token received.
+    pub last_token_ns: Option<u64>,
+    /// Request ended (completed, failed or cancelled).
+    pub finish_ns: Option<u64>,
+    /// `x`: prompt tokens, cached or not.
+    pub input_tokens: u32,
+    /// Output tokens asked for.
+    pub output_requested: u32,
+    /// `y`: output tokens received.
+    pub output_tokens: u32,
+    /// Prompt tokens served from the prefix cache.
+    pub cached_tokens: u32,
+    /// Times the request was preempted.
+    pub preemptions: u32,
+    /// How it ended.
+    pub outcome: Outcome,
+}
+
+impl Record {
+    /// Time to first token, seconds.
+    pub fn ttft_s(&self) -> Option<f64> {
+        self.first_token_ns.map(|f| (f - self.send_ns) as f64 / 1e9)
+    }
+
+    /// Time per output token after the first, seconds (0 when at most one token arrived).
+    pub fn tpot_s(&self) -> Option<f64> {
+        let (f, l) = (self.first_token_ns?, self.last_token_ns?);
+        Some(if self.output_tokens <= 1 { 0.0 } else { (l - f) as f64 / 1e9 / (self.output_tokens - 1) as f64 })
+    }
+
+    /// End-to-end latency, seconds.
+    pub fn e2e_s(&self) -> Option<f64> {
+        self.finish_ns.map(|f| (f - self.send_ns) as f64 / 1e9)
+    }
+
+    /// `v_i = (p_in x + p_out y) / 1e6`.
+    pub fn value(&self, p: &Prices) -> f64 {
+        value(p, self.input_tokens, self.output_tokens)
+    }
+
+    /// `q_i`: completed with exactly the requested length, inside both targets (inclusive).
+    pub fn qualifies(&self, slo: &Slo) -> bool {
+        self.outcome == Outcome::Completed
+            && self.output_tokens == self.output_requested
+            && self.ttft_s().is_some_and(|t| t <= slo.ttft_s)
+            && self.tpot_s().is_some_and(|t| t <= slo.tpot_s)
+    }
+}
+
+/// Dollar value of a request of `x` input and `y` output tokens.
+pub fn value(p: &Prices, x: u32, y: u32) -> f64 {
+    (p.input_per_m * x as f64 + p.output_per_m * y as f64) / 1e6
+}
+
+/// D, G and f of a run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Score {
+    /// `D = Σ q v / cost`: qualified value per dollar of GPU time.
+    pub d: f64,
+    /// `G = Σ v / cost`: gross value per dollar.
+    pub g: f64,
+    /// `f = D / G`: value-weighted qualified fraction (0 when G is 0).
+    pub f: f64,
+    /// `Σ q v`, dollars.
+    pub qualified_value: f64,
+    /// `Σ v`, dollars.
+    pub gross_value: f64,
+    /// `d × r × W / 3600`, dollars.
+    pub gpu_cost: f64,
+}
+
+impl Score {
+    /// From summed values and the run's GPU cost.
+    pub fn new(qualified_value: f64, gross_value: f64, gpu_cost: f64) -> Score {
+        let d = qualified_value / gpu_cost;
+        let g = gross_value / gpu_cost;
+        Score { d, g, f: if g > 0.0 { d / g } else { 0.0 }, qualified_value, gross_value, gpu_cost }
+    }
+}
+
+/// Scores the requests sent inside the window (all of `records`).
+pub fn score(records: &[Record], prices: &Prices, slo: &Slo, gpu_cost: f64) -> Score {
+    let (mut q, mut g) = (0.0, 0.0);
+    for r in records {
+        let v = r.value(prices);
+        g += v;
+        if r.qualifies(slo) {
+            q += v;
+        }
+    }
+    Score::new(q, g, gpu_cost)
+}
+
+/// Everything `simulate` reports about one run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// Deployment name.
+    pub deployment: String,
+    /// Workload seed.
+    pub seed: u64,
+    /// Lanes.
+    pub concurrency: u32,
+    /// Window, seconds.
+    pub window_s: f64,
+    /// D, G, f.
+    pub score: Score,
+    /// The SLO the score used.
+    pub slo: Slo,
+    /// Requests sent inside the window.
+    pub requests: usize,
+    /// Of those, completed.
+    pub completed: usize,
+    /// Of those, qualified.
+    pub qualified: usize,
+    /// Cancelled at the window's end.
+    pub cancelled: usize,
+    /// Failed for exceeding the context limit.
+    pub context_overflow: usize,
+    /// Failed by the backend.
+    pub errors: usize,
+    /// TTFT of completed requests, seconds.
+    pub ttft_s: Quantiles,
+    /// TPOT of completed requests, seconds.
+    pub tpot_s: Quantiles,
+    /// End-to-end latency of completed requests, seconds.
+    pub e2e_s: Quantiles,
+    /// Prompt tokens of requests sent.
+    pub input_tokens: u64,
+    /// Output tokens received.
+    pub output_tokens: u64,
+    /// Output tokens per second of window.
+    pub output_tokens_per_s: f64,
+    /// Prompt tokens per second of window.
+    pub input_tokens_per_s: f64,
+    /// Mean KV occupancy over busy time (fraction of blocks in use).
+    pub kv_occupancy_mean: f64,
+    /// Highest KV occupancy.
+    pub kv_occupancy_max: f64,
+    /// Prompt tokens served from the prefix cache / prompt tokens admitted.
+    pub prefix_hit_rate: f64,
+    /// Preemptions.
+    pub preemptions: u64,
+    /// Context overflows / requests.
+    pub overflow_rate: f64,
+    /// False when more than 1 % of requests overflowed the context.
+    pub valid: bool,
+    /// Engine steps.
+    pub steps: u64,
+    /// Session trees started.
+    pub trees_started: u64,
+}
+
+/// Latency quantiles and counts of a set of records (the parts of a summary that need no engine).
+pub fn summarise(records: &[Record], d: &Deployment, window_s: f64) -> (Score, Summary) {
+    let s = score(records, &d.prices, &d.slo, d.cost(window_s));
+    let completed: Vec<&Record> = records.iter().filter(|r| r.outcome == Outcome::Completed).collect();
+    let mut ttft: Vec<f64> = completed.iter().filter_map(|r| r.ttft_s()).collect();
+    let mut tpot: Vec<f64> = completed.iter().filter_map(|r| r.tpot_s()).collect();
+    let mut e2e: Vec<f64> = completed.iter().filter_map(|r| r.e2e_s()).collect();
+    let count = |o: fn(&Outcome) -> bool| records.iter().filter(|r| o(&r.outcome)).count();
+    let overflow = count(|o| *o == Outcome::ContextOverflow);
+    let input: u64 = records.iter().map(|r| r.input_tokens as u64).sum();
+    let output: u64 = records.iter().map(|r| r.output_tokens as u64).sum();
+    let overflow_rate = if records.is_empty() { 0.0 } else { overflow as f64 / records.len() as f64 };
+    let summary = Summary {
+        deployment: d.name.clone(),
+        seed: 0,
+        concurrency: 0,
+        window_s,
+        score: s,
+        slo: d.slo,
+        requests: records.len(),
+        completed: completed.len(),
+        qualified: records.iter().filter(|r| r.qualifies(&d.slo)).count(),
+        cancelled: count(|o| *o == Outcome::Cancelled),
+        context_overflow: overflow,
+        errors: count(|o| matches!(o, Outcome::Error(_))),
+        ttft_s: Quantiles::of(&mut ttft),
+        tpot_s: Quantiles::of(&mut tpot),
+        e2e_s: Quantiles::of(&mut e2e),
+        input_tokens: input,
+        output_tokens: output,
+        output_tokens_per_s: output as f64 / window_s,
+        input_tokens_per_s: input as f64 / window_s,
+        kv_occupancy_mean: 0.0,
+        kv_occupancy_max: 0.0,
+        prefix_hit_rate: 0.0,
+        preemptions: records.iter().map(|r| r.preemptions as u64).sum(),
+        overflow_rate,
+        valid: overflow_rate <= 0.01,
+        steps: 0,
+        trees_started: 0,
+    };
+    (s, summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use approx::assert_relative_eq;
+
+    fn rec(send: u64, first: u64, last: u64, y: u32, req: u32) -> Record {
+        Record {
+            tree: 0,
+            request: 0,
+            lane: 0,
+            agent: 0,
+            kind: RequestKind::RootTurn,
+            send_ns: send,
+            first_token_ns: Some(first),
+            last_token_ns: Some(last),
+            finish_ns: Some(last),
+            input_tokens: 1_000_000,
+            output_tokens: y,
+            output_requested: req,
+            cached_tokens: 0,
+            preemptions: 0,
+            outcome: Outcome::Completed,
+        }
+    }
+
+    #[test]
+    fn the_spec_example_divides_to_4_40() {
+        let s = Score::new(3.65, 7.30, 0.83);
+        assert_relative_eq!(s.d, 4.3975903614, epsilon = 1e-9);
+        assert_eq!(format!("{:.2}", s.d), "4.40");
+        assert_relative_eq!(s.f, 0.5);
+        assert_relative_eq!(s.d, s.g * s.f, epsilon = 1e-12);
+    }
+
+    #[test]
+    fn a_hand_worked_run() {
+        // Prices $1/M in and $10/M out; one GPU at $2/h for 1800 s costs $1.
+        let prices = Prices { input_per_m: 1.0, output_per_m: 10.0 };
+        let slo = Slo { ttft_s: 1.0, tpot_s: 0.05 };
+        let ms = 1_000_000;
+        let records = vec![
+            // qualifies: TTFT 1.0 s (inclusive), TPOT (1000 ms - 0) / 20 = 50 ms (inclusive). v = 1 + 21e-5·10
+            rec(0, 1000 * ms, 2000 * ms, 21, 21),
+            // TPOT 60 ms: fails. v = 1 + 11e-5 · 10 = 1.0011... only counts in G
+            rec(0, 500 * ms, 1100 * ms, 11, 11),
+            // short by one token: fails
+            rec(0, 100 * ms, 200 * ms, 4, 5),
+        ];
+        let s = score(&records, &prices, &slo, 1.0);
+        let v = |y: f64| 1.0 + 10.0 * y / 1e6;
+        assert_relative_eq!(s.qualified_value, v(21.0), epsilon = 1e-12);
+        assert_relative_eq!(s.gross_value, v(21.0) + v(11.0) + v(4.0), epsilon = 1e-12);
+        assert_relative_eq!(s.d, v(21.0), epsilon = 1e-12);
+        assert_relative_eq!(s.f, v(21.0) / (v(21.0) + v(11.0) + v(4.0)), epsilon = 1e-12);
+        assert_eq!(records[0].tpot_s(), Some(0.05));
+    }
+
+    #[test]
+    fn cancelled_and_failed_requests_count_in_g_only() {
+        let prices = Prices { input_per_m: 1.0, output_per_m: 1.0 };
+        let slo = Slo { ttft_s: 10.0, tpot_s: 10.0 };
+        let mut r = rec(0, 1, 2, 3, 3);
+        r.outcome = Outcome::Cancelled;
+        let s = score(&[r.clone()], &prices, &slo, 1.0);
+        assert_eq!(s.d, 0.0);
+        assert!(s.g > 0.0);
+        r.outcome = Outcome::Completed;
+        assert_eq!(score(&[r], &prices, &slo, 1.0).f, 1.0);
+    }
+}

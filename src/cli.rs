@@ -1,0 +1,179 @@
+//! Command-line definitions (clap).
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+/// Latency-qualified token value per GPU dollar, for LLM serving systems.
+///
+/// Replays closed-loop coding-agent sessions against a simulated server and scores each run as
+/// D = (value of requests that met their TTFT and TPOT targets) / (GPU cost of the run).
+#[derive(Parser, Debug)]
+#[command(name = "serverbench", version, about, long_about)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// One replay in the simulator: prints D, G, f, latency quantiles, throughput and cache figures.
+    Simulate(SimulateArgs),
+    /// Concurrency × seeds grid in parallel; recommends a concurrency (the main job).
+    Sweep(SweepArgs),
+    /// Generate, import, export and summarise workloads.
+    #[command(subcommand)]
+    Workload(WorkloadCommand),
+}
+
+/// Where the deployment comes from and how it is modified.
+#[derive(Args, Debug, Clone)]
+pub struct DeploymentArgs {
+    /// Deployment preset name or YAML file (a file names a `base` preset and overrides fields).
+    #[arg(long, short = 'd', default_value = serverbench_sim::DEFAULT_DEPLOYMENT)]
+    pub deployment: String,
+    /// Engine YAML overriding fields of the deployment's `engine` section.
+    #[arg(long)]
+    pub engine: Option<PathBuf>,
+    /// Cost-model profile YAML replacing the deployment's named profile.
+    #[arg(long)]
+    pub profile: Option<PathBuf>,
+    /// Print the effective deployment as YAML and exit.
+    #[arg(long)]
+    pub print_config: bool,
+}
+
+/// Where session trees come from.
+#[derive(Args, Debug, Clone)]
+pub struct WorkloadArgs {
+    /// Workload spec YAML for the agentic-coding generator (default: the built-in spec).
+    #[arg(long, conflicts_with = "trace")]
+    pub workload: Option<PathBuf>,
+    /// Replay a trace file instead (Weka/Claude-Code JSON(L), Mooncake JSONL, Bailian JSONL, native JSONL).
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
+    /// Trace format (default: detected from the content): weka, mooncake, bailian, native.
+    #[arg(long, requires = "trace")]
+    pub trace_format: Option<String>,
+}
+
+/// Replay knobs shared by simulate and sweep.
+#[derive(Args, Debug, Clone)]
+pub struct ReplayArgs {
+    /// Window W, seconds.
+    #[arg(long, short = 'w', default_value_t = 1800.0)]
+    pub window: f64,
+    /// Cap on think times, seconds.
+    #[arg(long, default_value_t = 10.0)]
+    pub idle_gap_cap: f64,
+    /// Start mode: steady (lanes start mid-session with warm prefixes) or cold (all at turn 0).
+    #[arg(long, default_value = "steady")]
+    pub start: String,
+}
+
+#[derive(Args, Debug)]
+pub struct SimulateArgs {
+    #[command(flatten)]
+    pub deployment: DeploymentArgs,
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
+    #[command(flatten)]
+    pub replay: ReplayArgs,
+    /// Lanes (concurrent sessions).
+    #[arg(long, short = 'c', default_value_t = 16)]
+    pub concurrency: u32,
+    /// Workload seed.
+    #[arg(long, short = 's', default_value_t = 0)]
+    pub seed: u64,
+    /// Write records.jsonl and summary.json here.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct SweepArgs {
+    #[command(flatten)]
+    pub deployment: DeploymentArgs,
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
+    #[command(flatten)]
+    pub replay: ReplayArgs,
+    /// Concurrency levels, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,6,8,12,16,24,32,48,64")]
+    pub concurrency: Vec<u32>,
+    /// Number of seeds (0..N), or a range A..B.
+    #[arg(long, default_value = "8")]
+    pub seeds: String,
+    /// Worker threads (default: all cores). Output never depends on it.
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Write sweep.csv and sweep.json here.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum WorkloadCommand {
+    /// Summarise trees: turns, token quantiles, think times, sub-agents, prefix reuse.
+    Stats(WorkloadStatsArgs),
+    /// Write trees in the native JSONL format.
+    Export(WorkloadExportArgs),
+    /// Per seed, the value an infinitely fast server would be asked for inside the window.
+    Scan(WorkloadScanArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct WorkloadStatsArgs {
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
+    /// Seed of the generator.
+    #[arg(long, short = 's', default_value_t = 0)]
+    pub seed: u64,
+    /// Trees to summarise from the generator (a trace is summarised whole).
+    #[arg(long, default_value_t = 1000)]
+    pub trees: u64,
+    /// Context limit the generator compacts against.
+    #[arg(long, default_value_t = 1_048_576)]
+    pub context_limit: u32,
+}
+
+#[derive(Args, Debug)]
+pub struct WorkloadExportArgs {
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
+    /// Seed of the generator.
+    #[arg(long, short = 's', default_value_t = 0)]
+    pub seed: u64,
+    /// Trees to export from the generator (a trace is exported whole).
+    #[arg(long, default_value_t = 100)]
+    pub trees: u64,
+    /// Context limit the generator compacts against.
+    #[arg(long, default_value_t = 1_048_576)]
+    pub context_limit: u32,
+    /// Output file (default: standard output).
+    #[arg(long, short = 'o')]
+    pub out: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct WorkloadScanArgs {
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
+    /// Seeds, as a range A..B (end exclusive) or a count N (= 0..N).
+    #[arg(long, default_value = "0..128")]
+    pub seeds: String,
+    /// Lanes.
+    #[arg(long, short = 'c', default_value_t = 16)]
+    pub concurrency: u32,
+    /// Window, seconds.
+    #[arg(long, short = 'w', default_value_t = 1800.0)]
+    pub window: f64,
+    /// Cap on think times, seconds.
+    #[arg(long, default_value_t = 10.0)]
+    pub idle_gap_cap: f64,
+    /// Deployment whose prices and context limit apply (preset or YAML file).
+    #[arg(long, short = 'd', default_value = serverbench_sim::DEFAULT_DEPLOYMENT)]
+    pub deployment: String,
+    /// Write scan.csv and scan.json here.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}

@@ -1,0 +1,102 @@
+//! Turning command-line arguments into deployments, cost models and workload sources (all file IO lives here).
+
+use crate::cli::{DeploymentArgs, ReplayArgs, WorkloadArgs};
+use anyhow::{anyhow, bail, Context, Result};
+use serverbench_calibration::{CostModel, Profile};
+use serverbench_sim::{Deployment, RunConfig, StartMode};
+use serverbench_workloads::{read_spec, read_trace, Generator, Trace, TraceFormat, TreeSource, WorkloadSpec};
+use std::path::Path;
+use std::sync::Arc;
+
+/// A deployment from a preset name or a YAML file.
+pub fn deployment(name_or_file: &str) -> Result<Deployment> {
+    if let Some(d) = Deployment::preset(name_or_file) {
+        return Ok(d);
+    }
+    let path = Path::new(name_or_file);
+    if !path.exists() {
+        bail!("unknown deployment {name_or_file:?}: not a preset ({}) and no such file", Deployment::preset_names());
+    }
+    let text = std::fs::read_to_string(path).with_context(|| format!("{}: cannot read", path.display()))?;
+    Ok(Deployment::from_yaml(&path.display().to_string(), &text)?)
+}
+
+/// The deployment and cost model the arguments describe (engine and profile overrides applied).
+pub fn resolved(args: &DeploymentArgs) -> Result<(Deployment, CostModel)> {
+    let mut d = deployment(&args.deployment)?;
+    if let Some(path) = &args.engine {
+        let text = std::fs::read_to_string(path).with_context(|| format!("{}: cannot read", path.display()))?;
+        d = d.with_engine_yaml(&path.display().to_string(), &text)?;
+    }
+    let profile = match &args.profile {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("{}: cannot read", path.display()))?;
+            let p = Profile::from_yaml(&path.display().to_string(), &text)?;
+            d.profile = p.name.clone();
+            Some(p)
+        }
+        None => None,
+    };
+    let cost = d.cost_model(profile.as_ref());
+    Ok((d, cost))
+}
+
+/// Prints the effective deployment when asked; returns true if it did (the command should stop).
+pub fn print_config(args: &DeploymentArgs, d: &Deployment) -> Result<bool> {
+    if args.print_config {
+        print!("{}", serde_yaml::to_string(d)?);
+    }
+    Ok(args.print_config)
+}
+
+/// A source of trees: the generator for `seed`, or a trace.
+pub fn source(args: &WorkloadArgs, seed: u64, context_limit: u32) -> Result<Arc<dyn TreeSource>> {
+    if let Some(trace) = trace(args)? {
+        return Ok(Arc::new(trace));
+    }
+    let spec = spec(args)?;
+    Ok(Arc::new(Generator::new(spec, seed, context_limit).map_err(|e| anyhow!("workload spec: {e}"))?))
+}
+
+/// The workload spec (the file's, or the default).
+pub fn spec(args: &WorkloadArgs) -> Result<WorkloadSpec> {
+    match &args.workload {
+        Some(path) => Ok(read_spec(path)?),
+        None => Ok(WorkloadSpec::default()),
+    }
+}
+
+/// The trace, if one was given.
+pub fn trace(args: &WorkloadArgs) -> Result<Option<Trace>> {
+    let Some(path) = &args.trace else { return Ok(None) };
+    let format = match &args.trace_format {
+        Some(f) => Some(TraceFormat::parse(f).ok_or_else(|| anyhow!("--trace-format: unknown format {f:?} (weka, mooncake, bailian, native)"))?),
+        None => None,
+    };
+    Ok(Some(read_trace(path, format)?))
+}
+
+/// Seeds from `N` (= 0..N) or `A..B`.
+pub fn seeds(text: &str) -> Result<Vec<u64>> {
+    let bad = || anyhow!("--seeds: expected a count N or a range A..B, got {text:?}");
+    let (a, b) = match text.split_once("..") {
+        Some((a, b)) => (a.trim().parse::<u64>().map_err(|_| bad())?, b.trim().parse::<u64>().map_err(|_| bad())?),
+        None => (0, text.trim().parse::<u64>().map_err(|_| bad())?),
+    };
+    if b <= a {
+        bail!("--seeds: the range {text:?} is empty");
+    }
+    Ok((a..b).collect())
+}
+
+/// The run configuration for one replay.
+pub fn run_config(r: &ReplayArgs, concurrency: u32, seed: u64) -> Result<RunConfig> {
+    if !(r.window > 0.0 && r.window.is_finite()) {
+        bail!("--window: must be a positive number of seconds");
+    }
+    if concurrency == 0 {
+        bail!("--concurrency: must be at least 1");
+    }
+    let start = StartMode::parse(&r.start).ok_or_else(|| anyhow!("--start: expected steady or cold, got {:?}", r.start))?;
+    Ok(RunConfig { concurrency, seed, window_s: r.window, idle_gap_cap_s: r.idle_gap_cap, start, timeline: false })
+}

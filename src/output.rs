@@ -1,0 +1,62 @@
+//! Printing tables and writing result files.
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+use serverbench_sim::Summary;
+use std::io::Write;
+use std::path::Path;
+
+/// Creates `dir` and writes `name` in it with `write`.
+pub fn write_file(dir: &Path, name: &str, write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("{}: cannot create directory", dir.display()))?;
+    let path = dir.join(name);
+    let file = std::fs::File::create(&path).with_context(|| format!("{}: cannot create", path.display()))?;
+    let mut w = std::io::BufWriter::new(file);
+    write(&mut w).and_then(|_| w.flush()).with_context(|| format!("{}: cannot write", path.display()))
+}
+
+/// Writes `value` as pretty JSON.
+pub fn write_json<T: Serialize>(dir: &Path, name: &str, value: &T) -> Result<()> {
+    write_file(dir, name, |w| {
+        serde_json::to_writer_pretty(&mut *w, value)?;
+        w.write_all(b"\n")
+    })
+}
+
+/// A number with thousands separators.
+pub fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The summary table `simulate` prints.
+pub fn summary_table(s: &Summary, gpus: u32, gpu_hour: f64, start: &str) -> String {
+    let sc = &s.score;
+    let mut t = String::new();
+    let mut line = |k: &str, v: String| t.push_str(&format!("  {k:<13}{v}\n"));
+    line("score", format!("D = {:.3} $/$    G = {:.3} $/$    f = {:.1} %", sc.d, sc.g, sc.f * 100.0));
+    line("value", format!("${:.4} qualified of ${:.4} gross, over ${:.4} of GPU time ({gpus} GPU × ${gpu_hour:.2}/h × {:.0} s)", sc.qualified_value, sc.gross_value, sc.gpu_cost, s.window_s));
+    line(
+        "requests",
+        format!(
+            "{} sent · {} completed · {} qualified · {} cancelled at window end · {} context overflow · {} errors",
+            s.requests, s.completed, s.qualified, s.cancelled, s.context_overflow, s.errors
+        ),
+    );
+    line("TTFT", format!("p50 {:.3} s   p90 {:.3} s   p99 {:.3} s    (target ≤ {:.3} s)", s.ttft_s.p50, s.ttft_s.p90, s.ttft_s.p99, s.slo.ttft_s));
+    line("TPOT", format!("p50 {:.2} ms  p90 {:.2} ms  p99 {:.2} ms   (target ≤ {:.2} ms)", s.tpot_s.p50 * 1e3, s.tpot_s.p90 * 1e3, s.tpot_s.p99 * 1e3, s.slo.tpot_s * 1e3));
+    line("throughput", format!("{} prompt tok/s · {:.0} output tok/s", thousands(s.input_tokens_per_s as u64), s.output_tokens_per_s));
+    line(
+        "KV cache",
+        format!("occupancy mean {:.1} % / max {:.1} % · prefix hit rate {:.1} % · {} preemptions", s.kv_occupancy_mean * 100.0, s.kv_occupancy_max * 100.0, s.prefix_hit_rate * 100.0, s.preemptions),
+    );
+    line("run", format!("{} trees started · {} engine steps · {start} start · {}", s.trees_started, thousands(s.steps), if s.valid { "valid".to_string() } else { format!("INVALID: {:.1} % of requests overflowed the context (limit 1 %)", s.overflow_rate * 100.0) }));
+    t
+}
