@@ -503,6 +503,26 @@ impl Replica {
         self.step.clear();
     }
 
+    /// Recomputes the KV bookkeeping from scratch and compares it with the running counters:
+    /// private blocks, cached and evictable blocks, reference counts, and `used <= total`.
+    /// For tests and debugging; O(sequences × path length).
+    pub fn audit(&self) -> Result<(), String> {
+        let live: Vec<u32> = self.running.iter().chain(self.waiting.iter()).copied().collect();
+        let private: u64 = live.iter().map(|&id| self.seqs[id as usize].private as u64).sum();
+        let holders: Vec<u32> = live.iter().map(|&id| self.seqs[id as usize].kv_node).filter(|&n| n != ROOT).collect();
+        self.kv.audit(private, &holders)?;
+        for &id in &self.waiting {
+            let s = &self.seqs[id as usize];
+            if s.private != 0 || s.kv_node != ROOT {
+                return Err(format!("waiting sequence {id} holds KV"));
+            }
+        }
+        if self.running.len() > self.cfg.max_num_seqs as usize {
+            return Err(format!("{} running sequences exceed max_num_seqs {}", self.running.len(), self.cfg.max_num_seqs));
+        }
+        Ok(())
+    }
+
     /// Removes every sequence (the window closed); their progress stays readable until the next submit.
     pub fn cancel_all(&mut self) {
         let ids: Vec<u32> = self.running.drain(..).chain(self.waiting.drain(..)).collect();

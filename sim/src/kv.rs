@@ -231,6 +231,53 @@ impl PrefixCache {
         deepest
     }
 
+    /// Checks block counts, child counts, the LRU set and reference counts (one per holder path).
+    pub fn audit(&self, holders: &[u32]) -> Result<(), String> {
+        let free: std::collections::HashSet<u32> = self.free_nodes.iter().copied().collect();
+        let mut refs = vec![0u32; self.nodes.len()];
+        for &h in holders {
+            let mut n = h;
+            while n != ROOT {
+                refs[n as usize] += 1;
+                n = self.nodes[n as usize].parent;
+            }
+        }
+        let mut children = vec![0u32; self.nodes.len()];
+        let (mut cached, mut evictable) = (0u64, 0u64);
+        for (id, node) in self.nodes.iter().enumerate().skip(1) {
+            if free.contains(&(id as u32)) {
+                continue;
+            }
+            children[node.parent as usize] += 1;
+            cached += node.hashes.len() as u64;
+            if node.refs == 0 {
+                evictable += node.hashes.len() as u64;
+            }
+            if node.refs != refs[id] {
+                return Err(format!("node {id} counts {} references, {} sequences hold it", node.refs, refs[id]));
+            }
+            if node.hashes.is_empty() {
+                return Err(format!("node {id} is empty"));
+            }
+        }
+        for (id, node) in self.nodes.iter().enumerate().skip(1) {
+            if free.contains(&(id as u32)) {
+                continue;
+            }
+            if node.children != children[id] {
+                return Err(format!("node {id} counts {} children, has {}", node.children, children[id]));
+            }
+            let leaf = node.refs == 0 && node.children == 0;
+            if leaf != self.lru.contains(&(node.last_use, id as u32)) {
+                return Err(format!("node {id}: evictable leaf {leaf}, but the LRU set disagrees"));
+            }
+        }
+        if (cached, evictable) != (self.cached, self.evictable) {
+            return Err(format!("recount gives {cached} cached / {evictable} evictable blocks, counters say {} / {}", self.cached, self.evictable));
+        }
+        Ok(())
+    }
+
     /// Evicts up to `want` unreferenced blocks, least recently used leaves first, from their tails.
     /// Returns the number freed.
     pub fn evict(&mut self, want: u64) -> u64 {
@@ -297,6 +344,19 @@ impl KvManager {
     /// Blocks in use by running sequences (private, or cached and referenced).
     pub fn used(&self) -> u64 {
         self.private + self.cache.cached_blocks() - self.cache.evictable_blocks()
+    }
+
+    /// Checks the counters against a recount: `private` blocks held by sequences, and the deepest
+    /// cache node of each sequence that references one.
+    pub fn audit(&self, private: u64, holders: &[u32]) -> Result<(), String> {
+        if private != self.private {
+            return Err(format!("sequences hold {private} private blocks, the pool counts {}", self.private));
+        }
+        self.cache.audit(holders)?;
+        if self.private + self.cache.cached_blocks() > self.total {
+            return Err(format!("{} private + {} cached blocks exceed the capacity of {}", self.private, self.cache.cached_blocks(), self.total));
+        }
+        Ok(())
     }
 
     /// Takes `n` private blocks, evicting cached ones if needed; false (and nothing changes) if they do not fit.

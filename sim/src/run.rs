@@ -24,12 +24,14 @@ pub struct RunConfig {
     pub start: StartMode,
     /// Keep per-step samples.
     pub timeline: bool,
+    /// Recount the KV bookkeeping after every step and panic on a mismatch (tests and debugging; slow).
+    pub audit: bool,
 }
 
 impl RunConfig {
     /// The defaults: c = 16, seed 0, 1800 s, 10 s idle-gap cap, steady start.
     pub fn new(concurrency: u32, seed: u64, window_s: f64) -> RunConfig {
-        RunConfig { concurrency, seed, window_s, idle_gap_cap_s: 10.0, start: StartMode::Steady, timeline: false }
+        RunConfig { concurrency, seed, window_s, idle_gap_cap_s: 10.0, start: StartMode::Steady, timeline: false, audit: false }
     }
 
     /// The replay part of the configuration.
@@ -55,6 +57,7 @@ enum Event {
 }
 
 struct Sim<'a> {
+    audit: bool,
     deployment: &'a Deployment,
     cost: &'a CostModel,
     replay: Replay<'a>,
@@ -73,6 +76,7 @@ pub fn simulate(deployment: &Deployment, cost: &CostModel, source: &dyn TreeSour
         replica.timeline = Some(Vec::new());
     }
     let mut sim = Sim {
+        audit: cfg.audit,
         deployment,
         cost,
         replay: Replay::new(source, cfg.replay()),
@@ -158,14 +162,24 @@ impl Sim<'_> {
         if let Some(shape) = self.replica.schedule() {
             let dt = self.cost.step_ns(&shape);
             self.replica.note_step(t, dt, &shape);
+            self.check();
             self.queue.schedule(t.plus(dt), Event::StepEnd).expect("steps end in the future");
             self.busy = true;
+        }
+    }
+
+    fn check(&self) {
+        if self.audit {
+            if let Err(e) = self.replica.audit() {
+                panic!("KV bookkeeping broken: {e}");
+            }
         }
     }
 
     fn step_end(&mut self, t: Time) {
         self.busy = false;
         self.replica.finish_step(&mut self.events);
+        self.check();
         for e in std::mem::take(&mut self.events) {
             match e {
                 SeqEvent::FirstToken { tag } => self.records[tag as usize].first_token_ns = Some(t.0),

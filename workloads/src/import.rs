@@ -41,7 +41,7 @@ impl TraceFormat {
     pub fn detect(text: &str) -> Option<TraceFormat> {
         let head: String = text.chars().take(4096).collect();
         let has = |k: &str| head.contains(&format!("\"{k}\""));
-        if has("session_id") && has("input_tokens") {
+        if has("session_id") {
             Some(TraceFormat::Native)
         } else if has("chat_id") {
             Some(TraceFormat::Bailian)
@@ -120,7 +120,7 @@ fn typed_line<T: for<'de> Deserialize<'de>>(file: &str, line: usize, text: &str)
     let mut de = serde_json::Deserializer::from_str(text);
     serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let field = e.path().to_string();
-        let field = if field == "." { String::new() } else { field };
+        let field = if field == "." || field == "?" { String::new() } else { field };
         InputError::new(file, line, field, e.into_inner().to_string())
     })
 }
@@ -129,13 +129,22 @@ fn native(file: &str, text: &str) -> Result<Vec<SessionTree>, InputError> {
     lines(text).map(|(n, l)| typed_line(file, n, l)).collect()
 }
 
+/// Whether a format gives an id to a trailing partial block.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Ids {
+    /// Only full blocks have ids (Weka, Bailian).
+    FullBlocks,
+    /// The last, partial block has an id too (Mooncake: `ceil(input / 512)` ids).
+    WithPartial,
+}
+
 /// A chain of `ids` for a prompt of `input` tokens in blocks of `block_size`; a trailing id for a
-/// partial block (Mooncake counts those) is dropped, a chain longer than that is an error.
-fn prompt_chain(ids: &[u64], input: u64, block_size: u64, salt: u64) -> Result<Blocks, String> {
+/// partial block is dropped where the format has one (it cannot be cached), a longer chain is an error.
+fn prompt_chain(ids: &[u64], input: u64, block_size: u64, salt: u64, kind: Ids) -> Result<Blocks, String> {
     let full = (input / block_size) as usize;
     let keep = if ids.len() <= full {
         ids.len()
-    } else if ids.len() == full + 1 && input % block_size != 0 {
+    } else if kind == Ids::WithPartial && ids.len() == full + 1 && input % block_size != 0 {
         full
     } else {
         return Err(format!("{} blocks of {block_size} tokens exceed the input of {input} tokens", ids.len()));
@@ -166,7 +175,7 @@ fn mooncake(file: &str, text: &str) -> Result<Vec<SessionTree>, InputError> {
         let m: MooncakeLine = typed_line(file, n, l)?;
         let input = at_least_one(file, n, "input_length", m.input_length)?;
         let output = at_least_one(file, n, "output_length", m.output_length)?;
-        let blocks = prompt_chain(&m.hash_ids, m.input_length, 512, 0).map_err(|e| InputError::new(file, n, "hash_ids", e))?;
+        let blocks = prompt_chain(&m.hash_ids, m.input_length, 512, 0, Ids::WithPartial).map_err(|e| InputError::new(file, n, "hash_ids", e))?;
         let r = Request { id: 0, agent: 0, kind: RequestKind::RootTurn, deps: vec![], think_ns: 0, blocks, input_tokens: input, output_tokens: output, background: false, turn: 0 };
         let tree = SessionTree::new(trees.len() as u64, 512, vec![r]).map_err(|e| InputError::new(file, n, "", e.to_string()))?;
         trees.push(tree);
@@ -200,7 +209,7 @@ fn bailian(file: &str, text: &str) -> Result<Vec<SessionTree>, InputError> {
         }
         let input = at_least_one(file, n, "input_length", b.input_length)?;
         let output = at_least_one(file, n, "output_length", b.output_length)?;
-        let blocks = prompt_chain(&b.hash_ids, b.input_length, 16, 0).map_err(|e| InputError::new(file, n, "hash_ids", e))?;
+        let blocks = prompt_chain(&b.hash_ids, b.input_length, 16, 0, Ids::FullBlocks).map_err(|e| InputError::new(file, n, "hash_ids", e))?;
         let (tree, deps, think_s) = if b.parent_chat_id < 0 {
             trees.push((Vec::new(), n));
             (trees.len() - 1, vec![], 0.0)
@@ -337,7 +346,7 @@ impl Weka<'_> {
                 return Err(self.err(&join(&p, "out"), "must be at least 1"));
             }
             let ids = self.hash_ids(o, &p)?;
-            let blocks = prompt_chain(&ids, input, self.block_size, self.salt).map_err(|e| self.err(&join(&p, "hash_ids"), e))?;
+            let blocks = prompt_chain(&ids, input, self.block_size, self.salt, Ids::FullBlocks).map_err(|e| self.err(&join(&p, "hash_ids"), e))?;
             let t = self.seconds(o, &p, "t")?;
             let think_s = match (self.seconds(o, &p, "think_time")?, t, prev_end) {
                 (Some(x), _, _) => x,

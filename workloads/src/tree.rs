@@ -103,8 +103,6 @@ pub struct Request {
     /// Think time in nanoseconds: measured from the last dependency's completion to the send
     /// (end-to-start); for a request without dependencies, from the start of the tree.
     pub think_ns: u64,
-    /// Block ids of the prompt's full blocks.
-    pub blocks: Blocks,
     /// Prompt length in tokens (cached or not).
     pub input_tokens: u32,
     /// Output length in tokens that the request asks for.
@@ -113,6 +111,8 @@ pub struct Request {
     pub background: bool,
     /// The root turn this request belongs to (a sub-agent's requests carry the turn that spawned them).
     pub turn: u32,
+    /// Block ids of the prompt's full blocks.
+    pub blocks: Blocks,
 }
 
 impl Request {

@@ -1,0 +1,158 @@
+//! Importers against the real samples and against malformed input.
+
+use crate::{fixture, shared_data};
+use serde_json::Value;
+use serverbench_workloads::{parse_trace, read_trace, write_native, InputError, RequestKind, TraceFormat, TreeSource};
+
+/// (requests, sub-agents, background sub-agents) counted straight from the JSON.
+fn weka_counts(v: &Value) -> (usize, usize, usize) {
+    let mut c = (0, 0, 0);
+    for r in v["requests"].as_array().unwrap() {
+        if r["type"] == "subagent" {
+            let (a, b, d) = weka_counts(r);
+            c = (c.0 + a, c.1 + b + 1, c.2 + d + usize::from(r["status"] == "async_launched"));
+        } else {
+            c.0 += 1;
+        }
+    }
+    c
+}
+
+#[test]
+fn weka_samples_import_with_the_source_counts() {
+    for name in ["weka/sample_trace.json", "weka/sample_trace_with_subagent.json"] {
+        let path = shared_data(name);
+        let raw: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let (requests, subagents, background) = weka_counts(&raw);
+        let trace = read_trace(&path, None).unwrap();
+        assert_eq!(trace.trees().len(), 1, "{name}");
+        let t = &trace.trees()[0];
+        assert_eq!(t.len(), requests, "{name}: requests");
+        assert_eq!(t.agents() - 1, subagents, "{name}: sub-agents");
+        let bg_agents: std::collections::HashSet<u32> = t.requests().iter().filter(|r| r.background).map(|r| r.agent).collect();
+        assert_eq!(bg_agents.len(), background, "{name}: background sub-agents");
+        assert_eq!(t.block_size, 64);
+        let inputs: u64 = t.requests().iter().map(|r| r.input_tokens as u64).sum();
+        let want = raw.get("totals").map(|x| x["combined_tokens"]["input"].as_u64().unwrap());
+        if let Some(want) = want {
+            assert_eq!(inputs, want, "{name}: input tokens conserved");
+        }
+    }
+}
+
+#[test]
+fn weka_subagents_join_their_parent() {
+    let trace = read_trace(&shared_data("weka/sample_trace_with_subagent.json"), None).unwrap();
+    let t = &trace.trees()[0];
+    let roots: Vec<_> = t.requests().iter().filter(|r| r.kind == RequestKind::RootTurn).collect();
+    assert_eq!(roots.len(), 6);
+    // The root turn after the four sub-agents waits for all of them (their last requests) and its own previous turn.
+    let joined = roots.iter().find(|r| r.deps.len() == 5).expect("a root turn joins four sub-agents");
+    let agents: std::collections::HashSet<u32> = joined.deps.iter().map(|&d| t.requests()[d as usize].agent).collect();
+    assert_eq!(agents.len(), 5);
+    // Sub-agents share only the global prefix with the root: their first block differs from the root's.
+    let sub_first = t.requests().iter().find(|r| r.agent == 1).unwrap();
+    assert_ne!(sub_first.blocks.as_slice()[0], roots[0].blocks.as_slice()[0]);
+    // Consecutive root turns share a growing prefix.
+    assert_eq!(roots[1].blocks.as_slice()[..300], roots[0].blocks.as_slice()[..300]);
+}
+
+#[test]
+fn mooncake_sample_imports_every_line() {
+    let path = shared_data("mooncake/sample_200.jsonl");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let trace = read_trace(&path, None).unwrap();
+    assert_eq!(trace.trees().len(), text.lines().count());
+    for (t, line) in trace.trees().iter().zip(text.lines()) {
+        let v: Value = serde_json::from_str(line).unwrap();
+        let r = &t.requests()[0];
+        assert_eq!(r.input_tokens as u64, v["input_length"].as_u64().unwrap());
+        assert_eq!(r.output_tokens as u64, v["output_length"].as_u64().unwrap());
+        assert_eq!(r.blocks.len() as u64, v["input_length"].as_u64().unwrap() / 512, "the partial last block is not cacheable");
+    }
+    // Shared leading ids stay shared after re-chaining.
+    let (a, b) = (&trace.trees()[0].requests()[0], &trace.trees()[1].requests()[0]);
+    assert_eq!(a.blocks.as_slice()[0], b.blocks.as_slice()[0]);
+    assert_ne!(a.blocks.as_slice()[1], b.blocks.as_slice()[1]);
+}
+
+#[test]
+fn bailian_fixture_forms_trees_by_parent() {
+    let trace = read_trace(&fixture("bailian_small.jsonl"), None).unwrap();
+    assert_eq!(trace.trees().len(), 2);
+    let (a, b) = (&trace.trees()[0], &trace.trees()[1]);
+    assert_eq!((a.len(), b.len()), (3, 2));
+    assert_eq!(a.requests()[1].deps, vec![0]);
+    assert_eq!(a.requests()[1].think_ns, 3_250_000_000);
+    assert_eq!(a.requests()[2].blocks.len(), 7);
+    assert_eq!(a.requests()[2].blocks.as_slice()[..4], a.requests()[1].blocks.as_slice()[..4]);
+    assert_eq!(a.block_size, 16);
+}
+
+#[test]
+fn native_format_round_trips_exactly() {
+    for source in [read_trace(&shared_data("weka/sample_trace_with_subagent.json"), None).unwrap(), read_trace(&fixture("bailian_small.jsonl"), None).unwrap()] {
+        let mut bytes = Vec::new();
+        write_native(source.trees().to_vec(), &mut bytes).unwrap();
+        let text = String::from_utf8(bytes.clone()).unwrap();
+        let back = parse_trace("x.jsonl", &text, None).unwrap();
+        assert_eq!(back.trees(), source.trees());
+        let mut again = Vec::new();
+        write_native(back.trees().to_vec(), &mut again).unwrap();
+        assert_eq!(again, bytes);
+    }
+    let g = serverbench_workloads::Generator::new(Default::default(), 4, 1_048_576).unwrap();
+    let trees: Vec<_> = (0..20).map(|k| g.tree(k)).collect();
+    let mut bytes = Vec::new();
+    write_native(trees.clone(), &mut bytes).unwrap();
+    let back = parse_trace("g.jsonl", std::str::from_utf8(&bytes).unwrap(), Some(TraceFormat::Native)).unwrap();
+    assert!(back.trees().iter().zip(&trees).all(|(a, b)| **a == **b));
+}
+
+fn err(format: Option<TraceFormat>, text: &str) -> InputError {
+    parse_trace("bad.jsonl", text, format).expect_err("malformed input must be rejected")
+}
+
+#[test]
+fn malformed_inputs_name_file_line_and_field() {
+    let cases: Vec<(Option<TraceFormat>, String, usize, &str, &str)> = vec![
+        // Mooncake: negative count, missing field, chain longer than the input, truncated JSON.
+        (None, "{\"timestamp\": 0, \"input_length\": 100, \"output_length\": 5, \"hash_ids\": [1]}\n{\"timestamp\": 1, \"input_length\": -3, \"output_length\": 5, \"hash_ids\": []}".into(), 2, "input_length", "invalid value"),
+        (Some(TraceFormat::Mooncake), "{\"timestamp\": 0, \"input_length\": 100, \"hash_ids\": []}".into(), 1, "", "output_length"),
+        (None, "{\"timestamp\": 0, \"input_length\": 600, \"output_length\": 5, \"hash_ids\": [1, 2, 3]}".into(), 1, "hash_ids", "exceed"),
+        (Some(TraceFormat::Mooncake), "{\"timestamp\": 0, \"input_length\": 6".into(), 1, "", "EOF"),
+        // Weka: negative count, missing field, a chain longer than in / block_size, truncated JSON.
+        (None, "{\"requests\": [{\"type\": \"n\", \"in\": 128, \"out\": 5}, {\"type\": \"n\", \"in\": -1, \"out\": 5}]}".into(), 1, "requests[1].in", "non-negative"),
+        (None, "{\"requests\": [{\"type\": \"n\", \"in\": 128}]}".into(), 1, "requests[0].out", "missing"),
+        (None, "{\"block_size\": 64, \"requests\": [{\"type\": \"n\", \"in\": 100, \"out\": 5, \"hash_ids\": [1, 2]}]}".into(), 1, "requests[0].hash_ids", "exceed"),
+        (Some(TraceFormat::Weka), "{\"requests\": [{\"type\": \"n\", \"in\": 1".into(), 1, "", "malformed JSON"),
+        (None, "{\"requests\": [{\"type\": \"subagent\", \"requests\": [{\"type\": \"n\", \"in\": 5, \"out\": 0}]}]}".into(), 1, "requests[0].requests[0].out", "at least 1"),
+        // Bailian: unknown parent.
+        (None, "{\"chat_id\": 1, \"parent_chat_id\": 7, \"timestamp\": 0, \"input_length\": 5, \"output_length\": 5, \"hash_ids\": []}".into(), 1, "parent_chat_id", "earlier line"),
+        // Native: a dependency that is not earlier.
+        (
+            Some(TraceFormat::Native),
+            "{\"session_id\": 0, \"block_size\": 64, \"requests\": [{\"id\": 0, \"agent\": 0, \"kind\": \"root_turn\", \"deps\": [3], \"think_ns\": 0, \"input_tokens\": 5, \"output_tokens\": 1, \"background\": false, \"turn\": 0, \"blocks\": []}]}".into(),
+            1,
+            "",
+            "deps",
+        ),
+    ];
+    for (format, text, line, field, reason) in cases {
+        let e = err(format, &text);
+        assert_eq!(e.file, "bad.jsonl");
+        assert_eq!(e.line, line, "{e}");
+        assert_eq!(e.field, field, "{e}");
+        assert!(e.reason.contains(reason) || e.to_string().contains(reason), "{e} should mention {reason:?}");
+    }
+}
+
+#[test]
+fn weka_jsonl_corpus_reports_the_line_of_the_bad_trace() {
+    let good = std::fs::read_to_string(shared_data("weka/sample_trace.json")).unwrap();
+    let text = format!("{good}\n{good}\n{{\"requests\": [{{\"type\": \"n\", \"in\": 3, \"out\": -2}}]}}\n");
+    let e = err(None, &text);
+    let lines = good.lines().count();
+    assert_eq!((e.line, e.field.as_str()), (2 * lines + 1, "requests[0].out"));
+    assert_eq!(parse_trace("ok.jsonl", &format!("{good}\n{good}\n"), None).unwrap().trees().len(), 2);
+}
