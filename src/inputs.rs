@@ -98,5 +98,5 @@ pub fn run_config(r: &ReplayArgs, concurrency: u32, seed: u64) -> Result<RunConf
         bail!("--concurrency: must be at least 1");
     }
     let start = StartMode::parse(&r.start).ok_or_else(|| anyhow!("--start: expected steady or cold, got {:?}", r.start))?;
-    Ok(RunConfig { concurrency, seed, window_s: r.window, idle_gap_cap_s: r.idle_gap_cap, start, timeline: false, audit: false })
+    Ok(RunConfig { concurrency, seed, window_s: r.window, idle_gap_cap_s: r.idle_gap_cap, start, timeline: false, audit: false, step_by_step: false })
 }

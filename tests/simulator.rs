@@ -172,3 +172,17 @@ fn imported_requests_over_the_context_limit_fail_as_overflow() {
     assert!(out.records.iter().filter(|r| r.input_tokens == 40_000).all(|r| r.outcome == Outcome::ContextOverflow));
     assert!(!s.valid, "half the requests overflowed: the run is invalid");
 }
+
+#[test]
+fn merged_decode_runs_give_the_same_records_as_step_by_step() {
+    let d = default_deployment();
+    for (c, seed) in [(1, 0), (6, 1), (24, 2)] {
+        let mut cfg = RunConfig::new(c, seed, 500.0);
+        let merged = run(&d, &cfg);
+        cfg.step_by_step = true;
+        let single = run(&d, &cfg);
+        assert_eq!(serde_json::to_string(&merged.records).unwrap(), serde_json::to_string(&single.records).unwrap(), "c = {c}");
+        assert_eq!(merged.summary.steps, single.summary.steps);
+        assert_eq!(merged.summary.score, single.summary.score);
+    }
+}

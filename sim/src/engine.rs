@@ -5,7 +5,7 @@
 use crate::deployment::{Deployment, EngineConfig};
 use crate::des::Time;
 use crate::kv::{KvManager, Match, ROOT};
-use serverbench_calibration::BatchShape;
+use serverbench_calibration::{BatchShape, CostModel};
 use serverbench_workloads::hash::mix2;
 use serverbench_workloads::Blocks;
 use std::collections::VecDeque;
@@ -167,6 +167,7 @@ pub struct Replica {
     waiting: VecDeque<u32>,
     running: Vec<u32>,
     step: Vec<(u32, u32, u32)>,
+    repeat: u32,
     /// Totals.
     pub stats: EngineStats,
     /// Per-step samples, when enabled.
@@ -207,6 +208,7 @@ impl Replica {
             waiting: VecDeque::new(),
             running: Vec::new(),
             step: Vec::new(),
+            repeat: 1,
             stats: EngineStats::default(),
             timeline: None,
         })
@@ -433,10 +435,49 @@ impl Replica {
         b
     }
 
+    /// Extends a decode-only step into a run of identical decode steps, as long as nothing could
+    /// change the batch: no sequence finishes before the run's last step, nothing waits, no step of
+    /// the run ends at or after `stop_at` except the last, no step ends after `window_end`, and the
+    /// blocks of the whole run fit now. Returns the number of steps and their total time (each step
+    /// rounded as a single step would be), so one event can stand for the run. Step-by-step
+    /// simulation gives the same tokens, times and evictions.
+    pub fn extend_decode_run(&mut self, cost: &CostModel, first: &BatchShape, first_ns: u64, start: Time, stop_at: Option<Time>, window_end: Time) -> (u32, u64) {
+        self.repeat = 1;
+        if first.prefill_seqs > 0 || !self.waiting.is_empty() || self.window.is_some() || self.timeline.is_some() {
+            return (1, first_ns);
+        }
+        let max_k = self.step.iter().map(|&(id, _, _)| { let s = &self.seqs[id as usize]; s.output - s.generated }).min().unwrap_or(1);
+        let stop = stop_at.map_or(u64::MAX, |t| t.0);
+        let mut shape = *first;
+        let (mut k, mut end) = (1u32, start.0 + first_ns);
+        while k < max_k && end < stop && end <= window_end.0 {
+            shape.decode_context += shape.decode_seqs as u64;
+            let next = end + cost.step_ns(&shape);
+            if next > window_end.0 {
+                break;
+            }
+            k += 1;
+            end = next;
+        }
+        if k > 1 {
+            let add: u64 = self.step.iter().map(|&(id, _, _)| { let s = &self.seqs[id as usize]; self.blocks_to_add(s, s.computed + k) as u64 }).sum();
+            if !self.kv.allocate(add) {
+                return (1, first_ns);
+            }
+            for i in 0..self.step.len() {
+                let id = self.step[i].0;
+                let add = self.blocks_to_add(&self.seqs[id as usize], self.seqs[id as usize].computed + k);
+                self.seqs[id as usize].private += add;
+            }
+            self.repeat = k;
+        }
+        (k, end - start.0)
+    }
+
     /// Records the step that was scheduled as starting at `start` and lasting `step_ns` (occupancy, timeline).
     pub fn note_step(&mut self, start: Time, step_ns: u64, shape: &BatchShape) {
         let occ = self.kv.used() as f64 / self.kv.total().max(1) as f64;
-        self.stats.steps += 1;
+        self.stats.steps += self.repeat as u64;
         self.stats.busy_ns += step_ns;
         self.stats.occupancy_integral += occ * step_ns as f64;
         self.stats.occupancy_max = self.stats.occupancy_max.max(occ);
@@ -457,9 +498,22 @@ impl Replica {
     pub fn finish_step(&mut self, events: &mut Vec<SeqEvent>) {
         let ebs = self.cfg.block_size;
         let mut any_done = false;
+        let repeat = self.repeat;
+        self.repeat = 1;
         for k in 0..self.step.len() {
             let (id, n, _) = self.step[k];
             let s = &mut self.seqs[id as usize];
+            if repeat > 1 {
+                // A run of decode steps: one token per step, no first tokens, no cache inserts.
+                s.computed += repeat;
+                s.generated += repeat;
+                if s.generated >= s.output {
+                    s.done = true;
+                    any_done = true;
+                    events.push(SeqEvent::Finished { tag: s.tag, seq: id });
+                }
+                continue;
+            }
             s.computed += n;
             if !s.inserted && self.cfg.prefix_caching && s.computed >= s.hashable * ebs && s.hashable > s.shared {
                 let (start, end) = (s.shared, s.hashable);

@@ -24,6 +24,9 @@ pub struct RunConfig {
     pub start: StartMode,
     /// Keep per-step samples.
     pub timeline: bool,
+    /// Simulate every decode step on its own instead of merging runs of identical decode steps
+    /// (same results, slower; for checking the merge).
+    pub step_by_step: bool,
     /// Recount the KV bookkeeping after every step and panic on a mismatch (tests and debugging; slow).
     pub audit: bool,
 }
@@ -31,7 +34,7 @@ pub struct RunConfig {
 impl RunConfig {
     /// The defaults: c = 16, seed 0, 1800 s, 10 s idle-gap cap, steady start.
     pub fn new(concurrency: u32, seed: u64, window_s: f64) -> RunConfig {
-        RunConfig { concurrency, seed, window_s, idle_gap_cap_s: 10.0, start: StartMode::Steady, timeline: false, audit: false }
+        RunConfig { concurrency, seed, window_s, idle_gap_cap_s: 10.0, start: StartMode::Steady, timeline: false, audit: false, step_by_step: false }
     }
 
     /// The replay part of the configuration.
@@ -58,6 +61,8 @@ enum Event {
 
 struct Sim<'a> {
     audit: bool,
+    merge: bool,
+    window: Time,
     deployment: &'a Deployment,
     cost: &'a CostModel,
     replay: Replay<'a>,
@@ -77,6 +82,8 @@ pub fn simulate(deployment: &Deployment, cost: &CostModel, source: &dyn TreeSour
     }
     let mut sim = Sim {
         audit: cfg.audit,
+        merge: !cfg.step_by_step,
+        window: Time::from_secs(cfg.window_s),
         deployment,
         cost,
         replay: Replay::new(source, cfg.replay()),
@@ -160,7 +167,8 @@ impl Sim<'_> {
             return;
         }
         if let Some(shape) = self.replica.schedule() {
-            let dt = self.cost.step_ns(&shape);
+            let first = self.cost.step_ns(&shape);
+            let (_, dt) = if self.merge { self.replica.extend_decode_run(self.cost, &shape, first, t, self.queue.peek_time(), self.window) } else { (1, first) };
             self.replica.note_step(t, dt, &shape);
             self.check();
             self.queue.schedule(t.plus(dt), Event::StepEnd).expect("steps end in the future");
