@@ -12,10 +12,20 @@ fn replay(c: &mut Criterion) {
     let cost = d.cost_model(None);
     let g = Generator::new(WorkloadSpec::default(), 0, d.context_limit).expect("spec");
     let mut group = c.benchmark_group("simulate_1800s");
-    group.sample_size(20).measurement_time(Duration::from_secs(4));
+    group
+        .sample_size(20)
+        .measurement_time(Duration::from_secs(4));
     for conc in [16u32, 64] {
         group.bench_function(format!("qwen3.5-9b-2xl40_c{conc}"), |b| {
-            b.iter(|| black_box(simulate(&d, &cost, &g, &RunConfig::new(conc, 0, 1800.0)).expect("runs").summary.score.d))
+            b.iter(|| {
+                black_box(
+                    simulate(&d, &cost, &g, &RunConfig::new(conc, 0, 1800.0))
+                        .expect("runs")
+                        .summary
+                        .score
+                        .d,
+                )
+            })
         });
     }
     group.finish();
@@ -24,13 +34,18 @@ fn replay(c: &mut Criterion) {
 fn workload(c: &mut Criterion) {
     let d = Deployment::preset("qwen3.5-9b-2xl40").expect("preset");
     let mut group = c.benchmark_group("workload");
-    group.sample_size(10).measurement_time(Duration::from_secs(5));
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(5));
     group.bench_function("scan_128_seeds_c16_1800s_one_core", |b| {
         b.iter(|| {
             let mut total = 0.0;
             for seed in 0..128 {
-                let g = Generator::new(WorkloadSpec::default(), seed, d.context_limit).expect("spec");
-                total += scan(&g, &d.prices, seed, 16, 1800.0, 10.0).expect("bounded").value;
+                let g =
+                    Generator::new(WorkloadSpec::default(), seed, d.context_limit).expect("spec");
+                total += scan(&g, &d.prices, seed, 16, 1800.0, 10.0)
+                    .expect("bounded")
+                    .value;
             }
             black_box(total)
         })

@@ -20,6 +20,10 @@ pub enum Command {
     Simulate(SimulateArgs),
     /// Concurrency × seeds grid in parallel; recommends a concurrency (the main job).
     Sweep(SweepArgs),
+    /// Many seeds at one configuration, ranked by difficulty; names representative and hardest seeds.
+    Screen(ScreenArgs),
+    /// Freeze TTFT and TPOT targets from a reference configuration over seeds.
+    Slo(SloArgs),
     /// Generate, import, export and summarise workloads.
     #[command(subcommand)]
     Workload(WorkloadCommand),
@@ -87,6 +91,9 @@ pub struct SimulateArgs {
     /// Write records.jsonl and summary.json here.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Also write timeline.csv (one row per engine step) and timeline.svg to --out.
+    #[arg(long, requires = "out")]
+    pub timeline: bool,
 }
 
 #[derive(Args, Debug)]
@@ -98,7 +105,11 @@ pub struct SweepArgs {
     #[command(flatten)]
     pub replay: ReplayArgs,
     /// Concurrency levels, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "1,2,4,6,8,12,16,24,32,48,64")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "1,2,4,6,8,12,16,24,32,48,64"
+    )]
     pub concurrency: Vec<u32>,
     /// Number of seeds (0..N), or a range A..B.
     #[arg(long, default_value = "8")]
@@ -106,8 +117,52 @@ pub struct SweepArgs {
     /// Worker threads (default: all cores). Output never depends on it.
     #[arg(long)]
     pub threads: Option<usize>,
-    /// Write sweep.csv and sweep.json here.
+    /// Also score prefix windows of the same runs, e.g. 300,900,1800 (the runs use the longest).
     #[arg(long)]
+    pub windows: Option<String>,
+    /// Write sweep.csv, sweep.json and sweep.svg here.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct ScreenArgs {
+    #[command(flatten)]
+    pub deployment: DeploymentArgs,
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
+    #[command(flatten)]
+    pub replay: ReplayArgs,
+    /// Lanes.
+    #[arg(long, short = 'c', default_value_t = 16)]
+    pub concurrency: u32,
+    /// Seeds: a count N (= 0..N) or a range A..B.
+    #[arg(long, default_value = "128")]
+    pub seeds: String,
+    /// Worker threads (default: all cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Write screen.csv, screen.json and screen.svg here.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct SloArgs {
+    #[command(flatten)]
+    pub deployment: DeploymentArgs,
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
+    #[command(flatten)]
+    pub replay: ReplayArgs,
+    /// Lanes of the reference configuration.
+    #[arg(long, short = 'c', default_value_t = 1)]
+    pub concurrency: u32,
+    /// Seeds (k independent seeds): a count N or a range A..B.
+    #[arg(long, default_value = "8")]
+    pub seeds: String,
+    /// Write the deployment with the frozen targets to this YAML file.
+    #[arg(long, short = 'o')]
     pub out: Option<PathBuf>,
 }
 

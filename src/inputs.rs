@@ -3,8 +3,10 @@
 use crate::cli::{DeploymentArgs, ReplayArgs, WorkloadArgs};
 use anyhow::{anyhow, bail, Context, Result};
 use serverbench_calibration::{CostModel, Profile};
-use serverbench_sim::{Deployment, RunConfig, StartMode};
-use serverbench_workloads::{read_spec, read_trace, Generator, Trace, TraceFormat, TreeSource, WorkloadSpec};
+use serverbench_sim::{Deployment, RunConfig, RunOutput, StartMode};
+use serverbench_workloads::{
+    read_spec, read_trace, Generator, Trace, TraceFormat, TreeSource, WorkloadSpec,
+};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -15,9 +17,13 @@ pub fn deployment(name_or_file: &str) -> Result<Deployment> {
     }
     let path = Path::new(name_or_file);
     if !path.exists() {
-        bail!("unknown deployment {name_or_file:?}: not a preset ({}) and no such file", Deployment::preset_names());
+        bail!(
+            "unknown deployment {name_or_file:?}: not a preset ({}) and no such file",
+            Deployment::preset_names()
+        );
     }
-    let text = std::fs::read_to_string(path).with_context(|| format!("{}: cannot read", path.display()))?;
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("{}: cannot read", path.display()))?;
     Ok(Deployment::from_yaml(&path.display().to_string(), &text)?)
 }
 
@@ -25,12 +31,14 @@ pub fn deployment(name_or_file: &str) -> Result<Deployment> {
 pub fn resolved(args: &DeploymentArgs) -> Result<(Deployment, CostModel)> {
     let mut d = deployment(&args.deployment)?;
     if let Some(path) = &args.engine {
-        let text = std::fs::read_to_string(path).with_context(|| format!("{}: cannot read", path.display()))?;
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("{}: cannot read", path.display()))?;
         d = d.with_engine_yaml(&path.display().to_string(), &text)?;
     }
     let profile = match &args.profile {
         Some(path) => {
-            let text = std::fs::read_to_string(path).with_context(|| format!("{}: cannot read", path.display()))?;
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("{}: cannot read", path.display()))?;
             let p = Profile::from_yaml(&path.display().to_string(), &text)?;
             d.profile = p.name.clone();
             Some(p)
@@ -51,11 +59,45 @@ pub fn print_config(args: &DeploymentArgs, d: &Deployment) -> Result<bool> {
 
 /// A source of trees: the generator for `seed`, or a trace.
 pub fn source(args: &WorkloadArgs, seed: u64, context_limit: u32) -> Result<Arc<dyn TreeSource>> {
-    if let Some(trace) = trace(args)? {
-        return Ok(Arc::new(trace));
+    Workload::from_args(args)?.source(seed, context_limit)
+}
+
+/// The workload of a command, read once and shared by every replay of a grid.
+pub struct Workload {
+    spec: WorkloadSpec,
+    trace: Option<Arc<Trace>>,
+}
+
+impl Workload {
+    /// Reads the spec or trace the arguments name.
+    pub fn from_args(args: &WorkloadArgs) -> Result<Workload> {
+        Ok(Workload {
+            spec: spec(args)?,
+            trace: trace(args)?.map(Arc::new),
+        })
     }
-    let spec = spec(args)?;
-    Ok(Arc::new(Generator::new(spec, seed, context_limit).map_err(|e| anyhow!("workload spec: {e}"))?))
+
+    /// The tree stream of `seed` (a trace is the same stream for every seed).
+    pub fn source(&self, seed: u64, context_limit: u32) -> Result<Arc<dyn TreeSource>> {
+        match &self.trace {
+            Some(t) => Ok(t.clone()),
+            None => Ok(Arc::new(
+                Generator::new(self.spec.clone(), seed, context_limit)
+                    .map_err(|e| anyhow!("workload spec: {e}"))?,
+            )),
+        }
+    }
+}
+
+/// One simulated replay of `seed` at `cfg`.
+pub fn replay(
+    d: &Deployment,
+    cost: &CostModel,
+    w: &Workload,
+    cfg: &RunConfig,
+) -> Result<RunOutput> {
+    let source = w.source(cfg.seed, d.context_limit)?;
+    Ok(serverbench_sim::simulate(d, cost, source.as_ref(), cfg)?)
 }
 
 /// The workload spec (the file's, or the default).
@@ -68,19 +110,44 @@ pub fn spec(args: &WorkloadArgs) -> Result<WorkloadSpec> {
 
 /// The trace, if one was given.
 pub fn trace(args: &WorkloadArgs) -> Result<Option<Trace>> {
-    let Some(path) = &args.trace else { return Ok(None) };
+    let Some(path) = &args.trace else {
+        return Ok(None);
+    };
     let format = match &args.trace_format {
-        Some(f) => Some(TraceFormat::parse(f).ok_or_else(|| anyhow!("--trace-format: unknown format {f:?} (weka, mooncake, bailian, native)"))?),
+        Some(f) => Some(TraceFormat::parse(f).ok_or_else(|| {
+            anyhow!("--trace-format: unknown format {f:?} (weka, mooncake, bailian, native)")
+        })?),
         None => None,
     };
     Ok(Some(read_trace(path, format)?))
+}
+
+/// Window lengths from a comma-separated list (seconds, ascending after sorting).
+pub fn windows(text: &str) -> Result<Vec<f64>> {
+    let mut w = Vec::new();
+    for part in text.split(',') {
+        let v: f64 = part
+            .trim()
+            .parse()
+            .map_err(|_| anyhow!("--windows: {part:?} is not a number of seconds"))?;
+        if !(v > 0.0 && v.is_finite()) {
+            bail!("--windows: {v} is not a positive number of seconds");
+        }
+        w.push(v);
+    }
+    w.sort_by(f64::total_cmp);
+    w.dedup();
+    Ok(w)
 }
 
 /// Seeds from `N` (= 0..N) or `A..B`.
 pub fn seeds(text: &str) -> Result<Vec<u64>> {
     let bad = || anyhow!("--seeds: expected a count N or a range A..B, got {text:?}");
     let (a, b) = match text.split_once("..") {
-        Some((a, b)) => (a.trim().parse::<u64>().map_err(|_| bad())?, b.trim().parse::<u64>().map_err(|_| bad())?),
+        Some((a, b)) => (
+            a.trim().parse::<u64>().map_err(|_| bad())?,
+            b.trim().parse::<u64>().map_err(|_| bad())?,
+        ),
         None => (0, text.trim().parse::<u64>().map_err(|_| bad())?),
     };
     if b <= a {
@@ -97,6 +164,16 @@ pub fn run_config(r: &ReplayArgs, concurrency: u32, seed: u64) -> Result<RunConf
     if concurrency == 0 {
         bail!("--concurrency: must be at least 1");
     }
-    let start = StartMode::parse(&r.start).ok_or_else(|| anyhow!("--start: expected steady or cold, got {:?}", r.start))?;
-    Ok(RunConfig { concurrency, seed, window_s: r.window, idle_gap_cap_s: r.idle_gap_cap, start, timeline: false, audit: false, step_by_step: false })
+    let start = StartMode::parse(&r.start)
+        .ok_or_else(|| anyhow!("--start: expected steady or cold, got {:?}", r.start))?;
+    Ok(RunConfig {
+        concurrency,
+        seed,
+        window_s: r.window,
+        idle_gap_cap_s: r.idle_gap_cap,
+        start,
+        timeline: false,
+        audit: false,
+        step_by_step: false,
+    })
 }

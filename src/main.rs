@@ -4,7 +4,10 @@
 mod cli;
 mod inputs;
 mod output;
+mod plot;
+mod screen;
 mod simulate;
+mod slo;
 mod sweep;
 mod workload;
 
@@ -26,6 +29,8 @@ fn try_main() -> anyhow::Result<()> {
     match cli.command {
         cli::Command::Simulate(a) => simulate::run(a),
         cli::Command::Sweep(a) => sweep::run(a),
+        cli::Command::Screen(a) => screen::run(a),
+        cli::Command::Slo(a) => slo::run(a),
         cli::Command::Workload(w) => workload::run(w),
     }
 }

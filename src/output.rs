@@ -7,12 +7,20 @@ use std::io::Write;
 use std::path::Path;
 
 /// Creates `dir` and writes `name` in it with `write`.
-pub fn write_file(dir: &Path, name: &str, write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) -> Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("{}: cannot create directory", dir.display()))?;
+pub fn write_file(
+    dir: &Path,
+    name: &str,
+    write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<()> {
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("{}: cannot create directory", dir.display()))?;
     let path = dir.join(name);
-    let file = std::fs::File::create(&path).with_context(|| format!("{}: cannot create", path.display()))?;
+    let file = std::fs::File::create(&path)
+        .with_context(|| format!("{}: cannot create", path.display()))?;
     let mut w = std::io::BufWriter::new(file);
-    write(&mut w).and_then(|_| w.flush()).with_context(|| format!("{}: cannot write", path.display()))
+    write(&mut w)
+        .and_then(|_| w.flush())
+        .with_context(|| format!("{}: cannot write", path.display()))
 }
 
 /// Writes `value` as pretty JSON.
@@ -41,7 +49,15 @@ pub fn summary_table(s: &Summary, gpus: u32, gpu_hour: f64, start: &str) -> Stri
     let sc = &s.score;
     let mut t = String::new();
     let mut line = |k: &str, v: String| t.push_str(&format!("  {k:<13}{v}\n"));
-    line("score", format!("D = {:.3} $/$    G = {:.3} $/$    f = {:.1} %", sc.d, sc.g, sc.f * 100.0));
+    line(
+        "score",
+        format!(
+            "D = {:.3} $/$    G = {:.3} $/$    f = {:.1} %",
+            sc.d,
+            sc.g,
+            sc.f * 100.0
+        ),
+    );
     line("value", format!("${:.4} qualified of ${:.4} gross, over ${:.4} of GPU time ({gpus} GPU × ${gpu_hour:.2}/h × {:.0} s)", sc.qualified_value, sc.gross_value, sc.gpu_cost, s.window_s));
     line(
         "requests",
@@ -50,13 +66,56 @@ pub fn summary_table(s: &Summary, gpus: u32, gpu_hour: f64, start: &str) -> Stri
             s.requests, s.completed, s.qualified, s.cancelled, s.context_overflow, s.errors
         ),
     );
-    line("TTFT", format!("p50 {:.3} s   p90 {:.3} s   p99 {:.3} s    (target ≤ {:.3} s)", s.ttft_s.p50, s.ttft_s.p90, s.ttft_s.p99, s.slo.ttft_s));
-    line("TPOT", format!("p50 {:.2} ms  p90 {:.2} ms  p99 {:.2} ms   (target ≤ {:.2} ms)", s.tpot_s.p50 * 1e3, s.tpot_s.p90 * 1e3, s.tpot_s.p99 * 1e3, s.slo.tpot_s * 1e3));
-    line("throughput", format!("{} prompt tok/s · {:.0} output tok/s", thousands(s.input_tokens_per_s as u64), s.output_tokens_per_s));
+    line(
+        "TTFT",
+        format!(
+            "p50 {:.3} s   p90 {:.3} s   p99 {:.3} s    (target ≤ {:.3} s)",
+            s.ttft_s.p50, s.ttft_s.p90, s.ttft_s.p99, s.slo.ttft_s
+        ),
+    );
+    line(
+        "TPOT",
+        format!(
+            "p50 {:.2} ms  p90 {:.2} ms  p99 {:.2} ms   (target ≤ {:.2} ms)",
+            s.tpot_s.p50 * 1e3,
+            s.tpot_s.p90 * 1e3,
+            s.tpot_s.p99 * 1e3,
+            s.slo.tpot_s * 1e3
+        ),
+    );
+    line(
+        "throughput",
+        format!(
+            "{} prompt tok/s · {:.0} output tok/s",
+            thousands(s.input_tokens_per_s as u64),
+            s.output_tokens_per_s
+        ),
+    );
     line(
         "KV cache",
-        format!("occupancy mean {:.1} % / max {:.1} % · prefix hit rate {:.1} % · {} preemptions", s.kv_occupancy_mean * 100.0, s.kv_occupancy_max * 100.0, s.prefix_hit_rate * 100.0, s.preemptions),
+        format!(
+            "occupancy mean {:.1} % / max {:.1} % · prefix hit rate {:.1} % · {} preemptions",
+            s.kv_occupancy_mean * 100.0,
+            s.kv_occupancy_max * 100.0,
+            s.prefix_hit_rate * 100.0,
+            s.preemptions
+        ),
     );
-    line("run", format!("{} trees started · {} engine steps · {start} start · {}", s.trees_started, thousands(s.steps), if s.valid { "valid".to_string() } else { format!("INVALID: {:.1} % of requests overflowed the context (limit 1 %)", s.overflow_rate * 100.0) }));
+    line(
+        "run",
+        format!(
+            "{} trees started · {} engine steps · {start} start · {}",
+            s.trees_started,
+            thousands(s.steps),
+            if s.valid {
+                "valid".to_string()
+            } else {
+                format!(
+                    "INVALID: {:.1} % of requests overflowed the context (limit 1 %)",
+                    s.overflow_rate * 100.0
+                )
+            }
+        ),
+    );
     t
 }

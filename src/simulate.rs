@@ -3,6 +3,7 @@
 use crate::cli::SimulateArgs;
 use crate::inputs;
 use crate::output::{summary_table, write_file, write_json};
+use crate::plot::{timeline_svg, Timeline};
 use anyhow::Result;
 
 pub fn run(a: SimulateArgs) -> Result<()> {
@@ -10,14 +11,25 @@ pub fn run(a: SimulateArgs) -> Result<()> {
     if inputs::print_config(&a.deployment, &d)? {
         return Ok(());
     }
-    let cfg = inputs::run_config(&a.replay, a.concurrency, a.seed)?;
+    let mut cfg = inputs::run_config(&a.replay, a.concurrency, a.seed)?;
+    cfg.timeline = a.timeline;
     let source = inputs::source(&a.workload, a.seed, d.context_limit)?;
     let started = std::time::Instant::now();
     let out = serverbench_sim::simulate(&d, &cost, source.as_ref(), &cfg)?;
     let elapsed = started.elapsed();
-    println!("serverbench simulate — {}, c = {}, seed {}, window {} s\n", d.name, cfg.concurrency, cfg.seed, cfg.window_s);
-    print!("{}", summary_table(&out.summary, d.gpus(), d.gpu_hour_dollars, &a.replay.start));
-    println!("\n  simulated {:.0} s in {:.1} ms of wall time", cfg.window_s, elapsed.as_secs_f64() * 1e3);
+    println!(
+        "serverbench simulate — {}, c = {}, seed {}, window {} s\n",
+        d.name, cfg.concurrency, cfg.seed, cfg.window_s
+    );
+    print!(
+        "{}",
+        summary_table(&out.summary, d.gpus(), d.gpu_hour_dollars, &a.replay.start)
+    );
+    println!(
+        "\n  simulated {:.0} s in {:.1} ms of wall time",
+        cfg.window_s,
+        elapsed.as_secs_f64() * 1e3
+    );
     if let Some(dir) = &a.out {
         write_file(dir, "records.jsonl", |w| {
             for r in &out.records {
@@ -28,6 +40,76 @@ pub fn run(a: SimulateArgs) -> Result<()> {
         })?;
         write_json(dir, "summary.json", &out.summary)?;
         println!("  wrote {}/records.jsonl and summary.json", dir.display());
+        if let Some(steps) = &out.timeline {
+            write_file(dir, "timeline.csv", |w| {
+                writeln!(
+                    w,
+                    "start_s,step_ms,running,waiting,prefill_tokens,decode_seqs,kv_occupancy"
+                )?;
+                for s in steps {
+                    writeln!(
+                        w,
+                        "{},{},{},{},{},{},{}",
+                        s.start_ns as f64 / 1e9,
+                        s.step_ns as f64 / 1e6,
+                        s.running,
+                        s.waiting,
+                        s.prefill_tokens,
+                        s.decode_seqs,
+                        s.kv_occupancy
+                    )?;
+                }
+                Ok(())
+            })?;
+            let t = Timeline {
+                title: &format!(
+                    "{} at c = {}, seed {}: load, KV and latency over time",
+                    d.name, cfg.concurrency, cfg.seed
+                ),
+                steps: bucket_max(steps, cfg.window_s, 1500),
+                ttft: out
+                    .records
+                    .iter()
+                    .filter_map(|r| r.ttft_s().map(|t| (r.send_ns as f64 / 1e9, t)))
+                    .collect(),
+                ttft_target: d.slo.ttft_s,
+                tpot: out
+                    .records
+                    .iter()
+                    .filter(|r| r.output_tokens > 1)
+                    .filter_map(|r| r.tpot_s().map(|t| (r.send_ns as f64 / 1e9, t)))
+                    .collect(),
+                tpot_target: d.slo.tpot_s,
+                window_s: cfg.window_s,
+            };
+            let svg = timeline_svg(&t)?;
+            write_file(dir, "timeline.svg", |w| w.write_all(svg.as_bytes()))?;
+            println!("  wrote {}/timeline.csv and timeline.svg", dir.display());
+        }
     }
     Ok(())
+}
+
+/// At most `buckets` points: the largest running, waiting and occupancy of the steps in each time bucket
+/// (so the SVG stays small and no peak is lost).
+fn bucket_max(
+    steps: &[serverbench_sim::StepSample],
+    window_s: f64,
+    buckets: usize,
+) -> Vec<(f64, f64, f64, f64)> {
+    let width = window_s / buckets as f64;
+    let mut out: Vec<(f64, f64, f64, f64)> = Vec::new();
+    for s in steps {
+        let t = s.start_ns as f64 / 1e9;
+        let x = (t / width).floor() * width;
+        match out.last_mut() {
+            Some(p) if p.0 == x => {
+                p.1 = p.1.max(s.running as f64);
+                p.2 = p.2.max(s.waiting as f64);
+                p.3 = p.3.max(s.kv_occupancy);
+            }
+            _ => out.push((x, s.running as f64, s.waiting as f64, s.kv_occupancy)),
+        }
+    }
+    out
 }

@@ -17,7 +17,12 @@ pub fn run(c: WorkloadCommand) -> Result<()> {
 }
 
 /// The trees a stats/export command covers: a whole trace, or `n` generated trees.
-fn trees(w: &crate::cli::WorkloadArgs, seed: u64, n: u64, context_limit: u32) -> Result<Vec<Arc<SessionTree>>> {
+fn trees(
+    w: &crate::cli::WorkloadArgs,
+    seed: u64,
+    n: u64,
+    context_limit: u32,
+) -> Result<Vec<Arc<SessionTree>>> {
     if let Some(t) = inputs::trace(w)? {
         return Ok(t.trees().to_vec());
     }
@@ -34,16 +39,25 @@ fn stats(a: WorkloadStatsArgs) -> Result<()> {
     let s = workload_stats(trees.iter().map(|t| t.as_ref()));
     let what = match &a.workload.trace {
         Some(p) => format!("trace {}", p.display()),
-        None => format!("agentic-coding generator, seed {}, first {} trees", a.seed, a.trees),
+        None => format!(
+            "agentic-coding generator, seed {}, first {} trees",
+            a.seed, a.trees
+        ),
     };
     println!("workload stats — {what}\n");
-    println!("  trees {} · requests {} · sub-agents {} ({} in the background) · compactions {}", s.trees, s.requests, s.subagents, s.background_subagents, s.compactions);
+    println!(
+        "  trees {} · requests {} · sub-agents {} ({} in the background) · compactions {}",
+        s.trees, s.requests, s.subagents, s.background_subagents, s.compactions
+    );
     print!("{}", q_row("root turns per tree", &s.root_turns, ""));
     print!("{}", q_row("requests per tree", &s.requests_per_tree, ""));
     print!("{}", q_row("input tokens", &s.input_tokens, "tok"));
     print!("{}", q_row("output tokens", &s.output_tokens, "tok"));
     print!("{}", q_row("think time (uncapped)", &s.think_time_s, "s"));
-    println!("  prefix reuse with an infinite cache: {:.1} % of prompt tokens", s.prefix_reuse_ratio * 100.0);
+    println!(
+        "  prefix reuse with an infinite cache: {:.1} % of prompt tokens",
+        s.prefix_reuse_ratio * 100.0
+    );
     Ok(())
 }
 
@@ -51,10 +65,14 @@ fn export(a: WorkloadExportArgs) -> Result<()> {
     let trees = trees(&a.workload, a.seed, a.trees, a.context_limit)?;
     match &a.out {
         Some(path) => {
-            let f = std::fs::File::create(path).with_context(|| format!("{}: cannot create", path.display()))?;
-            write_native(trees, std::io::BufWriter::new(f)).with_context(|| format!("{}: cannot write", path.display()))
+            let f = std::fs::File::create(path)
+                .with_context(|| format!("{}: cannot create", path.display()))?;
+            write_native(trees, std::io::BufWriter::new(f))
+                .with_context(|| format!("{}: cannot write", path.display()))
         }
-        None => write_native(trees, std::io::stdout().lock()).context("cannot write to standard output"),
+        None => {
+            write_native(trees, std::io::stdout().lock()).context("cannot write to standard output")
+        }
     }
 }
 
@@ -69,25 +87,66 @@ fn scan(a: WorkloadScanArgs) -> Result<()> {
         .map(|&seed| {
             let source: Arc<dyn TreeSource> = match &trace {
                 Some(t) => t.clone(),
-                None => Arc::new(serverbench_workloads::Generator::new(spec.clone(), seed, d.context_limit).map_err(|e| anyhow!("workload spec: {e}"))?),
+                None => Arc::new(
+                    serverbench_workloads::Generator::new(spec.clone(), seed, d.context_limit)
+                        .map_err(|e| anyhow!("workload spec: {e}"))?,
+                ),
             };
-            Ok(serverbench_sim::scan(source.as_ref(), &d.prices, seed, a.concurrency, a.window, a.idle_gap_cap)?)
+            Ok(serverbench_sim::scan(
+                source.as_ref(),
+                &d.prices,
+                seed,
+                a.concurrency,
+                a.window,
+                a.idle_gap_cap,
+            )?)
         })
         .collect::<Result<_>>()?;
     let elapsed = started.elapsed();
     let mut values: Vec<f64> = offers.iter().map(|o| o.value).collect();
     let q = Quantiles::of(&mut values);
-    println!("workload scan — {} seeds, c = {}, window {} s, prices of {} (an infinitely fast server)\n", offers.len(), a.concurrency, a.window, d.name);
-    println!("  {:>6}  {:>10}  {:>14}  {:>12}  {:>10}  {:>6}", "seed", "requests", "input tok", "output tok", "value $", "trees");
+    println!(
+        "workload scan — {} seeds, c = {}, window {} s, prices of {} (an infinitely fast server)\n",
+        offers.len(),
+        a.concurrency,
+        a.window,
+        d.name
+    );
+    println!(
+        "  {:>6}  {:>10}  {:>14}  {:>12}  {:>10}  {:>6}",
+        "seed", "requests", "input tok", "output tok", "value $", "trees"
+    );
     for o in &offers {
-        println!("  {:>6}  {:>10}  {:>14}  {:>12}  {:>10.4}  {:>6}", o.seed, o.requests, thousands(o.input_tokens), thousands(o.output_tokens), o.value, o.trees);
+        println!(
+            "  {:>6}  {:>10}  {:>14}  {:>12}  {:>10.4}  {:>6}",
+            o.seed,
+            o.requests,
+            thousands(o.input_tokens),
+            thousands(o.output_tokens),
+            o.value,
+            o.trees
+        );
     }
-    println!("\n  value offered: mean ${:.4}  p50 ${:.4}  p90 ${:.4}  max ${:.4} per window ({:.0} ms)", q.mean, q.p50, q.p90, q.max, elapsed.as_secs_f64() * 1e3);
+    println!(
+        "\n  value offered: mean ${:.4}  p50 ${:.4}  p90 ${:.4}  max ${:.4} per window ({:.0} ms)",
+        q.mean,
+        q.p50,
+        q.p90,
+        q.max,
+        elapsed.as_secs_f64() * 1e3
+    );
     if let Some(dir) = &a.out {
         write_file(dir, "scan.csv", |w| {
-            writeln!(w, "seed,requests,input_tokens,output_tokens,value_dollars,trees")?;
+            writeln!(
+                w,
+                "seed,requests,input_tokens,output_tokens,value_dollars,trees"
+            )?;
             for o in &offers {
-                writeln!(w, "{},{},{},{},{},{}", o.seed, o.requests, o.input_tokens, o.output_tokens, o.value, o.trees)?;
+                writeln!(
+                    w,
+                    "{},{},{},{},{},{}",
+                    o.seed, o.requests, o.input_tokens, o.output_tokens, o.value, o.trees
+                )?;
             }
             Ok(())
         })?;

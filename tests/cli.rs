@@ -4,83 +4,329 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 fn serverbench(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_serverbench")).args(args).output().expect("the binary runs")
+    Command::new(env!("CARGO_BIN_EXE_serverbench"))
+        .args(args)
+        .output()
+        .expect("the binary runs")
 }
 
 fn stdout(o: &Output) -> String {
-    assert!(o.status.success(), "failed: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     String::from_utf8(o.stdout.clone()).unwrap()
 }
 
 #[test]
 fn simulate_writes_records_and_summary_that_parse() {
     let dir = tempdir("simulate");
-    let o = serverbench(&["simulate", "-c", "4", "-w", "300", "--out", dir.to_str().unwrap()]);
+    let o = serverbench(&[
+        "simulate",
+        "-c",
+        "4",
+        "-w",
+        "300",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
     let text = stdout(&o);
-    assert!(text.contains("D = ") && text.contains("TTFT") && text.contains("prefix hit rate"), "{text}");
+    assert!(
+        text.contains("D = ") && text.contains("TTFT") && text.contains("prefix hit rate"),
+        "{text}"
+    );
     let records = std::fs::read_to_string(dir.join("records.jsonl")).unwrap();
-    let n = records.lines().map(|l| serde_json::from_str::<serverbench_sim::Record>(l).unwrap()).count();
-    let summary: serverbench_sim::Summary = serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    let n = records
+        .lines()
+        .map(|l| serde_json::from_str::<serverbench_sim::Record>(l).unwrap())
+        .count();
+    let summary: serverbench_sim::Summary =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
     assert_eq!(summary.requests, n);
 }
 
 #[test]
 fn print_config_is_a_valid_deployment_file() {
-    let text = stdout(&serverbench(&["simulate", "--deployment", "gemma4-e4b-1xl40", "--print-config"]));
+    let text = stdout(&serverbench(&[
+        "simulate",
+        "--deployment",
+        "gemma4-e4b-1xl40",
+        "--print-config",
+    ]));
     let d = serverbench_sim::Deployment::from_yaml("printed.yaml", &text).unwrap();
-    assert_eq!(d, serverbench_sim::Deployment::preset("gemma4-e4b-1xl40").unwrap());
+    assert_eq!(
+        d,
+        serverbench_sim::Deployment::preset("gemma4-e4b-1xl40").unwrap()
+    );
 }
 
 #[test]
 fn bad_files_get_an_error_naming_file_and_field_and_exit_2() {
     let dir = tempdir("bad");
     let yaml = dir.join("dep.yaml");
-    std::fs::write(&yaml, "base: qwen3.5-9b-2xl40\nengine:\n  max_num_seqs: lots\n").unwrap();
+    std::fs::write(
+        &yaml,
+        "base: qwen3.5-9b-2xl40\nengine:\n  max_num_seqs: lots\n",
+    )
+    .unwrap();
     let o = serverbench(&["simulate", "--deployment", yaml.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("dep.yaml") && err.contains("engine.max_num_seqs"), "{err}");
+    assert!(
+        err.contains("dep.yaml") && err.contains("engine.max_num_seqs"),
+        "{err}"
+    );
     let trace = dir.join("t.jsonl");
     std::fs::write(&trace, "{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 1, \"hash_ids\": []}\n{\"timestamp\": 0, \"input_length\": 10}\n").unwrap();
     let o = serverbench(&["simulate", "--trace", trace.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("t.jsonl: line 2") && err.contains("output_length"), "{err}");
+    assert!(
+        err.contains("t.jsonl: line 2") && err.contains("output_length"),
+        "{err}"
+    );
     let spec = dir.join("w.yaml");
-    std::fs::write(&spec, "root_turns:\n  dist: lognormal\n  median: 40\n  sigmaa: 1\n").unwrap();
-    let err = String::from_utf8_lossy(&serverbench(&["workload", "stats", "--workload", spec.to_str().unwrap()]).stderr).to_string();
-    assert!(err.contains("w.yaml") && err.contains("root_turns") && err.contains("sigmaa"), "{err}");
+    std::fs::write(
+        &spec,
+        "root_turns:\n  dist: lognormal\n  median: 40\n  sigmaa: 1\n",
+    )
+    .unwrap();
+    let err = String::from_utf8_lossy(
+        &serverbench(&["workload", "stats", "--workload", spec.to_str().unwrap()]).stderr,
+    )
+    .to_string();
+    assert!(
+        err.contains("w.yaml") && err.contains("root_turns") && err.contains("sigmaa"),
+        "{err}"
+    );
 }
 
 #[test]
 fn workload_commands_run_on_samples_and_generator() {
-    let text = stdout(&serverbench(&["workload", "stats", "--seed", "3", "--trees", "50"]));
+    let text = stdout(&serverbench(&[
+        "workload", "stats", "--seed", "3", "--trees", "50",
+    ]));
     assert!(text.contains("prefix reuse"), "{text}");
-    let weka = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/weka/sample_trace_with_subagent.json");
-    let text = stdout(&serverbench(&["workload", "stats", "--trace", weka.to_str().unwrap()]));
+    let weka = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/data/weka/sample_trace_with_subagent.json");
+    let text = stdout(&serverbench(&[
+        "workload",
+        "stats",
+        "--trace",
+        weka.to_str().unwrap(),
+    ]));
     assert!(text.contains("sub-agents 4"), "{text}");
     let dir = tempdir("scan");
-    let text = stdout(&serverbench(&["workload", "scan", "--seeds", "4", "-c", "4", "-w", "600", "--out", dir.to_str().unwrap()]));
+    let text = stdout(&serverbench(&[
+        "workload",
+        "scan",
+        "--seeds",
+        "4",
+        "-c",
+        "4",
+        "-w",
+        "600",
+        "--out",
+        dir.to_str().unwrap(),
+    ]));
     assert!(text.contains("value offered"), "{text}");
     let csv = std::fs::read_to_string(dir.join("scan.csv")).unwrap();
     assert_eq!(csv.lines().count(), 5);
-    let a = stdout(&serverbench(&["workload", "export", "--seed", "9", "--trees", "5"]));
-    let b = stdout(&serverbench(&["workload", "export", "--seed", "9", "--trees", "5"]));
+    let a = stdout(&serverbench(&[
+        "workload", "export", "--seed", "9", "--trees", "5",
+    ]));
+    let b = stdout(&serverbench(&[
+        "workload", "export", "--seed", "9", "--trees", "5",
+    ]));
     assert_eq!(a, b);
-    assert_eq!(serverbench_workloads::parse_trace("x", &a, None).unwrap().trees().len(), 5);
+    assert_eq!(
+        serverbench_workloads::parse_trace("x", &a, None)
+            .unwrap()
+            .trees()
+            .len(),
+        5
+    );
+}
+
+/// Parses a CSV file: a header and rows of the same width; returns the rows as maps.
+fn csv(path: &Path) -> Vec<std::collections::HashMap<String, String>> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().expect("a header").split(',').collect();
+    lines
+        .map(|l| {
+            let cells: Vec<&str> = l.split(',').collect();
+            assert_eq!(
+                cells.len(),
+                header.len(),
+                "{}: row {l:?} has the wrong width",
+                path.display()
+            );
+            header
+                .iter()
+                .zip(cells)
+                .map(|(h, c)| (h.to_string(), c.to_string()))
+                .collect()
+        })
+        .collect()
+}
+
+fn svg(path: &Path) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let doc = roxmltree::Document::parse(&text)
+        .unwrap_or_else(|e| panic!("{}: not XML: {e}", path.display()));
+    assert_eq!(doc.root_element().tag_name().name(), "svg");
+    assert!(
+        doc.descendants().count() > 20,
+        "{}: an empty plot",
+        path.display()
+    );
 }
 
 #[test]
-fn sweep_output_does_not_depend_on_thread_count() {
+fn sweep_output_does_not_depend_on_thread_count_and_parses() {
     let run = |threads: &str| {
         let dir = tempdir(&format!("sweep{threads}"));
-        stdout(&serverbench(&["sweep", "--concurrency", "1,4,8", "--seeds", "3", "-w", "300", "--threads", threads, "--out", dir.to_str().unwrap()]));
-        (std::fs::read_to_string(dir.join("sweep.csv")).unwrap(), std::fs::read_to_string(dir.join("sweep.json")).unwrap())
+        stdout(&serverbench(&[
+            "sweep",
+            "--concurrency",
+            "1,4,8",
+            "--seeds",
+            "3",
+            "--windows",
+            "150,300",
+            "--threads",
+            threads,
+            "--out",
+            dir.to_str().unwrap(),
+        ]));
+        dir
     };
     let (one, two) = (run("1"), run("2"));
-    assert_eq!(one, two);
-    assert_eq!(one.0.lines().count(), 4);
-    let _: serde_json::Value = serde_json::from_str(&one.1).unwrap();
+    for f in ["sweep.csv", "sweep.json", "sweep.svg"] {
+        assert_eq!(
+            std::fs::read(one.join(f)).unwrap(),
+            std::fs::read(two.join(f)).unwrap(),
+            "{f} depends on the thread count"
+        );
+    }
+    let rows = csv(&one.join("sweep.csv"));
+    assert_eq!(rows.len(), 3);
+    for r in &rows {
+        let (d, g, f): (f64, f64, f64) = (
+            r["d_mean"].parse().unwrap(),
+            r["g_mean"].parse().unwrap(),
+            r["f_mean"].parse().unwrap(),
+        );
+        assert!(d <= g + 1e-12 && (0.0..=1.0).contains(&f));
+        assert_eq!(
+            r["d_mean_w300"], r["d_mean"],
+            "the longest window is the run itself"
+        );
+    }
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(one.join("sweep.json")).unwrap()).unwrap();
+    assert_eq!(json["cells"].as_array().unwrap().len(), 9);
+    svg(&one.join("sweep.svg"));
+}
+
+#[test]
+fn screen_rankings_are_stable_and_files_parse() {
+    let run = |name: &str| {
+        let dir = tempdir(name);
+        let text = stdout(&serverbench(&[
+            "screen",
+            "--seeds",
+            "10",
+            "-c",
+            "6",
+            "-w",
+            "300",
+            "--out",
+            dir.to_str().unwrap(),
+        ]));
+        assert!(
+            text.contains("representative seeds") && text.contains("hardest seeds"),
+            "{text}"
+        );
+        dir
+    };
+    let (a, b) = (run("screen-a"), run("screen-b"));
+    assert_eq!(
+        std::fs::read(a.join("screen.csv")).unwrap(),
+        std::fs::read(b.join("screen.csv")).unwrap()
+    );
+    let rows = csv(&a.join("screen.csv"));
+    assert_eq!(rows.len(), 10);
+    let ds: Vec<f64> = rows.iter().map(|r| r["d"].parse().unwrap()).collect();
+    assert!(ds.windows(2).all(|w| w[0] <= w[1]), "ranked hardest first");
+    assert!(rows.iter().any(|r| r["flag"] == "low") && rows.iter().any(|r| r["flag"] == "high"));
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(a.join("screen.json")).unwrap()).unwrap();
+    assert_eq!(
+        json["hardest"][0].as_u64().unwrap().to_string(),
+        rows[0]["seed"]
+    );
+    svg(&a.join("screen.svg"));
+}
+
+#[test]
+fn slo_freezes_the_maximum_p90_into_a_deployment_file() {
+    let dir = tempdir("slo");
+    let out = dir.join("frozen.yaml");
+    let text = stdout(&serverbench(&[
+        "slo",
+        "--seeds",
+        "3",
+        "-c",
+        "2",
+        "-w",
+        "300",
+        "-o",
+        out.to_str().unwrap(),
+    ]));
+    let d = serverbench_sim::Deployment::from_yaml(
+        "frozen.yaml",
+        &std::fs::read_to_string(&out).unwrap(),
+    )
+    .unwrap();
+    // The per-seed table's p90 TTFTs; the frozen target is their maximum.
+    let p90s: Vec<f64> = text
+        .lines()
+        .filter_map(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            (cols.len() == 3 && cols[0].parse::<u64>().is_ok()).then(|| cols[1].parse().unwrap())
+        })
+        .collect();
+    assert_eq!(p90s.len(), 3, "{text}");
+    let max = p90s.iter().cloned().fold(0.0, f64::max);
+    assert!(
+        (d.slo.ttft_s - max).abs() < 1e-5,
+        "{} vs {max}",
+        d.slo.ttft_s
+    );
+}
+
+#[test]
+fn timeline_files_parse() {
+    let dir = tempdir("timeline");
+    stdout(&serverbench(&[
+        "simulate",
+        "-c",
+        "6",
+        "-w",
+        "200",
+        "--timeline",
+        "--out",
+        dir.to_str().unwrap(),
+    ]));
+    let rows = csv(&dir.join("timeline.csv"));
+    assert!(rows.len() > 100);
+    assert!(rows
+        .iter()
+        .all(|r| r["kv_occupancy"].parse::<f64>().unwrap() <= 1.0));
+    svg(&dir.join("timeline.svg"));
 }
 
 fn tempdir(name: &str) -> std::path::PathBuf {

@@ -2,7 +2,9 @@
 
 use crate::{fixture, shared_data};
 use serde_json::Value;
-use serverbench_workloads::{parse_trace, read_trace, write_native, InputError, RequestKind, TraceFormat, TreeSource};
+use serverbench_workloads::{
+    parse_trace, read_trace, write_native, InputError, RequestKind, TraceFormat, TreeSource,
+};
 
 /// (requests, sub-agents, background sub-agents) counted straight from the JSON.
 fn weka_counts(v: &Value) -> (usize, usize, usize) {
@@ -10,7 +12,11 @@ fn weka_counts(v: &Value) -> (usize, usize, usize) {
     for r in v["requests"].as_array().unwrap() {
         if r["type"] == "subagent" {
             let (a, b, d) = weka_counts(r);
-            c = (c.0 + a, c.1 + b + 1, c.2 + d + usize::from(r["status"] == "async_launched"));
+            c = (
+                c.0 + a,
+                c.1 + b + 1,
+                c.2 + d + usize::from(r["status"] == "async_launched"),
+            );
         } else {
             c.0 += 1;
         }
@@ -20,7 +26,10 @@ fn weka_counts(v: &Value) -> (usize, usize, usize) {
 
 #[test]
 fn weka_samples_import_with_the_source_counts() {
-    for name in ["weka/sample_trace.json", "weka/sample_trace_with_subagent.json"] {
+    for name in [
+        "weka/sample_trace.json",
+        "weka/sample_trace_with_subagent.json",
+    ] {
         let path = shared_data(name);
         let raw: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         let (requests, subagents, background) = weka_counts(&raw);
@@ -29,11 +38,18 @@ fn weka_samples_import_with_the_source_counts() {
         let t = &trace.trees()[0];
         assert_eq!(t.len(), requests, "{name}: requests");
         assert_eq!(t.agents() - 1, subagents, "{name}: sub-agents");
-        let bg_agents: std::collections::HashSet<u32> = t.requests().iter().filter(|r| r.background).map(|r| r.agent).collect();
+        let bg_agents: std::collections::HashSet<u32> = t
+            .requests()
+            .iter()
+            .filter(|r| r.background)
+            .map(|r| r.agent)
+            .collect();
         assert_eq!(bg_agents.len(), background, "{name}: background sub-agents");
         assert_eq!(t.block_size, 64);
         let inputs: u64 = t.requests().iter().map(|r| r.input_tokens as u64).sum();
-        let want = raw.get("totals").map(|x| x["combined_tokens"]["input"].as_u64().unwrap());
+        let want = raw
+            .get("totals")
+            .map(|x| x["combined_tokens"]["input"].as_u64().unwrap());
         if let Some(want) = want {
             assert_eq!(inputs, want, "{name}: input tokens conserved");
         }
@@ -44,17 +60,34 @@ fn weka_samples_import_with_the_source_counts() {
 fn weka_subagents_join_their_parent() {
     let trace = read_trace(&shared_data("weka/sample_trace_with_subagent.json"), None).unwrap();
     let t = &trace.trees()[0];
-    let roots: Vec<_> = t.requests().iter().filter(|r| r.kind == RequestKind::RootTurn).collect();
+    let roots: Vec<_> = t
+        .requests()
+        .iter()
+        .filter(|r| r.kind == RequestKind::RootTurn)
+        .collect();
     assert_eq!(roots.len(), 6);
     // The root turn after the four sub-agents waits for all of them (their last requests) and its own previous turn.
-    let joined = roots.iter().find(|r| r.deps.len() == 5).expect("a root turn joins four sub-agents");
-    let agents: std::collections::HashSet<u32> = joined.deps.iter().map(|&d| t.requests()[d as usize].agent).collect();
+    let joined = roots
+        .iter()
+        .find(|r| r.deps.len() == 5)
+        .expect("a root turn joins four sub-agents");
+    let agents: std::collections::HashSet<u32> = joined
+        .deps
+        .iter()
+        .map(|&d| t.requests()[d as usize].agent)
+        .collect();
     assert_eq!(agents.len(), 5);
     // Sub-agents share only the global prefix with the root: their first block differs from the root's.
     let sub_first = t.requests().iter().find(|r| r.agent == 1).unwrap();
-    assert_ne!(sub_first.blocks.as_slice()[0], roots[0].blocks.as_slice()[0]);
+    assert_ne!(
+        sub_first.blocks.as_slice()[0],
+        roots[0].blocks.as_slice()[0]
+    );
     // Consecutive root turns share a growing prefix.
-    assert_eq!(roots[1].blocks.as_slice()[..300], roots[0].blocks.as_slice()[..300]);
+    assert_eq!(
+        roots[1].blocks.as_slice()[..300],
+        roots[0].blocks.as_slice()[..300]
+    );
 }
 
 #[test]
@@ -68,10 +101,17 @@ fn mooncake_sample_imports_every_line() {
         let r = &t.requests()[0];
         assert_eq!(r.input_tokens as u64, v["input_length"].as_u64().unwrap());
         assert_eq!(r.output_tokens as u64, v["output_length"].as_u64().unwrap());
-        assert_eq!(r.blocks.len() as u64, v["input_length"].as_u64().unwrap() / 512, "the partial last block is not cacheable");
+        assert_eq!(
+            r.blocks.len() as u64,
+            v["input_length"].as_u64().unwrap() / 512,
+            "the partial last block is not cacheable"
+        );
     }
     // Shared leading ids stay shared after re-chaining.
-    let (a, b) = (&trace.trees()[0].requests()[0], &trace.trees()[1].requests()[0]);
+    let (a, b) = (
+        &trace.trees()[0].requests()[0],
+        &trace.trees()[1].requests()[0],
+    );
     assert_eq!(a.blocks.as_slice()[0], b.blocks.as_slice()[0]);
     assert_ne!(a.blocks.as_slice()[1], b.blocks.as_slice()[1]);
 }
@@ -85,13 +125,19 @@ fn bailian_fixture_forms_trees_by_parent() {
     assert_eq!(a.requests()[1].deps, vec![0]);
     assert_eq!(a.requests()[1].think_ns, 3_250_000_000);
     assert_eq!(a.requests()[2].blocks.len(), 7);
-    assert_eq!(a.requests()[2].blocks.as_slice()[..4], a.requests()[1].blocks.as_slice()[..4]);
+    assert_eq!(
+        a.requests()[2].blocks.as_slice()[..4],
+        a.requests()[1].blocks.as_slice()[..4]
+    );
     assert_eq!(a.block_size, 16);
 }
 
 #[test]
 fn native_format_round_trips_exactly() {
-    for source in [read_trace(&shared_data("weka/sample_trace_with_subagent.json"), None).unwrap(), read_trace(&fixture("bailian_small.jsonl"), None).unwrap()] {
+    for source in [
+        read_trace(&shared_data("weka/sample_trace_with_subagent.json"), None).unwrap(),
+        read_trace(&fixture("bailian_small.jsonl"), None).unwrap(),
+    ] {
         let mut bytes = Vec::new();
         write_native(source.trees().to_vec(), &mut bytes).unwrap();
         let text = String::from_utf8(bytes.clone()).unwrap();
@@ -105,7 +151,12 @@ fn native_format_round_trips_exactly() {
     let trees: Vec<_> = (0..20).map(|k| g.tree(k)).collect();
     let mut bytes = Vec::new();
     write_native(trees.clone(), &mut bytes).unwrap();
-    let back = parse_trace("g.jsonl", std::str::from_utf8(&bytes).unwrap(), Some(TraceFormat::Native)).unwrap();
+    let back = parse_trace(
+        "g.jsonl",
+        std::str::from_utf8(&bytes).unwrap(),
+        Some(TraceFormat::Native),
+    )
+    .unwrap();
     assert!(back.trees().iter().zip(&trees).all(|(a, b)| **a == **b));
 }
 
@@ -143,16 +194,30 @@ fn malformed_inputs_name_file_line_and_field() {
         assert_eq!(e.file, "bad.jsonl");
         assert_eq!(e.line, line, "{e}");
         assert_eq!(e.field, field, "{e}");
-        assert!(e.reason.contains(reason) || e.to_string().contains(reason), "{e} should mention {reason:?}");
+        assert!(
+            e.reason.contains(reason) || e.to_string().contains(reason),
+            "{e} should mention {reason:?}"
+        );
     }
 }
 
 #[test]
 fn weka_jsonl_corpus_reports_the_line_of_the_bad_trace() {
     let good = std::fs::read_to_string(shared_data("weka/sample_trace.json")).unwrap();
-    let text = format!("{good}\n{good}\n{{\"requests\": [{{\"type\": \"n\", \"in\": 3, \"out\": -2}}]}}\n");
+    let text = format!(
+        "{good}\n{good}\n{{\"requests\": [{{\"type\": \"n\", \"in\": 3, \"out\": -2}}]}}\n"
+    );
     let e = err(None, &text);
     let lines = good.lines().count();
-    assert_eq!((e.line, e.field.as_str()), (2 * lines + 1, "requests[0].out"));
-    assert_eq!(parse_trace("ok.jsonl", &format!("{good}\n{good}\n"), None).unwrap().trees().len(), 2);
+    assert_eq!(
+        (e.line, e.field.as_str()),
+        (2 * lines + 1, "requests[0].out")
+    );
+    assert_eq!(
+        parse_trace("ok.jsonl", &format!("{good}\n{good}\n"), None)
+            .unwrap()
+            .trees()
+            .len(),
+        2
+    );
 }

@@ -23,7 +23,10 @@ fn same_seed_gives_byte_identical_records() {
     let (a, b) = (run(&d, &cfg), run(&d, &cfg));
     assert!(a.records.len() > 100);
     assert_eq!(bytes(&a), bytes(&b));
-    assert_eq!(serde_json::to_vec(&a.summary).unwrap(), serde_json::to_vec(&b.summary).unwrap());
+    assert_eq!(
+        serde_json::to_vec(&a.summary).unwrap(),
+        serde_json::to_vec(&b.summary).unwrap()
+    );
     let c = run(&d, &RunConfig::new(12, 4, 600.0));
     assert_ne!(bytes(&a), bytes(&c));
 }
@@ -31,27 +34,53 @@ fn same_seed_gives_byte_identical_records() {
 /// Checks the invariants every run must keep.
 fn check_invariants(out: &RunOutput, cfg: &RunConfig, source: &dyn TreeSource) {
     let window_ns = (cfg.window_s * 1e9) as u64;
-    let finish: HashMap<(u64, u32), Option<u64>> = out.records.iter().map(|r| ((r.tree, r.request), r.finish_ns)).collect();
+    let finish: HashMap<(u64, u32), Option<u64>> = out
+        .records
+        .iter()
+        .map(|r| ((r.tree, r.request), r.finish_ns))
+        .collect();
     for r in &out.records {
         assert!(r.send_ns < window_ns, "sent inside the window");
         let tree = source.tree(r.tree);
         let req = &tree.requests()[r.request as usize];
         for &dep in &req.deps {
             match finish.get(&(r.tree, dep)) {
-                Some(Some(f)) => assert!(r.send_ns >= *f, "request {} of tree {} sent before dependency {dep} finished", r.request, r.tree),
-                Some(None) => panic!("request {} sent while dependency {dep} was still running", r.request),
-                None => assert_eq!(cfg.start, StartMode::Steady, "only a steady start skips dependencies"),
+                Some(Some(f)) => assert!(
+                    r.send_ns >= *f,
+                    "request {} of tree {} sent before dependency {dep} finished",
+                    r.request,
+                    r.tree
+                ),
+                Some(None) => panic!(
+                    "request {} sent while dependency {dep} was still running",
+                    r.request
+                ),
+                None => assert_eq!(
+                    cfg.start,
+                    StartMode::Steady,
+                    "only a steady start skips dependencies"
+                ),
             }
         }
         match r.outcome {
             Outcome::Completed => {
                 assert_eq!(r.output_tokens, r.output_requested, "tokens conserved");
-                let (f, l, e) = (r.first_token_ns.unwrap(), r.last_token_ns.unwrap(), r.finish_ns.unwrap());
-                assert!(r.send_ns <= f && f <= l && l == e && e <= window_ns, "TTFT ≤ end-to-end, inside the window");
+                let (f, l, e) = (
+                    r.first_token_ns.unwrap(),
+                    r.last_token_ns.unwrap(),
+                    r.finish_ns.unwrap(),
+                );
+                assert!(
+                    r.send_ns <= f && f <= l && l == e && e <= window_ns,
+                    "TTFT ≤ end-to-end, inside the window"
+                );
                 assert!(r.cached_tokens < r.input_tokens);
             }
             Outcome::Cancelled => {
-                assert!(r.output_tokens < r.output_requested, "a cancelled request did not finish");
+                assert!(
+                    r.output_tokens < r.output_requested,
+                    "a cancelled request did not finish"
+                );
                 assert_eq!(r.finish_ns, None, "nothing runs after cancellation");
             }
             Outcome::ContextOverflow => assert_eq!(r.output_tokens, 0),
@@ -118,9 +147,20 @@ fn more_memory_bandwidth_never_lowers_d() {
     for factor in [0.8, 1.0, 1.5, 2.5] {
         let mut hw = HardwareSpec::preset(&d.hardware).unwrap();
         hw.memory_bandwidth *= factor;
-        let cost = CostModel::new(CostInputs { model: &model, hardware: &hw, profile: &profile, dtype: d.weights, group_size: d.quant_group_size, tp: d.tp });
+        let cost = CostModel::new(CostInputs {
+            model: &model,
+            hardware: &hw,
+            profile: &profile,
+            dtype: d.weights,
+            group_size: d.quant_group_size,
+            tp: d.tp,
+        });
         let out = simulate(&d, &cost, &g, &RunConfig::new(6, 2, 600.0)).unwrap();
-        assert!(out.summary.score.d >= last, "bandwidth ×{factor}: D {} fell below {last}", out.summary.score.d);
+        assert!(
+            out.summary.score.d >= last,
+            "bandwidth ×{factor}: D {} fell below {last}",
+            out.summary.score.d
+        );
         last = out.summary.score.d;
     }
 }
@@ -130,7 +170,12 @@ fn heavy_load_raises_ttft() {
     let d = default_deployment();
     let low = run(&d, &RunConfig::new(1, 0, 600.0)).summary;
     let high = run(&d, &RunConfig::new(64, 0, 600.0)).summary;
-    assert!(high.ttft_s.p90 > low.ttft_s.p90, "p90 TTFT at c=64 {} vs c=1 {}", high.ttft_s.p90, low.ttft_s.p90);
+    assert!(
+        high.ttft_s.p90 > low.ttft_s.p90,
+        "p90 TTFT at c=64 {} vs c=1 {}",
+        high.ttft_s.p90,
+        low.ttft_s.p90
+    );
     assert!(high.tpot_s.p90 > low.tpot_s.p90);
 }
 
@@ -139,22 +184,38 @@ fn the_summary_agrees_with_the_records() {
     let d = default_deployment();
     let out = run(&d, &RunConfig::new(8, 5, 600.0));
     let s = &out.summary;
-    let qualified: f64 = out.records.iter().filter(|r| r.qualifies(&d.slo)).map(|r| r.value(&d.prices)).sum();
+    let qualified: f64 = out
+        .records
+        .iter()
+        .filter(|r| r.qualifies(&d.slo))
+        .map(|r| r.value(&d.prices))
+        .sum();
     let gross: f64 = out.records.iter().map(|r| r.value(&d.prices)).sum();
     let cost = 2.0 * 0.82 * 600.0 / 3600.0;
     approx::assert_relative_eq!(s.score.d, qualified / cost, max_relative = 1e-12);
     approx::assert_relative_eq!(s.score.g, gross / cost, max_relative = 1e-12);
     assert_eq!(s.requests, out.records.len());
-    assert!(s.prefix_hit_rate > 0.8, "agentic sessions reuse their prefixes: {}", s.prefix_hit_rate);
+    assert!(
+        s.prefix_hit_rate > 0.8,
+        "agentic sessions reuse their prefixes: {}",
+        s.prefix_hit_rate
+    );
 }
 
 #[test]
 fn an_engine_too_small_for_one_request_fails_at_start_with_the_numbers() {
     let mut d = default_deployment();
     d.engine.gpu_memory_utilization = 0.3;
-    let e = serverbench_sim::Replica::new(&d).err().expect("a 1M-token context does not fit in 30 % of an L40");
+    let e = serverbench_sim::Replica::new(&d)
+        .err()
+        .expect("a 1M-token context does not fit in 30 % of an L40");
     let msg = e.to_string();
-    assert!(msg.contains("1048576 tokens") && msg.contains("GiB") && msg.contains("bytes of KV per token"), "{msg}");
+    assert!(
+        msg.contains("1048576 tokens")
+            && msg.contains("GiB")
+            && msg.contains("bytes of KV per token"),
+        "{msg}"
+    );
     d.engine.gpu_memory_utilization = 0.15;
     let msg = serverbench_sim::Replica::new(&d).err().unwrap().to_string();
     assert!(msg.contains("weights"), "{msg}");
@@ -169,7 +230,11 @@ fn imported_requests_over_the_context_limit_fail_as_overflow() {
     let out = simulate(&d, &d.cost_model(None), &trace, &RunConfig::new(1, 0, 30.0)).unwrap();
     let s = &out.summary;
     assert!(s.context_overflow > 0 && s.completed > 0);
-    assert!(out.records.iter().filter(|r| r.input_tokens == 40_000).all(|r| r.outcome == Outcome::ContextOverflow));
+    assert!(out
+        .records
+        .iter()
+        .filter(|r| r.input_tokens == 40_000)
+        .all(|r| r.outcome == Outcome::ContextOverflow));
     assert!(!s.valid, "half the requests overflowed: the run is invalid");
 }
 
@@ -181,7 +246,11 @@ fn merged_decode_runs_give_the_same_records_as_step_by_step() {
         let merged = run(&d, &cfg);
         cfg.step_by_step = true;
         let single = run(&d, &cfg);
-        assert_eq!(serde_json::to_string(&merged.records).unwrap(), serde_json::to_string(&single.records).unwrap(), "c = {c}");
+        assert_eq!(
+            serde_json::to_string(&merged.records).unwrap(),
+            serde_json::to_string(&single.records).unwrap(),
+            "c = {c}"
+        );
         assert_eq!(merged.summary.steps, single.summary.steps);
         assert_eq!(merged.summary.score, single.summary.score);
     }

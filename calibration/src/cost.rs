@@ -141,12 +141,22 @@ impl CostModel {
             Some(s) => {
                 let shard = kv_shard(s, i.tp);
                 let b = s.kv_bytes_per_token_per_layer() as f64 * shard;
-                (s.flops_per_pair() / tp / attn_peak, s.layers as f64 * b / bw, s.kv_layers as f64 * b / bw)
+                (
+                    s.flops_per_pair() / tp / attn_peak,
+                    s.layers as f64 * b / bw,
+                    s.kv_layers as f64 * b / bw,
+                )
             }
             None => (0.0, 0.0, 0.0),
         };
-        let linear_attention_s_per_token = m.linear_attention.as_ref().map_or(0.0, |l| l.layers as f64 * l.flops_per_token_per_layer / tp / attn_peak);
-        let collective = if i.tp > 1 { (2 * m.layers + 1) as f64 } else { 0.0 };
+        let linear_attention_s_per_token = m.linear_attention.as_ref().map_or(0.0, |l| {
+            l.layers as f64 * l.flops_per_token_per_layer / tp / attn_peak
+        });
+        let collective = if i.tp > 1 {
+            (2 * m.layers + 1) as f64
+        } else {
+            0.0
+        };
         let ring = 2.0 * (tp - 1.0) / tp;
         CostModel {
             linear_s_per_token: 2.0 * m.matmul_params / tp / peak * compute_factor,
@@ -158,9 +168,15 @@ impl CostModel {
             full_read_s_per_token: fa.layers as f64 * per_layer * full_shard / bw,
             sliding_read_s_per_token: sliding_read,
             kv_write_s_per_token: fa.kv_layers as f64 * per_layer * full_shard / bw + sliding_write,
-            state_s_per_seq: 2.0 * m.linear_attention.as_ref().map_or(0.0, |l| (l.layers as u64 * l.state_bytes_per_layer) as f64) / tp / bw,
+            state_s_per_seq: 2.0
+                * m.linear_attention
+                    .as_ref()
+                    .map_or(0.0, |l| (l.layers as u64 * l.state_bytes_per_layer) as f64)
+                / tp
+                / bw,
             allreduce_s: collective * hw.link_latency_s,
-            allreduce_s_per_token: collective * m.hidden as f64 * 2.0 * ring / (hw.link_bandwidth * p.allreduce_efficiency),
+            allreduce_s_per_token: collective * m.hidden as f64 * 2.0 * ring
+                / (hw.link_bandwidth * p.allreduce_efficiency),
             step_overhead_s: p.step_overhead_s,
             per_sequence_overhead_s: p.per_sequence_overhead_s,
             window: m.sliding_attention.as_ref().and_then(|s| s.window),
@@ -175,14 +191,20 @@ impl CostModel {
             return 0.0;
         }
         let gemm = self.linear_s_per_token * (n + self.gemm_half_tokens);
-        let attention = (b.full_pairs + b.decode_context as f64 + b.decode_seqs as f64) * self.full_s_per_pair + b.sliding_pairs * self.sliding_s_per_pair;
+        let attention = (b.full_pairs + b.decode_context as f64 + b.decode_seqs as f64)
+            * self.full_s_per_pair
+            + b.sliding_pairs * self.sliding_s_per_pair;
         let compute = gemm + attention + n * self.linear_attention_s_per_token;
         let memory = self.weights_s
             + (b.prefill_context + b.decode_context) as f64 * self.full_read_s_per_token
             + b.sliding_context as f64 * self.sliding_read_s_per_token
             + n * self.kv_write_s_per_token
             + b.seqs() as f64 * self.state_s_per_seq;
-        compute.max(memory) + self.allreduce_s + n * self.allreduce_s_per_token + self.step_overhead_s + b.seqs() as f64 * self.per_sequence_overhead_s
+        compute.max(memory)
+            + self.allreduce_s
+            + n * self.allreduce_s_per_token
+            + self.step_overhead_s
+            + b.seqs() as f64 * self.per_sequence_overhead_s
     }
 
     /// Step time in integer nanoseconds (at least 1 for a non-empty batch).
@@ -202,8 +224,19 @@ mod tests {
     use super::*;
 
     fn model(name: &str, hw: &str, profile: &str, tp: u32, dtype: WeightDtype) -> CostModel {
-        let (m, h, p) = (ModelSpec::preset(name).unwrap(), HardwareSpec::preset(hw).unwrap(), Profile::preset(profile).unwrap());
-        CostModel::new(CostInputs { model: &m, hardware: &h, profile: &p, dtype, group_size: 128, tp })
+        let (m, h, p) = (
+            ModelSpec::preset(name).unwrap(),
+            HardwareSpec::preset(hw).unwrap(),
+            Profile::preset(profile).unwrap(),
+        );
+        CostModel::new(CostInputs {
+            model: &m,
+            hardware: &h,
+            profile: &p,
+            dtype,
+            group_size: 128,
+            tp,
+        })
     }
 
     fn decode(batch: u32, ctx: u32) -> BatchShape {
@@ -220,7 +253,10 @@ mod tests {
         // (15.1 GB weights + 4096 × 144 KiB KV) / (4.8 TB/s × 0.9) ≈ 3.7 ms, plus overheads.
         let t = c.step_seconds(&decode(1, 4096));
         assert!((0.0045..0.0065).contains(&t), "batch-1 decode {t}");
-        assert!(c.step_seconds(&decode(16, 32_768)) > 4.0 * t, "KV reads dominate at 16 × 32K");
+        assert!(
+            c.step_seconds(&decode(16, 32_768)) > 4.0 * t,
+            "KV reads dominate at 16 × 32K"
+        );
     }
 
     #[test]
@@ -233,22 +269,35 @@ mod tests {
         assert!((0.035..0.06).contains(&t), "2K prefill {t}");
         let mut long = BatchShape::default();
         long.add_prefill(2048, 32_768, None);
-        assert!(c.step_seconds(&long) > t * 1.3, "a cached prefix adds attention work");
+        assert!(
+            c.step_seconds(&long) > t * 1.3,
+            "a cached prefix adds attention work"
+        );
     }
 
     #[test]
     fn tensor_parallelism_and_int4_cut_decode_time() {
-        let one = model("qwen3.5-9b", "l40", "l40-datasheet", 1, WeightDtype::Bf16).step_seconds(&decode(1, 30_000));
-        let two = model("qwen3.5-9b", "l40", "l40-datasheet", 2, WeightDtype::Bf16).step_seconds(&decode(1, 30_000));
+        let one = model("qwen3.5-9b", "l40", "l40-datasheet", 1, WeightDtype::Bf16)
+            .step_seconds(&decode(1, 30_000));
+        let two = model("qwen3.5-9b", "l40", "l40-datasheet", 2, WeightDtype::Bf16)
+            .step_seconds(&decode(1, 30_000));
         assert!(two < one * 0.7, "tp=2 {two} vs tp=1 {one}");
-        let bf = model("qwen3.8-27b", "l40", "l40-datasheet", 2, WeightDtype::Bf16).step_seconds(&decode(1, 1000));
-        let q4 = model("qwen3.8-27b", "l40", "l40-datasheet", 2, WeightDtype::Int4).step_seconds(&decode(1, 1000));
+        let bf = model("qwen3.8-27b", "l40", "l40-datasheet", 2, WeightDtype::Bf16)
+            .step_seconds(&decode(1, 1000));
+        let q4 = model("qwen3.8-27b", "l40", "l40-datasheet", 2, WeightDtype::Int4)
+            .step_seconds(&decode(1, 1000));
         assert!(q4 < bf / 2.0, "int4 {q4} vs bf16 {bf}");
     }
 
     #[test]
     fn windowed_pairs_match_a_direct_sum() {
-        for (p, l, w) in [(0u64, 10u64, 4u64), (3, 5, 512), (600, 100, 512), (500, 30, 512), (0, 1, 1)] {
+        for (p, l, w) in [
+            (0u64, 10u64, 4u64),
+            (3, 5, 512),
+            (600, 100, 512),
+            (500, 30, 512),
+            (0, 1, 1),
+        ] {
             let direct: u64 = (p..p + l).map(|i| (i + 1).min(w)).sum();
             assert_eq!(windowed_pairs(p, l, w), direct as f64, "p={p} l={l} w={w}");
         }

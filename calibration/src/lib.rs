@@ -12,7 +12,10 @@ pub mod profile;
 
 pub use cost::{BatchShape, CostInputs, CostModel};
 pub use memory::{memory_plan, MemoryPlan};
-pub use model::{streamed_weight_bytes, weight_bytes, AttentionLayers, HardwareSpec, LinearLayers, ModelSpec, WeightDtype, GIB, MIB};
+pub use model::{
+    streamed_weight_bytes, weight_bytes, AttentionLayers, HardwareSpec, LinearLayers, ModelSpec,
+    WeightDtype, GIB, MIB,
+};
 pub use profile::Profile;
 
 use std::fmt;
@@ -32,8 +35,18 @@ pub struct ConfigError {
 
 impl ConfigError {
     /// An error in `file` at `field`.
-    pub fn new(file: &str, line: usize, field: impl Into<String>, reason: impl Into<String>) -> Self {
-        ConfigError { file: file.into(), line, field: field.into(), reason: reason.into() }
+    pub fn new(
+        file: &str,
+        line: usize,
+        field: impl Into<String>,
+        reason: impl Into<String>,
+    ) -> Self {
+        ConfigError {
+            file: file.into(),
+            line,
+            field: field.into(),
+            reason: reason.into(),
+        }
     }
 
     /// From a `"field: reason"` message of a `check()`.
@@ -60,7 +73,10 @@ impl std::error::Error for ConfigError {}
 
 /// Deserialises YAML, naming the field path and line of the first problem. Unknown fields are rejected
 /// by the target types, so a typo never falls back to a default silently.
-pub fn parse_yaml<T: for<'de> serde::Deserialize<'de>>(file: &str, text: &str) -> Result<T, ConfigError> {
+pub fn parse_yaml<T: for<'de> serde::Deserialize<'de>>(
+    file: &str,
+    text: &str,
+) -> Result<T, ConfigError> {
     let de = serde_yaml::Deserializer::from_str(text);
     serde_path_to_error::deserialize(de).map_err(|e| {
         let line = e.inner().location().map_or(0, |l| l.line());

@@ -21,14 +21,27 @@ pub struct MemoryPlan {
 }
 
 /// Sizes the KV pool the way vLLM does: budget − weights − activation reserve.
-pub fn memory_plan(model: &ModelSpec, hw: &HardwareSpec, dtype: WeightDtype, group_size: u32, tp: u32, utilization: f64, activation_bytes: f64) -> MemoryPlan {
+pub fn memory_plan(
+    model: &ModelSpec,
+    hw: &HardwareSpec,
+    dtype: WeightDtype,
+    group_size: u32,
+    tp: u32,
+    utilization: f64,
+    activation_bytes: f64,
+) -> MemoryPlan {
     let tp_f = tp.max(1) as f64;
     let budget_bytes = hw.memory_bytes * utilization;
     let weights_bytes = weight_bytes(model, dtype, group_size) / tp_f;
     let fa = &model.full_attention;
     let kv_bytes_per_token = model.kv_bytes_per_token() as f64 * kv_shard(fa, tp);
-    let sliding_shard = model.sliding_attention.as_ref().map_or(1.0, |s| kv_shard(s, tp));
-    let linear = model.linear_attention.as_ref().map_or(0.0, |l| (l.layers as u64 * l.state_bytes_per_layer) as f64 / tp_f);
+    let sliding_shard = model
+        .sliding_attention
+        .as_ref()
+        .map_or(1.0, |s| kv_shard(s, tp));
+    let linear = model.linear_attention.as_ref().map_or(0.0, |l| {
+        (l.layers as u64 * l.state_bytes_per_layer) as f64 / tp_f
+    });
     let sliding = (model.state_bytes_per_seq() as f64 - linear * tp_f).max(0.0) * sliding_shard;
     MemoryPlan {
         budget_bytes,

@@ -102,7 +102,10 @@ impl ModelSpec {
 
     /// Constant bytes per sequence: linear-attention state plus sliding-window KV filled to the window.
     pub fn state_bytes_per_seq(&self) -> u64 {
-        let linear = self.linear_attention.as_ref().map_or(0, |l| l.layers as u64 * l.state_bytes_per_layer);
+        let linear = self
+            .linear_attention
+            .as_ref()
+            .map_or(0, |l| l.layers as u64 * l.state_bytes_per_layer);
         let sliding = self.sliding_attention.as_ref().map_or(0, |s| {
             s.kv_layers as u64 * s.kv_bytes_per_token_per_layer() * s.window.unwrap_or(0) as u64
         });
@@ -138,10 +141,21 @@ fn qwen35_9b() -> ModelSpec {
         name: "qwen3.5-9b".into(),
         hidden: 4096,
         layers: 32,
-        full_attention: AttentionLayers { layers: 8, kv_layers: 8, q_heads: 16, kv_heads: 4, head_dim: 256, window: None },
+        full_attention: AttentionLayers {
+            layers: 8,
+            kv_layers: 8,
+            q_heads: 16,
+            kv_heads: 4,
+            head_dim: 256,
+            window: None,
+        },
         sliding_attention: None,
         // 32 value heads × 128 × 128 state (bf16) plus the short convolution's state.
-        linear_attention: Some(LinearLayers { layers: 24, state_bytes_per_layer: 1_098_000, flops_per_token_per_layer: 4.0 * 32.0 * 128.0 * 128.0 }),
+        linear_attention: Some(LinearLayers {
+            layers: 24,
+            state_bytes_per_layer: 1_098_000,
+            flops_per_token_per_layer: 4.0 * 32.0 * 128.0 * 128.0,
+        }),
         matmul_params: 7.95e9,
         total_params: 8.95e9,
         quantizable_params: 6.9e9,
@@ -156,9 +170,20 @@ fn qwen38_27b() -> ModelSpec {
         name: "qwen3.8-27b".into(),
         hidden: 5120,
         layers: 64,
-        full_attention: AttentionLayers { layers: 16, kv_layers: 16, q_heads: 24, kv_heads: 4, head_dim: 256, window: None },
+        full_attention: AttentionLayers {
+            layers: 16,
+            kv_layers: 16,
+            q_heads: 24,
+            kv_heads: 4,
+            head_dim: 256,
+            window: None,
+        },
         sliding_attention: None,
-        linear_attention: Some(LinearLayers { layers: 48, state_bytes_per_layer: 1_638_000, flops_per_token_per_layer: 4.0 * 48.0 * 128.0 * 128.0 }),
+        linear_attention: Some(LinearLayers {
+            layers: 48,
+            state_bytes_per_layer: 1_638_000,
+            flops_per_token_per_layer: 4.0 * 48.0 * 128.0 * 128.0,
+        }),
         matmul_params: 25.5e9,
         total_params: 26.9e9,
         quantizable_params: 24.2e9,
@@ -174,8 +199,22 @@ fn gemma4_e4b() -> ModelSpec {
         name: "gemma4-e4b".into(),
         hidden: 2560,
         layers: 42,
-        full_attention: AttentionLayers { layers: 7, kv_layers: 4, q_heads: 8, kv_heads: 2, head_dim: 512, window: None },
-        sliding_attention: Some(AttentionLayers { layers: 35, kv_layers: 20, q_heads: 8, kv_heads: 2, head_dim: 256, window: Some(512) }),
+        full_attention: AttentionLayers {
+            layers: 7,
+            kv_layers: 4,
+            q_heads: 8,
+            kv_heads: 2,
+            head_dim: 512,
+            window: None,
+        },
+        sliding_attention: Some(AttentionLayers {
+            layers: 35,
+            kv_layers: 20,
+            q_heads: 8,
+            kv_heads: 2,
+            head_dim: 256,
+            window: Some(512),
+        }),
         linear_attention: None,
         // 3.97 B in layer matmuls + 0.67 B lm_head (tied with the embedding).
         matmul_params: 4.64e9,
@@ -193,7 +232,14 @@ fn qwen3_8b() -> ModelSpec {
         name: "qwen3-8b".into(),
         hidden: 4096,
         layers: 36,
-        full_attention: AttentionLayers { layers: 36, kv_layers: 36, q_heads: 32, kv_heads: 8, head_dim: 128, window: None },
+        full_attention: AttentionLayers {
+            layers: 36,
+            kv_layers: 36,
+            q_heads: 32,
+            kv_heads: 8,
+            head_dim: 128,
+            window: None,
+        },
         sliding_attention: None,
         linear_attention: None,
         // 36 × (q, k, v, o, gate, up, down) + lm_head 151,936 × 4096.
@@ -315,14 +361,40 @@ mod tests {
     #[test]
     fn kv_sizes_match_the_reference() {
         let kib = 1024;
-        assert_eq!(ModelSpec::preset("qwen3.5-9b").unwrap().kv_bytes_per_token(), 32 * kib);
-        assert_eq!(ModelSpec::preset("qwen3.8-27b").unwrap().kv_bytes_per_token(), 64 * kib);
-        assert_eq!(ModelSpec::preset("gemma4-e4b").unwrap().kv_bytes_per_token(), 16 * kib);
-        assert_eq!(ModelSpec::preset("qwen3-8b").unwrap().kv_bytes_per_token(), 144 * kib);
-        let gemma_sliding = ModelSpec::preset("gemma4-e4b").unwrap().state_bytes_per_seq();
+        assert_eq!(
+            ModelSpec::preset("qwen3.5-9b")
+                .unwrap()
+                .kv_bytes_per_token(),
+            32 * kib
+        );
+        assert_eq!(
+            ModelSpec::preset("qwen3.8-27b")
+                .unwrap()
+                .kv_bytes_per_token(),
+            64 * kib
+        );
+        assert_eq!(
+            ModelSpec::preset("gemma4-e4b")
+                .unwrap()
+                .kv_bytes_per_token(),
+            16 * kib
+        );
+        assert_eq!(
+            ModelSpec::preset("qwen3-8b").unwrap().kv_bytes_per_token(),
+            144 * kib
+        );
+        let gemma_sliding = ModelSpec::preset("gemma4-e4b")
+            .unwrap()
+            .state_bytes_per_seq();
         assert_eq!(gemma_sliding, 20 * 1024 * 1024);
-        let q35 = ModelSpec::preset("qwen3.5-9b").unwrap().state_bytes_per_seq() as f64 / MIB;
-        assert!((24.0..26.0).contains(&q35), "about 25 MiB of recurrent state, got {q35}");
+        let q35 = ModelSpec::preset("qwen3.5-9b")
+            .unwrap()
+            .state_bytes_per_seq() as f64
+            / MIB;
+        assert!(
+            (24.0..26.0).contains(&q35),
+            "about 25 MiB of recurrent state, got {q35}"
+        );
         for m in ModelSpec::presets() {
             m.check().unwrap();
         }
@@ -336,6 +408,9 @@ mod tests {
         assert!((weight_bytes(&q8, WeightDtype::Bf16, 128) / 1e9 - 16.4).abs() < 0.1);
         let q27 = ModelSpec::preset("qwen3.8-27b").unwrap();
         assert_eq!(weight_bytes(&q27, WeightDtype::Int4, 128), 15.0e9);
-        assert!(streamed_weight_bytes(&q27, WeightDtype::Int4, 128) < streamed_weight_bytes(&q27, WeightDtype::Bf16, 128) / 3.0);
+        assert!(
+            streamed_weight_bytes(&q27, WeightDtype::Int4, 128)
+                < streamed_weight_bytes(&q27, WeightDtype::Bf16, 128) / 3.0
+        );
     }
 }

@@ -1,8 +1,11 @@
 //! Deployments: model + hardware + parallelism + engine knobs + prices + frozen SLO targets.
 //! Presets are built in; a YAML file names a `base` preset and overrides any field. Parsing is pure (no file IO here).
 
-use serverbench_calibration::{memory_plan, parse_yaml, ConfigError, CostInputs, CostModel, HardwareSpec, MemoryPlan, ModelSpec, Profile, WeightDtype, GIB};
 use serde::{Deserialize, Serialize};
+use serverbench_calibration::{
+    memory_plan, parse_yaml, ConfigError, CostInputs, CostModel, HardwareSpec, MemoryPlan,
+    ModelSpec, Profile, WeightDtype, GIB,
+};
 
 /// Scheduler policy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -125,7 +128,13 @@ impl Deployment {
 
     /// The built-in presets.
     pub fn presets() -> Vec<Deployment> {
-        let l40 = |name: &str, model: &str, tp: u32, weights: WeightDtype, ctx: u32, prices: (f64, f64), slo: (f64, f64)| Deployment {
+        let l40 = |name: &str,
+                   model: &str,
+                   tp: u32,
+                   weights: WeightDtype,
+                   ctx: u32,
+                   prices: (f64, f64),
+                   slo: (f64, f64)| Deployment {
             name: name.into(),
             model: model.into(),
             hardware: "l40".into(),
@@ -135,19 +144,57 @@ impl Deployment {
             weights,
             quant_group_size: 128,
             context_limit: ctx,
-            prices: Prices { input_per_m: prices.0, output_per_m: prices.1 },
+            prices: Prices {
+                input_per_m: prices.0,
+                output_per_m: prices.1,
+            },
             gpu_hour_dollars: 0.82,
-            slo: Slo { ttft_s: slo.0, tpot_s: slo.1 },
+            slo: Slo {
+                ttft_s: slo.0,
+                tpot_s: slo.1,
+            },
             engine: EngineConfig::default(),
         };
-        let mut h200 = l40("qwen3-8b-1xh200", "qwen3-8b", 1, WeightDtype::Bf16, 40_960, (0.1044, 0.1855), (2.0, 0.020));
+        let mut h200 = l40(
+            "qwen3-8b-1xh200",
+            "qwen3-8b",
+            1,
+            WeightDtype::Bf16,
+            40_960,
+            (0.1044, 0.1855),
+            (2.0, 0.020),
+        );
         h200.hardware = "h200".into();
         h200.profile = "h200-datasheet".into();
         h200.gpu_hour_dollars = 3.50;
         vec![
-            l40("gemma4-e4b-1xl40", "gemma4-e4b", 1, WeightDtype::Bf16, 131_072, (0.0200, 0.1000), (2.52693, 0.1217057)),
-            l40(DEFAULT_DEPLOYMENT, "qwen3.5-9b", 2, WeightDtype::Bf16, 1_048_576, (0.1044, 0.1855), (4.10028, 0.0234974)),
-            l40("qwen3.8-27b-int4-2xl40", "qwen3.8-27b", 2, WeightDtype::Int4, 1_048_576, (0.0898, 2.6570), (10.2988, 0.0483769)),
+            l40(
+                "gemma4-e4b-1xl40",
+                "gemma4-e4b",
+                1,
+                WeightDtype::Bf16,
+                131_072,
+                (0.0200, 0.1000),
+                (2.52693, 0.1217057),
+            ),
+            l40(
+                DEFAULT_DEPLOYMENT,
+                "qwen3.5-9b",
+                2,
+                WeightDtype::Bf16,
+                1_048_576,
+                (0.1044, 0.1855),
+                (4.10028, 0.0234974),
+            ),
+            l40(
+                "qwen3.8-27b-int4-2xl40",
+                "qwen3.8-27b",
+                2,
+                WeightDtype::Int4,
+                1_048_576,
+                (0.0898, 2.6570),
+                (10.2988, 0.0483769),
+            ),
             h200,
         ]
     }
@@ -159,14 +206,32 @@ impl Deployment {
 
     /// Names of the presets, for error messages.
     pub fn preset_names() -> String {
-        Self::presets().iter().map(|d| d.name.clone()).collect::<Vec<_>>().join(", ")
+        Self::presets()
+            .iter()
+            .map(|d| d.name.clone())
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 
     /// Parses a deployment YAML: `base: PRESET` (default: the default deployment) plus any fields to override.
     pub fn from_yaml(file: &str, text: &str) -> Result<Deployment, ConfigError> {
         let overrides: serde_yaml::Value = parse_yaml(file, text)?;
-        let base_name = overrides.get("base").and_then(|b| b.as_str()).unwrap_or(DEFAULT_DEPLOYMENT).to_string();
-        let base = Deployment::preset(&base_name).ok_or_else(|| ConfigError::new(file, 0, "base", format!("unknown preset {base_name:?} (presets: {})", Self::preset_names())))?;
+        let base_name = overrides
+            .get("base")
+            .and_then(|b| b.as_str())
+            .unwrap_or(DEFAULT_DEPLOYMENT)
+            .to_string();
+        let base = Deployment::preset(&base_name).ok_or_else(|| {
+            ConfigError::new(
+                file,
+                0,
+                "base",
+                format!(
+                    "unknown preset {base_name:?} (presets: {})",
+                    Self::preset_names()
+                ),
+            )
+        })?;
         let mut merged = serde_yaml::to_value(&base).expect("presets serialise");
         let mut overrides = overrides;
         if let serde_yaml::Value::Mapping(m) = &mut overrides {
@@ -187,11 +252,13 @@ impl Deployment {
         let overrides: serde_yaml::Value = parse_yaml(file, text)?;
         let mut merged = serde_yaml::to_value(&self.engine).expect("engine serialises");
         merge(&mut merged, overrides);
-        self.engine = parse_yaml(file, &serde_yaml::to_string(&merged).expect("serialises")).map_err(|mut e| {
-            e.line = 0;
-            e
-        })?;
-        self.check().map_err(|e| ConfigError::from_check(file, &e))?;
+        self.engine = parse_yaml(file, &serde_yaml::to_string(&merged).expect("serialises"))
+            .map_err(|mut e| {
+                e.line = 0;
+                e
+            })?;
+        self.check()
+            .map_err(|e| ConfigError::from_check(file, &e))?;
         Ok(self)
     }
 
@@ -199,27 +266,55 @@ impl Deployment {
     pub fn check(&self) -> Result<(), String> {
         if ModelSpec::preset(&self.model).is_none() {
             let names: Vec<String> = ModelSpec::presets().into_iter().map(|m| m.name).collect();
-            return Err(format!("model: unknown model {:?} (known: {})", self.model, names.join(", ")));
+            return Err(format!(
+                "model: unknown model {:?} (known: {})",
+                self.model,
+                names.join(", ")
+            ));
         }
         if HardwareSpec::preset(&self.hardware).is_none() {
-            return Err(format!("hardware: unknown hardware {:?} (known: l40, h200)", self.hardware));
+            return Err(format!(
+                "hardware: unknown hardware {:?} (known: l40, h200)",
+                self.hardware
+            ));
         }
         if Profile::preset(&self.profile).is_none() {
-            return Err(format!("profile: unknown profile {:?} (known: l40-datasheet, h200-datasheet)", self.profile));
+            return Err(format!(
+                "profile: unknown profile {:?} (known: l40-datasheet, h200-datasheet)",
+                self.profile
+            ));
         }
         let e = &self.engine;
         let checks = [
             (self.tp == 0, "tp: must be at least 1"),
             (self.dp != 1, "dp: only 1 replica is modelled so far"),
             (self.context_limit == 0, "context_limit: must be positive"),
-            (!(self.gpu_hour_dollars > 0.0), "gpu_hour_dollars: must be positive"),
-            (!(self.prices.input_per_m >= 0.0 && self.prices.output_per_m >= 0.0), "prices: must be non-negative"),
-            (!(self.slo.ttft_s > 0.0 && self.slo.tpot_s > 0.0), "slo: targets must be positive"),
+            (
+                !(self.gpu_hour_dollars > 0.0),
+                "gpu_hour_dollars: must be positive",
+            ),
+            (
+                !(self.prices.input_per_m >= 0.0 && self.prices.output_per_m >= 0.0),
+                "prices: must be non-negative",
+            ),
+            (
+                !(self.slo.ttft_s > 0.0 && self.slo.tpot_s > 0.0),
+                "slo: targets must be positive",
+            ),
             (e.block_size == 0, "engine.block_size: must be positive"),
-            (e.max_num_batched_tokens == 0, "engine.max_num_batched_tokens: must be positive"),
+            (
+                e.max_num_batched_tokens == 0,
+                "engine.max_num_batched_tokens: must be positive",
+            ),
             (e.max_num_seqs == 0, "engine.max_num_seqs: must be positive"),
-            (!(e.gpu_memory_utilization > 0.0 && e.gpu_memory_utilization <= 1.0), "engine.gpu_memory_utilization: must be in (0, 1]"),
-            (!(e.activation_reserve_gib >= 0.0), "engine.activation_reserve_gib: must be non-negative"),
+            (
+                !(e.gpu_memory_utilization > 0.0 && e.gpu_memory_utilization <= 1.0),
+                "engine.gpu_memory_utilization: must be in (0, 1]",
+            ),
+            (
+                !(e.activation_reserve_gib >= 0.0),
+                "engine.activation_reserve_gib: must be non-negative",
+            ),
         ];
         match checks.iter().find(|(bad, _)| *bad) {
             Some((_, msg)) => Err(msg.to_string()),
@@ -240,7 +335,15 @@ impl Deployment {
     /// The memory plan of one GPU.
     pub fn memory_plan(&self) -> MemoryPlan {
         let e = &self.engine;
-        memory_plan(&self.model_spec(), &self.hardware_spec(), self.weights, self.quant_group_size, self.tp, e.gpu_memory_utilization, e.activation_reserve_gib * GIB)
+        memory_plan(
+            &self.model_spec(),
+            &self.hardware_spec(),
+            self.weights,
+            self.quant_group_size,
+            self.tp,
+            e.gpu_memory_utilization,
+            e.activation_reserve_gib * GIB,
+        )
     }
 
     /// The cost model, with `profile` (the named preset unless one is given).
@@ -254,7 +357,14 @@ impl Deployment {
             }
         };
         let (m, h) = (self.model_spec(), self.hardware_spec());
-        CostModel::new(CostInputs { model: &m, hardware: &h, profile, dtype: self.weights, group_size: self.quant_group_size, tp: self.tp })
+        CostModel::new(CostInputs {
+            model: &m,
+            hardware: &h,
+            profile,
+            dtype: self.weights,
+            group_size: self.quant_group_size,
+            tp: self.tp,
+        })
     }
 }
 
@@ -284,9 +394,16 @@ mod tests {
         for d in Deployment::presets() {
             d.check().unwrap();
         }
-        let d = Deployment::from_yaml("d.yaml", "base: gemma4-e4b-1xl40\nengine:\n  max_num_seqs: 8\nslo:\n  ttft_s: 1.5\n").unwrap();
+        let d = Deployment::from_yaml(
+            "d.yaml",
+            "base: gemma4-e4b-1xl40\nengine:\n  max_num_seqs: 8\nslo:\n  ttft_s: 1.5\n",
+        )
+        .unwrap();
         assert_eq!(d.engine.max_num_seqs, 8);
-        assert_eq!(d.engine.block_size, 16, "untouched fields keep the preset's value");
+        assert_eq!(
+            d.engine.block_size, 16,
+            "untouched fields keep the preset's value"
+        );
         assert_eq!(d.slo.ttft_s, 1.5);
         assert_eq!(d.model, "gemma4-e4b");
     }
@@ -294,12 +411,16 @@ mod tests {
     #[test]
     fn bad_deployment_files_name_the_field() {
         let e = Deployment::from_yaml("d.yaml", "engine:\n  max_num_seqz: 8\n").unwrap_err();
-        assert!(e.field.contains("engine") && e.reason.contains("max_num_seqz"), "{e}");
+        assert!(
+            e.field.contains("engine") && e.reason.contains("max_num_seqz"),
+            "{e}"
+        );
         let e = Deployment::from_yaml("d.yaml", "tp: -1\n").unwrap_err();
         assert_eq!(e.field, "tp");
         let e = Deployment::from_yaml("d.yaml", "base: nope\n").unwrap_err();
         assert_eq!(e.field, "base");
-        let e = Deployment::from_yaml("d.yaml", "engine:\n  gpu_memory_utilization: 1.5\n").unwrap_err();
+        let e = Deployment::from_yaml("d.yaml", "engine:\n  gpu_memory_utilization: 1.5\n")
+            .unwrap_err();
         assert_eq!(e.field, "engine.gpu_memory_utilization");
         let e = Deployment::from_yaml("d.yaml", "tp: [\n").unwrap_err();
         assert_eq!(e.file, "d.yaml");

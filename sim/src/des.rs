@@ -4,7 +4,19 @@ use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
 /// A point in (simulated or real) time, in nanoseconds since the run started.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+)]
 #[serde(transparent)]
 pub struct Time(pub u64);
 
@@ -78,7 +90,11 @@ pub struct EventQueue<E> {
 
 impl<E> Default for EventQueue<E> {
     fn default() -> Self {
-        EventQueue { heap: BinaryHeap::new(), seq: 0, now: Time::ZERO }
+        EventQueue {
+            heap: BinaryHeap::new(),
+            seq: 0,
+            now: Time::ZERO,
+        }
     }
 }
 
@@ -98,7 +114,11 @@ impl<E> EventQueue<E> {
         if at < self.now {
             return Err(PastError { at, now: self.now });
         }
-        self.heap.push(Entry { at, seq: self.seq, event });
+        self.heap.push(Entry {
+            at,
+            seq: self.seq,
+            event,
+        });
         self.seq += 1;
         Ok(())
     }
@@ -145,7 +165,16 @@ mod tests {
         let mut q = EventQueue::new();
         q.schedule(Time(10), ()).unwrap();
         q.pop();
-        assert_eq!(q.schedule(Time(9), ()), Err(PastError { at: Time(9), now: Time(10) }));
-        assert!(q.schedule(Time(10), ()).is_ok(), "the current time itself is allowed");
+        assert_eq!(
+            q.schedule(Time(9), ()),
+            Err(PastError {
+                at: Time(9),
+                now: Time(10)
+            })
+        );
+        assert!(
+            q.schedule(Time(10), ()).is_ok(),
+            "the current time itself is allowed"
+        );
     }
 }

@@ -180,7 +180,11 @@ impl Replica {
         let plan = d.memory_plan();
         let gib = serverbench_calibration::GIB;
         if plan.kv_pool_bytes <= 0.0 {
-            return Err(CapacityError::NoRoom { weights_gib: plan.weights_bytes / gib, reserve_gib: plan.activation_bytes / gib, budget_gib: plan.budget_bytes / gib });
+            return Err(CapacityError::NoRoom {
+                weights_gib: plan.weights_bytes / gib,
+                reserve_gib: plan.activation_bytes / gib,
+                budget_gib: plan.budget_bytes / gib,
+            });
         }
         let bs = d.engine.block_size;
         let block_bytes = plan.kv_bytes_per_token * bs as f64;
@@ -242,7 +246,8 @@ impl Replica {
     /// Hands a request to the scheduler; returns its sequence id.
     pub fn submit(&mut self, input: SeqInput) -> u32 {
         let ebs = self.cfg.block_size;
-        let hashable = (input.blocks.len() as u64 * input.workload_block_size as u64 / ebs as u64) as u32;
+        let hashable =
+            (input.blocks.len() as u64 * input.workload_block_size as u64 / ebs as u64) as u32;
         let seq = Seq {
             tag: input.tag,
             blocks: input.blocks,
@@ -277,12 +282,18 @@ impl Replica {
     /// A sequence's progress.
     pub fn progress(&self, seq: u32) -> SeqProgress {
         let s = &self.seqs[seq as usize];
-        SeqProgress { generated: s.generated, ..s.progress }
+        SeqProgress {
+            generated: s.generated,
+            ..s.progress
+        }
     }
 
     /// Tags of all sequences still in the engine (running, then waiting).
     pub fn in_flight(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
-        self.running.iter().chain(self.waiting.iter()).map(|&id| (id, self.seqs[id as usize].tag))
+        self.running
+            .iter()
+            .chain(self.waiting.iter())
+            .map(|&id| (id, self.seqs[id as usize].tag))
     }
 
     /// Puts a prompt's blocks in the prefix cache, unreferenced, as far as free memory allows (steady-state start).
@@ -354,7 +365,10 @@ impl Replica {
     /// Returns false if `id` itself had to be preempted.
     fn make_room(&mut self, id: u32, add: u32, budget: &mut u32, preempted: &mut bool) -> bool {
         while !self.kv.allocate(add as u64) {
-            let victim = *self.running.last().expect("a sequence that needs blocks is running");
+            let victim = *self
+                .running
+                .last()
+                .expect("a sequence that needs blocks is running");
             self.preempt(victim, budget);
             *preempted = true;
             if victim == id {
@@ -392,9 +406,17 @@ impl Replica {
     fn admit_waiting(&mut self, budget: &mut u32) {
         let ebs = self.cfg.block_size;
         while *budget > 0 && self.running.len() < self.cfg.max_num_seqs as usize {
-            let Some(&id) = self.waiting.front() else { break };
+            let Some(&id) = self.waiting.front() else {
+                break;
+            };
             let s = &self.seqs[id as usize];
-            let m = if self.cfg.prefix_caching { self.kv.cache.lookup(ROOT, 0, s.hashable, Self::seq_hash(s, ebs)) } else { Match::default() };
+            let m = if self.cfg.prefix_caching {
+                self.kv
+                    .cache
+                    .lookup(ROOT, 0, s.hashable, Self::seq_hash(s, ebs))
+            } else {
+                Match::default()
+            };
             let computed = (m.blocks * ebs).min(s.known() - 1);
             let n = (s.known() - computed).min(*budget);
             let need = (computed + n).div_ceil(ebs).saturating_sub(m.blocks) + self.state_blocks;
@@ -441,12 +463,32 @@ impl Replica {
     /// blocks of the whole run fit now. Returns the number of steps and their total time (each step
     /// rounded as a single step would be), so one event can stand for the run. Step-by-step
     /// simulation gives the same tokens, times and evictions.
-    pub fn extend_decode_run(&mut self, cost: &CostModel, first: &BatchShape, first_ns: u64, start: Time, stop_at: Option<Time>, window_end: Time) -> (u32, u64) {
+    pub fn extend_decode_run(
+        &mut self,
+        cost: &CostModel,
+        first: &BatchShape,
+        first_ns: u64,
+        start: Time,
+        stop_at: Option<Time>,
+        window_end: Time,
+    ) -> (u32, u64) {
         self.repeat = 1;
-        if first.prefill_seqs > 0 || !self.waiting.is_empty() || self.window.is_some() || self.timeline.is_some() {
+        if first.prefill_seqs > 0
+            || !self.waiting.is_empty()
+            || self.window.is_some()
+            || self.timeline.is_some()
+        {
             return (1, first_ns);
         }
-        let max_k = self.step.iter().map(|&(id, _, _)| { let s = &self.seqs[id as usize]; s.output - s.generated }).min().unwrap_or(1);
+        let max_k = self
+            .step
+            .iter()
+            .map(|&(id, _, _)| {
+                let s = &self.seqs[id as usize];
+                s.output - s.generated
+            })
+            .min()
+            .unwrap_or(1);
         let stop = stop_at.map_or(u64::MAX, |t| t.0);
         let mut shape = *first;
         let (mut k, mut end) = (1u32, start.0 + first_ns);
@@ -460,13 +502,21 @@ impl Replica {
             end = next;
         }
         if k > 1 {
-            let add: u64 = self.step.iter().map(|&(id, _, _)| { let s = &self.seqs[id as usize]; self.blocks_to_add(s, s.computed + k) as u64 }).sum();
+            let add: u64 = self
+                .step
+                .iter()
+                .map(|&(id, _, _)| {
+                    let s = &self.seqs[id as usize];
+                    self.blocks_to_add(s, s.computed + k) as u64
+                })
+                .sum();
             if !self.kv.allocate(add) {
                 return (1, first_ns);
             }
             for i in 0..self.step.len() {
                 let id = self.step[i].0;
-                let add = self.blocks_to_add(&self.seqs[id as usize], self.seqs[id as usize].computed + k);
+                let add = self
+                    .blocks_to_add(&self.seqs[id as usize], self.seqs[id as usize].computed + k);
                 self.seqs[id as usize].private += add;
             }
             self.repeat = k;
@@ -510,14 +560,24 @@ impl Replica {
                 if s.generated >= s.output {
                     s.done = true;
                     any_done = true;
-                    events.push(SeqEvent::Finished { tag: s.tag, seq: id });
+                    events.push(SeqEvent::Finished {
+                        tag: s.tag,
+                        seq: id,
+                    });
                 }
                 continue;
             }
             s.computed += n;
-            if !s.inserted && self.cfg.prefix_caching && s.computed >= s.hashable * ebs && s.hashable > s.shared {
+            if !s.inserted
+                && self.cfg.prefix_caching
+                && s.computed >= s.hashable * ebs
+                && s.hashable > s.shared
+            {
                 let (start, end) = (s.shared, s.hashable);
-                let node = self.kv.cache.insert(s.kv_node, start, end, Self::seq_hash(s, ebs));
+                let node = self
+                    .kv
+                    .cache
+                    .insert(s.kv_node, start, end, Self::seq_hash(s, ebs));
                 let moved = end - start;
                 self.kv.private_became_cached(moved as u64);
                 let s = &mut self.seqs[id as usize];
@@ -537,7 +597,10 @@ impl Replica {
             if s.generated >= s.output {
                 s.done = true;
                 any_done = true;
-                events.push(SeqEvent::Finished { tag: s.tag, seq: id });
+                events.push(SeqEvent::Finished {
+                    tag: s.tag,
+                    seq: id,
+                });
             }
         }
         if any_done {
@@ -561,9 +624,21 @@ impl Replica {
     /// private blocks, cached and evictable blocks, reference counts, and `used <= total`.
     /// For tests and debugging; O(sequences × path length).
     pub fn audit(&self) -> Result<(), String> {
-        let live: Vec<u32> = self.running.iter().chain(self.waiting.iter()).copied().collect();
-        let private: u64 = live.iter().map(|&id| self.seqs[id as usize].private as u64).sum();
-        let holders: Vec<u32> = live.iter().map(|&id| self.seqs[id as usize].kv_node).filter(|&n| n != ROOT).collect();
+        let live: Vec<u32> = self
+            .running
+            .iter()
+            .chain(self.waiting.iter())
+            .copied()
+            .collect();
+        let private: u64 = live
+            .iter()
+            .map(|&id| self.seqs[id as usize].private as u64)
+            .sum();
+        let holders: Vec<u32> = live
+            .iter()
+            .map(|&id| self.seqs[id as usize].kv_node)
+            .filter(|&n| n != ROOT)
+            .collect();
         self.kv.audit(private, &holders)?;
         for &id in &self.waiting {
             let s = &self.seqs[id as usize];
@@ -572,14 +647,22 @@ impl Replica {
             }
         }
         if self.running.len() > self.cfg.max_num_seqs as usize {
-            return Err(format!("{} running sequences exceed max_num_seqs {}", self.running.len(), self.cfg.max_num_seqs));
+            return Err(format!(
+                "{} running sequences exceed max_num_seqs {}",
+                self.running.len(),
+                self.cfg.max_num_seqs
+            ));
         }
         Ok(())
     }
 
     /// Removes every sequence (the window closed); their progress stays readable until the next submit.
     pub fn cancel_all(&mut self) {
-        let ids: Vec<u32> = self.running.drain(..).chain(self.waiting.drain(..)).collect();
+        let ids: Vec<u32> = self
+            .running
+            .drain(..)
+            .chain(self.waiting.drain(..))
+            .collect();
         for id in ids {
             self.release_kv(id);
             self.free_ids.push(id);
@@ -597,7 +680,10 @@ mod tests {
         let chain = [11u64, 22, 33];
         // 64-token workload blocks, 16-token engine blocks: 4 engine blocks per workload block.
         let hs: Vec<u64> = (0..12).map(|i| engine_hash(&chain, 64, 16, i)).collect();
-        assert_eq!(hs.iter().collect::<std::collections::HashSet<_>>().len(), 12);
+        assert_eq!(
+            hs.iter().collect::<std::collections::HashSet<_>>().len(),
+            12
+        );
         let other = [11u64, 22, 99];
         assert_eq!(engine_hash(&other, 64, 16, 7), hs[7]);
         assert_ne!(engine_hash(&other, 64, 16, 8), hs[8]);

@@ -66,7 +66,13 @@ pub struct PrefixCache {
 impl Default for PrefixCache {
     fn default() -> Self {
         PrefixCache {
-            nodes: vec![Node { parent: ROOT, hashes: Vec::new(), refs: 0, children: 0, last_use: 0 }],
+            nodes: vec![Node {
+                parent: ROOT,
+                hashes: Vec::new(),
+                refs: 0,
+                children: 0,
+                last_use: 0,
+            }],
             free_nodes: Vec::new(),
             children: Map::default(),
             lru: BTreeSet::new(),
@@ -95,11 +101,18 @@ impl PrefixCache {
 
     /// Longest cached prefix of the chain `h(start..n)` below `from` (which covers blocks `0..start`).
     pub fn lookup(&self, from: u32, start: u32, n: u32, h: impl Fn(u32) -> u64) -> Match {
-        let mut m = Match { node: from, blocks: 0, partial: None, evictable: 0 };
+        let mut m = Match {
+            node: from,
+            blocks: 0,
+            partial: None,
+            evictable: 0,
+        };
         let mut pos = start;
         while pos < n {
             let first = h(pos);
-            let Some(&child) = self.children.get(&key(m.node, first)) else { break };
+            let Some(&child) = self.children.get(&key(m.node, first)) else {
+                break;
+            };
             let c = &self.nodes[child as usize];
             if c.hashes[0] != first {
                 break; // a key collision, not a match
@@ -185,7 +198,13 @@ impl PrefixCache {
         let tail = old.hashes.split_off(k as usize);
         let head_hashes = std::mem::replace(&mut old.hashes, tail);
         let (parent, refs, last_use) = (old.parent, old.refs, old.last_use);
-        let head = self.new_node(Node { parent, hashes: head_hashes, refs, children: 1, last_use });
+        let head = self.new_node(Node {
+            parent,
+            hashes: head_hashes,
+            refs,
+            children: 1,
+            last_use,
+        });
         let first_of_head = self.nodes[head as usize].hashes[0];
         let first_of_tail = self.nodes[node as usize].hashes[0];
         self.children.insert(key(parent, first_of_head), head);
@@ -216,7 +235,13 @@ impl PrefixCache {
         if pos < n {
             let hashes: Vec<u64> = (pos..n).map(&h).collect();
             self.clock += 1;
-            let id = self.new_node(Node { parent: deepest, hashes, refs: 1, children: 0, last_use: self.clock });
+            let id = self.new_node(Node {
+                parent: deepest,
+                hashes,
+                refs: 1,
+                children: 0,
+                last_use: self.clock,
+            });
             self.children.insert(key(deepest, h(pos)), id);
             if deepest != ROOT {
                 let p = &mut self.nodes[deepest as usize];
@@ -254,7 +279,10 @@ impl PrefixCache {
                 evictable += node.hashes.len() as u64;
             }
             if node.refs != refs[id] {
-                return Err(format!("node {id} counts {} references, {} sequences hold it", node.refs, refs[id]));
+                return Err(format!(
+                    "node {id} counts {} references, {} sequences hold it",
+                    node.refs, refs[id]
+                ));
             }
             if node.hashes.is_empty() {
                 return Err(format!("node {id} is empty"));
@@ -265,11 +293,16 @@ impl PrefixCache {
                 continue;
             }
             if node.children != children[id] {
-                return Err(format!("node {id} counts {} children, has {}", node.children, children[id]));
+                return Err(format!(
+                    "node {id} counts {} children, has {}",
+                    node.children, children[id]
+                ));
             }
             let leaf = node.refs == 0 && node.children == 0;
             if leaf != self.lru.contains(&(node.last_use, id as u32)) {
-                return Err(format!("node {id}: evictable leaf {leaf}, but the LRU set disagrees"));
+                return Err(format!(
+                    "node {id}: evictable leaf {leaf}, but the LRU set disagrees"
+                ));
             }
         }
         if (cached, evictable) != (self.cached, self.evictable) {
@@ -283,7 +316,9 @@ impl PrefixCache {
     pub fn evict(&mut self, want: u64) -> u64 {
         let mut freed = 0;
         while freed < want {
-            let Some(&(lu, id)) = self.lru.iter().next() else { break };
+            let Some(&(lu, id)) = self.lru.iter().next() else {
+                break;
+            };
             let node = &mut self.nodes[id as usize];
             let len = node.hashes.len() as u64;
             let take = len.min(want - freed);
@@ -323,7 +358,11 @@ pub struct KvManager {
 impl KvManager {
     /// A pool of `total` blocks.
     pub fn new(total: u64) -> KvManager {
-        KvManager { total, private: 0, cache: PrefixCache::default() }
+        KvManager {
+            total,
+            private: 0,
+            cache: PrefixCache::default(),
+        }
     }
 
     /// Capacity in blocks.
@@ -350,11 +389,19 @@ impl KvManager {
     /// cache node of each sequence that references one.
     pub fn audit(&self, private: u64, holders: &[u32]) -> Result<(), String> {
         if private != self.private {
-            return Err(format!("sequences hold {private} private blocks, the pool counts {}", self.private));
+            return Err(format!(
+                "sequences hold {private} private blocks, the pool counts {}",
+                self.private
+            ));
         }
         self.cache.audit(holders)?;
         if self.private + self.cache.cached_blocks() > self.total {
-            return Err(format!("{} private + {} cached blocks exceed the capacity of {}", self.private, self.cache.cached_blocks(), self.total));
+            return Err(format!(
+                "{} private + {} cached blocks exceed the capacity of {}",
+                self.private,
+                self.cache.cached_blocks(),
+                self.total
+            ));
         }
         Ok(())
     }
@@ -389,7 +436,13 @@ mod tests {
     use super::*;
 
     fn chain(prefix: u64) -> impl Fn(u32) -> u64 {
-        move |i| if i < 4 { 1000 + i as u64 } else { prefix * 1_000_000 + i as u64 }
+        move |i| {
+            if i < 4 {
+                1000 + i as u64
+            } else {
+                prefix * 1_000_000 + i as u64
+            }
+        }
     }
 
     #[test]
@@ -406,7 +459,11 @@ mod tests {
         let n2 = c.insert(d, 4, 8, &b);
         assert_eq!(c.cached_blocks(), 14);
         c.release(n1);
-        assert_eq!(c.evictable_blocks(), 6, "only the first sequence's own tail is unreferenced");
+        assert_eq!(
+            c.evictable_blocks(),
+            6,
+            "only the first sequence's own tail is unreferenced"
+        );
         c.release(n2);
         assert_eq!(c.evictable_blocks(), 14);
         assert_eq!(c.evict(3), 3);

@@ -34,10 +34,12 @@ pub mod run;
 pub mod scan;
 pub mod score;
 
-pub use deployment::{Deployment, EngineConfig, Policy, Preemption, Prices, Slo, DEFAULT_DEPLOYMENT};
+pub use deployment::{
+    Deployment, EngineConfig, Policy, Preemption, Prices, Slo, DEFAULT_DEPLOYMENT,
+};
 pub use des::{EventQueue, PastError, Time};
 pub use engine::{CapacityError, Replica, SeqEvent, SeqInput, StepSample};
 pub use replay::{Handle, Ready, Replay, ReplayConfig, StartMode};
 pub use run::{simulate, RunConfig, RunOutput};
 pub use scan::{scan, Offer, Unbounded};
-pub use score::{score, summarise, value, Outcome, Record, Score, Summary};
+pub use score::{prefix_window, score, summarise, value, Outcome, Record, Score, Summary};

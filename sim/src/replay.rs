@@ -84,7 +84,13 @@ pub struct Replay<'a> {
 impl<'a> Replay<'a> {
     /// A replay of `source` with `cfg.concurrency` lanes; call [`Replay::start`] next.
     pub fn new(source: &'a dyn TreeSource, cfg: ReplayConfig) -> Replay<'a> {
-        Replay { cfg, source, next_tree: 0, lanes: Vec::new(), rng: ChaCha8Rng::seed_from_u64(mix2(cfg.seed, 0x57EAD7)) }
+        Replay {
+            cfg,
+            source,
+            next_tree: 0,
+            lanes: Vec::new(),
+            rng: ChaCha8Rng::seed_from_u64(mix2(cfg.seed, 0x57EAD7)),
+        }
     }
 
     /// Starts every lane at `now`; appends the first due requests to `out`.
@@ -148,7 +154,8 @@ impl<'a> Replay<'a> {
         for r in reqs.iter().filter(|r| r.turn < skip_below) {
             outstanding -= 1;
             missing[r.id as usize] = u32::MAX;
-            let range = dependents_start[r.id as usize] as usize..dependents_start[r.id as usize + 1] as usize;
+            let range = dependents_start[r.id as usize] as usize
+                ..dependents_start[r.id as usize + 1] as usize;
             for &dep in &dependents[range] {
                 if missing[dep as usize] != u32::MAX {
                     missing[dep as usize] -= 1;
@@ -157,10 +164,23 @@ impl<'a> Replay<'a> {
         }
         for r in reqs {
             if missing[r.id as usize] == 0 {
-                out.push(Ready { at: now.plus(r.think_ns.min(self.cfg.idle_gap_cap_ns)), handle: Handle { lane, request: r.id } });
+                out.push(Ready {
+                    at: now.plus(r.think_ns.min(self.cfg.idle_gap_cap_ns)),
+                    handle: Handle {
+                        lane,
+                        request: r.id,
+                    },
+                });
             }
         }
-        Lane { tree, index, missing, dependents_start, dependents, outstanding }
+        Lane {
+            tree,
+            index,
+            missing,
+            dependents_start,
+            dependents,
+            outstanding,
+        }
     }
 
     /// Marks a request complete (successfully or not) at `now`; appends requests that become due.
@@ -177,7 +197,13 @@ impl<'a> Replay<'a> {
             *m -= 1;
             if *m == 0 {
                 let think = lane.tree.requests()[dep as usize].think_ns.min(cap);
-                out.push(Ready { at: now.plus(think), handle: Handle { lane: h.lane, request: dep } });
+                out.push(Ready {
+                    at: now.plus(think),
+                    handle: Handle {
+                        lane: h.lane,
+                        request: dep,
+                    },
+                });
             }
         }
         if lane.outstanding == 0 {
@@ -223,10 +249,16 @@ mod tests {
 
     #[test]
     fn no_request_is_sent_before_its_dependencies_complete() {
-        let cfg = ReplayConfig { concurrency: 4, idle_gap_cap_ns: 10_000_000_000, start: StartMode::Cold, seed: 1 };
+        let cfg = ReplayConfig {
+            concurrency: 4,
+            idle_gap_cap_ns: 10_000_000_000,
+            start: StartMode::Cold,
+            seed: 1,
+        };
         let log = walk(cfg, 50_000_000, Time::from_secs(3000.0));
         let g = Generator::new(WorkloadSpec::default(), 1, 1_048_576).unwrap();
-        let finish: std::collections::HashMap<(u64, u32), Time> = log.iter().map(|&(_, f, _, t, r)| ((t, r), f)).collect();
+        let finish: std::collections::HashMap<(u64, u32), Time> =
+            log.iter().map(|&(_, f, _, t, r)| ((t, r), f)).collect();
         let mut checked = 0;
         for &(sent, _, _, tree, req) in &log {
             let t = g.tree(tree);
@@ -243,7 +275,12 @@ mod tests {
 
     #[test]
     fn lanes_take_trees_in_stream_order() {
-        let cfg = ReplayConfig { concurrency: 3, idle_gap_cap_ns: 1_000_000_000, start: StartMode::Cold, seed: 1 };
+        let cfg = ReplayConfig {
+            concurrency: 3,
+            idle_gap_cap_ns: 1_000_000_000,
+            start: StartMode::Cold,
+            seed: 1,
+        };
         let log = walk(cfg, 1_000_000, Time::from_secs(20_000.0));
         let mut first_seen: Vec<u64> = Vec::new();
         for &(_, _, _, tree, _) in &log {
@@ -254,12 +291,21 @@ mod tests {
         assert!(first_seen.len() > 5);
         let mut sorted = first_seen.clone();
         sorted.sort();
-        assert_eq!(sorted, (0..sorted.len() as u64).collect::<Vec<_>>(), "every tree of the stream is used, none skipped");
+        assert_eq!(
+            sorted,
+            (0..sorted.len() as u64).collect::<Vec<_>>(),
+            "every tree of the stream is used, none skipped"
+        );
     }
 
     #[test]
     fn steady_start_skips_earlier_turns() {
-        let cfg = ReplayConfig { concurrency: 8, idle_gap_cap_ns: 1_000_000_000, start: StartMode::Steady, seed: 9 };
+        let cfg = ReplayConfig {
+            concurrency: 8,
+            idle_gap_cap_ns: 1_000_000_000,
+            start: StartMode::Steady,
+            seed: 9,
+        };
         let g = Generator::new(WorkloadSpec::default(), 1, 1_048_576).unwrap();
         let mut r = Replay::new(&g, cfg);
         let mut out = Vec::new();

@@ -34,12 +34,26 @@ pub struct RunConfig {
 impl RunConfig {
     /// The defaults: c = 16, seed 0, 1800 s, 10 s idle-gap cap, steady start.
     pub fn new(concurrency: u32, seed: u64, window_s: f64) -> RunConfig {
-        RunConfig { concurrency, seed, window_s, idle_gap_cap_s: 10.0, start: StartMode::Steady, timeline: false, audit: false, step_by_step: false }
+        RunConfig {
+            concurrency,
+            seed,
+            window_s,
+            idle_gap_cap_s: 10.0,
+            start: StartMode::Steady,
+            timeline: false,
+            audit: false,
+            step_by_step: false,
+        }
     }
 
     /// The replay part of the configuration.
     pub fn replay(&self) -> ReplayConfig {
-        ReplayConfig { concurrency: self.concurrency, idle_gap_cap_ns: Time::from_secs(self.idle_gap_cap_s).0, start: self.start, seed: self.seed }
+        ReplayConfig {
+            concurrency: self.concurrency,
+            idle_gap_cap_ns: Time::from_secs(self.idle_gap_cap_s).0,
+            start: self.start,
+            seed: self.seed,
+        }
     }
 }
 
@@ -75,7 +89,12 @@ struct Sim<'a> {
 }
 
 /// Runs one closed-loop replay of `source` against the simulated deployment.
-pub fn simulate(deployment: &Deployment, cost: &CostModel, source: &dyn TreeSource, cfg: &RunConfig) -> Result<RunOutput, CapacityError> {
+pub fn simulate(
+    deployment: &Deployment,
+    cost: &CostModel,
+    source: &dyn TreeSource,
+    cfg: &RunConfig,
+) -> Result<RunOutput, CapacityError> {
     let mut replica = Replica::new(deployment)?;
     if cfg.timeline {
         replica.timeline = Some(Vec::new());
@@ -125,7 +144,9 @@ impl Sim<'_> {
 
     fn flush_ready(&mut self) {
         for r in self.ready.drain(..) {
-            self.queue.schedule(r.at, Event::Due(r.handle)).expect("ready times are never in the past");
+            self.queue
+                .schedule(r.at, Event::Due(r.handle))
+                .expect("ready times are never in the past");
         }
     }
 
@@ -134,7 +155,8 @@ impl Sim<'_> {
         let block_size = tree.block_size;
         let req = self.replay.request(h);
         let tag = self.records.len() as u64;
-        let overflow = req.input_tokens as u64 + req.output_tokens as u64 > self.deployment.context_limit as u64;
+        let overflow = req.input_tokens as u64 + req.output_tokens as u64
+            > self.deployment.context_limit as u64;
         self.records.push(Record {
             tree: index,
             request: req.id,
@@ -150,7 +172,11 @@ impl Sim<'_> {
             output_tokens: 0,
             cached_tokens: 0,
             preemptions: 0,
-            outcome: if overflow { Outcome::ContextOverflow } else { Outcome::Cancelled },
+            outcome: if overflow {
+                Outcome::ContextOverflow
+            } else {
+                Outcome::Cancelled
+            },
         });
         if overflow {
             self.records[tag as usize].finish_ns = Some(t.0);
@@ -158,7 +184,13 @@ impl Sim<'_> {
             self.flush_ready();
             return;
         }
-        let input = SeqInput { tag, blocks: req.blocks.clone(), workload_block_size: block_size, input: req.input_tokens, output: req.output_tokens };
+        let input = SeqInput {
+            tag,
+            blocks: req.blocks.clone(),
+            workload_block_size: block_size,
+            input: req.input_tokens,
+            output: req.output_tokens,
+        };
         self.replica.submit(input);
     }
 
@@ -168,10 +200,23 @@ impl Sim<'_> {
         }
         if let Some(shape) = self.replica.schedule() {
             let first = self.cost.step_ns(&shape);
-            let (_, dt) = if self.merge { self.replica.extend_decode_run(self.cost, &shape, first, t, self.queue.peek_time(), self.window) } else { (1, first) };
+            let (_, dt) = if self.merge {
+                self.replica.extend_decode_run(
+                    self.cost,
+                    &shape,
+                    first,
+                    t,
+                    self.queue.peek_time(),
+                    self.window,
+                )
+            } else {
+                (1, first)
+            };
             self.replica.note_step(t, dt, &shape);
             self.check();
-            self.queue.schedule(t.plus(dt), Event::StepEnd).expect("steps end in the future");
+            self.queue
+                .schedule(t.plus(dt), Event::StepEnd)
+                .expect("steps end in the future");
             self.busy = true;
         }
     }
@@ -190,7 +235,9 @@ impl Sim<'_> {
         self.check();
         for e in std::mem::take(&mut self.events) {
             match e {
-                SeqEvent::FirstToken { tag } => self.records[tag as usize].first_token_ns = Some(t.0),
+                SeqEvent::FirstToken { tag } => {
+                    self.records[tag as usize].first_token_ns = Some(t.0)
+                }
                 SeqEvent::Finished { tag, seq } => {
                     let p = self.replica.progress(seq);
                     let r = &mut self.records[tag as usize];
@@ -200,7 +247,10 @@ impl Sim<'_> {
                     r.cached_tokens = p.cached_tokens;
                     r.preemptions = p.preemptions;
                     r.outcome = Outcome::Completed;
-                    let h = Handle { lane: r.lane, request: r.request };
+                    let h = Handle {
+                        lane: r.lane,
+                        request: r.request,
+                    };
                     self.replay.complete(h, t, &mut self.ready);
                 }
             }
@@ -223,12 +273,24 @@ impl Sim<'_> {
         let st = self.replica.stats;
         summary.seed = cfg.seed;
         summary.concurrency = cfg.concurrency;
-        summary.kv_occupancy_mean = if st.busy_ns > 0 { st.occupancy_integral / st.busy_ns as f64 } else { 0.0 };
+        summary.kv_occupancy_mean = if st.busy_ns > 0 {
+            st.occupancy_integral / st.busy_ns as f64
+        } else {
+            0.0
+        };
         summary.kv_occupancy_max = st.occupancy_max;
-        summary.prefix_hit_rate = if st.lookup_tokens > 0 { st.hit_tokens as f64 / st.lookup_tokens as f64 } else { 0.0 };
+        summary.prefix_hit_rate = if st.lookup_tokens > 0 {
+            st.hit_tokens as f64 / st.lookup_tokens as f64
+        } else {
+            0.0
+        };
         summary.preemptions = st.preemptions;
         summary.steps = st.steps;
         summary.trees_started = self.replay.trees_started();
-        RunOutput { records: self.records, summary, timeline: self.replica.timeline.take() }
+        RunOutput {
+            records: self.records,
+            summary,
+            timeline: self.replica.timeline.take(),
+        }
     }
 }

@@ -1,8 +1,8 @@
 //! The workload-only scan: the value an infinitely fast server would be asked for inside the window
 //! (a closed-loop walk with zero service time).
 
-use crate::des::{EventQueue, Time};
 use crate::deployment::Prices;
+use crate::des::{EventQueue, Time};
 use crate::replay::{Handle, Replay, ReplayConfig, StartMode};
 use crate::score::value;
 use serde::Serialize;
@@ -31,15 +31,30 @@ pub struct Offer {
 pub struct Unbounded(pub u64);
 
 /// Walks `source` closed-loop with zero service time for `window_s` seconds.
-pub fn scan(source: &dyn TreeSource, prices: &Prices, seed: u64, concurrency: u32, window_s: f64, idle_gap_cap_s: f64) -> Result<Offer, Unbounded> {
+pub fn scan(
+    source: &dyn TreeSource,
+    prices: &Prices,
+    seed: u64,
+    concurrency: u32,
+    window_s: f64,
+    idle_gap_cap_s: f64,
+) -> Result<Offer, Unbounded> {
     const LIMIT: u64 = 1_000_000;
-    let cfg = ReplayConfig { concurrency, idle_gap_cap_ns: Time::from_secs(idle_gap_cap_s).0, start: StartMode::Cold, seed };
+    let cfg = ReplayConfig {
+        concurrency,
+        idle_gap_cap_ns: Time::from_secs(idle_gap_cap_s).0,
+        start: StartMode::Cold,
+        seed,
+    };
     let mut replay = Replay::new(source, cfg);
     let mut queue: EventQueue<Handle> = EventQueue::new();
     let mut ready = Vec::new();
     replay.start(Time::ZERO, &mut ready);
     let window = Time::from_secs(window_s);
-    let mut offer = Offer { seed, ..Offer::default() };
+    let mut offer = Offer {
+        seed,
+        ..Offer::default()
+    };
     let (mut instant, mut at_instant) = (Time::ZERO, 0u64);
     loop {
         for r in ready.drain(..) {

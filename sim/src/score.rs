@@ -62,7 +62,11 @@ impl Record {
     /// Time per output token after the first, seconds (0 when at most one token arrived).
     pub fn tpot_s(&self) -> Option<f64> {
         let (f, l) = (self.first_token_ns?, self.last_token_ns?);
-        Some(if self.output_tokens <= 1 { 0.0 } else { (l - f) as f64 / 1e9 / (self.output_tokens - 1) as f64 })
+        Some(if self.output_tokens <= 1 {
+            0.0
+        } else {
+            (l - f) as f64 / 1e9 / (self.output_tokens - 1) as f64
+        })
     }
 
     /// End-to-end latency, seconds.
@@ -111,7 +115,14 @@ impl Score {
     pub fn new(qualified_value: f64, gross_value: f64, gpu_cost: f64) -> Score {
         let d = qualified_value / gpu_cost;
         let g = gross_value / gpu_cost;
-        Score { d, g, f: if g > 0.0 { d / g } else { 0.0 }, qualified_value, gross_value, gpu_cost }
+        Score {
+            d,
+            g,
+            f: if g > 0.0 { d / g } else { 0.0 },
+            qualified_value,
+            gross_value,
+            gpu_cost,
+        }
     }
 }
 
@@ -126,6 +137,43 @@ pub fn score(records: &[Record], prices: &Prices, slo: &Slo, gpu_cost: f64) -> S
         }
     }
     Score::new(q, g, gpu_cost)
+}
+
+/// The records of the prefix window `[0, window_ns)` of a longer run: requests sent before the cut,
+/// those still running at the cut cancelled with the tokens they had by then. The replay is causal, so
+/// this is the run a window of that length would have produced; the only estimate is the token count
+/// of a request cut mid-stream, interpolated linearly between its first and last token.
+pub fn prefix_window(records: &[Record], window_ns: u64) -> Vec<Record> {
+    records
+        .iter()
+        .filter(|r| r.send_ns < window_ns)
+        .map(|r| {
+            if r.finish_ns.is_some_and(|f| f <= window_ns) {
+                return r.clone();
+            }
+            let mut c = r.clone();
+            c.outcome = Outcome::Cancelled;
+            c.finish_ns = None;
+            c.last_token_ns = None;
+            c.output_tokens = match (r.first_token_ns, r.last_token_ns) {
+                (Some(f), _) if f > window_ns => 0,
+                (None, _) => 0,
+                (Some(f), last) => {
+                    let end = last.unwrap_or(window_ns.max(f + 1));
+                    let span = (end - f).max(1) as f64;
+                    let got = 1.0
+                        + ((window_ns - f) as f64 / span
+                            * (r.output_tokens.saturating_sub(1)) as f64)
+                            .floor();
+                    (got as u32).min(r.output_tokens)
+                }
+            };
+            if c.output_tokens == 0 {
+                c.first_token_ns = None;
+            }
+            c
+        })
+        .collect()
 }
 
 /// Everything `simulate` reports about one run.
@@ -190,7 +238,10 @@ pub struct Summary {
 /// Latency quantiles and counts of a set of records (the parts of a summary that need no engine).
 pub fn summarise(records: &[Record], d: &Deployment, window_s: f64) -> (Score, Summary) {
     let s = score(records, &d.prices, &d.slo, d.cost(window_s));
-    let completed: Vec<&Record> = records.iter().filter(|r| r.outcome == Outcome::Completed).collect();
+    let completed: Vec<&Record> = records
+        .iter()
+        .filter(|r| r.outcome == Outcome::Completed)
+        .collect();
     let mut ttft: Vec<f64> = completed.iter().filter_map(|r| r.ttft_s()).collect();
     let mut tpot: Vec<f64> = completed.iter().filter_map(|r| r.tpot_s()).collect();
     let mut e2e: Vec<f64> = completed.iter().filter_map(|r| r.e2e_s()).collect();
@@ -198,7 +249,11 @@ pub fn summarise(records: &[Record], d: &Deployment, window_s: f64) -> (Score, S
     let overflow = count(|o| *o == Outcome::ContextOverflow);
     let input: u64 = records.iter().map(|r| r.input_tokens as u64).sum();
     let output: u64 = records.iter().map(|r| r.output_tokens as u64).sum();
-    let overflow_rate = if records.is_empty() { 0.0 } else { overflow as f64 / records.len() as f64 };
+    let overflow_rate = if records.is_empty() {
+        0.0
+    } else {
+        overflow as f64 / records.len() as f64
+    };
     let summary = Summary {
         deployment: d.name.clone(),
         seed: 0,
@@ -268,8 +323,14 @@ mod tests {
     #[test]
     fn a_hand_worked_run() {
         // Prices $1/M in and $10/M out; one GPU at $2/h for 1800 s costs $1.
-        let prices = Prices { input_per_m: 1.0, output_per_m: 10.0 };
-        let slo = Slo { ttft_s: 1.0, tpot_s: 0.05 };
+        let prices = Prices {
+            input_per_m: 1.0,
+            output_per_m: 10.0,
+        };
+        let slo = Slo {
+            ttft_s: 1.0,
+            tpot_s: 0.05,
+        };
         let ms = 1_000_000;
         let records = vec![
             // qualifies: TTFT 1.0 s (inclusive), TPOT (1000 ms - 0) / 20 = 50 ms (inclusive). v = 1 + 21e-5·10
@@ -289,9 +350,32 @@ mod tests {
     }
 
     #[test]
+    fn prefix_windows_cancel_what_runs_past_the_cut() {
+        let ms = 1_000_000;
+        let records = vec![
+            rec(0, 100 * ms, 200 * ms, 11, 11),
+            rec(50 * ms, 300 * ms, 700 * ms, 5, 5),
+            rec(400 * ms, 500 * ms, 600 * ms, 3, 3),
+        ];
+        let cut = prefix_window(&records, 400 * ms);
+        assert_eq!(cut.len(), 2, "the third was sent at the cut");
+        assert_eq!(cut[0], records[0]);
+        assert_eq!(cut[1].outcome, Outcome::Cancelled);
+        assert_eq!(cut[1].output_tokens, 2, "1 + floor(100/400 · 4)");
+        assert_eq!(prefix_window(&records, 250 * ms)[1].output_tokens, 0);
+        assert_eq!(prefix_window(&records, 10_000 * ms), records);
+    }
+
+    #[test]
     fn cancelled_and_failed_requests_count_in_g_only() {
-        let prices = Prices { input_per_m: 1.0, output_per_m: 1.0 };
-        let slo = Slo { ttft_s: 10.0, tpot_s: 10.0 };
+        let prices = Prices {
+            input_per_m: 1.0,
+            output_per_m: 1.0,
+        };
+        let slo = Slo {
+            ttft_s: 10.0,
+            tpot_s: 10.0,
+        };
         let mut r = rec(0, 1, 2, 3, 3);
         r.outcome = Outcome::Cancelled;
         let s = score(&[r.clone()], &prices, &slo, 1.0);

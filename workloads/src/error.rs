@@ -17,8 +17,18 @@ pub struct InputError {
 
 impl InputError {
     /// An error at `file:line`, field `field`.
-    pub fn new(file: &str, line: usize, field: impl Into<String>, reason: impl Into<String>) -> Self {
-        InputError { file: file.to_string(), line, field: field.into(), reason: reason.into() }
+    pub fn new(
+        file: &str,
+        line: usize,
+        field: impl Into<String>,
+        reason: impl Into<String>,
+    ) -> Self {
+        InputError {
+            file: file.to_string(),
+            line,
+            field: field.into(),
+            reason: reason.into(),
+        }
     }
 }
 

@@ -36,7 +36,11 @@ impl Generator {
                 spec.system_prefix_tokens, spec.compaction.summary_tokens
             ));
         }
-        Ok(Generator { spec, seed, threshold })
+        Ok(Generator {
+            spec,
+            seed,
+            threshold,
+        })
     }
 
     /// The spec this generator draws from.
@@ -58,7 +62,8 @@ impl Generator {
         };
         b.root();
         let requests = b.finish();
-        SessionTree::new(k, self.spec.block_size, requests).expect("the generator builds valid trees")
+        SessionTree::new(k, self.spec.block_size, requests)
+            .expect("the generator builds valid trees")
     }
 }
 
@@ -104,11 +109,18 @@ struct Builder<'a> {
 impl Builder<'_> {
     fn new_context(&mut self, agent: u32, after_prefix: u32) -> Context {
         let epoch = self.new_epoch(agent);
-        Context { agent, epoch, tokens: self.spec.system_prefix_tokens + after_prefix }
+        Context {
+            agent,
+            epoch,
+            tokens: self.spec.system_prefix_tokens + after_prefix,
+        }
     }
 
     fn new_epoch(&mut self, agent: u32) -> usize {
-        let key = mix2(self.tree_key, ((agent as u64) << 32) | self.epochs.len() as u64);
+        let key = mix2(
+            self.tree_key,
+            ((agent as u64) << 32) | self.epochs.len() as u64,
+        );
         self.epochs.push(Epoch { key, max_blocks: 0 });
         self.epochs.len() - 1
     }
@@ -140,14 +152,31 @@ impl Builder<'_> {
 
     /// Grows the context by `added` tokens before the next turn, compacting first when it would pass
     /// the threshold. Returns the dependencies and think time the next turn should use.
-    fn advance(&mut self, ctx: &mut Context, deps: Vec<u32>, added: u32, turn: u32, background: bool) -> (Vec<u32>, u64) {
+    fn advance(
+        &mut self,
+        ctx: &mut Context,
+        deps: Vec<u32>,
+        added: u32,
+        turn: u32,
+        background: bool,
+    ) -> (Vec<u32>, u64) {
         let think = self.think_ns();
         if ctx.tokens.saturating_add(added) <= self.threshold {
             ctx.tokens += added;
             return (deps, think);
         }
         let summary = self.spec.compaction.summary_tokens;
-        let c = self.push(ctx, Turn { kind: RequestKind::Compaction, deps, think_ns: think, output: summary, background, turn });
+        let c = self.push(
+            ctx,
+            Turn {
+                kind: RequestKind::Compaction,
+                deps,
+                think_ns: think,
+                output: summary,
+                background,
+                turn,
+            },
+        );
         ctx.epoch = self.new_epoch(ctx.agent);
         ctx.tokens = self.spec.system_prefix_tokens + summary + added;
         (vec![c], 0)
@@ -163,11 +192,23 @@ impl Builder<'_> {
         for turn in 0..turns {
             if turn > 0 {
                 let joined = deps.len().saturating_sub(1) as u32;
-                let added = spec.tool_result_tokens.sample_tokens(&mut self.rng, 0) + joined * spec.subagents.result_tokens;
-                (deps, think_ns) = self.advance(&mut ctx, std::mem::take(&mut deps), added, turn, false);
+                let added = spec.tool_result_tokens.sample_tokens(&mut self.rng, 0)
+                    + joined * spec.subagents.result_tokens;
+                (deps, think_ns) =
+                    self.advance(&mut ctx, std::mem::take(&mut deps), added, turn, false);
             }
             let output = spec.output_tokens.sample_tokens(&mut self.rng, 1);
-            let id = self.push(&ctx, Turn { kind: RequestKind::RootTurn, deps: std::mem::take(&mut deps), think_ns, output, background: false, turn });
+            let id = self.push(
+                &ctx,
+                Turn {
+                    kind: RequestKind::RootTurn,
+                    deps: std::mem::take(&mut deps),
+                    think_ns,
+                    output,
+                    background: false,
+                    turn,
+                },
+            );
             ctx.tokens += output;
             deps.push(id);
             if self.rng.random::<f64>() < spec.subagents.spawn_probability {
@@ -199,7 +240,17 @@ impl Builder<'_> {
                 (deps, think_ns) = self.advance(&mut ctx, vec![last], added, turn, background);
             }
             let output = spec.output_tokens.sample_tokens(&mut self.rng, 1);
-            last = self.push(&ctx, Turn { kind: RequestKind::SubagentTurn, deps: std::mem::take(&mut deps), think_ns, output, background, turn });
+            last = self.push(
+                &ctx,
+                Turn {
+                    kind: RequestKind::SubagentTurn,
+                    deps: std::mem::take(&mut deps),
+                    think_ns,
+                    output,
+                    background,
+                    turn,
+                },
+            );
             ctx.tokens += output;
         }
         last
@@ -213,7 +264,13 @@ impl Builder<'_> {
             .iter()
             .map(|e| {
                 (0..e.max_blocks as u64)
-                    .map(|p| if p < prefix_blocks { mix2(GLOBAL_PREFIX_SALT, p) } else { mix2(e.key, p) })
+                    .map(|p| {
+                        if p < prefix_blocks {
+                            mix2(GLOBAL_PREFIX_SALT, p)
+                        } else {
+                            mix2(e.key, p)
+                        }
+                    })
                     .collect()
             })
             .collect();
@@ -247,11 +304,21 @@ mod tests {
     #[test]
     fn consecutive_root_turns_share_a_growing_prefix() {
         let t = gen(1).generate(0);
-        let roots: Vec<&Request> = t.requests().iter().filter(|r| r.kind == RequestKind::RootTurn).collect();
+        let roots: Vec<&Request> = t
+            .requests()
+            .iter()
+            .filter(|r| r.kind == RequestKind::RootTurn)
+            .collect();
         for w in roots.windows(2) {
             let (a, b) = (w[0].blocks.as_slice(), w[1].blocks.as_slice());
             if b.len() >= a.len() && w[1].deps.contains(&w[0].id) {
-                assert_eq!(&b[..a.len()], a, "turn {} must extend turn {}", w[1].id, w[0].id);
+                assert_eq!(
+                    &b[..a.len()],
+                    a,
+                    "turn {} must extend turn {}",
+                    w[1].id,
+                    w[0].id
+                );
             }
         }
     }
@@ -260,8 +327,14 @@ mod tests {
     fn every_tree_shares_the_system_prefix() {
         let (a, b) = (gen(1).generate(0), gen(2).generate(5));
         let n = (20_000 / 64) as usize;
-        assert_eq!(a.requests()[0].blocks.as_slice()[..n], b.requests()[0].blocks.as_slice()[..n]);
-        assert_ne!(a.requests()[0].blocks.as_slice()[n], b.requests()[0].blocks.as_slice()[n]);
+        assert_eq!(
+            a.requests()[0].blocks.as_slice()[..n],
+            b.requests()[0].blocks.as_slice()[..n]
+        );
+        assert_ne!(
+            a.requests()[0].blocks.as_slice()[n],
+            b.requests()[0].blocks.as_slice()[n]
+        );
     }
 
     #[test]
@@ -271,12 +344,23 @@ mod tests {
         spec.root_turns = crate::spec::Dist::Constant { value: 200.0 };
         let g = Generator::new(spec, 3, 1_048_576).unwrap();
         let t = g.generate(0);
-        let compactions: Vec<&Request> = t.requests().iter().filter(|r| r.kind == RequestKind::Compaction).collect();
+        let compactions: Vec<&Request> = t
+            .requests()
+            .iter()
+            .filter(|r| r.kind == RequestKind::Compaction)
+            .collect();
         assert!(!compactions.is_empty());
         for c in compactions {
             assert_eq!(c.output_tokens, 2_000);
-            assert!(c.input_tokens <= 70_000 + 8_192, "history is at most the threshold plus one output");
-            let next = t.requests().iter().find(|r| r.deps == vec![c.id]).expect("a turn follows the compaction");
+            assert!(
+                c.input_tokens <= 70_000 + 8_192,
+                "history is at most the threshold plus one output"
+            );
+            let next = t
+                .requests()
+                .iter()
+                .find(|r| r.deps == vec![c.id])
+                .expect("a turn follows the compaction");
             assert!(next.input_tokens >= 22_000 && next.input_tokens <= 22_000 + 40_000);
             assert_eq!(next.think_ns, 0);
         }

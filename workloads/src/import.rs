@@ -64,7 +64,9 @@ pub struct Trace {
 impl Trace {
     /// Wraps trees (at least one).
     pub fn new(trees: Vec<SessionTree>) -> Option<Trace> {
-        (!trees.is_empty()).then(|| Trace { trees: trees.into_iter().map(Arc::new).collect() })
+        (!trees.is_empty()).then(|| Trace {
+            trees: trees.into_iter().map(Arc::new).collect(),
+        })
     }
 
     /// The trees in file order.
@@ -80,18 +82,32 @@ impl TreeSource for Trace {
 }
 
 /// Reads a trace file; `format` `None` detects it from the content.
-pub fn read_trace(path: &std::path::Path, format: Option<TraceFormat>) -> Result<Trace, InputError> {
+pub fn read_trace(
+    path: &std::path::Path,
+    format: Option<TraceFormat>,
+) -> Result<Trace, InputError> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| InputError::new(&file, 0, "", format!("cannot read: {e}")))?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| InputError::new(&file, 0, "", format!("cannot read: {e}")))?;
     parse_trace(&file, &text, format)
 }
 
 /// Parses trace text; `file` only names the source in errors.
-pub fn parse_trace(file: &str, text: &str, format: Option<TraceFormat>) -> Result<Trace, InputError> {
-    let format = match format.or_else(|| TraceFormat::detect(text)) {
-        Some(f) => f,
-        None => return Err(InputError::new(file, 1, "", "unknown trace format (expected Weka, Mooncake, Bailian or native JSON records)")),
-    };
+pub fn parse_trace(
+    file: &str,
+    text: &str,
+    format: Option<TraceFormat>,
+) -> Result<Trace, InputError> {
+    let format =
+        match format.or_else(|| TraceFormat::detect(text)) {
+            Some(f) => f,
+            None => return Err(InputError::new(
+                file,
+                1,
+                "",
+                "unknown trace format (expected Weka, Mooncake, Bailian or native JSON records)",
+            )),
+        };
     let trees = match format {
         TraceFormat::Weka => weka(file, text)?,
         TraceFormat::Mooncake => mooncake(file, text)?,
@@ -102,7 +118,10 @@ pub fn parse_trace(file: &str, text: &str, format: Option<TraceFormat>) -> Resul
 }
 
 /// Writes trees in the native format: one JSON tree per line.
-pub fn write_native<W: Write>(trees: impl IntoIterator<Item = Arc<SessionTree>>, mut w: W) -> std::io::Result<()> {
+pub fn write_native<W: Write>(
+    trees: impl IntoIterator<Item = Arc<SessionTree>>,
+    mut w: W,
+) -> std::io::Result<()> {
     for t in trees {
         serde_json::to_writer(&mut w, &*t)?;
         w.write_all(b"\n")?;
@@ -112,15 +131,26 @@ pub fn write_native<W: Write>(trees: impl IntoIterator<Item = Arc<SessionTree>>,
 
 /// Non-empty lines with their 1-based numbers.
 fn lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
-    text.lines().enumerate().map(|(i, l)| (i + 1, l.trim())).filter(|(_, l)| !l.is_empty())
+    text.lines()
+        .enumerate()
+        .map(|(i, l)| (i + 1, l.trim()))
+        .filter(|(_, l)| !l.is_empty())
 }
 
 /// Deserialises one JSON line, naming the field at fault.
-fn typed_line<T: for<'de> Deserialize<'de>>(file: &str, line: usize, text: &str) -> Result<T, InputError> {
+fn typed_line<T: for<'de> Deserialize<'de>>(
+    file: &str,
+    line: usize,
+    text: &str,
+) -> Result<T, InputError> {
     let mut de = serde_json::Deserializer::from_str(text);
     serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let field = e.path().to_string();
-        let field = if field == "." || field == "?" { String::new() } else { field };
+        let field = if field == "." || field == "?" {
+            String::new()
+        } else {
+            field
+        };
         InputError::new(file, line, field, e.into_inner().to_string())
     })
 }
@@ -140,14 +170,23 @@ enum Ids {
 
 /// A chain of `ids` for a prompt of `input` tokens in blocks of `block_size`; a trailing id for a
 /// partial block is dropped where the format has one (it cannot be cached), a longer chain is an error.
-fn prompt_chain(ids: &[u64], input: u64, block_size: u64, salt: u64, kind: Ids) -> Result<Blocks, String> {
+fn prompt_chain(
+    ids: &[u64],
+    input: u64,
+    block_size: u64,
+    salt: u64,
+    kind: Ids,
+) -> Result<Blocks, String> {
     let full = (input / block_size) as usize;
     let keep = if ids.len() <= full {
         ids.len()
     } else if kind == Ids::WithPartial && ids.len() == full + 1 && input % block_size != 0 {
         full
     } else {
-        return Err(format!("{} blocks of {block_size} tokens exceed the input of {input} tokens", ids.len()));
+        return Err(format!(
+            "{} blocks of {block_size} tokens exceed the input of {input} tokens",
+            ids.len()
+        ));
     };
     Ok(Blocks::from_vec(chain_ids(&ids[..keep], salt)))
 }
@@ -175,9 +214,22 @@ fn mooncake(file: &str, text: &str) -> Result<Vec<SessionTree>, InputError> {
         let m: MooncakeLine = typed_line(file, n, l)?;
         let input = at_least_one(file, n, "input_length", m.input_length)?;
         let output = at_least_one(file, n, "output_length", m.output_length)?;
-        let blocks = prompt_chain(&m.hash_ids, m.input_length, 512, 0, Ids::WithPartial).map_err(|e| InputError::new(file, n, "hash_ids", e))?;
-        let r = Request { id: 0, agent: 0, kind: RequestKind::RootTurn, deps: vec![], think_ns: 0, blocks, input_tokens: input, output_tokens: output, background: false, turn: 0 };
-        let tree = SessionTree::new(trees.len() as u64, 512, vec![r]).map_err(|e| InputError::new(file, n, "", e.to_string()))?;
+        let blocks = prompt_chain(&m.hash_ids, m.input_length, 512, 0, Ids::WithPartial)
+            .map_err(|e| InputError::new(file, n, "hash_ids", e))?;
+        let r = Request {
+            id: 0,
+            agent: 0,
+            kind: RequestKind::RootTurn,
+            deps: vec![],
+            think_ns: 0,
+            blocks,
+            input_tokens: input,
+            output_tokens: output,
+            background: false,
+            turn: 0,
+        };
+        let tree = SessionTree::new(trees.len() as u64, 512, vec![r])
+            .map_err(|e| InputError::new(file, n, "", e.to_string()))?;
         trees.push(tree);
     }
     Ok(trees)
@@ -205,37 +257,76 @@ fn bailian(file: &str, text: &str) -> Result<Vec<SessionTree>, InputError> {
     for (n, l) in lines(text) {
         let b: BailianLine = typed_line(file, n, l)?;
         if !(b.timestamp >= 0.0 && b.timestamp.is_finite()) {
-            return Err(InputError::new(file, n, "timestamp", "must be a non-negative number of seconds"));
+            return Err(InputError::new(
+                file,
+                n,
+                "timestamp",
+                "must be a non-negative number of seconds",
+            ));
         }
         let input = at_least_one(file, n, "input_length", b.input_length)?;
         let output = at_least_one(file, n, "output_length", b.output_length)?;
-        let blocks = prompt_chain(&b.hash_ids, b.input_length, 16, 0, Ids::FullBlocks).map_err(|e| InputError::new(file, n, "hash_ids", e))?;
+        let blocks = prompt_chain(&b.hash_ids, b.input_length, 16, 0, Ids::FullBlocks)
+            .map_err(|e| InputError::new(file, n, "hash_ids", e))?;
         let (tree, deps, think_s) = if b.parent_chat_id < 0 {
             trees.push((Vec::new(), n));
             (trees.len() - 1, vec![], 0.0)
         } else {
-            let &(t, r, ts) = where_is
-                .get(&b.parent_chat_id)
-                .ok_or_else(|| InputError::new(file, n, "parent_chat_id", format!("chat {} does not appear on an earlier line", b.parent_chat_id)))?;
+            let &(t, r, ts) = where_is.get(&b.parent_chat_id).ok_or_else(|| {
+                InputError::new(
+                    file,
+                    n,
+                    "parent_chat_id",
+                    format!(
+                        "chat {} does not appear on an earlier line",
+                        b.parent_chat_id
+                    ),
+                )
+            })?;
             (t, vec![r], (b.timestamp - ts).max(0.0))
         };
         let requests = &mut trees[tree].0;
         let id = requests.len() as u32;
         let turn = b.turn.map_or(id, |t| t.min(u32::MAX as u64) as u32);
-        requests.push(Request { id, agent: 0, kind: RequestKind::RootTurn, deps, think_ns: (think_s * 1e9) as u64, blocks, input_tokens: input, output_tokens: output, background: false, turn });
-        if where_is.insert(b.chat_id, (tree, id, b.timestamp)).is_some() {
-            return Err(InputError::new(file, n, "chat_id", format!("chat {} appears twice", b.chat_id)));
+        requests.push(Request {
+            id,
+            agent: 0,
+            kind: RequestKind::RootTurn,
+            deps,
+            think_ns: (think_s * 1e9) as u64,
+            blocks,
+            input_tokens: input,
+            output_tokens: output,
+            background: false,
+            turn,
+        });
+        if where_is
+            .insert(b.chat_id, (tree, id, b.timestamp))
+            .is_some()
+        {
+            return Err(InputError::new(
+                file,
+                n,
+                "chat_id",
+                format!("chat {} appears twice", b.chat_id),
+            ));
         }
     }
     trees
         .into_iter()
         .enumerate()
-        .map(|(i, (reqs, line))| SessionTree::new(i as u64, 16, reqs).map_err(|e| InputError::new(file, line, "", e.to_string())))
+        .map(|(i, (reqs, line))| {
+            SessionTree::new(i as u64, 16, reqs)
+                .map_err(|e| InputError::new(file, line, "", e.to_string()))
+        })
         .collect()
 }
 
 /// Top-level JSON values of a file (one object, or JSONL) with the line each starts on.
-fn json_values<'a>(file: &'a str, text: &'a str) -> impl Iterator<Item = Result<(usize, Value), InputError>> + 'a {
+fn json_values<'a>(
+    file: &'a str,
+    text: &'a str,
+) -> impl Iterator<Item = Result<(usize, Value), InputError>> + 'a {
     let mut stream = serde_json::Deserializer::from_str(text).into_iter::<Value>();
     let mut offset = 0usize;
     std::iter::from_fn(move || {
@@ -243,7 +334,10 @@ fn json_values<'a>(file: &'a str, text: &'a str) -> impl Iterator<Item = Result<
         let line = 1 + text[..offset + skipped].matches('\n').count();
         let item = stream.next()?;
         offset = stream.byte_offset();
-        Some(item.map(|v| (line, v)).map_err(|e| InputError::new(file, e.line(), "", format!("malformed JSON: {e}"))))
+        Some(
+            item.map(|v| (line, v))
+                .map_err(|e| InputError::new(file, e.line(), "", format!("malformed JSON: {e}"))),
+        )
     })
 }
 
@@ -252,7 +346,15 @@ fn weka(file: &str, text: &str) -> Result<Vec<SessionTree>, InputError> {
     for item in json_values(file, text) {
         let (line, v) = item?;
         let index = trees.len() as u64;
-        let mut w = Weka { file, line, requests: Vec::new(), next_agent: 1, salt: 0, block_size: 64, root_turns: 0 };
+        let mut w = Weka {
+            file,
+            line,
+            requests: Vec::new(),
+            next_agent: 1,
+            salt: 0,
+            block_size: 64,
+            root_turns: 0,
+        };
         trees.push(w.trace(&v, index)?);
     }
     Ok(trees)
@@ -275,23 +377,34 @@ impl Weka<'_> {
     }
 
     fn object<'v>(&self, v: &'v Value, path: &str) -> Result<&'v Map<String, Value>, InputError> {
-        v.as_object().ok_or_else(|| self.err(path, "expected a JSON object"))
+        v.as_object()
+            .ok_or_else(|| self.err(path, "expected a JSON object"))
     }
 
     fn count(&self, o: &Map<String, Value>, path: &str, name: &str) -> Result<u64, InputError> {
         let field = join(path, name);
         match o.get(name) {
             None | Some(Value::Null) => Err(self.err(&field, "missing")),
-            Some(v) => v.as_u64().ok_or_else(|| self.err(&field, format!("expected a non-negative integer, got {v}"))),
+            Some(v) => v.as_u64().ok_or_else(|| {
+                self.err(&field, format!("expected a non-negative integer, got {v}"))
+            }),
         }
     }
 
-    fn seconds(&self, o: &Map<String, Value>, path: &str, name: &str) -> Result<Option<f64>, InputError> {
+    fn seconds(
+        &self,
+        o: &Map<String, Value>,
+        path: &str,
+        name: &str,
+    ) -> Result<Option<f64>, InputError> {
         match o.get(name) {
             None | Some(Value::Null) => Ok(None),
             Some(v) => match v.as_f64() {
                 Some(x) if x >= 0.0 && x.is_finite() => Ok(Some(x)),
-                _ => Err(self.err(&join(path, name), format!("expected a non-negative number of seconds, got {v}"))),
+                _ => Err(self.err(
+                    &join(path, name),
+                    format!("expected a non-negative number of seconds, got {v}"),
+                )),
             },
         }
     }
@@ -309,14 +422,25 @@ impl Weka<'_> {
             Some("local") => index + 1,
             _ => 0,
         };
-        let list = o.get("requests").and_then(Value::as_array).ok_or_else(|| self.err("requests", "missing or not a list"))?;
+        let list = o
+            .get("requests")
+            .and_then(Value::as_array)
+            .ok_or_else(|| self.err("requests", "missing or not a list"))?;
         self.agent(list, "requests", 0, false, &[])?;
         let requests = std::mem::take(&mut self.requests);
-        SessionTree::new(index, self.block_size as u32, requests).map_err(|e| self.err("requests", e.to_string()))
+        SessionTree::new(index, self.block_size as u32, requests)
+            .map_err(|e| self.err("requests", e.to_string()))
     }
 
     /// Adds one agent's requests; returns its last request (None if it has none).
-    fn agent(&mut self, list: &[Value], path: &str, agent: u32, background: bool, entry: &[u32]) -> Result<Option<u32>, InputError> {
+    fn agent(
+        &mut self,
+        list: &[Value],
+        path: &str,
+        agent: u32,
+        background: bool,
+        entry: &[u32],
+    ) -> Result<Option<u32>, InputError> {
         let mut prev: Option<u32> = None;
         let mut joins: Vec<u32> = Vec::new();
         let mut prev_end: Option<f64> = None;
@@ -326,8 +450,12 @@ impl Weka<'_> {
             let o = self.object(item, &p)?;
             let spawner: Vec<u32> = prev.map_or_else(|| entry.to_vec(), |r| vec![r]);
             if o.get("type").and_then(Value::as_str) == Some("subagent") {
-                let bg = background || o.get("status").and_then(Value::as_str) == Some("async_launched");
-                let sub = o.get("requests").and_then(Value::as_array).ok_or_else(|| self.err(&join(&p, "requests"), "missing or not a list"))?;
+                let bg =
+                    background || o.get("status").and_then(Value::as_str) == Some("async_launched");
+                let sub = o
+                    .get("requests")
+                    .and_then(Value::as_array)
+                    .ok_or_else(|| self.err(&join(&p, "requests"), "missing or not a list"))?;
                 let id = self.next_agent;
                 self.next_agent += 1;
                 if let Some(last) = self.agent(sub, &join(&p, "requests"), id, bg, &spawner)? {
@@ -346,14 +474,21 @@ impl Weka<'_> {
                 return Err(self.err(&join(&p, "out"), "must be at least 1"));
             }
             let ids = self.hash_ids(o, &p)?;
-            let blocks = prompt_chain(&ids, input, self.block_size, self.salt, Ids::FullBlocks).map_err(|e| self.err(&join(&p, "hash_ids"), e))?;
+            let blocks = prompt_chain(&ids, input, self.block_size, self.salt, Ids::FullBlocks)
+                .map_err(|e| self.err(&join(&p, "hash_ids"), e))?;
             let t = self.seconds(o, &p, "t")?;
             let think_s = match (self.seconds(o, &p, "think_time")?, t, prev_end) {
                 (Some(x), _, _) => x,
                 (None, Some(t), Some(end)) => (t - end).max(0.0),
                 _ => 0.0,
             };
-            prev_end = t.map(|t| t + self.seconds(o, &p, "api_time").ok().flatten().unwrap_or(0.0));
+            prev_end = t.map(|t| {
+                t + self
+                    .seconds(o, &p, "api_time")
+                    .ok()
+                    .flatten()
+                    .unwrap_or(0.0)
+            });
             let mut deps = spawner;
             deps.append(&mut joins);
             if agent == 0 {
@@ -361,8 +496,23 @@ impl Weka<'_> {
                 self.root_turns += 1;
             }
             let id = self.requests.len() as u32;
-            let kind = if agent == 0 { RequestKind::RootTurn } else { RequestKind::SubagentTurn };
-            self.requests.push(Request { id, agent, kind, deps, think_ns: (think_s * 1e9) as u64, blocks, input_tokens: input as u32, output_tokens: output as u32, background, turn });
+            let kind = if agent == 0 {
+                RequestKind::RootTurn
+            } else {
+                RequestKind::SubagentTurn
+            };
+            self.requests.push(Request {
+                id,
+                agent,
+                kind,
+                deps,
+                think_ns: (think_s * 1e9) as u64,
+                blocks,
+                input_tokens: input as u32,
+                output_tokens: output as u32,
+                background,
+                turn,
+            });
             prev = Some(id);
         }
         Ok(prev.or_else(|| joins.last().copied()))
@@ -375,7 +525,14 @@ impl Weka<'_> {
             Some(Value::Array(a)) => a
                 .iter()
                 .enumerate()
-                .map(|(j, x)| x.as_u64().ok_or_else(|| self.err(&format!("{field}[{j}]"), format!("expected a non-negative integer id, got {x}"))))
+                .map(|(j, x)| {
+                    x.as_u64().ok_or_else(|| {
+                        self.err(
+                            &format!("{field}[{j}]"),
+                            format!("expected a non-negative integer id, got {x}"),
+                        )
+                    })
+                })
                 .collect(),
             Some(v) => Err(self.err(&field, format!("expected a list of ids, got {v}"))),
         }

@@ -33,7 +33,8 @@ pub use tree::{Blocks, Request, RequestKind, SessionTree, TreeError};
 /// Reads a workload spec YAML file, naming the file and field on error.
 pub fn read_spec(path: &std::path::Path) -> Result<WorkloadSpec, InputError> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| InputError::new(&file, 0, "", format!("cannot read: {e}")))?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| InputError::new(&file, 0, "", format!("cannot read: {e}")))?;
     parse_spec(&file, &text)
 }
 

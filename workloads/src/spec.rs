@@ -49,18 +49,35 @@ pub enum Dist {
 impl Dist {
     /// A lognormal with a cap and a floor.
     pub fn lognormal(median: f64, sigma: f64, min: Option<f64>, max: Option<f64>) -> Dist {
-        Dist::Lognormal { median, sigma, min, max }
+        Dist::Lognormal {
+            median,
+            sigma,
+            min,
+            max,
+        }
     }
 
     /// Checks the parameters; the error names the parameter and says why.
     pub fn check(&self) -> Result<(), String> {
         let bad = |name: &str, why: &str| Err(format!("{name}: {why}"));
         match *self {
-            Dist::Constant { value } if !(value >= 0.0 && value.is_finite()) => bad("value", "must be a finite non-negative number"),
-            Dist::Lognormal { median, .. } if !(median > 0.0 && median.is_finite()) => bad("median", "must be positive"),
-            Dist::Lognormal { sigma, .. } if !(sigma >= 0.0 && sigma.is_finite()) => bad("sigma", "must be non-negative"),
-            Dist::Lognormal { min: Some(lo), max: Some(hi), .. } if lo > hi => bad("min", "must not exceed max"),
-            Dist::Uniform { low, high } if !(low >= 0.0 && low <= high && high.is_finite()) => bad("low", "must satisfy 0 <= low <= high"),
+            Dist::Constant { value } if !(value >= 0.0 && value.is_finite()) => {
+                bad("value", "must be a finite non-negative number")
+            }
+            Dist::Lognormal { median, .. } if !(median > 0.0 && median.is_finite()) => {
+                bad("median", "must be positive")
+            }
+            Dist::Lognormal { sigma, .. } if !(sigma >= 0.0 && sigma.is_finite()) => {
+                bad("sigma", "must be non-negative")
+            }
+            Dist::Lognormal {
+                min: Some(lo),
+                max: Some(hi),
+                ..
+            } if lo > hi => bad("min", "must not exceed max"),
+            Dist::Uniform { low, high } if !(low >= 0.0 && low <= high && high.is_finite()) => {
+                bad("low", "must satisfy 0 <= low <= high")
+            }
             Dist::Geometric { p, .. } if !(p > 0.0 && p <= 1.0) => bad("p", "must be in (0, 1]"),
             Dist::Geometric { offset, .. } if offset < 0.0 => bad("offset", "must be non-negative"),
             _ => Ok(()),
@@ -71,7 +88,12 @@ impl Dist {
     pub fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> f64 {
         match *self {
             Dist::Constant { value } => value,
-            Dist::Lognormal { median, sigma, min, max } => {
+            Dist::Lognormal {
+                median,
+                sigma,
+                min,
+                max,
+            } => {
                 let x = if sigma == 0.0 {
                     median
                 } else {
@@ -137,7 +159,11 @@ impl Default for SubagentSpec {
     fn default() -> Self {
         SubagentSpec {
             spawn_probability: 0.04,
-            fanout: Dist::Geometric { p: 0.5, offset: 1.0, max: Some(5.0) },
+            fanout: Dist::Geometric {
+                p: 0.5,
+                offset: 1.0,
+                max: Some(5.0),
+            },
             turns: Dist::lognormal(15.0, 0.6, Some(1.0), None),
             first_prompt_tokens: 2_000,
             result_tokens: 500,
@@ -160,7 +186,11 @@ pub struct CompactionSpec {
 
 impl Default for CompactionSpec {
     fn default() -> Self {
-        CompactionSpec { context_fraction: 0.9, max_tokens: 160_000, summary_tokens: 2_000 }
+        CompactionSpec {
+            context_fraction: 0.9,
+            max_tokens: 160_000,
+            summary_tokens: 2_000,
+        }
     }
 }
 
@@ -213,7 +243,10 @@ impl WorkloadSpec {
     /// Checks every field; the error names the field and the reason.
     pub fn check(&self) -> Result<(), String> {
         if self.profile != "agentic-coding" {
-            return Err(format!("profile: unknown profile {:?} (only \"agentic-coding\" exists)", self.profile));
+            return Err(format!(
+                "profile: unknown profile {:?} (only \"agentic-coding\" exists)",
+                self.profile
+            ));
         }
         if self.block_size == 0 {
             return Err("block_size: must be positive".into());
@@ -272,10 +305,20 @@ mod tests {
     fn bad_parameters_are_named() {
         let mut spec = WorkloadSpec::default();
         spec.output_tokens = Dist::lognormal(-1.0, 1.0, None, None);
-        assert_eq!(spec.check().unwrap_err(), "output_tokens.median: must be positive");
+        assert_eq!(
+            spec.check().unwrap_err(),
+            "output_tokens.median: must be positive"
+        );
         spec = WorkloadSpec::default();
-        spec.subagents.fanout = Dist::Geometric { p: 0.0, offset: 1.0, max: None };
-        assert_eq!(spec.check().unwrap_err(), "subagents.fanout.p: must be in (0, 1]");
+        spec.subagents.fanout = Dist::Geometric {
+            p: 0.0,
+            offset: 1.0,
+            max: None,
+        };
+        assert_eq!(
+            spec.check().unwrap_err(),
+            "subagents.fanout.p: must be in (0, 1]"
+        );
     }
 
     #[test]
@@ -286,7 +329,11 @@ mod tests {
             let x = d.sample(&mut rng);
             assert!((1.0..=8192.0).contains(&x));
         }
-        let g = Dist::Geometric { p: 0.5, offset: 1.0, max: Some(5.0) };
+        let g = Dist::Geometric {
+            p: 0.5,
+            offset: 1.0,
+            max: Some(5.0),
+        };
         for _ in 0..10_000 {
             let x = g.sample(&mut rng);
             assert!((1.0..=5.0).contains(&x) && x.fract() == 0.0);

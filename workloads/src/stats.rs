@@ -29,7 +29,14 @@ impl Quantiles {
         }
         values.sort_by(f64::total_cmp);
         let mean = values.iter().sum::<f64>() / values.len() as f64;
-        Quantiles { count: values.len(), mean, p50: quantile(values, 0.5), p90: quantile(values, 0.9), p99: quantile(values, 0.99), max: values[values.len() - 1] }
+        Quantiles {
+            count: values.len(),
+            mean,
+            p50: quantile(values, 0.5),
+            p90: quantile(values, 0.9),
+            p99: quantile(values, 0.99),
+            max: values[values.len() - 1],
+        }
     }
 }
 
@@ -80,7 +87,8 @@ pub struct WorkloadStats {
 /// Summarises trees in the order given (the order matters only for the prefix-reuse ratio).
 pub fn workload_stats<'a>(trees: impl IntoIterator<Item = &'a SessionTree>) -> WorkloadStats {
     let mut s = WorkloadStats::default();
-    let (mut turns, mut per_tree, mut input, mut output, mut think) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut turns, mut per_tree, mut input, mut output, mut think) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut seen: HashSet<u64> = HashSet::new();
     let (mut reused, mut total) = (0u64, 0u64);
     for t in trees {
@@ -102,7 +110,10 @@ pub fn workload_stats<'a>(trees: impl IntoIterator<Item = &'a SessionTree>) -> W
                 agents.insert(r.agent, r.background);
             }
             let ids = r.blocks.as_slice();
-            let hit = ids.iter().rposition(|id| seen.contains(id)).map_or(0, |i| i + 1);
+            let hit = ids
+                .iter()
+                .rposition(|id| seen.contains(id))
+                .map_or(0, |i| i + 1);
             reused += hit as u64 * t.block_size as u64;
             total += r.input_tokens as u64;
             seen.extend(&ids[hit..]);
@@ -115,7 +126,11 @@ pub fn workload_stats<'a>(trees: impl IntoIterator<Item = &'a SessionTree>) -> W
     s.input_tokens = Quantiles::of(&mut input);
     s.output_tokens = Quantiles::of(&mut output);
     s.think_time_s = Quantiles::of(&mut think);
-    s.prefix_reuse_ratio = if total == 0 { 0.0 } else { reused as f64 / total as f64 };
+    s.prefix_reuse_ratio = if total == 0 {
+        0.0
+    } else {
+        reused as f64 / total as f64
+    };
     s
 }
 

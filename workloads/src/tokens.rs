@@ -31,7 +31,12 @@ pub fn block_tokens(block_id: u64, block_size: u32, vocab: Vocab, out: &mut Vec<
 }
 
 /// The full prompt of a request: its blocks' tokens, then tail tokens unique to (session, request).
-pub fn prompt_tokens(session_id: u64, request: &Request, block_size: u32, vocab: Vocab) -> Vec<u32> {
+pub fn prompt_tokens(
+    session_id: u64,
+    request: &Request,
+    block_size: u32,
+    vocab: Vocab,
+) -> Vec<u32> {
     let mut out = Vec::with_capacity(request.input_tokens as usize);
     for &b in request.blocks.as_slice() {
         block_tokens(b, block_size, vocab, &mut out);

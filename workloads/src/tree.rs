@@ -42,8 +42,15 @@ impl Blocks {
     /// # Panics
     /// If `len` exceeds the chain's length (a construction bug, not an input error).
     pub fn prefix_of(chain: Arc<[u64]>, len: usize) -> Blocks {
-        assert!(len <= chain.len(), "block prefix {len} longer than chain {}", chain.len());
-        Blocks { chain, len: len as u32 }
+        assert!(
+            len <= chain.len(),
+            "block prefix {len} longer than chain {}",
+            chain.len()
+        );
+        Blocks {
+            chain,
+            len: len as u32,
+        }
     }
 
     /// A chain owning exactly these ids.
@@ -180,7 +187,11 @@ pub struct SessionTree {
 impl SessionTree {
     /// Validates and builds a tree: ids are positions, dependencies point to earlier requests
     /// (so the graph is a DAG), block chains fit the prompts, every request asks for output.
-    pub fn new(session_id: u64, block_size: u32, requests: Vec<Request>) -> Result<Self, TreeError> {
+    pub fn new(
+        session_id: u64,
+        block_size: u32,
+        requests: Vec<Request>,
+    ) -> Result<Self, TreeError> {
         if requests.is_empty() {
             return Err(TreeError::Empty);
         }
@@ -195,13 +206,22 @@ impl SessionTree {
                 return Err(TreeError::BadDependency { index, dep });
             }
             if r.blocks.len() as u64 * block_size as u64 > r.input_tokens as u64 {
-                return Err(TreeError::ChainTooLong { index, blocks: r.blocks.len(), block_size, input: r.input_tokens });
+                return Err(TreeError::ChainTooLong {
+                    index,
+                    blocks: r.blocks.len(),
+                    block_size,
+                    input: r.input_tokens,
+                });
             }
             if r.output_tokens == 0 {
                 return Err(TreeError::NoOutput { index });
             }
         }
-        Ok(SessionTree { session_id, block_size, requests })
+        Ok(SessionTree {
+            session_id,
+            block_size,
+            requests,
+        })
     }
 
     /// The requests, in a topological order.
@@ -221,12 +241,19 @@ impl SessionTree {
 
     /// Distinct agents (root plus sub-agents).
     pub fn agents(&self) -> usize {
-        self.requests.iter().map(|r| r.agent).max().map_or(0, |m| m as usize + 1)
+        self.requests
+            .iter()
+            .map(|r| r.agent)
+            .max()
+            .map_or(0, |m| m as usize + 1)
     }
 
     /// Number of root turns (the highest turn index plus one).
     pub fn root_turns(&self) -> u32 {
-        self.requests.iter().filter(|r| r.kind == RequestKind::RootTurn).count() as u32
+        self.requests
+            .iter()
+            .filter(|r| r.kind == RequestKind::RootTurn)
+            .count() as u32
     }
 
     /// Same tree under another session id (used when a finite trace is cycled).
@@ -246,7 +273,8 @@ impl<'de> Deserialize<'de> for SessionTree {
             requests: Vec<Request>,
         }
         let raw = Raw::deserialize(d)?;
-        SessionTree::new(raw.session_id, raw.block_size, raw.requests).map_err(serde::de::Error::custom)
+        SessionTree::new(raw.session_id, raw.block_size, raw.requests)
+            .map_err(serde::de::Error::custom)
     }
 }
 
@@ -274,10 +302,27 @@ mod tests {
         let cases: Vec<(Vec<Request>, Option<TreeError>)> = vec![
             (vec![req(0, vec![], 2, 128), req(1, vec![0], 3, 200)], None),
             (vec![], Some(TreeError::Empty)),
-            (vec![req(1, vec![], 0, 1)], Some(TreeError::IdNotPosition { index: 0, id: 1 })),
-            (vec![req(0, vec![0], 0, 1)], Some(TreeError::BadDependency { index: 0, dep: 0 })),
-            (vec![req(0, vec![], 0, 1), req(1, vec![5], 0, 1)], Some(TreeError::BadDependency { index: 1, dep: 5 })),
-            (vec![req(0, vec![], 3, 191)], Some(TreeError::ChainTooLong { index: 0, blocks: 3, block_size: 64, input: 191 })),
+            (
+                vec![req(1, vec![], 0, 1)],
+                Some(TreeError::IdNotPosition { index: 0, id: 1 }),
+            ),
+            (
+                vec![req(0, vec![0], 0, 1)],
+                Some(TreeError::BadDependency { index: 0, dep: 0 }),
+            ),
+            (
+                vec![req(0, vec![], 0, 1), req(1, vec![5], 0, 1)],
+                Some(TreeError::BadDependency { index: 1, dep: 5 }),
+            ),
+            (
+                vec![req(0, vec![], 3, 191)],
+                Some(TreeError::ChainTooLong {
+                    index: 0,
+                    blocks: 3,
+                    block_size: 64,
+                    input: 191,
+                }),
+            ),
         ];
         for (requests, want) in cases {
             assert_eq!(SessionTree::new(1, 64, requests).err(), want);

@@ -1,0 +1,335 @@
+//! SVG plots (plotters): the sweep's D/G/f against concurrency, a run's timeline, and a histogram.
+
+use anyhow::{anyhow, Result};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
+
+fn err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
+    anyhow!("cannot draw the plot: {e:?}")
+}
+
+/// One metric over concurrency levels: mean line and a min..max band per level.
+pub struct Band<'a> {
+    pub title: &'a str,
+    pub unit: &'a str,
+    pub x: &'a [f64],
+    pub mean: Vec<f64>,
+    pub min: Vec<f64>,
+    pub max: Vec<f64>,
+}
+
+/// Three stacked panels (D, G, f) against concurrency on a log axis. Levels whose mean f reaches
+/// `qualified_f` are shaded green; `recommended` gets a vertical line.
+pub fn sweep_svg(
+    title: &str,
+    bands: &[Band<'_>],
+    qualified: &[bool],
+    recommended: f64,
+) -> Result<String> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (900, 320 * bands.len() as u32 + 40))
+            .into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let (top, rest) = root.split_vertically(40);
+        top.titled(title, ("sans-serif", 20)).map_err(err)?;
+        let panels = rest.split_evenly((bands.len(), 1));
+        for (area, band) in panels.iter().zip(bands) {
+            band_panel(area, band, qualified, recommended)?;
+        }
+        root.present().map_err(err)?;
+    }
+    Ok(svg)
+}
+
+fn band_panel(area: &Area<'_>, b: &Band<'_>, qualified: &[bool], recommended: f64) -> Result<()> {
+    let (x0, x1) = (
+        b.x.iter().cloned().fold(f64::MAX, f64::min),
+        b.x.iter().cloned().fold(f64::MIN, f64::max),
+    );
+    let (x0, x1) = (x0 / 1.15, (x1 * 1.15).max(x0 * 1.5));
+    let ymax = b.max.iter().cloned().fold(0.0, f64::max).max(1e-9) * 1.1;
+    let mut chart = ChartBuilder::on(area)
+        .caption(format!("{} ({})", b.title, b.unit), ("sans-serif", 16))
+        .margin(12)
+        .x_label_area_size(32)
+        .y_label_area_size(64)
+        .build_cartesian_2d((x0..x1).log_scale(), 0f64..ymax)
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .x_desc("concurrent sessions (lanes)")
+        .y_desc(b.unit)
+        .max_light_lines(1)
+        .x_label_formatter(&|v| format!("{v:.0}"))
+        .draw()
+        .map_err(err)?;
+    // Shade the levels where most value meets the SLO.
+    for (i, &ok) in qualified.iter().enumerate() {
+        if ok {
+            let lo = if i == 0 {
+                x0
+            } else {
+                (b.x[i - 1] * b.x[i]).sqrt()
+            };
+            let hi = if i + 1 == b.x.len() {
+                x1
+            } else {
+                (b.x[i] * b.x[i + 1]).sqrt()
+            };
+            chart
+                .draw_series(std::iter::once(Rectangle::new(
+                    [(lo, 0.0), (hi, ymax)],
+                    GREEN.mix(0.12).filled(),
+                )))
+                .map_err(err)?;
+        }
+    }
+    let mut band: Vec<(f64, f64)> = b.x.iter().zip(&b.max).map(|(&x, &y)| (x, y)).collect();
+    band.extend(b.x.iter().zip(&b.min).rev().map(|(&x, &y)| (x, y)));
+    chart
+        .draw_series(std::iter::once(Polygon::new(band, BLUE.mix(0.18))))
+        .map_err(err)?;
+    chart
+        .draw_series(LineSeries::new(
+            b.x.iter().zip(&b.mean).map(|(&x, &y)| (x, y)),
+            BLUE.stroke_width(2),
+        ))
+        .map_err(err)?
+        .label("mean over seeds (band: min..max)")
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], BLUE.stroke_width(2)));
+    chart
+        .draw_series(
+            b.x.iter()
+                .zip(&b.mean)
+                .map(|(&x, &y)| Circle::new((x, y), 3, BLUE.filled())),
+        )
+        .map_err(err)?;
+    chart
+        .draw_series(std::iter::once(PathElement::new(
+            vec![(recommended, 0.0), (recommended, ymax)],
+            RED.stroke_width(1),
+        )))
+        .map_err(err)?
+        .label("recommended concurrency")
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], RED));
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperRight)
+        .draw()
+        .map_err(err)?;
+    Ok(())
+}
+
+/// A histogram of `values` with labelled vertical marks (quantiles).
+pub fn histogram_svg(
+    title: &str,
+    x_desc: &str,
+    values: &[f64],
+    marks: &[(&str, f64)],
+) -> Result<String> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (900, 480)).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let lo = values.iter().cloned().fold(f64::MAX, f64::min);
+        let hi = values.iter().cloned().fold(f64::MIN, f64::max);
+        let (lo, hi) = if hi > lo {
+            (lo, hi)
+        } else {
+            (lo - 0.5, lo + 0.5)
+        };
+        let bins = 24usize;
+        let width = (hi - lo) / bins as f64;
+        let mut counts = vec![0u32; bins];
+        for &v in values {
+            counts[(((v - lo) / width) as usize).min(bins - 1)] += 1;
+        }
+        let top = *counts.iter().max().unwrap_or(&1) as f64 * 1.15;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 18))
+            .margin(14)
+            .x_label_area_size(36)
+            .y_label_area_size(48)
+            .build_cartesian_2d(lo..hi, 0f64..top)
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .x_desc(x_desc)
+            .y_desc("seeds")
+            .draw()
+            .map_err(err)?;
+        chart
+            .draw_series(counts.iter().enumerate().map(|(i, &c)| {
+                let x = lo + i as f64 * width;
+                Rectangle::new(
+                    [(x, 0.0), (x + width * 0.92, c as f64)],
+                    BLUE.mix(0.6).filled(),
+                )
+            }))
+            .map_err(err)?;
+        for (i, &(label, x)) in marks.iter().enumerate() {
+            let color = Palette99::pick(i + 1).to_rgba();
+            chart
+                .draw_series(std::iter::once(PathElement::new(
+                    vec![(x, 0.0), (x, top)],
+                    color.stroke_width(2),
+                )))
+                .map_err(err)?
+                .label(format!("{label} = {x:.3}"))
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2))
+                });
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()
+            .map_err(err)?;
+        root.present().map_err(err)?;
+    }
+    Ok(svg)
+}
+
+/// Series of a run's timeline: per-step samples and per-request TTFTs.
+pub struct Timeline<'a> {
+    pub title: &'a str,
+    /// (time s, running, waiting, KV occupancy)
+    pub steps: Vec<(f64, f64, f64, f64)>,
+    /// (send time s, TTFT s)
+    pub ttft: Vec<(f64, f64)>,
+    pub ttft_target: f64,
+    /// (send time s, TPOT s)
+    pub tpot: Vec<(f64, f64)>,
+    pub tpot_target: f64,
+    pub window_s: f64,
+}
+
+/// Running and waiting sequences, KV occupancy, and each request's TTFT (at its send time) over time.
+pub fn timeline_svg(t: &Timeline<'_>) -> Result<String> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (1000, 1160)).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let (top, rest) = root.split_vertically(40);
+        top.titled(t.title, ("sans-serif", 20)).map_err(err)?;
+        let panels = rest.split_evenly((4, 1));
+        let xs = 0f64..t.window_s;
+        let seqs_max = t.steps.iter().map(|s| s.1.max(s.2)).fold(1.0, f64::max) * 1.1;
+        let mut c = ChartBuilder::on(&panels[0])
+            .caption("sequences in the engine", ("sans-serif", 15))
+            .margin(10)
+            .x_label_area_size(28)
+            .y_label_area_size(56)
+            .build_cartesian_2d(xs.clone(), 0f64..seqs_max)
+            .map_err(err)?;
+        c.configure_mesh().y_desc("sequences").draw().map_err(err)?;
+        c.draw_series(LineSeries::new(t.steps.iter().map(|s| (s.0, s.1)), BLUE))
+            .map_err(err)?
+            .label("running")
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], BLUE));
+        c.draw_series(LineSeries::new(t.steps.iter().map(|s| (s.0, s.2)), RED))
+            .map_err(err)?
+            .label("waiting")
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], RED));
+        c.configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()
+            .map_err(err)?;
+        let mut c = ChartBuilder::on(&panels[1])
+            .caption("KV cache occupancy", ("sans-serif", 15))
+            .margin(10)
+            .x_label_area_size(28)
+            .y_label_area_size(56)
+            .build_cartesian_2d(xs.clone(), 0f64..100f64)
+            .map_err(err)?;
+        c.configure_mesh()
+            .y_desc("% of blocks in use")
+            .draw()
+            .map_err(err)?;
+        c.draw_series(LineSeries::new(
+            t.steps.iter().map(|s| (s.0, s.3 * 100.0)),
+            GREEN.stroke_width(1),
+        ))
+        .map_err(err)?;
+        latency_panel(
+            &panels[2],
+            "TTFT of each request, at its send time (red: over the target)",
+            "TTFT (s)",
+            &t.ttft,
+            t.ttft_target,
+            1.0,
+            t.window_s,
+        )?;
+        latency_panel(
+            &panels[3],
+            "TPOT of each request, at its send time (red: over the target)",
+            "TPOT (ms)",
+            &t.tpot,
+            t.tpot_target,
+            1e3,
+            t.window_s,
+        )?;
+        root.present().map_err(err)?;
+    }
+    Ok(svg)
+}
+
+fn latency_panel(
+    area: &Area<'_>,
+    caption: &str,
+    y_desc: &str,
+    points: &[(f64, f64)],
+    target: f64,
+    scale: f64,
+    window_s: f64,
+) -> Result<()> {
+    let top = points.iter().map(|p| p.1).fold(target, f64::max) * scale * 1.1;
+    let mut c = ChartBuilder::on(area)
+        .caption(caption, ("sans-serif", 15))
+        .margin(10)
+        .x_label_area_size(36)
+        .y_label_area_size(56)
+        .build_cartesian_2d(0f64..window_s, 0f64..top)
+        .map_err(err)?;
+    c.configure_mesh()
+        .x_desc("time (s)")
+        .y_desc(y_desc)
+        .draw()
+        .map_err(err)?;
+    c.draw_series(points.iter().map(|&(x, y)| {
+        Circle::new(
+            (x, y * scale),
+            2,
+            if y <= target {
+                BLUE.filled()
+            } else {
+                RED.filled()
+            },
+        )
+    }))
+    .map_err(err)?;
+    c.draw_series(std::iter::once(PathElement::new(
+        vec![(0.0, target * scale), (window_s, target * scale)],
+        BLACK,
+    )))
+    .map_err(err)?
+    .label(format!(
+        "target {:.2} {}",
+        target * scale,
+        y_desc.split('(').nth(1).unwrap_or("").trim_end_matches(')')
+    ))
+    .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], BLACK));
+    c.configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(err)?;
+    Ok(())
+}
