@@ -154,6 +154,7 @@ fn more_memory_bandwidth_never_lowers_d() {
             dtype: d.weights,
             group_size: d.quant_group_size,
             tp: d.tp,
+            draft_params: 0.0,
         });
         let out = simulate(&d, &cost, &g, &RunConfig::new(6, 2, 600.0)).unwrap();
         assert!(
@@ -206,7 +207,7 @@ fn the_summary_agrees_with_the_records() {
 fn an_engine_too_small_for_one_request_fails_at_start_with_the_numbers() {
     let mut d = default_deployment();
     d.engine.gpu_memory_utilization = 0.3;
-    let e = serverbench_sim::Replica::new(&d)
+    let e = serverbench_sim::Replica::new(&d, 0)
         .err()
         .expect("a 1M-token context does not fit in 30 % of an L40");
     let msg = e.to_string();
@@ -217,7 +218,7 @@ fn an_engine_too_small_for_one_request_fails_at_start_with_the_numbers() {
         "{msg}"
     );
     d.engine.gpu_memory_utilization = 0.15;
-    let msg = serverbench_sim::Replica::new(&d).err().unwrap().to_string();
+    let msg = serverbench_sim::Replica::new(&d, 0).err().unwrap().to_string();
     assert!(msg.contains("weights"), "{msg}");
 }
 

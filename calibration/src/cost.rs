@@ -23,6 +23,10 @@ pub struct BatchShape {
     pub sliding_pairs: f64,
     /// Sliding-window KV tokens read (each sequence's context capped at the window).
     pub sliding_context: u64,
+    /// Extra query tokens of speculative verification (`k` per verifying sequence).
+    pub spec_tokens: u64,
+    /// Sequential draft passes before the verify step (`k` for a draft model or MTP head, 0 otherwise).
+    pub draft_passes: u32,
 }
 
 impl BatchShape {
@@ -52,9 +56,21 @@ impl BatchShape {
         }
     }
 
+    /// Adds a decode sequence that verifies `k` draft tokens after its `context` (k + 1 query tokens).
+    #[inline]
+    pub fn add_verify(&mut self, context: u32, k: u32, window: Option<u32>) {
+        self.add_decode(context, window);
+        let (c, kf) = (context as f64, k as f64);
+        self.spec_tokens += k as u64;
+        self.full_pairs += kf * (c + 1.0) + kf * (kf + 1.0) / 2.0;
+        if let Some(w) = window {
+            self.sliding_pairs += kf * (c.min(w as f64) + 1.0);
+        }
+    }
+
     /// Tokens the step runs through the linear layers.
     pub fn tokens(&self) -> u64 {
-        self.prefill_tokens + self.decode_seqs as u64
+        self.prefill_tokens + self.decode_seqs as u64 + self.spec_tokens
     }
 
     /// Sequences in the step.
@@ -90,6 +106,8 @@ pub struct CostModel {
     allreduce_s_per_token: f64,
     step_overhead_s: f64,
     per_sequence_overhead_s: f64,
+    draft_weights_s: f64,
+    draft_s_per_token: f64,
     /// The sliding window of the model, if it has sliding layers.
     pub window: Option<u32>,
 }
@@ -109,6 +127,8 @@ pub struct CostInputs<'a> {
     pub group_size: u32,
     /// Tensor-parallel degree.
     pub tp: u32,
+    /// Parameters one speculative draft pass streams (a draft model, an MTP head; 0 for n-gram drafts).
+    pub draft_params: f64,
 }
 
 /// Fraction of one layer group's KV that one GPU holds under tensor parallelism (heads split, never below one head).
@@ -179,6 +199,8 @@ impl CostModel {
                 / (hw.link_bandwidth * p.allreduce_efficiency),
             step_overhead_s: p.step_overhead_s,
             per_sequence_overhead_s: p.per_sequence_overhead_s,
+            draft_weights_s: 2.0 * i.draft_params / tp / bw,
+            draft_s_per_token: 2.0 * i.draft_params / tp / peak,
             window: m.sliding_attention.as_ref().and_then(|s| s.window),
         }
     }
@@ -200,7 +222,14 @@ impl CostModel {
             + b.sliding_context as f64 * self.sliding_read_s_per_token
             + n * self.kv_write_s_per_token
             + b.seqs() as f64 * self.state_s_per_seq;
+        let draft = if b.draft_passes > 0 {
+            let per_pass = self.draft_weights_s.max(self.draft_s_per_token * b.decode_seqs as f64);
+            b.draft_passes as f64 * (per_pass + self.allreduce_s)
+        } else {
+            0.0
+        };
         compute.max(memory)
+            + draft
             + self.allreduce_s
             + n * self.allreduce_s_per_token
             + self.step_overhead_s
@@ -236,6 +265,7 @@ mod tests {
             dtype,
             group_size: 128,
             tp,
+            draft_params: 0.0,
         })
     }
 
@@ -287,6 +317,31 @@ mod tests {
         let q4 = model("qwen3.8-27b", "l40", "l40-datasheet", 2, WeightDtype::Int4)
             .step_seconds(&decode(1, 1000));
         assert!(q4 < bf / 2.0, "int4 {q4} vs bf16 {bf}");
+    }
+
+    #[test]
+    fn verifying_four_drafts_costs_little_more_than_one_decode_at_batch_one() {
+        let c = model("qwen3-8b", "h200", "h200-datasheet", 1, WeightDtype::Bf16);
+        let mut v = BatchShape::default();
+        v.add_verify(4096, 4, None);
+        let (one, verify) = (c.step_seconds(&decode(1, 4096)), c.step_seconds(&v));
+        assert!(verify > one && verify < one * 1.1, "verify {verify} vs decode {one}");
+    }
+
+    #[test]
+    fn fp8_and_sliding_windows_cut_decode_time() {
+        let bf = model("qwen3-8b", "h200", "h200-datasheet", 1, WeightDtype::Bf16).step_seconds(&decode(1, 1000));
+        let f8 = model("qwen3-8b", "h200", "h200-datasheet", 1, WeightDtype::Fp8).step_seconds(&decode(1, 1000));
+        assert!(f8 < bf * 0.7, "fp8 {f8} vs bf16 {bf}");
+        let g = model("gemma4-e4b", "l40", "l40-datasheet", 1, WeightDtype::Bf16);
+        let mut windowed = BatchShape::default();
+        let mut unbounded = BatchShape::default();
+        for _ in 0..32 {
+            windowed.add_decode(60_000, Some(512));
+            unbounded.add_decode(60_000, None);
+        }
+        unbounded.sliding_context = 32 * 60_000;
+        assert!(g.step_seconds(&windowed) < g.step_seconds(&unbounded), "the window caps the KV the sliding layers read");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! Presets are built in; a YAML file names a `base` preset and overrides any field. Parsing is pure (no file IO here).
 
 use serde::{Deserialize, Serialize};
+use serverbench_workloads::RequestKind;
 use serverbench_calibration::{
     memory_plan, parse_yaml, ConfigError, CostInputs, CostModel, HardwareSpec, MemoryPlan,
     ModelSpec, Profile, WeightDtype, GIB,
@@ -13,6 +14,9 @@ use serverbench_calibration::{
 pub enum Policy {
     /// vLLM: decode first, then prefill chunks in arrival order; recompute preemption of the newest request.
     Vllm,
+    /// SGLang: radix prefix cache, waiting queue ordered by longest cached prefix, conservative admission
+    /// that reserves room for the decode tokens still to come, and prefill batches ahead of decode batches.
+    Sglang,
 }
 
 /// How a preempted request gives back its KV.
@@ -21,6 +25,107 @@ pub enum Policy {
 pub enum Preemption {
     /// Drop its KV and recompute prompt + generated tokens when it is scheduled again.
     Recompute,
+    /// Copy its KV to host memory over the host link and back when it is scheduled again
+    /// (falls back to recompute when `swap_space_gib` is full).
+    Swap,
+}
+
+/// How draft tokens are proposed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SpecMethod {
+    /// A small draft model runs `k` sequential passes.
+    Draft,
+    /// Prompt-lookup (n-gram) drafts: no GPU cost to propose.
+    Ngram,
+    /// A multi-token-prediction head: `k` passes of about one decoder layer.
+    Mtp,
+}
+
+/// Per-kind acceptance overrides.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KindAcceptance {
+    /// Root turns.
+    #[serde(default)]
+    pub root_turn: Option<f64>,
+    /// Sub-agent turns.
+    #[serde(default)]
+    pub subagent_turn: Option<f64>,
+    /// Compaction requests.
+    #[serde(default)]
+    pub compaction: Option<f64>,
+}
+
+/// Speculative decoding.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Speculative {
+    /// How drafts are proposed.
+    pub method: SpecMethod,
+    /// Draft length: tokens proposed per verify step.
+    pub k: u32,
+    /// Per-token acceptance probability α (each draft token is accepted with α until the first rejection).
+    pub acceptance: f64,
+    /// α per request kind, overriding `acceptance`.
+    #[serde(default)]
+    pub acceptance_by_kind: KindAcceptance,
+    /// Parameters one draft pass streams; default: 0.6 B for `draft`, one decoder layer for `mtp`, 0 for `ngram`.
+    #[serde(default)]
+    pub draft_params: Option<f64>,
+}
+
+impl Speculative {
+    /// Expected tokens per verify step: `(1 − α^(k+1)) / (1 − α)`.
+    pub fn expected_tokens(alpha: f64, k: u32) -> f64 {
+        if alpha >= 1.0 {
+            (k + 1) as f64
+        } else {
+            (1.0 - alpha.powi(k as i32 + 1)) / (1.0 - alpha)
+        }
+    }
+
+    /// Parameters one draft pass streams, for `model`.
+    pub fn draft_params(&self, model: &ModelSpec) -> f64 {
+        self.draft_params.unwrap_or(match self.method {
+            SpecMethod::Draft => 0.6e9,
+            SpecMethod::Ngram => 0.0,
+            SpecMethod::Mtp => model.matmul_params / model.layers as f64,
+        })
+    }
+
+    /// Draft passes per verify step.
+    pub fn draft_passes(&self) -> u32 {
+        match self.method {
+            SpecMethod::Ngram => 0,
+            _ => self.k,
+        }
+    }
+
+    /// α for a request kind.
+    pub fn alpha(&self, kind: RequestKind) -> f64 {
+        let by = &self.acceptance_by_kind;
+        match kind {
+            RequestKind::RootTurn => by.root_turn,
+            RequestKind::SubagentTurn => by.subagent_turn,
+            RequestKind::Compaction => by.compaction,
+        }
+        .unwrap_or(self.acceptance)
+    }
+}
+
+/// How requests are spread over data-parallel replicas.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Router {
+    /// Each request to the next replica in turn.
+    RoundRobin,
+    /// To the replica with the fewest running + waiting sequences (lowest index on ties).
+    LeastLoaded,
+    /// A lane (and its sub-agents) always to the same replica.
+    SessionAffinity,
+    /// To the replica holding the longest cached prefix of the prompt, least loaded on ties.
+    PrefixAware,
 }
 
 /// The engine's knobs.
@@ -43,6 +148,34 @@ pub struct EngineConfig {
     pub preemption: Preemption,
     /// Whether the prefix cache is on.
     pub prefix_caching: bool,
+    /// Host memory for swapped-out KV per GPU, GiB (`preemption: swap`).
+    #[serde(default = "default_swap_space")]
+    pub swap_space_gib: f64,
+    /// `sglang`: the fraction of each running request's remaining output that admission reserves room for.
+    #[serde(default = "default_new_token_ratio")]
+    pub new_token_ratio: f64,
+    /// Speculative decoding, when on.
+    #[serde(default)]
+    pub speculative: Option<Speculative>,
+}
+
+fn default_swap_space() -> f64 {
+    64.0
+}
+
+fn default_new_token_ratio() -> f64 {
+    0.7
+}
+
+impl EngineConfig {
+    /// Token budget and sequence cap a policy uses when the file does not set them:
+    /// vLLM 8192 / 256; SGLang 4096 (its chunked-prefill size on 40–60 GB GPUs) / 1024.
+    pub fn policy_budgets(policy: Policy) -> (u32, u32) {
+        match policy {
+            Policy::Vllm => (8192, 256),
+            Policy::Sglang => (4096, 1024),
+        }
+    }
 }
 
 impl Default for EngineConfig {
@@ -56,6 +189,9 @@ impl Default for EngineConfig {
             activation_reserve_gib: 1.0,
             preemption: Preemption::Recompute,
             prefix_caching: true,
+            swap_space_gib: default_swap_space(),
+            new_token_ratio: default_new_token_ratio(),
+            speculative: None,
         }
     }
 }
@@ -96,6 +232,9 @@ pub struct Deployment {
     pub tp: u32,
     /// Data-parallel replicas.
     pub dp: u32,
+    /// How requests are spread over replicas (when `dp > 1`).
+    #[serde(default = "default_router")]
+    pub router: Router,
     /// Weight format.
     pub weights: WeightDtype,
     /// Quantisation group size (int4).
@@ -110,6 +249,10 @@ pub struct Deployment {
     pub slo: Slo,
     /// Engine knobs.
     pub engine: EngineConfig,
+}
+
+fn default_router() -> Router {
+    Router::RoundRobin
 }
 
 /// The default deployment.
@@ -141,6 +284,7 @@ impl Deployment {
             profile: "l40-datasheet".into(),
             tp,
             dp: 1,
+            router: Router::RoundRobin,
             weights,
             quant_group_size: 128,
             context_limit: ctx,
@@ -237,6 +381,9 @@ impl Deployment {
         if let serde_yaml::Value::Mapping(m) = &mut overrides {
             m.remove("base");
         }
+        if let Some(engine) = overrides.get_mut("engine") {
+            apply_policy_budgets(engine);
+        }
         merge(&mut merged, overrides);
         let text = serde_yaml::to_string(&merged).expect("merged value serialises");
         let d: Deployment = parse_yaml(file, &text).map_err(|mut e| {
@@ -249,7 +396,8 @@ impl Deployment {
 
     /// Applies an engine YAML (any subset of `engine` fields).
     pub fn with_engine_yaml(mut self, file: &str, text: &str) -> Result<Deployment, ConfigError> {
-        let overrides: serde_yaml::Value = parse_yaml(file, text)?;
+        let mut overrides: serde_yaml::Value = parse_yaml(file, text)?;
+        apply_policy_budgets(&mut overrides);
         let mut merged = serde_yaml::to_value(&self.engine).expect("engine serialises");
         merge(&mut merged, overrides);
         self.engine = parse_yaml(file, &serde_yaml::to_string(&merged).expect("serialises"))
@@ -287,7 +435,7 @@ impl Deployment {
         let e = &self.engine;
         let checks = [
             (self.tp == 0, "tp: must be at least 1"),
-            (self.dp != 1, "dp: only 1 replica is modelled so far"),
+            (self.dp == 0, "dp: must be at least 1"),
             (self.context_limit == 0, "context_limit: must be positive"),
             (
                 !(self.gpu_hour_dollars > 0.0),
@@ -315,7 +463,21 @@ impl Deployment {
                 !(e.activation_reserve_gib >= 0.0),
                 "engine.activation_reserve_gib: must be non-negative",
             ),
+            (!(e.swap_space_gib >= 0.0), "engine.swap_space_gib: must be non-negative"),
+            (
+                !(e.new_token_ratio >= 0.0 && e.new_token_ratio <= 1.0),
+                "engine.new_token_ratio: must be in [0, 1]",
+            ),
         ];
+        if let Some(sp) = &e.speculative {
+            let alphas = [Some(sp.acceptance), sp.acceptance_by_kind.root_turn, sp.acceptance_by_kind.subagent_turn, sp.acceptance_by_kind.compaction];
+            if alphas.iter().flatten().any(|a| !(0.0..=1.0).contains(a)) {
+                return Err("engine.speculative.acceptance: must be in [0, 1]".into());
+            }
+            if sp.k == 0 || sp.k > 16 {
+                return Err("engine.speculative.k: must be between 1 and 16".into());
+            }
+        }
         match checks.iter().find(|(bad, _)| *bad) {
             Some((_, msg)) => Err(msg.to_string()),
             None => Ok(()),
@@ -364,7 +526,23 @@ impl Deployment {
             dtype: self.weights,
             group_size: self.quant_group_size,
             tp: self.tp,
+            draft_params: self.engine.speculative.as_ref().map_or(0.0, |s| s.draft_params(&m)),
         })
+    }
+}
+
+/// When an engine override names a policy but not its budgets, fills in that policy's defaults.
+fn apply_policy_budgets(engine: &mut serde_yaml::Value) {
+    let policy = match engine.get("policy").and_then(|p| p.as_str()) {
+        Some("sglang") => Policy::Sglang,
+        Some("vllm") => Policy::Vllm,
+        _ => return,
+    };
+    let (tokens, seqs) = EngineConfig::policy_budgets(policy);
+    if let serde_yaml::Value::Mapping(m) = engine {
+        for (k, v) in [("max_num_batched_tokens", tokens), ("max_num_seqs", seqs)] {
+            m.entry(k.into()).or_insert(v.into());
+        }
     }
 }
 

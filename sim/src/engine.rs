@@ -2,7 +2,10 @@
 //! at a time. It decides what each step computes; how long a step takes comes from outside
 //! (the cost model here, the GPU in the CUDA engine). Pure logic: no time source, no IO.
 
-use crate::deployment::{Deployment, EngineConfig};
+use crate::deployment::{Deployment, EngineConfig, Policy, Preemption, Speculative};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serverbench_workloads::RequestKind;
 use crate::des::Time;
 use crate::kv::{KvManager, Match, ROOT};
 use serverbench_calibration::{BatchShape, CostModel};
@@ -23,6 +26,8 @@ pub struct SeqInput {
     pub input: u32,
     /// Output tokens to generate.
     pub output: u32,
+    /// Request kind (speculative acceptance may depend on it).
+    pub kind: RequestKind,
 }
 
 /// What a step did to a sequence.
@@ -70,6 +75,9 @@ struct Seq {
     admitted: bool,
     progress: SeqProgress,
     done: bool,
+    kind: RequestKind,
+    /// Tokens whose KV sits in host memory after a swap-out (0 when not swapped).
+    swapped: u32,
 }
 
 impl Seq {
@@ -90,6 +98,8 @@ fn engine_hash(chain: &[u64], wbs: u32, ebs: u32, i: u32) -> u64 {
 /// One step's sample, for timelines.
 #[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
 pub struct StepSample {
+    /// Replica that ran the step.
+    pub replica: u32,
     /// Step start, ns.
     pub start_ns: u64,
     /// Step length, ns.
@@ -123,6 +133,28 @@ pub struct EngineStats {
     pub lookup_tokens: u64,
     /// Of those, tokens served from the cache.
     pub hit_tokens: u64,
+    /// Speculative verify steps, counted per sequence.
+    pub spec_verifies: u64,
+    /// Tokens those verify steps emitted.
+    pub spec_tokens: u64,
+    /// Preemptions that swapped KV to host memory.
+    pub swaps: u64,
+}
+
+impl EngineStats {
+    /// Adds another replica's totals (the maximum occupancy is the larger).
+    pub fn add(&mut self, o: &EngineStats) {
+        self.steps += o.steps;
+        self.busy_ns += o.busy_ns;
+        self.occupancy_integral += o.occupancy_integral;
+        self.occupancy_max = self.occupancy_max.max(o.occupancy_max);
+        self.preemptions += o.preemptions;
+        self.lookup_tokens += o.lookup_tokens;
+        self.hit_tokens += o.hit_tokens;
+        self.spec_verifies += o.spec_verifies;
+        self.spec_tokens += o.spec_tokens;
+        self.swaps += o.swaps;
+    }
 }
 
 /// Why a deployment cannot run.
@@ -168,6 +200,12 @@ pub struct Replica {
     running: Vec<u32>,
     step: Vec<(u32, u32, u32)>,
     repeat: u32,
+    spec: Option<Speculative>,
+    rng: ChaCha8Rng,
+    kv_bytes_per_token: f64,
+    host_bandwidth: f64,
+    host_free_bytes: f64,
+    transfer_ns: u64,
     /// Totals.
     pub stats: EngineStats,
     /// Per-step samples, when enabled.
@@ -176,7 +214,7 @@ pub struct Replica {
 
 impl Replica {
     /// A replica sized from the deployment's memory plan; fails if one request of the context limit cannot fit.
-    pub fn new(d: &Deployment) -> Result<Replica, CapacityError> {
+    pub fn new(d: &Deployment, seed: u64) -> Result<Replica, CapacityError> {
         let plan = d.memory_plan();
         let gib = serverbench_calibration::GIB;
         if plan.kv_pool_bytes <= 0.0 {
@@ -213,6 +251,12 @@ impl Replica {
             running: Vec::new(),
             step: Vec::new(),
             repeat: 1,
+            spec: d.engine.speculative.clone(),
+            rng: ChaCha8Rng::seed_from_u64(serverbench_workloads::hash::mix2(seed, 0x5BEC)),
+            kv_bytes_per_token: plan.kv_bytes_per_token,
+            host_bandwidth: d.hardware_spec().host_bandwidth,
+            host_free_bytes: d.engine.swap_space_gib * serverbench_calibration::GIB,
+            transfer_ns: 0,
             stats: EngineStats::default(),
             timeline: None,
         })
@@ -264,6 +308,8 @@ impl Replica {
             admitted: false,
             progress: SeqProgress::default(),
             done: false,
+            kind: input.kind,
+            swapped: 0,
         };
         let id = match self.free_ids.pop() {
             Some(id) => {
@@ -294,6 +340,17 @@ impl Replica {
             .iter()
             .chain(self.waiting.iter())
             .map(|&id| (id, self.seqs[id as usize].tag))
+    }
+
+    /// Blocks of a prompt this replica's prefix cache holds now (for prefix-aware routing).
+    pub fn cached_prefix_blocks(&self, blocks: &Blocks, workload_block_size: u32) -> u32 {
+        if !self.cfg.prefix_caching {
+            return 0;
+        }
+        let ebs = self.cfg.block_size;
+        let chain = blocks.as_slice();
+        let n = (chain.len() as u64 * workload_block_size as u64 / ebs as u64) as u32;
+        self.kv.cache.lookup(ROOT, 0, n, |i| engine_hash(chain, workload_block_size, ebs, i)).blocks
     }
 
     /// Puts a prompt's blocks in the prefix cache, unreferenced, as far as free memory allows (steady-state start).
@@ -329,6 +386,35 @@ impl Replica {
     /// Chooses the next step's batch; returns its shape, or `None` when there is nothing to run.
     pub fn schedule(&mut self) -> Option<BatchShape> {
         self.step.clear();
+        match self.cfg.policy {
+            Policy::Vllm => self.schedule_vllm(),
+            Policy::Sglang => self.schedule_sglang(),
+        }
+        if self.step.is_empty() {
+            return None;
+        }
+        Some(self.shape())
+    }
+
+    /// Time the last scheduled step spends moving swapped KV over the host link, ns (taken once).
+    pub fn take_transfer_ns(&mut self) -> u64 {
+        std::mem::take(&mut self.transfer_ns)
+    }
+
+    /// Tokens a decode entry reserves KV for: the next token plus any draft tokens being verified.
+    #[inline]
+    fn decode_reserve(&self) -> u32 {
+        1 + self.spec.as_ref().map_or(0, |s| s.k)
+    }
+
+    #[inline]
+    fn is_decoding(s: &Seq) -> bool {
+        s.generated > 0 && s.known() - s.computed == 1
+    }
+
+    /// vLLM: running decodes, then running prefill chunks, then (if nothing was preempted) waiting
+    /// requests in arrival order.
+    fn schedule_vllm(&mut self) {
         let mut budget = self.cfg.max_num_batched_tokens;
         let mut preempted = false;
         for decode_phase in [true, false] {
@@ -342,7 +428,8 @@ impl Replica {
                     continue;
                 }
                 let n = remaining.min(budget);
-                let add = self.blocks_to_add(s, s.computed + n);
+                let reserve = if decode_phase { self.decode_reserve() } else { n };
+                let add = self.blocks_to_add(s, s.computed + reserve);
                 if !self.make_room(id, add, &mut budget, &mut preempted) {
                     continue; // it preempted itself: it was the newest, so the loop ends
                 }
@@ -353,12 +440,85 @@ impl Replica {
             }
         }
         if !preempted {
-            self.admit_waiting(&mut budget);
+            self.admit_waiting(&mut budget, 0);
         }
-        if self.step.is_empty() {
-            return None;
+    }
+
+    /// SGLang: a prefill batch (running chunks, then waiting requests by longest cached prefix,
+    /// admitted conservatively) whenever there is prefill work that fits; otherwise a decode batch.
+    fn schedule_sglang(&mut self) {
+        let mut budget = self.cfg.max_num_batched_tokens;
+        let mut i = 0;
+        while i < self.running.len() && budget > 0 {
+            let id = self.running[i];
+            let s = &self.seqs[id as usize];
+            i += 1;
+            if s.generated > 0 && s.known() - s.computed == 1 {
+                continue;
+            }
+            let n = (s.known() - s.computed).min(budget);
+            let add = self.blocks_to_add(s, s.computed + n);
+            if self.kv.allocate(add as u64) {
+                self.seqs[id as usize].private += add;
+                self.step.push((id, n, self.seqs[id as usize].computed));
+                budget -= n;
+            }
         }
-        Some(self.shape())
+        self.order_waiting_by_prefix();
+        let reserve = self.decode_reservation();
+        self.admit_waiting(&mut budget, reserve);
+        if !self.step.is_empty() {
+            return;
+        }
+        let mut preempted = false;
+        let mut i = 0;
+        while i < self.running.len() {
+            let id = self.running[i];
+            let s = &self.seqs[id as usize];
+            if !Self::is_decoding(s) {
+                i += 1;
+                continue;
+            }
+            let add = self.blocks_to_add(s, s.computed + self.decode_reserve());
+            if !self.make_room(id, add, &mut budget, &mut preempted) {
+                continue;
+            }
+            self.seqs[id as usize].private += add;
+            self.step.push((id, 1, self.seqs[id as usize].computed));
+            i += 1;
+        }
+    }
+
+    /// Sorts the waiting queue by longest cached prefix (ties keep arrival order), as SGLang's LPM
+    /// policy does while the queue is short (at most 128); longer queues stay first-come first-served.
+    fn order_waiting_by_prefix(&mut self) {
+        if self.waiting.len() < 2 || self.waiting.len() > 128 || !self.cfg.prefix_caching {
+            return;
+        }
+        let ebs = self.cfg.block_size;
+        let mut keyed: Vec<(u32, u32)> = self
+            .waiting
+            .iter()
+            .map(|&id| {
+                let s = &self.seqs[id as usize];
+                (self.kv.cache.lookup(ROOT, 0, s.hashable, Self::seq_hash(s, ebs)).blocks, id)
+            })
+            .collect();
+        keyed.sort_by(|a, b| b.0.cmp(&a.0)); // stable: equal matches keep their order
+        self.waiting = keyed.into_iter().map(|(_, id)| id).collect();
+    }
+
+    /// Blocks SGLang keeps free for the output the running requests have still to generate.
+    fn decode_reservation(&self) -> u64 {
+        let tokens: f64 = self
+            .running
+            .iter()
+            .map(|&id| {
+                let s = &self.seqs[id as usize];
+                (s.output - s.generated).min(4096) as f64
+            })
+            .sum();
+        (tokens * self.cfg.new_token_ratio / self.cfg.block_size as f64).ceil() as u64
     }
 
     /// Allocates `add` blocks for `id`, preempting the newest running sequences while they do not fit.
@@ -384,6 +544,14 @@ impl Replica {
             *budget += self.step.remove(pos).1;
         }
         self.release_kv(id);
+        let bytes = self.seqs[id as usize].computed as f64 * self.kv_bytes_per_token;
+        if self.cfg.preemption == Preemption::Swap && bytes > 0.0 && bytes <= self.host_free_bytes {
+            self.host_free_bytes -= bytes;
+            self.transfer_ns += (bytes / self.host_bandwidth * 1e9).round() as u64;
+            self.stats.swaps += 1;
+            let s = &mut self.seqs[id as usize];
+            s.swapped = s.computed;
+        }
         let s = &mut self.seqs[id as usize];
         s.computed = 0;
         s.progress.preemptions += 1;
@@ -403,12 +571,20 @@ impl Replica {
         s.inserted = false;
     }
 
-    fn admit_waiting(&mut self, budget: &mut u32) {
+    /// Admits waiting requests in queue order while their first chunk fits, keeping `reserve` blocks
+    /// free; the first that does not fit stops admission.
+    fn admit_waiting(&mut self, budget: &mut u32, reserve: u64) {
         let ebs = self.cfg.block_size;
         while *budget > 0 && self.running.len() < self.cfg.max_num_seqs as usize {
             let Some(&id) = self.waiting.front() else {
                 break;
             };
+            if self.seqs[id as usize].swapped > 0 {
+                if !self.swap_in(id, budget, reserve) {
+                    break;
+                }
+                continue;
+            }
             let s = &self.seqs[id as usize];
             let m = if self.cfg.prefix_caching {
                 self.kv
@@ -420,7 +596,15 @@ impl Replica {
             let computed = (m.blocks * ebs).min(s.known() - 1);
             let n = (s.known() - computed).min(*budget);
             let need = (computed + n).div_ceil(ebs).saturating_sub(m.blocks) + self.state_blocks;
-            if (need as u64) > self.kv.available() - m.evictable {
+            let conservative = if reserve > 0 || self.cfg.policy == Policy::Sglang {
+                // SGLang admits only if the whole uncached prompt and a share of the output fit.
+                let rest = (s.input.saturating_sub(computed)).div_ceil(ebs) as u64;
+                let out = ((s.output - s.generated).min(4096) as f64 * self.cfg.new_token_ratio / ebs as f64).ceil() as u64;
+                reserve + rest.max(need as u64) + out
+            } else {
+                need as u64
+            };
+            if conservative > self.kv.available() - m.evictable {
                 break;
             }
             let node = self.kv.cache.acquire(&m, ROOT);
@@ -444,17 +628,65 @@ impl Replica {
         }
     }
 
+    /// Brings a swapped-out sequence back: all its KV into private blocks, copied over the host link.
+    fn swap_in(&mut self, id: u32, budget: &mut u32, reserve: u64) -> bool {
+        let s = &self.seqs[id as usize];
+        let computed = s.swapped;
+        let n = (s.known() - computed).min(*budget);
+        let need = (computed + n).div_ceil(self.cfg.block_size) + self.state_blocks;
+        if need as u64 + reserve > self.kv.available() || !self.kv.allocate(need as u64) {
+            return false;
+        }
+        let bytes = computed as f64 * self.kv_bytes_per_token;
+        self.host_free_bytes += bytes;
+        self.transfer_ns += (bytes / self.host_bandwidth * 1e9).round() as u64;
+        let s = &mut self.seqs[id as usize];
+        s.private = need;
+        s.computed = computed;
+        s.swapped = 0;
+        s.inserted = true; // its prompt blocks stay private: swapped KV is not re-shared
+        self.waiting.pop_front();
+        self.running.push(id);
+        self.step.push((id, n, computed));
+        *budget -= n;
+        true
+    }
+
     fn shape(&self) -> BatchShape {
         let mut b = BatchShape::default();
         for &(id, n, prefix) in &self.step {
             let s = &self.seqs[id as usize];
             if n == 1 && s.generated > 0 && prefix + 1 == s.known() {
-                b.add_decode(prefix, self.window);
+                match &self.spec {
+                    Some(sp) => b.add_verify(prefix, sp.k, self.window),
+                    None => b.add_decode(prefix, self.window),
+                }
             } else {
                 b.add_prefill(n, prefix, self.window);
             }
         }
+        if let Some(sp) = &self.spec {
+            if b.decode_seqs > 0 {
+                b.draft_passes = sp.draft_passes();
+            }
+        }
         b
+    }
+
+    /// Tokens a verify step emits for a sequence: accepted drafts (each accepted with α until the
+    /// first rejection, at most `k`) plus the verifier's own token, never past the requested output.
+    fn verify_tokens(&mut self, id: u32) -> u32 {
+        let sp = self.spec.as_ref().expect("speculative decoding is on");
+        let s = &self.seqs[id as usize];
+        let alpha = sp.alpha(s.kind);
+        let mut accepted = 0;
+        while accepted < sp.k && self.rng.random::<f64>() < alpha {
+            accepted += 1;
+        }
+        let m = (accepted + 1).min(s.output - s.generated);
+        self.stats.spec_verifies += 1;
+        self.stats.spec_tokens += m as u64;
+        m
     }
 
     /// Extends a decode-only step into a run of identical decode steps, as long as nothing could
@@ -474,6 +706,7 @@ impl Replica {
     ) -> (u32, u64) {
         self.repeat = 1;
         if first.prefill_seqs > 0
+            || self.spec.is_some()
             || !self.waiting.is_empty()
             || self.window.is_some()
             || self.timeline.is_some()
@@ -533,6 +766,7 @@ impl Replica {
         self.stats.occupancy_max = self.stats.occupancy_max.max(occ);
         if let Some(t) = &mut self.timeline {
             t.push(StepSample {
+                replica: 0,
                 start_ns: start.0,
                 step_ns,
                 running: self.running.len() as u32,
@@ -567,6 +801,19 @@ impl Replica {
                 }
                 continue;
             }
+            if self.spec.is_some() && n == 1 && Self::is_decoding(s) {
+                let m = self.verify_tokens(id);
+                let s = &mut self.seqs[id as usize];
+                s.computed += m;
+                s.generated += m;
+                if s.generated >= s.output {
+                    s.done = true;
+                    any_done = true;
+                    events.push(SeqEvent::Finished { tag: s.tag, seq: id });
+                }
+                continue;
+            }
+            let s = &mut self.seqs[id as usize];
             s.computed += n;
             if !s.inserted
                 && self.cfg.prefix_caching

@@ -3,7 +3,10 @@
 
 use crate::deployment::Deployment;
 use crate::des::{EventQueue, Time};
-use crate::engine::{CapacityError, Replica, SeqEvent, SeqInput, StepSample};
+use crate::deployment::Router;
+use crate::engine::{CapacityError, EngineStats, Replica, SeqEvent, SeqInput, StepSample};
+use serverbench_workloads::hash::mix2;
+use serverbench_workloads::Request;
 use crate::replay::{Handle, Ready, Replay, ReplayConfig, StartMode};
 use crate::score::{summarise, Outcome, Record, Summary};
 use serverbench_calibration::CostModel;
@@ -70,7 +73,7 @@ pub struct RunOutput {
 
 enum Event {
     Due(Handle),
-    StepEnd,
+    StepEnd(u32),
 }
 
 struct Sim<'a> {
@@ -80,12 +83,13 @@ struct Sim<'a> {
     deployment: &'a Deployment,
     cost: &'a CostModel,
     replay: Replay<'a>,
-    replica: Replica,
+    replicas: Vec<Replica>,
+    busy: Vec<bool>,
+    next_replica: u32,
     queue: EventQueue<Event>,
     records: Vec<Record>,
     ready: Vec<Ready>,
     events: Vec<SeqEvent>,
-    busy: bool,
 }
 
 /// Runs one closed-loop replay of `source` against the simulated deployment.
@@ -95,9 +99,13 @@ pub fn simulate(
     source: &dyn TreeSource,
     cfg: &RunConfig,
 ) -> Result<RunOutput, CapacityError> {
-    let mut replica = Replica::new(deployment)?;
-    if cfg.timeline {
-        replica.timeline = Some(Vec::new());
+    let mut replicas = Vec::new();
+    for r in 0..deployment.dp {
+        let mut replica = Replica::new(deployment, mix2(cfg.seed, r as u64))?;
+        if cfg.timeline {
+            replica.timeline = Some(Vec::new());
+        }
+        replicas.push(replica);
     }
     let mut sim = Sim {
         audit: cfg.audit,
@@ -106,24 +114,29 @@ pub fn simulate(
         deployment,
         cost,
         replay: Replay::new(source, cfg.replay()),
-        replica,
+        busy: vec![false; replicas.len()],
+        replicas,
+        next_replica: 0,
         queue: EventQueue::new(),
         records: Vec::new(),
         ready: Vec::new(),
         events: Vec::new(),
-        busy: false,
     };
     sim.start(cfg.start);
-    let window = Time::from_secs(cfg.window_s);
+    let window = sim.window;
     while let Some((t, ev)) = sim.queue.pop() {
         match ev {
             Event::Due(_) if t >= window => continue,
             _ if t > window => break,
             Event::Due(h) => sim.dispatch(h, t),
-            Event::StepEnd => sim.step_end(t),
+            Event::StepEnd(r) => sim.step_end(r as usize, t),
         }
-        if !sim.busy && sim.queue.peek_time() != Some(t) {
-            sim.start_step(t);
+        if sim.queue.peek_time() != Some(t) {
+            for r in 0..sim.replicas.len() {
+                if !sim.busy[r] {
+                    sim.start_step(r, t);
+                }
+            }
         }
     }
     Ok(sim.finish(cfg))
@@ -133,10 +146,11 @@ impl Sim<'_> {
     fn start(&mut self, mode: StartMode) {
         self.replay.start(Time::ZERO, &mut self.ready);
         if mode == StartMode::Steady {
+            let dp = self.replicas.len() as u32;
             for r in &self.ready {
                 let (tree, _) = self.replay.tree(r.handle.lane);
                 let req = self.replay.request(r.handle);
-                self.replica.warm(&req.blocks, tree.block_size);
+                self.replicas[(r.handle.lane % dp) as usize].warm(&req.blocks, tree.block_size);
             }
         }
         self.flush_ready();
@@ -150,17 +164,44 @@ impl Sim<'_> {
         }
     }
 
+    /// The replica the deployment's router sends a request to.
+    fn route(&mut self, lane: u32, req: &Request, block_size: u32) -> usize {
+        let n = self.replicas.len();
+        if n == 1 {
+            return 0;
+        }
+        let load = |r: &Replica| r.running() + r.waiting();
+        let least_loaded = |replicas: &[Replica], among: &[usize]| *among.iter().min_by_key(|&&i| (load(&replicas[i]), i)).expect("replicas");
+        let all: Vec<usize> = (0..n).collect();
+        match self.deployment.router {
+            Router::RoundRobin => {
+                self.next_replica = (self.next_replica + 1) % n as u32;
+                ((self.next_replica + n as u32 - 1) % n as u32) as usize
+            }
+            Router::LeastLoaded => least_loaded(&self.replicas, &all),
+            Router::SessionAffinity => (lane % n as u32) as usize,
+            Router::PrefixAware => {
+                let cached: Vec<u32> = self.replicas.iter().map(|r| r.cached_prefix_blocks(&req.blocks, block_size)).collect();
+                let best = *cached.iter().max().expect("replicas");
+                let tied: Vec<usize> = (0..n).filter(|&i| cached[i] == best).collect();
+                least_loaded(&self.replicas, &tied)
+            }
+        }
+    }
+
     fn dispatch(&mut self, h: Handle, t: Time) {
         let (tree, index) = self.replay.tree(h.lane);
         let block_size = tree.block_size;
-        let req = self.replay.request(h);
+        let req = self.replay.request(h).clone();
         let tag = self.records.len() as u64;
         let overflow = req.input_tokens as u64 + req.output_tokens as u64
             > self.deployment.context_limit as u64;
+        let replica = if overflow { 0 } else { self.route(h.lane, &req, block_size) };
         self.records.push(Record {
             tree: index,
             request: req.id,
             lane: h.lane,
+            replica: replica as u32,
             agent: req.agent,
             kind: req.kind,
             send_ns: t.0,
@@ -186,70 +227,65 @@ impl Sim<'_> {
         }
         let input = SeqInput {
             tag,
-            blocks: req.blocks.clone(),
+            blocks: req.blocks,
             workload_block_size: block_size,
             input: req.input_tokens,
             output: req.output_tokens,
+            kind: req.kind,
         };
-        self.replica.submit(input);
+        self.replicas[replica].submit(input);
     }
 
-    fn start_step(&mut self, t: Time) {
-        if !self.replica.has_work() {
+    fn start_step(&mut self, r: usize, t: Time) {
+        let replica = &mut self.replicas[r];
+        if !replica.has_work() {
             return;
         }
-        if let Some(shape) = self.replica.schedule() {
-            let first = self.cost.step_ns(&shape);
+        if let Some(shape) = replica.schedule() {
+            let first = self.cost.step_ns(&shape) + replica.take_transfer_ns();
             let (_, dt) = if self.merge {
-                self.replica.extend_decode_run(
-                    self.cost,
-                    &shape,
-                    first,
-                    t,
-                    self.queue.peek_time(),
-                    self.window,
-                )
+                replica.extend_decode_run(self.cost, &shape, first, t, self.queue.peek_time(), self.window)
             } else {
                 (1, first)
             };
-            self.replica.note_step(t, dt, &shape);
-            self.check();
+            replica.note_step(t, dt, &shape);
+            self.check(r);
             self.queue
-                .schedule(t.plus(dt), Event::StepEnd)
+                .schedule(t.plus(dt), Event::StepEnd(r as u32))
                 .expect("steps end in the future");
-            self.busy = true;
+            self.busy[r] = true;
         }
     }
 
-    fn check(&self) {
+    fn check(&self, r: usize) {
         if self.audit {
-            if let Err(e) = self.replica.audit() {
+            if let Err(e) = self.replicas[r].audit() {
                 panic!("KV bookkeeping broken: {e}");
             }
         }
     }
 
-    fn step_end(&mut self, t: Time) {
-        self.busy = false;
-        self.replica.finish_step(&mut self.events);
-        self.check();
+    fn step_end(&mut self, r: usize, t: Time) {
+        self.busy[r] = false;
+        self.replicas[r].finish_step(&mut self.events);
+        self.check(r);
         for e in std::mem::take(&mut self.events) {
             match e {
                 SeqEvent::FirstToken { tag } => {
                     self.records[tag as usize].first_token_ns = Some(t.0)
                 }
                 SeqEvent::Finished { tag, seq } => {
-                    let p = self.replica.progress(seq);
-                    let r = &mut self.records[tag as usize];
-                    r.last_token_ns = Some(t.0);
-                    r.finish_ns = Some(t.0);
-                    r.output_tokens = p.generated;
-                    r.cached_tokens = p.cached_tokens;
-                    r.preemptions = p.preemptions;
-                    r.outcome = Outcome::Completed;
+                    let p = self.replicas[r].progress(seq);
+                    let rec = &mut self.records[tag as usize];
+                    rec.last_token_ns = Some(t.0);
+                    rec.finish_ns = Some(t.0);
+                    rec.output_tokens = p.generated;
+                    rec.cached_tokens = p.cached_tokens;
+                    rec.preemptions = p.preemptions;
+                    rec.outcome = Outcome::Completed;
                     let h = Handle {
-                        lane: r.lane,
-                        request: r.request,
+                        lane: rec.lane,
+                        request: rec.request,
                     };
                     self.replay.complete(h, t, &mut self.ready);
                 }
@@ -259,18 +295,23 @@ impl Sim<'_> {
     }
 
     fn finish(mut self, cfg: &RunConfig) -> RunOutput {
-        let in_flight: Vec<(u32, u64)> = self.replica.in_flight().collect();
-        for (seq, tag) in in_flight {
-            let p = self.replica.progress(seq);
-            let r = &mut self.records[tag as usize];
-            r.output_tokens = p.generated;
-            r.cached_tokens = p.cached_tokens;
-            r.preemptions = p.preemptions;
-            r.outcome = Outcome::Cancelled;
+        for replica in &mut self.replicas {
+            let in_flight: Vec<(u32, u64)> = replica.in_flight().collect();
+            for (seq, tag) in in_flight {
+                let p = replica.progress(seq);
+                let r = &mut self.records[tag as usize];
+                r.output_tokens = p.generated;
+                r.cached_tokens = p.cached_tokens;
+                r.preemptions = p.preemptions;
+                r.outcome = Outcome::Cancelled;
+            }
+            replica.cancel_all();
         }
-        self.replica.cancel_all();
         let (_, mut summary) = summarise(&self.records, self.deployment, cfg.window_s);
-        let st = self.replica.stats;
+        let mut st = EngineStats::default();
+        for r in &self.replicas {
+            st.add(&r.stats);
+        }
         summary.seed = cfg.seed;
         summary.concurrency = cfg.concurrency;
         summary.kv_occupancy_mean = if st.busy_ns > 0 {
@@ -285,12 +326,32 @@ impl Sim<'_> {
             0.0
         };
         summary.preemptions = st.preemptions;
+        summary.swaps = st.swaps;
+        summary.spec_tokens_per_verify = if st.spec_verifies > 0 {
+            st.spec_tokens as f64 / st.spec_verifies as f64
+        } else {
+            0.0
+        };
         summary.steps = st.steps;
         summary.trees_started = self.replay.trees_started();
+        let timeline = cfg.timeline.then(|| {
+            let mut all: Vec<StepSample> = self
+                .replicas
+                .iter_mut()
+                .enumerate()
+                .flat_map(|(i, r)| {
+                    let mut t = r.timeline.take().unwrap_or_default();
+                    t.iter_mut().for_each(|s| s.replica = i as u32);
+                    t
+                })
+                .collect();
+            all.sort_by_key(|s| (s.start_ns, s.replica));
+            all
+        });
         RunOutput {
             records: self.records,
             summary,
-            timeline: self.replica.timeline.take(),
+            timeline,
         }
     }
 }

@@ -27,6 +27,8 @@ pub struct Record {
     pub request: u32,
     /// Lane that replayed it.
     pub lane: u32,
+    /// Engine replica that served it.
+    pub replica: u32,
     /// Agent inside the tree.
     pub agent: u32,
     /// Root turn, sub-agent turn or compaction.
@@ -225,6 +227,10 @@ pub struct Summary {
     pub prefix_hit_rate: f64,
     /// Preemptions.
     pub preemptions: u64,
+    /// Preemptions that swapped KV to host memory (`preemption: swap`).
+    pub swaps: u64,
+    /// Mean tokens one speculative verify step emitted per sequence (0 without speculative decoding).
+    pub spec_tokens_per_verify: f64,
     /// Context overflows / requests.
     pub overflow_rate: f64,
     /// False when more than 1 % of requests overflowed the context.
@@ -278,6 +284,8 @@ pub fn summarise(records: &[Record], d: &Deployment, window_s: f64) -> (Score, S
         kv_occupancy_max: 0.0,
         prefix_hit_rate: 0.0,
         preemptions: records.iter().map(|r| r.preemptions as u64).sum(),
+        swaps: 0,
+        spec_tokens_per_verify: 0.0,
         overflow_rate,
         valid: overflow_rate <= 0.01,
         steps: 0,
@@ -296,6 +304,7 @@ mod tests {
             tree: 0,
             request: 0,
             lane: 0,
+            replica: 0,
             agent: 0,
             kind: RequestKind::RootTurn,
             send_ns: send,
