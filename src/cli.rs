@@ -24,6 +24,8 @@ pub enum Command {
     Screen(ScreenArgs),
     /// Freeze TTFT and TPOT targets from a reference configuration over seeds.
     Slo(SloArgs),
+    /// Each serving knob changed alone: D, G and f against the deployment as it is (a Markdown table).
+    WhatIf(WhatIfArgs),
     /// Generate, import, export and summarise workloads.
     #[command(subcommand)]
     Workload(WorkloadCommand),
@@ -231,4 +233,20 @@ pub struct WorkloadScanArgs {
     /// Write scan.csv and scan.json here.
     #[arg(long)]
     pub out: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct WhatIfArgs {
+    #[command(flatten)]
+    pub deployment: DeploymentArgs,
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
+    #[command(flatten)]
+    pub replay: ReplayArgs,
+    /// Concurrency levels, comma-separated.
+    #[arg(long, short = 'c', value_delimiter = ',', default_value = "8,16")]
+    pub concurrency: Vec<u32>,
+    /// Seeds: a count N or a range A..B.
+    #[arg(long, default_value = "4")]
+    pub seeds: String,
 }

@@ -9,6 +9,7 @@ mod screen;
 mod simulate;
 mod slo;
 mod sweep;
+mod whatif;
 mod workload;
 
 use clap::Parser;
@@ -31,6 +32,7 @@ fn try_main() -> anyhow::Result<()> {
         cli::Command::Sweep(a) => sweep::run(a),
         cli::Command::Screen(a) => screen::run(a),
         cli::Command::Slo(a) => slo::run(a),
+        cli::Command::WhatIf(a) => whatif::run(a),
         cli::Command::Workload(w) => workload::run(w),
     }
 }

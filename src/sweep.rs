@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 use serde::Serialize;
-use serverbench_sim::{prefix_window, score, Deployment, RunConfig};
+use serverbench_sim::{prefix_window, score, Deployment};
 use serverbench_workloads::quantile;
 use std::io::Write;
 
@@ -91,11 +91,11 @@ pub struct SweepResult {
 
 /// Runs every configuration in parallel on `threads` threads (0 = all cores), in job order: the
 /// output never depends on the thread count.
-pub fn run_all<T: Send>(
-    jobs: &[RunConfig],
+pub fn run_all<J: Sync, T: Send>(
+    jobs: &[J],
     threads: Option<usize>,
     progress: bool,
-    f: impl Fn(&RunConfig) -> Result<T> + Sync,
+    f: impl Fn(&J) -> Result<T> + Sync,
 ) -> Result<Vec<T>> {
     let bar = if progress {
         ProgressBar::new(jobs.len() as u64)

@@ -410,6 +410,22 @@ impl Deployment {
         Ok(self)
     }
 
+    /// Applies a YAML of any deployment fields on top of this deployment (as a `base` would be).
+    pub fn with_overrides(self, file: &str, text: &str) -> Result<Deployment, ConfigError> {
+        let mut overrides: serde_yaml::Value = parse_yaml(file, text)?;
+        if let Some(engine) = overrides.get_mut("engine") {
+            apply_policy_budgets(engine);
+        }
+        let mut merged = serde_yaml::to_value(&self).expect("deployments serialise");
+        merge(&mut merged, overrides);
+        let d: Deployment = parse_yaml(file, &serde_yaml::to_string(&merged).expect("serialises")).map_err(|mut e| {
+            e.line = 0;
+            e
+        })?;
+        d.check().map_err(|e| ConfigError::from_check(file, &e))?;
+        Ok(d)
+    }
+
     /// Checks that the named presets exist and the numbers make sense; the error names the field.
     pub fn check(&self) -> Result<(), String> {
         if ModelSpec::preset(&self.model).is_none() {

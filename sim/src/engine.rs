@@ -188,6 +188,9 @@ pub enum CapacityError {
     },
 }
 
+/// Longest run of decode steps one event stands for.
+const MAX_RUN: u32 = 4096;
+
 /// One engine replica.
 pub struct Replica {
     cfg: EngineConfig,
@@ -200,6 +203,9 @@ pub struct Replica {
     running: Vec<u32>,
     step: Vec<(u32, u32, u32)>,
     repeat: u32,
+    run_ends: Vec<u64>,
+    run_occupancy: f64,
+    run_truncatable: bool,
     spec: Option<Speculative>,
     rng: ChaCha8Rng,
     kv_bytes_per_token: f64,
@@ -251,6 +257,9 @@ impl Replica {
             running: Vec::new(),
             step: Vec::new(),
             repeat: 1,
+            run_ends: Vec::new(),
+            run_occupancy: 0.0,
+            run_truncatable: false,
             spec: d.engine.speculative.clone(),
             rng: ChaCha8Rng::seed_from_u64(serverbench_workloads::hash::mix2(seed, 0x5BEC)),
             kv_bytes_per_token: plan.kv_bytes_per_token,
@@ -689,29 +698,18 @@ impl Replica {
         m
     }
 
-    /// Extends a decode-only step into a run of identical decode steps, as long as nothing could
-    /// change the batch: no sequence finishes before the run's last step, nothing waits, no step of
-    /// the run ends at or after `stop_at` except the last, no step ends after `window_end`, and the
-    /// blocks of the whole run fit now. Returns the number of steps and their total time (each step
-    /// rounded as a single step would be), so one event can stand for the run. Step-by-step
-    /// simulation gives the same tokens, times and evictions.
-    pub fn extend_decode_run(
-        &mut self,
-        cost: &CostModel,
-        first: &BatchShape,
-        first_ns: u64,
-        start: Time,
-        stop_at: Option<Time>,
-        window_end: Time,
-    ) -> (u32, u64) {
+    /// Extends a decode-only step into a run of identical decode steps, as long as nothing inside the
+    /// engine could change the batch: no sequence finishes before the run's last step, nothing waits,
+    /// no step but the last ends at or after `stop_at` (the next request already due), no step ends
+    /// after `window_end`, and the run's blocks fit in free memory (so nothing is evicted early). Returns the run's total time (each step rounded as a single step would be), so one event
+    /// can stand for the run. A request that arrives during the run cuts it short ([`Replica::truncate_run`]).
+    /// Step-by-step simulation gives the same tokens, times and cache contents.
+    #[allow(clippy::too_many_arguments)]
+    pub fn extend_decode_run(&mut self, cost: &CostModel, first: &BatchShape, first_ns: u64, start: Time, stop_at: Option<Time>, next_event: Option<Time>, window_end: Time) -> u64 {
         self.repeat = 1;
-        if first.prefill_seqs > 0
-            || self.spec.is_some()
-            || !self.waiting.is_empty()
-            || self.window.is_some()
-            || self.timeline.is_some()
-        {
-            return (1, first_ns);
+        self.run_ends.clear();
+        if first.prefill_seqs > 0 || self.spec.is_some() || !self.waiting.is_empty() || self.window.is_some() || self.timeline.is_some() {
+            return first_ns;
         }
         let max_k = self
             .step
@@ -721,45 +719,89 @@ impl Replica {
                 s.output - s.generated
             })
             .min()
-            .unwrap_or(1);
+            .unwrap_or(1)
+            .min(MAX_RUN);
         let stop = stop_at.map_or(u64::MAX, |t| t.0);
         let mut shape = *first;
-        let (mut k, mut end) = (1u32, start.0 + first_ns);
-        while k < max_k && end < stop && end <= window_end.0 {
+        let mut end = start.0 + first_ns;
+        self.run_ends.push(end);
+        while (self.run_ends.len() as u32) < max_k && end < stop {
             shape.decode_context += shape.decode_seqs as u64;
             let next = end + cost.step_ns(&shape);
             if next > window_end.0 {
                 break;
             }
-            k += 1;
             end = next;
+            self.run_ends.push(end);
+        }
+        self.run_truncatable = true;
+        let mut k = self.run_ends.len() as u32;
+        if k > 1 && self.run_blocks(k) > self.kv.free() {
+            // The run would evict cached blocks: keep it inside the quiet time before the next event of
+            // any kind, so no arrival can cut it short after an eviction a step-by-step engine would
+            // not yet have made.
+            let quiet = next_event.map_or(u64::MAX, |t| t.0);
+            k = (self.run_ends.partition_point(|&e| e <= quiet) as u32).max(1);
+            self.run_ends.truncate(k as usize);
+            self.run_truncatable = false;
         }
         if k > 1 {
-            let add: u64 = self
-                .step
-                .iter()
-                .map(|&(id, _, _)| {
-                    let s = &self.seqs[id as usize];
-                    self.blocks_to_add(s, s.computed + k) as u64
-                })
-                .sum();
+            let add = self.run_blocks(k);
             if !self.kv.allocate(add) {
-                return (1, first_ns);
+                self.run_ends.truncate(1);
+                return first_ns;
             }
             for i in 0..self.step.len() {
                 let id = self.step[i].0;
-                let add = self
-                    .blocks_to_add(&self.seqs[id as usize], self.seqs[id as usize].computed + k);
+                let add = self.blocks_to_add(&self.seqs[id as usize], self.seqs[id as usize].computed + k);
                 self.seqs[id as usize].private += add;
             }
             self.repeat = k;
         }
-        (k, end - start.0)
+        let end = self.run_ends[k as usize - 1];
+        end - start.0
+    }
+
+    /// Blocks the scheduled decode sequences need to add for a run of `k` steps.
+    fn run_blocks(&self, k: u32) -> u64 {
+        self.step.iter().map(|&(id, _, _)| self.blocks_to_add(&self.seqs[id as usize], self.seqs[id as usize].computed + k) as u64).sum()
+    }
+
+    /// Cuts a running decode run short because a request arrived at `at`: the run now ends with the
+    /// first of its steps that ends at or after `at` (where a step-by-step engine would next look at
+    /// its queue). Frees the blocks of the dropped steps and returns the new end, or `None` when the
+    /// run already ends there.
+    pub fn truncate_run(&mut self, at: Time) -> Option<Time> {
+        if self.repeat <= 1 || !self.run_truncatable {
+            return None;
+        }
+        let keep = self.run_ends.partition_point(|&e| e < at.0) + 1;
+        if keep >= self.repeat as usize {
+            return None;
+        }
+        let (old_end, new_end) = (*self.run_ends.last().expect("a run"), self.run_ends[keep - 1]);
+        let bs = self.cfg.block_size;
+        for i in 0..self.step.len() {
+            let id = self.step[i].0 as usize;
+            let s = &self.seqs[id];
+            let want = (s.computed + keep as u32).div_ceil(bs) + self.state_blocks;
+            let excess = (s.shared + s.private).saturating_sub(want);
+            self.seqs[id].private -= excess;
+            self.kv.free_private(excess as u64);
+        }
+        let removed = old_end - new_end;
+        self.stats.steps -= self.repeat as u64 - keep as u64;
+        self.stats.busy_ns -= removed;
+        self.stats.occupancy_integral -= self.run_occupancy * removed as f64;
+        self.repeat = keep as u32;
+        self.run_ends.truncate(keep);
+        Some(Time(new_end))
     }
 
     /// Records the step that was scheduled as starting at `start` and lasting `step_ns` (occupancy, timeline).
     pub fn note_step(&mut self, start: Time, step_ns: u64, shape: &BatchShape) {
         let occ = self.kv.used() as f64 / self.kv.total().max(1) as f64;
+        self.run_occupancy = occ;
         self.stats.steps += self.repeat as u64;
         self.stats.busy_ns += step_ns;
         self.stats.occupancy_integral += occ * step_ns as f64;

@@ -73,7 +73,8 @@ pub struct RunOutput {
 
 enum Event {
     Due(Handle),
-    StepEnd(u32),
+    /// A replica's step (or run of decode steps) ends; the generation tells a cut-short run's stale end apart.
+    StepEnd(u32, u64),
 }
 
 struct Sim<'a> {
@@ -85,6 +86,9 @@ struct Sim<'a> {
     replay: Replay<'a>,
     replicas: Vec<Replica>,
     busy: Vec<bool>,
+    generation: Vec<u64>,
+    /// Times of the `Due` events in the queue (how many at each), so a decode run can stop at the next one.
+    dues: std::collections::BTreeMap<u64, u32>,
     next_replica: u32,
     queue: EventQueue<Event>,
     records: Vec<Record>,
@@ -115,6 +119,8 @@ pub fn simulate(
         cost,
         replay: Replay::new(source, cfg.replay()),
         busy: vec![false; replicas.len()],
+        generation: vec![0; replicas.len()],
+        dues: Default::default(),
         replicas,
         next_replica: 0,
         queue: EventQueue::new(),
@@ -125,11 +131,15 @@ pub fn simulate(
     sim.start(cfg.start);
     let window = sim.window;
     while let Some((t, ev)) = sim.queue.pop() {
+        if let Event::Due(_) = ev {
+            sim.popped_due(t);
+        }
         match ev {
             Event::Due(_) if t >= window => continue,
             _ if t > window => break,
             Event::Due(h) => sim.dispatch(h, t),
-            Event::StepEnd(r) => sim.step_end(r as usize, t),
+            Event::StepEnd(r, g) if g != sim.generation[r as usize] => continue,
+            Event::StepEnd(r, _) => sim.step_end(r as usize, t),
         }
         if sim.queue.peek_time() != Some(t) {
             for r in 0..sim.replicas.len() {
@@ -156,8 +166,18 @@ impl Sim<'_> {
         self.flush_ready();
     }
 
+    fn popped_due(&mut self, t: Time) {
+        if let std::collections::btree_map::Entry::Occupied(mut e) = self.dues.entry(t.0) {
+            *e.get_mut() -= 1;
+            if *e.get() == 0 {
+                e.remove();
+            }
+        }
+    }
+
     fn flush_ready(&mut self) {
         for r in self.ready.drain(..) {
+            *self.dues.entry(r.at.0).or_insert(0) += 1;
             self.queue
                 .schedule(r.at, Event::Due(r.handle))
                 .expect("ready times are never in the past");
@@ -234,6 +254,13 @@ impl Sim<'_> {
             kind: req.kind,
         };
         self.replicas[replica].submit(input);
+        if self.busy[replica] {
+            if let Some(end) = self.replicas[replica].truncate_run(t) {
+                self.generation[replica] += 1;
+                let ev = Event::StepEnd(replica as u32, self.generation[replica]);
+                self.queue.schedule(end, ev).expect("a run is cut at or after now");
+            }
+        }
     }
 
     fn start_step(&mut self, r: usize, t: Time) {
@@ -243,15 +270,13 @@ impl Sim<'_> {
         }
         if let Some(shape) = replica.schedule() {
             let first = self.cost.step_ns(&shape) + replica.take_transfer_ns();
-            let (_, dt) = if self.merge {
-                replica.extend_decode_run(self.cost, &shape, first, t, self.queue.peek_time(), self.window)
-            } else {
-                (1, first)
-            };
+            let next_due = self.dues.keys().next().map(|&d| Time(d));
+            let next_event = self.queue.peek_time();
+            let dt = if self.merge { replica.extend_decode_run(self.cost, &shape, first, t, next_due, next_event, self.window) } else { first };
             replica.note_step(t, dt, &shape);
             self.check(r);
             self.queue
-                .schedule(t.plus(dt), Event::StepEnd(r as u32))
+                .schedule(t.plus(dt), Event::StepEnd(r as u32, self.generation[r]))
                 .expect("steps end in the future");
             self.busy[r] = true;
         }
