@@ -10,21 +10,39 @@ use serverbench_sim::Deployment;
 pub const KNOBS: &[(&str, &str)] = &[
     ("default", ""),
     ("policy: sglang", "engine: {policy: sglang}"),
-    ("speculative: MTP head, k = 3, α = 0.7", "engine: {speculative: {method: mtp, k: 3, acceptance: 0.7}}"),
-    ("speculative: draft model, k = 4, α = 0.8", "engine: {speculative: {method: draft, k: 4, acceptance: 0.8}}"),
-    ("speculative: n-gram, k = 4, α = 0.5", "engine: {speculative: {method: ngram, k: 4, acceptance: 0.5}}"),
+    (
+        "speculative: MTP head, k = 3, α = 0.7",
+        "engine: {speculative: {method: mtp, k: 3, acceptance: 0.7}}",
+    ),
+    (
+        "speculative: draft model, k = 4, α = 0.8",
+        "engine: {speculative: {method: draft, k: 4, acceptance: 0.8}}",
+    ),
+    (
+        "speculative: n-gram, k = 4, α = 0.5",
+        "engine: {speculative: {method: ngram, k: 4, acceptance: 0.5}}",
+    ),
     ("weights: int4 (W4A16)", "weights: int4"),
     ("weights: fp8", "weights: fp8"),
-    ("tp 1 × dp 2, session affinity", "tp: 1\ndp: 2\nrouter: session_affinity"),
+    (
+        "tp 1 × dp 2, session affinity",
+        "tp: 1\ndp: 2\nrouter: session_affinity",
+    ),
     ("dp 2, round robin", "dp: 2\nrouter: round_robin"),
     ("dp 2, least loaded", "dp: 2\nrouter: least_loaded"),
     ("dp 2, session affinity", "dp: 2\nrouter: session_affinity"),
     ("dp 2, prefix aware", "dp: 2\nrouter: prefix_aware"),
     ("prefix caching off", "engine: {prefix_caching: false}"),
-    ("max_num_batched_tokens: 2048", "engine: {max_num_batched_tokens: 2048}"),
+    (
+        "max_num_batched_tokens: 2048",
+        "engine: {max_num_batched_tokens: 2048}",
+    ),
     ("max_num_seqs: 4", "engine: {max_num_seqs: 4}"),
     ("preemption: swap", "engine: {preemption: swap}"),
-    ("gpu_memory_utilization: 0.75", "engine: {gpu_memory_utilization: 0.75}"),
+    (
+        "gpu_memory_utilization: 0.75",
+        "engine: {gpu_memory_utilization: 0.75}",
+    ),
     ("block_size: 64", "engine: {block_size: 64}"),
 ];
 
@@ -56,7 +74,9 @@ pub fn rows(a: &WhatIfArgs) -> Result<Vec<Row>> {
         if yaml.is_empty() {
             return Ok(base.clone());
         }
-        base.clone().with_overrides(KNOBS[k].0, yaml).map_err(|e| e.to_string())
+        base.clone()
+            .with_overrides(KNOBS[k].0, yaml)
+            .map_err(|e| e.to_string())
     };
     let results = run_all(&jobs, None, true, |(knob, cfg)| {
         let d = match variant(*knob) {
@@ -72,11 +92,31 @@ pub fn rows(a: &WhatIfArgs) -> Result<Vec<Row>> {
     let mut rows = Vec::new();
     for (k, (knob, _)) in KNOBS.iter().enumerate() {
         for &c in &a.concurrency {
-            let mine: Vec<&Result<serverbench_sim::Score, String>> = jobs.iter().zip(&results).filter(|(j, _)| j.0 == k && j.1.concurrency == c).map(|(_, r)| r).collect();
+            let mine: Vec<&Result<serverbench_sim::Score, String>> = jobs
+                .iter()
+                .zip(&results)
+                .filter(|(j, _)| j.0 == k && j.1.concurrency == c)
+                .map(|(_, r)| r)
+                .collect();
             let error = mine.iter().find_map(|r| r.as_ref().err().cloned());
-            let ok: Vec<serverbench_sim::Score> = mine.iter().filter_map(|r| r.as_ref().ok().copied()).collect();
-            let col = |f: fn(&serverbench_sim::Score) -> f64| if ok.is_empty() { Spread::default() } else { Spread::of(&ok.iter().map(f).collect::<Vec<_>>()) };
-            rows.push(Row { knob, d: col(|s| s.d), g: col(|s| s.g), f: col(|s| s.f), error });
+            let ok: Vec<serverbench_sim::Score> = mine
+                .iter()
+                .filter_map(|r| r.as_ref().ok().copied())
+                .collect();
+            let col = |f: fn(&serverbench_sim::Score) -> f64| {
+                if ok.is_empty() {
+                    Spread::default()
+                } else {
+                    Spread::of(&ok.iter().map(f).collect::<Vec<_>>())
+                }
+            };
+            rows.push(Row {
+                knob,
+                d: col(|s| s.d),
+                g: col(|s| s.g),
+                f: col(|s| s.f),
+                error,
+            });
         }
     }
     Ok(rows)
@@ -98,8 +138,16 @@ pub fn run(a: WhatIfArgs) -> Result<()> {
         let mut line = format!("| {knob} |");
         for r in rows.iter().filter(|r| r.knob == knob) {
             match &r.error {
-                Some(e) => line.push_str(&format!(" cannot run: {} | | |", e.split(" (").next().unwrap_or(e).replace('|', "/"))),
-                None => line.push_str(&format!(" {:.3} | {:.3} | {:.1} % |", r.d.mean, r.g.mean, r.f.mean * 100.0)),
+                Some(e) => line.push_str(&format!(
+                    " cannot run: {} | | |",
+                    e.split(" (").next().unwrap_or(e).replace('|', "/")
+                )),
+                None => line.push_str(&format!(
+                    " {:.3} | {:.3} | {:.1} % |",
+                    r.d.mean,
+                    r.g.mean,
+                    r.f.mean * 100.0
+                )),
             }
         }
         println!("{line}");

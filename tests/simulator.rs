@@ -2,7 +2,10 @@
 
 use proptest::prelude::*;
 use serverbench_calibration::{CostInputs, CostModel, HardwareSpec, Profile};
-use serverbench_sim::{simulate, Deployment, Outcome, Policy, Preemption, Router, RunConfig, RunOutput, SpecMethod, Speculative, StartMode};
+use serverbench_sim::{
+    simulate, Deployment, Outcome, Policy, Preemption, Router, RunConfig, RunOutput, SpecMethod,
+    Speculative, StartMode,
+};
 use serverbench_workloads::{Generator, TreeSource, WorkloadSpec};
 use std::collections::HashMap;
 
@@ -230,7 +233,10 @@ fn an_engine_too_small_for_one_request_fails_at_start_with_the_numbers() {
         "{msg}"
     );
     d.engine.gpu_memory_utilization = 0.15;
-    let msg = serverbench_sim::Replica::new(&d, 0).err().unwrap().to_string();
+    let msg = serverbench_sim::Replica::new(&d, 0)
+        .err()
+        .unwrap()
+        .to_string();
     assert!(msg.contains("weights"), "{msg}");
 }
 
@@ -253,8 +259,17 @@ fn imported_requests_over_the_context_limit_fail_as_overflow() {
 
 #[test]
 fn merged_decode_runs_give_the_same_records_as_step_by_step() {
-    let mut variants = vec![(default_deployment(), 1, 0), (default_deployment(), 6, 1), (default_deployment(), 24, 2)];
-    for (router, c) in [(Router::RoundRobin, 12), (Router::SessionAffinity, 16), (Router::PrefixAware, 8), (Router::LeastLoaded, 8)] {
+    let mut variants = vec![
+        (default_deployment(), 1, 0),
+        (default_deployment(), 6, 1),
+        (default_deployment(), 24, 2),
+    ];
+    for (router, c) in [
+        (Router::RoundRobin, 12),
+        (Router::SessionAffinity, 16),
+        (Router::PrefixAware, 8),
+        (Router::LeastLoaded, 8),
+    ] {
         let mut d = default_deployment();
         d.dp = 2;
         d.router = router;
@@ -265,6 +280,24 @@ fn merged_decode_runs_give_the_same_records_as_step_by_step() {
     small.context_limit = 200_000;
     small.engine.gpu_memory_utilization = 0.33; // a full cache: runs that evict
     variants.push((small, 24, 4));
+    let mut spec = default_deployment();
+    spec.engine.speculative = Some(Speculative {
+        method: SpecMethod::Mtp,
+        k: 3,
+        acceptance: 0.7,
+        acceptance_by_kind: Default::default(),
+        draft_params: None,
+    });
+    variants.push((spec.clone(), 12, 5));
+    spec.dp = 2;
+    spec.router = Router::PrefixAware;
+    variants.push((spec, 16, 6));
+    let mut capped = default_deployment();
+    capped.engine.max_num_seqs = 4;
+    variants.push((capped, 12, 7));
+    let mut sglang = default_deployment();
+    sglang.engine.policy = Policy::Sglang;
+    variants.push((sglang, 12, 8));
     for (d, c, seed) in variants {
         let mut cfg = RunConfig::new(c, seed, 500.0);
         let merged = run(&d, &cfg);
@@ -277,28 +310,59 @@ fn merged_decode_runs_give_the_same_records_as_step_by_step() {
         );
         assert_eq!(merged.summary.steps, single.summary.steps);
         assert_eq!(merged.summary.score, single.summary.score);
+        assert_eq!(
+            merged.summary.spec_tokens_per_verify,
+            single.summary.spec_tokens_per_verify
+        );
     }
 }
 
 /// Mean over a few seeds of a summary figure, for direction-of-effect checks.
 fn mean_over_seeds(d: &Deployment, c: u32, f: impl Fn(&serverbench_sim::Summary) -> f64) -> f64 {
     let seeds = [0u64, 1, 2];
-    seeds.iter().map(|&s| f(&run(d, &RunConfig::new(c, s, 600.0)).summary)).sum::<f64>() / seeds.len() as f64
+    seeds
+        .iter()
+        .map(|&s| f(&run(d, &RunConfig::new(c, s, 600.0)).summary))
+        .sum::<f64>()
+        / seeds.len() as f64
 }
 
 #[test]
 fn speculative_decoding_lowers_tpot_at_batch_one() {
     let base = default_deployment();
     let mut spec = base.clone();
-    spec.engine.speculative = Some(Speculative { method: SpecMethod::Draft, k: 4, acceptance: 0.9, acceptance_by_kind: Default::default(), draft_params: None });
-    let (t0, t1) = (mean_over_seeds(&base, 1, |s| s.tpot_s.p50), mean_over_seeds(&spec, 1, |s| s.tpot_s.p50));
+    spec.engine.speculative = Some(Speculative {
+        method: SpecMethod::Draft,
+        k: 4,
+        acceptance: 0.9,
+        acceptance_by_kind: Default::default(),
+        draft_params: None,
+    });
+    let (t0, t1) = (
+        mean_over_seeds(&base, 1, |s| s.tpot_s.p50),
+        mean_over_seeds(&spec, 1, |s| s.tpot_s.p50),
+    );
     assert!(t1 < t0 * 0.6, "TPOT with α = 0.9, k = 4: {t1} vs {t0}");
     let out = run(&spec, &RunConfig::new(1, 0, 600.0)).summary;
     let expected = Speculative::expected_tokens(0.9, 4);
-    assert!((out.spec_tokens_per_verify - expected).abs() < 0.15, "mean accepted {} vs (1 − α^(k+1)) / (1 − α) = {expected}", out.spec_tokens_per_verify);
+    assert!(
+        (out.spec_tokens_per_verify - expected).abs() < 0.15,
+        "mean accepted {} vs (1 − α^(k+1)) / (1 − α) = {expected}",
+        out.spec_tokens_per_verify
+    );
     // A per-kind override applies: α = 0 for every kind leaves one token per verify step.
-    spec.engine.speculative.as_mut().unwrap().acceptance_by_kind = serverbench_sim::KindAcceptance { root_turn: Some(0.0), subagent_turn: Some(0.0), compaction: Some(0.0) };
-    assert_eq!(run(&spec, &RunConfig::new(1, 0, 300.0)).summary.spec_tokens_per_verify, 1.0);
+    spec.engine.speculative.as_mut().unwrap().acceptance_by_kind =
+        serverbench_sim::KindAcceptance {
+            root_turn: Some(0.0),
+            subagent_turn: Some(0.0),
+            compaction: Some(0.0),
+        };
+    assert_eq!(
+        run(&spec, &RunConfig::new(1, 0, 300.0))
+            .summary
+            .spec_tokens_per_verify,
+        1.0
+    );
 }
 
 #[test]
@@ -311,7 +375,10 @@ fn session_affinity_beats_round_robin_on_prefix_hits() {
     let aff = mean_over_seeds(&d, 8, |s| s.prefix_hit_rate);
     d.router = Router::PrefixAware;
     let pa = mean_over_seeds(&d, 8, |s| s.prefix_hit_rate);
-    assert!(aff > rr + 0.01 && pa > rr + 0.01, "hit rates: affinity {aff}, prefix-aware {pa}, round robin {rr}");
+    assert!(
+        aff > rr + 0.01 && pa > rr + 0.01,
+        "hit rates: affinity {aff}, prefix-aware {pa}, round robin {rr}"
+    );
     assert_eq!(d.gpus(), 4, "dp × tp GPUs are paid for");
 }
 
@@ -325,7 +392,10 @@ fn swap_beats_recompute_with_a_fast_host_link_and_long_contexts() {
     let out = run(&d, &RunConfig::new(32, 0, 600.0)).summary;
     assert!(out.swaps > 0, "preemptions swapped");
     let swap = mean_over_seeds(&d, 32, |s| s.output_tokens_per_s);
-    assert!(swap > recompute, "output tok/s: swap {swap} vs recompute {recompute}");
+    assert!(
+        swap > recompute,
+        "output tok/s: swap {swap} vs recompute {recompute}"
+    );
 }
 
 #[test]
@@ -337,16 +407,28 @@ fn sglang_policy_trades_decode_smoothness_for_prefill_priority() {
     let v = run(&vllm, &RunConfig::new(8, 0, 600.0)).summary;
     assert!(s.requests > 100 && s.prefix_hit_rate > 0.9);
     // Prefill batches run ahead of decode batches: decodes stall behind them, so the TPOT tail grows.
-    assert!(s.tpot_s.p99 > v.tpot_s.p99, "p99 TPOT sglang {} vs vllm {}", s.tpot_s.p99, v.tpot_s.p99);
+    assert!(
+        s.tpot_s.p99 > v.tpot_s.p99,
+        "p99 TPOT sglang {} vs vllm {}",
+        s.tpot_s.p99,
+        v.tpot_s.p99
+    );
     let d = Deployment::from_yaml("s.yaml", "engine:\n  policy: sglang\n").unwrap();
-    assert_eq!((d.engine.max_num_batched_tokens, d.engine.max_num_seqs), (4096, 1024), "sglang's own default budgets");
+    assert_eq!(
+        (d.engine.max_num_batched_tokens, d.engine.max_num_seqs),
+        (4096, 1024),
+        "sglang's own default budgets"
+    );
 }
 
 #[test]
 fn int4_and_fp8_weights_raise_d_where_decode_is_bandwidth_bound() {
     let base = default_deployment();
     let d0 = mean_over_seeds(&base, 4, |s| s.score.d);
-    for w in [serverbench_calibration::WeightDtype::Int4, serverbench_calibration::WeightDtype::Fp8] {
+    for w in [
+        serverbench_calibration::WeightDtype::Int4,
+        serverbench_calibration::WeightDtype::Fp8,
+    ] {
         let mut q = base.clone();
         q.weights = w;
         let d1 = mean_over_seeds(&q, 4, |s| s.score.d);

@@ -223,7 +223,9 @@ impl CostModel {
             + n * self.kv_write_s_per_token
             + b.seqs() as f64 * self.state_s_per_seq;
         let draft = if b.draft_passes > 0 {
-            let per_pass = self.draft_weights_s.max(self.draft_s_per_token * b.decode_seqs as f64);
+            let per_pass = self
+                .draft_weights_s
+                .max(self.draft_s_per_token * b.decode_seqs as f64);
             b.draft_passes as f64 * (per_pass + self.allreduce_s)
         } else {
             0.0
@@ -325,13 +327,18 @@ mod tests {
         let mut v = BatchShape::default();
         v.add_verify(4096, 4, None);
         let (one, verify) = (c.step_seconds(&decode(1, 4096)), c.step_seconds(&v));
-        assert!(verify > one && verify < one * 1.1, "verify {verify} vs decode {one}");
+        assert!(
+            verify > one && verify < one * 1.1,
+            "verify {verify} vs decode {one}"
+        );
     }
 
     #[test]
     fn fp8_and_sliding_windows_cut_decode_time() {
-        let bf = model("qwen3-8b", "h200", "h200-datasheet", 1, WeightDtype::Bf16).step_seconds(&decode(1, 1000));
-        let f8 = model("qwen3-8b", "h200", "h200-datasheet", 1, WeightDtype::Fp8).step_seconds(&decode(1, 1000));
+        let bf = model("qwen3-8b", "h200", "h200-datasheet", 1, WeightDtype::Bf16)
+            .step_seconds(&decode(1, 1000));
+        let f8 = model("qwen3-8b", "h200", "h200-datasheet", 1, WeightDtype::Fp8)
+            .step_seconds(&decode(1, 1000));
         assert!(f8 < bf * 0.7, "fp8 {f8} vs bf16 {bf}");
         let g = model("gemma4-e4b", "l40", "l40-datasheet", 1, WeightDtype::Bf16);
         let mut windowed = BatchShape::default();
@@ -341,7 +348,10 @@ mod tests {
             unbounded.add_decode(60_000, None);
         }
         unbounded.sliding_context = 32 * 60_000;
-        assert!(g.step_seconds(&windowed) < g.step_seconds(&unbounded), "the window caps the KV the sliding layers read");
+        assert!(
+            g.step_seconds(&windowed) < g.step_seconds(&unbounded),
+            "the window caps the KV the sliding layers read"
+        );
     }
 
     #[test]

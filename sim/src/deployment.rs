@@ -2,11 +2,11 @@
 //! Presets are built in; a YAML file names a `base` preset and overrides any field. Parsing is pure (no file IO here).
 
 use serde::{Deserialize, Serialize};
-use serverbench_workloads::RequestKind;
 use serverbench_calibration::{
     memory_plan, parse_yaml, ConfigError, CostInputs, CostModel, HardwareSpec, MemoryPlan,
     ModelSpec, Profile, WeightDtype, GIB,
 };
+use serverbench_workloads::RequestKind;
 
 /// Scheduler policy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -418,10 +418,11 @@ impl Deployment {
         }
         let mut merged = serde_yaml::to_value(&self).expect("deployments serialise");
         merge(&mut merged, overrides);
-        let d: Deployment = parse_yaml(file, &serde_yaml::to_string(&merged).expect("serialises")).map_err(|mut e| {
-            e.line = 0;
-            e
-        })?;
+        let d: Deployment = parse_yaml(file, &serde_yaml::to_string(&merged).expect("serialises"))
+            .map_err(|mut e| {
+                e.line = 0;
+                e
+            })?;
         d.check().map_err(|e| ConfigError::from_check(file, &e))?;
         Ok(d)
     }
@@ -479,14 +480,22 @@ impl Deployment {
                 !(e.activation_reserve_gib >= 0.0),
                 "engine.activation_reserve_gib: must be non-negative",
             ),
-            (!(e.swap_space_gib >= 0.0), "engine.swap_space_gib: must be non-negative"),
+            (
+                !(e.swap_space_gib >= 0.0),
+                "engine.swap_space_gib: must be non-negative",
+            ),
             (
                 !(e.new_token_ratio >= 0.0 && e.new_token_ratio <= 1.0),
                 "engine.new_token_ratio: must be in [0, 1]",
             ),
         ];
         if let Some(sp) = &e.speculative {
-            let alphas = [Some(sp.acceptance), sp.acceptance_by_kind.root_turn, sp.acceptance_by_kind.subagent_turn, sp.acceptance_by_kind.compaction];
+            let alphas = [
+                Some(sp.acceptance),
+                sp.acceptance_by_kind.root_turn,
+                sp.acceptance_by_kind.subagent_turn,
+                sp.acceptance_by_kind.compaction,
+            ];
             if alphas.iter().flatten().any(|a| !(0.0..=1.0).contains(a)) {
                 return Err("engine.speculative.acceptance: must be in [0, 1]".into());
             }
@@ -542,7 +551,11 @@ impl Deployment {
             dtype: self.weights,
             group_size: self.quant_group_size,
             tp: self.tp,
-            draft_params: self.engine.speculative.as_ref().map_or(0.0, |s| s.draft_params(&m)),
+            draft_params: self
+                .engine
+                .speculative
+                .as_ref()
+                .map_or(0.0, |s| s.draft_params(&m)),
         })
     }
 }

@@ -3,14 +3,14 @@
 //! (the cost model here, the GPU in the CUDA engine). Pure logic: no time source, no IO.
 
 use crate::deployment::{Deployment, EngineConfig, Policy, Preemption, Speculative};
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
-use serverbench_workloads::RequestKind;
 use crate::des::Time;
 use crate::kv::{KvManager, Match, ROOT};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 use serverbench_calibration::{BatchShape, CostModel};
 use serverbench_workloads::hash::mix2;
 use serverbench_workloads::Blocks;
+use serverbench_workloads::RequestKind;
 use std::collections::VecDeque;
 
 /// A request handed to the engine.
@@ -189,7 +189,7 @@ pub enum CapacityError {
 }
 
 /// Longest run of decode steps one event stands for.
-const MAX_RUN: u32 = 4096;
+const MAX_RUN: usize = 4096;
 
 /// One engine replica.
 pub struct Replica {
@@ -206,6 +206,14 @@ pub struct Replica {
     run_ends: Vec<u64>,
     run_occupancy: f64,
     run_truncatable: bool,
+    /// Tokens each step entry emits in each step of the run (step-major).
+    run_emit: Vec<u32>,
+    /// The random stream's position after each step of the run.
+    run_rng: Vec<u128>,
+    in_run: bool,
+    last_preempted: bool,
+    plain_steps: u32,
+    plain_limit: u32,
     spec: Option<Speculative>,
     rng: ChaCha8Rng,
     kv_bytes_per_token: f64,
@@ -260,6 +268,12 @@ impl Replica {
             run_ends: Vec::new(),
             run_occupancy: 0.0,
             run_truncatable: false,
+            run_emit: Vec::new(),
+            run_rng: Vec::new(),
+            in_run: false,
+            last_preempted: false,
+            plain_steps: 0,
+            plain_limit: 0,
             spec: d.engine.speculative.clone(),
             rng: ChaCha8Rng::seed_from_u64(serverbench_workloads::hash::mix2(seed, 0x5BEC)),
             kv_bytes_per_token: plan.kv_bytes_per_token,
@@ -359,7 +373,12 @@ impl Replica {
         let ebs = self.cfg.block_size;
         let chain = blocks.as_slice();
         let n = (chain.len() as u64 * workload_block_size as u64 / ebs as u64) as u32;
-        self.kv.cache.lookup(ROOT, 0, n, |i| engine_hash(chain, workload_block_size, ebs, i)).blocks
+        self.kv
+            .cache
+            .lookup(ROOT, 0, n, |i| {
+                engine_hash(chain, workload_block_size, ebs, i)
+            })
+            .blocks
     }
 
     /// Puts a prompt's blocks in the prefix cache, unreferenced, as far as free memory allows (steady-state start).
@@ -437,7 +456,11 @@ impl Replica {
                     continue;
                 }
                 let n = remaining.min(budget);
-                let reserve = if decode_phase { self.decode_reserve() } else { n };
+                let reserve = if decode_phase {
+                    self.decode_reserve()
+                } else {
+                    n
+                };
                 let add = self.blocks_to_add(s, s.computed + reserve);
                 if !self.make_room(id, add, &mut budget, &mut preempted) {
                     continue; // it preempted itself: it was the newest, so the loop ends
@@ -448,6 +471,7 @@ impl Replica {
                 i += 1;
             }
         }
+        self.last_preempted = preempted;
         if !preempted {
             self.admit_waiting(&mut budget, 0);
         }
@@ -510,7 +534,13 @@ impl Replica {
             .iter()
             .map(|&id| {
                 let s = &self.seqs[id as usize];
-                (self.kv.cache.lookup(ROOT, 0, s.hashable, Self::seq_hash(s, ebs)).blocks, id)
+                (
+                    self.kv
+                        .cache
+                        .lookup(ROOT, 0, s.hashable, Self::seq_hash(s, ebs))
+                        .blocks,
+                    id,
+                )
             })
             .collect();
         keyed.sort_by(|a, b| b.0.cmp(&a.0)); // stable: equal matches keep their order
@@ -608,7 +638,9 @@ impl Replica {
             let conservative = if reserve > 0 || self.cfg.policy == Policy::Sglang {
                 // SGLang admits only if the whole uncached prompt and a share of the output fit.
                 let rest = (s.input.saturating_sub(computed)).div_ceil(ebs) as u64;
-                let out = ((s.output - s.generated).min(4096) as f64 * self.cfg.new_token_ratio / ebs as f64).ceil() as u64;
+                let out = ((s.output - s.generated).min(4096) as f64 * self.cfg.new_token_ratio
+                    / ebs as f64)
+                    .ceil() as u64;
                 reserve + rest.max(need as u64) + out
             } else {
                 need as u64
@@ -682,95 +714,170 @@ impl Replica {
         b
     }
 
-    /// Tokens a verify step emits for a sequence: accepted drafts (each accepted with α until the
-    /// first rejection, at most `k`) plus the verifier's own token, never past the requested output.
-    fn verify_tokens(&mut self, id: u32) -> u32 {
+    /// Tokens a verify step emits for a sequence that still wants `left` tokens: accepted drafts (each
+    /// accepted with α until the first rejection, at most `k`) plus the verifier's own token.
+    fn draw_tokens(&mut self, kind: RequestKind, left: u32) -> u32 {
         let sp = self.spec.as_ref().expect("speculative decoding is on");
-        let s = &self.seqs[id as usize];
-        let alpha = sp.alpha(s.kind);
+        let (alpha, k) = (sp.alpha(kind), sp.k);
         let mut accepted = 0;
-        while accepted < sp.k && self.rng.random::<f64>() < alpha {
+        while accepted < k && self.rng.random::<f64>() < alpha {
             accepted += 1;
         }
-        let m = (accepted + 1).min(s.output - s.generated);
-        self.stats.spec_verifies += 1;
-        self.stats.spec_tokens += m as u64;
-        m
+        (accepted + 1).min(left)
     }
 
-    /// Extends a decode-only step into a run of identical decode steps, as long as nothing inside the
-    /// engine could change the batch: no sequence finishes before the run's last step, nothing waits,
-    /// no step but the last ends at or after `stop_at` (the next request already due), no step ends
-    /// after `window_end`, and the run's blocks fit in free memory (so nothing is evicted early). Returns the run's total time (each step rounded as a single step would be), so one event
-    /// can stand for the run. A request that arrives during the run cuts it short ([`Replica::truncate_run`]).
-    /// Step-by-step simulation gives the same tokens, times and cache contents.
+    /// Tokens each scheduled decode sequence emits in the next step of a run (one, or a verify draw);
+    /// true when one of them is done. Without speculation every step emits one token per sequence
+    /// and nothing is recorded.
+    fn emit_step(&mut self, left: &mut [u32]) -> bool {
+        if self.spec.is_none() {
+            self.plain_steps += 1;
+            return self.plain_steps >= self.plain_limit;
+        }
+        let mut finished = false;
+        for i in 0..self.step.len() {
+            let id = self.step[i].0 as usize;
+            let m = if self.spec.is_some() {
+                self.draw_tokens(self.seqs[id].kind, left[i])
+            } else {
+                1
+            };
+            self.run_emit.push(m);
+            left[i] -= m;
+            finished |= left[i] == 0;
+        }
+        self.run_rng.push(self.rng.get_word_pos());
+        finished
+    }
+
+    /// Extends a decode-only step into a run of decode steps, as long as nothing inside the engine could
+    /// change the batch: no sequence finishes before the run's last step, no waiting request could be
+    /// admitted, no step but the last ends at or after `stop_at` (the next request already due), no step
+    /// ends after `window_end`, and the run's blocks fit in free memory (so nothing is evicted early).
+    /// Speculative verify draws are made here, step by step, in the order a step-by-step engine makes
+    /// them. Returns the run's total time (each step rounded as a single step would be), so one event
+    /// can stand for the run. A request that arrives during the run cuts it short
+    /// ([`Replica::truncate_run`]). Step-by-step simulation gives the same tokens, times and cache contents.
     #[allow(clippy::too_many_arguments)]
-    pub fn extend_decode_run(&mut self, cost: &CostModel, first: &BatchShape, first_ns: u64, start: Time, stop_at: Option<Time>, next_event: Option<Time>, window_end: Time) -> u64 {
+    pub fn extend_decode_run(
+        &mut self,
+        cost: &CostModel,
+        first: &BatchShape,
+        first_ns: u64,
+        start: Time,
+        stop_at: Option<Time>,
+        next_event: Option<Time>,
+        window_end: Time,
+    ) -> u64 {
         self.repeat = 1;
+        self.in_run = false;
         self.run_ends.clear();
-        if first.prefill_seqs > 0 || self.spec.is_some() || !self.waiting.is_empty() || self.window.is_some() || self.timeline.is_some() {
+        self.run_emit.clear();
+        self.run_rng.clear();
+        let admission_blocked =
+            self.waiting.is_empty() || (self.cfg.policy == Policy::Vllm && !self.last_preempted);
+        if first.prefill_seqs > 0
+            || !admission_blocked
+            || self.window.is_some()
+            || self.timeline.is_some()
+        {
             return first_ns;
         }
-        let max_k = self
+        self.in_run = true;
+        let mut left: Vec<u32> = self
             .step
             .iter()
-            .map(|&(id, _, _)| {
-                let s = &self.seqs[id as usize];
-                s.output - s.generated
-            })
-            .min()
-            .unwrap_or(1)
-            .min(MAX_RUN);
+            .map(|&(id, _, _)| self.seqs[id as usize].output - self.seqs[id as usize].generated)
+            .collect();
+        self.plain_steps = 0;
+        self.plain_limit = left.iter().copied().min().unwrap_or(1);
         let stop = stop_at.map_or(u64::MAX, |t| t.0);
+        let b = self.step.len();
         let mut shape = *first;
         let mut end = start.0 + first_ns;
         self.run_ends.push(end);
-        while (self.run_ends.len() as u32) < max_k && end < stop {
-            shape.decode_context += shape.decode_seqs as u64;
+        let mut finished = self.emit_step(&mut left);
+        while !finished && self.run_ends.len() < MAX_RUN && end < stop {
+            let emitted: u32 = if self.spec.is_some() {
+                self.run_emit[self.run_emit.len() - b..].iter().sum()
+            } else {
+                b as u32
+            };
+            shape.decode_context += emitted as u64;
             let next = end + cost.step_ns(&shape);
             if next > window_end.0 {
                 break;
             }
             end = next;
             self.run_ends.push(end);
+            finished = self.emit_step(&mut left);
         }
         self.run_truncatable = true;
-        let mut k = self.run_ends.len() as u32;
+        let mut k = self.run_ends.len();
         if k > 1 && self.run_blocks(k) > self.kv.free() {
             // The run would evict cached blocks: keep it inside the quiet time before the next event of
             // any kind, so no arrival can cut it short after an eviction a step-by-step engine would
             // not yet have made.
             let quiet = next_event.map_or(u64::MAX, |t| t.0);
-            k = (self.run_ends.partition_point(|&e| e <= quiet) as u32).max(1);
-            self.run_ends.truncate(k as usize);
+            k = self.run_ends.partition_point(|&e| e <= quiet).max(1);
+            self.keep_steps(k);
             self.run_truncatable = false;
         }
-        if k > 1 {
-            let add = self.run_blocks(k);
-            if !self.kv.allocate(add) {
-                self.run_ends.truncate(1);
-                return first_ns;
-            }
-            for i in 0..self.step.len() {
-                let id = self.step[i].0;
-                let add = self.blocks_to_add(&self.seqs[id as usize], self.seqs[id as usize].computed + k);
-                self.seqs[id as usize].private += add;
-            }
-            self.repeat = k;
+        if k > 1 && !self.kv.allocate(self.run_blocks(k)) {
+            k = 1;
+            self.keep_steps(1);
         }
-        let end = self.run_ends[k as usize - 1];
-        end - start.0
+        if k > 1 {
+            for i in 0..b {
+                let id = self.step[i].0 as usize;
+                let add = self.blocks_to_add(&self.seqs[id], self.run_reach(i, k));
+                self.seqs[id].private += add;
+            }
+        }
+        self.repeat = k as u32;
+        self.run_ends[k - 1] - start.0
     }
 
-    /// Blocks the scheduled decode sequences need to add for a run of `k` steps.
-    fn run_blocks(&self, k: u32) -> u64 {
-        self.step.iter().map(|&(id, _, _)| self.blocks_to_add(&self.seqs[id as usize], self.seqs[id as usize].computed + k) as u64).sum()
+    /// Keeps the first `k` steps of the run (and the random draws they made).
+    fn keep_steps(&mut self, k: usize) {
+        self.run_ends.truncate(k);
+        if self.spec.is_some() {
+            self.run_emit.truncate(k * self.step.len());
+            self.run_rng.truncate(k);
+            self.rng.set_word_pos(self.run_rng[k - 1]);
+        }
+    }
+
+    /// Tokens entry `i` of the step emits in the first `k` steps of the run.
+    fn run_emitted(&self, i: usize, k: usize) -> u32 {
+        if self.spec.is_none() {
+            return k as u32;
+        }
+        let b = self.step.len();
+        (0..k).map(|j| self.run_emit[j * b + i]).sum()
+    }
+
+    /// Tokens entry `i` of the step must have KV room for during the first `k` steps of the run: its
+    /// computed tokens before the last of them, plus the last step's reservation.
+    fn run_reach(&self, i: usize, k: usize) -> u32 {
+        self.seqs[self.step[i].0 as usize].computed
+            + self.run_emitted(i, k - 1)
+            + self.decode_reserve()
+    }
+
+    /// Blocks the scheduled decode sequences need to add for the first `k` steps of the run.
+    fn run_blocks(&self, k: usize) -> u64 {
+        (0..self.step.len())
+            .map(|i| {
+                self.blocks_to_add(&self.seqs[self.step[i].0 as usize], self.run_reach(i, k)) as u64
+            })
+            .sum()
     }
 
     /// Cuts a running decode run short because a request arrived at `at`: the run now ends with the
     /// first of its steps that ends at or after `at` (where a step-by-step engine would next look at
-    /// its queue). Frees the blocks of the dropped steps and returns the new end, or `None` when the
-    /// run already ends there.
+    /// its queue). Frees the blocks of the dropped steps, rewinds the random draws they made, and
+    /// returns the new end, or `None` when the run already ends there.
     pub fn truncate_run(&mut self, at: Time) -> Option<Time> {
         if self.repeat <= 1 || !self.run_truncatable {
             return None;
@@ -779,22 +886,25 @@ impl Replica {
         if keep >= self.repeat as usize {
             return None;
         }
-        let (old_end, new_end) = (*self.run_ends.last().expect("a run"), self.run_ends[keep - 1]);
+        let (old_end, new_end) = (
+            *self.run_ends.last().expect("a run"),
+            self.run_ends[keep - 1],
+        );
         let bs = self.cfg.block_size;
         for i in 0..self.step.len() {
             let id = self.step[i].0 as usize;
+            let want = self.run_reach(i, keep).div_ceil(bs) + self.state_blocks;
             let s = &self.seqs[id];
-            let want = (s.computed + keep as u32).div_ceil(bs) + self.state_blocks;
             let excess = (s.shared + s.private).saturating_sub(want);
             self.seqs[id].private -= excess;
             self.kv.free_private(excess as u64);
         }
+        self.keep_steps(keep);
         let removed = old_end - new_end;
         self.stats.steps -= self.repeat as u64 - keep as u64;
         self.stats.busy_ns -= removed;
         self.stats.occupancy_integral -= self.run_occupancy * removed as f64;
         self.repeat = keep as u32;
-        self.run_ends.truncate(keep);
         Some(Time(new_end))
     }
 
@@ -824,15 +934,23 @@ impl Replica {
     pub fn finish_step(&mut self, events: &mut Vec<SeqEvent>) {
         let ebs = self.cfg.block_size;
         let mut any_done = false;
-        let repeat = self.repeat;
+        let (repeat, in_run) = (self.repeat as usize, self.in_run);
         self.repeat = 1;
-        for k in 0..self.step.len() {
+        self.in_run = false;
+        let b = self.step.len();
+        for k in 0..b {
             let (id, n, _) = self.step[k];
-            let s = &mut self.seqs[id as usize];
-            if repeat > 1 {
-                // A run of decode steps: one token per step, no first tokens, no cache inserts.
-                s.computed += repeat;
-                s.generated += repeat;
+            if in_run {
+                // A run of decode steps: the tokens were drawn when the run was planned; no first
+                // tokens and no cache inserts happen in decode steps.
+                let m = self.run_emitted(k, repeat);
+                if self.spec.is_some() {
+                    self.stats.spec_verifies += repeat as u64;
+                    self.stats.spec_tokens += m as u64;
+                }
+                let s = &mut self.seqs[id as usize];
+                s.computed += m;
+                s.generated += m;
                 if s.generated >= s.output {
                     s.done = true;
                     any_done = true;
@@ -843,15 +961,22 @@ impl Replica {
                 }
                 continue;
             }
+            let s = &mut self.seqs[id as usize];
             if self.spec.is_some() && n == 1 && Self::is_decoding(s) {
-                let m = self.verify_tokens(id);
+                let (kind, left) = (s.kind, s.output - s.generated);
+                let m = self.draw_tokens(kind, left);
+                self.stats.spec_verifies += 1;
+                self.stats.spec_tokens += m as u64;
                 let s = &mut self.seqs[id as usize];
                 s.computed += m;
                 s.generated += m;
                 if s.generated >= s.output {
                     s.done = true;
                     any_done = true;
-                    events.push(SeqEvent::Finished { tag: s.tag, seq: id });
+                    events.push(SeqEvent::Finished {
+                        tag: s.tag,
+                        seq: id,
+                    });
                 }
                 continue;
             }

@@ -2,14 +2,14 @@
 //! records and a summary. Deterministic: the same inputs give byte-identical records.
 
 use crate::deployment::Deployment;
-use crate::des::{EventQueue, Time};
 use crate::deployment::Router;
+use crate::des::{EventQueue, Time};
 use crate::engine::{CapacityError, EngineStats, Replica, SeqEvent, SeqInput, StepSample};
-use serverbench_workloads::hash::mix2;
-use serverbench_workloads::Request;
 use crate::replay::{Handle, Ready, Replay, ReplayConfig, StartMode};
 use crate::score::{summarise, Outcome, Record, Summary};
 use serverbench_calibration::CostModel;
+use serverbench_workloads::hash::mix2;
+use serverbench_workloads::Request;
 use serverbench_workloads::TreeSource;
 
 /// What to run.
@@ -191,7 +191,12 @@ impl Sim<'_> {
             return 0;
         }
         let load = |r: &Replica| r.running() + r.waiting();
-        let least_loaded = |replicas: &[Replica], among: &[usize]| *among.iter().min_by_key(|&&i| (load(&replicas[i]), i)).expect("replicas");
+        let least_loaded = |replicas: &[Replica], among: &[usize]| {
+            *among
+                .iter()
+                .min_by_key(|&&i| (load(&replicas[i]), i))
+                .expect("replicas")
+        };
         let all: Vec<usize> = (0..n).collect();
         match self.deployment.router {
             Router::RoundRobin => {
@@ -201,7 +206,11 @@ impl Sim<'_> {
             Router::LeastLoaded => least_loaded(&self.replicas, &all),
             Router::SessionAffinity => (lane % n as u32) as usize,
             Router::PrefixAware => {
-                let cached: Vec<u32> = self.replicas.iter().map(|r| r.cached_prefix_blocks(&req.blocks, block_size)).collect();
+                let cached: Vec<u32> = self
+                    .replicas
+                    .iter()
+                    .map(|r| r.cached_prefix_blocks(&req.blocks, block_size))
+                    .collect();
                 let best = *cached.iter().max().expect("replicas");
                 let tied: Vec<usize> = (0..n).filter(|&i| cached[i] == best).collect();
                 least_loaded(&self.replicas, &tied)
@@ -216,7 +225,11 @@ impl Sim<'_> {
         let tag = self.records.len() as u64;
         let overflow = req.input_tokens as u64 + req.output_tokens as u64
             > self.deployment.context_limit as u64;
-        let replica = if overflow { 0 } else { self.route(h.lane, &req, block_size) };
+        let replica = if overflow {
+            0
+        } else {
+            self.route(h.lane, &req, block_size)
+        };
         self.records.push(Record {
             tree: index,
             request: req.id,
@@ -258,7 +271,9 @@ impl Sim<'_> {
             if let Some(end) = self.replicas[replica].truncate_run(t) {
                 self.generation[replica] += 1;
                 let ev = Event::StepEnd(replica as u32, self.generation[replica]);
-                self.queue.schedule(end, ev).expect("a run is cut at or after now");
+                self.queue
+                    .schedule(end, ev)
+                    .expect("a run is cut at or after now");
             }
         }
     }
@@ -272,7 +287,19 @@ impl Sim<'_> {
             let first = self.cost.step_ns(&shape) + replica.take_transfer_ns();
             let next_due = self.dues.keys().next().map(|&d| Time(d));
             let next_event = self.queue.peek_time();
-            let dt = if self.merge { replica.extend_decode_run(self.cost, &shape, first, t, next_due, next_event, self.window) } else { first };
+            let dt = if self.merge {
+                replica.extend_decode_run(
+                    self.cost,
+                    &shape,
+                    first,
+                    t,
+                    next_due,
+                    next_event,
+                    self.window,
+                )
+            } else {
+                first
+            };
             replica.note_step(t, dt, &shape);
             self.check(r);
             self.queue
