@@ -26,6 +26,10 @@ pub enum Command {
     Slo(SloArgs),
     /// Each serving knob changed alone: D, G and f against the deployment as it is (a Markdown table).
     WhatIf(WhatIfArgs),
+    /// The same closed-loop replay against a real OpenAI-compatible server, scored the same way.
+    Replay(ReplayRealArgs),
+    /// An OpenAI-compatible server whose engine is the simulated engine paced to the wall clock.
+    Serve(ServeArgs),
     /// Generate, import, export and summarise workloads.
     #[command(subcommand)]
     Workload(WorkloadCommand),
@@ -249,4 +253,71 @@ pub struct WhatIfArgs {
     /// Seeds: a count N or a range A..B.
     #[arg(long, default_value = "4")]
     pub seeds: String,
+}
+
+#[derive(Args, Debug)]
+pub struct ReplayRealArgs {
+    /// Base URL of the server, e.g. http://127.0.0.1:8000 (plain HTTP).
+    #[arg(long)]
+    pub url: String,
+    #[command(flatten)]
+    pub deployment: DeploymentArgs,
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
+    #[command(flatten)]
+    pub replay: ReplayArgs,
+    /// Lanes (concurrent sessions).
+    #[arg(long, short = 'c', default_value_t = 16)]
+    pub concurrency: u32,
+    /// Workload seed.
+    #[arg(long, short = 's', default_value_t = 0)]
+    pub seed: u64,
+    /// Endpoint and prompt form: tokens (/v1/completions with token ids, exact), text, or chat.
+    #[arg(long, default_value = "tokens")]
+    pub api: String,
+    /// Model name to send (default: the deployment's model).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Per-request timeout, seconds.
+    #[arg(long, default_value_t = 600.0)]
+    pub timeout: f64,
+    /// Environment variable holding an API key (sent as a bearer token) if it is set.
+    #[arg(long, default_value = "OPENAI_API_KEY")]
+    pub api_key_env: String,
+    /// Header carrying the lane id for session affinity (e.g. X-Session-ID).
+    #[arg(long)]
+    pub affinity_header: Option<String>,
+    /// Extra header NAME:VALUE (repeatable).
+    #[arg(long = "header")]
+    pub headers: Vec<String>,
+    /// Token ids of synthesised prompts are drawn from [100, VOCAB) (default: the model's vocabulary).
+    #[arg(long)]
+    pub vocab: Option<u32>,
+    /// Compress wall-clock time by this factor (only for testing against `serve --time-scale`).
+    #[arg(long, default_value_t = 1.0)]
+    pub time_scale: f64,
+    /// Skip the natural-stop probe.
+    #[arg(long)]
+    pub no_probe: bool,
+    /// Write records.jsonl (appended as requests end) and summary.json here.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub deployment: DeploymentArgs,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// Port to listen on.
+    #[arg(long, default_value_t = 8000)]
+    pub port: u16,
+    /// Run this many times faster than real time (for tests).
+    #[arg(long, default_value_t = 1.0)]
+    pub time_scale: f64,
+    /// Model name to report (default: the deployment's model).
+    #[arg(long)]
+    pub model: Option<String>,
 }

@@ -5,6 +5,7 @@ mod cli;
 mod inputs;
 mod output;
 mod plot;
+mod real;
 mod screen;
 mod simulate;
 mod slo;
@@ -33,6 +34,8 @@ fn try_main() -> anyhow::Result<()> {
         cli::Command::Screen(a) => screen::run(a),
         cli::Command::Slo(a) => slo::run(a),
         cli::Command::WhatIf(a) => whatif::run(a),
+        cli::Command::Replay(a) => real::replay(a),
+        cli::Command::Serve(a) => real::serve(a),
         cli::Command::Workload(w) => workload::run(w),
     }
 }

@@ -1,7 +1,18 @@
-//! Real backends (not built yet): the OpenAI-compatible streaming client, the emulated server
-//! (`serverbench serve`), the native CUDA engine on cudarc, and the real-time replay driver.
+//! Real backends: the OpenAI-compatible streaming client, the real-time replay driver, and the
+//! emulated server (`serverbench serve`).
 //!
-//! **Invariants, for when it is built:** this is the only crate that knows sockets, tokio and cudarc.
-//! It depends on `sim` (the replay state machine, the scheduler and the KV manager, reused unchanged)
-//! and never the reverse. A real run produces the same `Record`s and is scored by the same code as
-//! a simulated one; the only difference is where step time and token timestamps come from.
+//! **Invariants:** this is the only crate that knows sockets, tokio and (later) cudarc. It depends on
+//! `sim` — the replay state machine, the scheduler and the KV manager are reused unchanged — and never
+//! the reverse. A real run produces the same `Record`s and is scored by the same code as a simulated
+//! one; only where timestamps come from differs.
+
+pub mod client;
+pub mod driver;
+pub mod openai;
+pub mod server;
+pub mod sse;
+
+pub use client::{ClientConfig, HttpClient, StreamResult};
+pub use driver::{natural_stop_probe, run_real, ClientStats, RealConfig, RealOutput, RecordSink};
+pub use openai::{Api, Usage};
+pub use server::{serve, spawn_local, ServeConfig};

@@ -38,6 +38,13 @@ pub enum SeqEvent {
         /// Caller's tag.
         tag: u64,
     },
+    /// Output tokens came out at the end of this step (only when [`Replica::report_tokens`] is set).
+    Emitted {
+        /// Caller's tag.
+        tag: u64,
+        /// Tokens emitted by this step.
+        count: u32,
+    },
     /// The last output token came out; the sequence left the engine.
     Finished {
         /// Caller's tag.
@@ -224,6 +231,8 @@ pub struct Replica {
     pub stats: EngineStats,
     /// Per-step samples, when enabled.
     pub timeline: Option<Vec<StepSample>>,
+    /// Report every emitted token ([`SeqEvent::Emitted`]), for servers that stream them.
+    pub report_tokens: bool,
 }
 
 impl Replica {
@@ -282,6 +291,7 @@ impl Replica {
             transfer_ns: 0,
             stats: EngineStats::default(),
             timeline: None,
+            report_tokens: false,
         })
     }
 
@@ -970,6 +980,9 @@ impl Replica {
                 let s = &mut self.seqs[id as usize];
                 s.computed += m;
                 s.generated += m;
+                if self.report_tokens {
+                    events.push(SeqEvent::Emitted { tag: s.tag, count: m });
+                }
                 if s.generated >= s.output {
                     s.done = true;
                     any_done = true;
@@ -1007,6 +1020,9 @@ impl Replica {
             s.generated += 1;
             if s.generated == 1 {
                 events.push(SeqEvent::FirstToken { tag: s.tag });
+            }
+            if self.report_tokens {
+                events.push(SeqEvent::Emitted { tag: s.tag, count: 1 });
             }
             if s.generated >= s.output {
                 s.done = true;

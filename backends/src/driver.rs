@@ -1,0 +1,283 @@
+//! The real-time replay driver: the simulator's replay state machine, unchanged, driven by the wall
+//! clock on tokio against a real server. Same lanes, dependencies, think times, window, records and score.
+
+use crate::client::{HttpClient, StreamResult};
+use serverbench_sim::{summarise, Deployment, EventQueue, Handle, Outcome, Ready, Record, Replay, RunConfig, StartMode, Summary, Time};
+use serverbench_workloads::tokens::{prompt_tokens, Vocab};
+use serverbench_workloads::{Quantiles, TreeSource};
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+/// A real replay's settings.
+#[derive(Clone, Debug)]
+pub struct RealConfig {
+    /// Lanes, seed, window, idle-gap cap, start mode (as `simulate`).
+    pub run: RunConfig,
+    /// Wall-clock compression for testing against `serve --time-scale X`: think times and the window
+    /// are divided by it and every measured duration multiplied back, so records are in server time.
+    pub time_scale: f64,
+    /// Token ids prompts are synthesised from.
+    pub vocab: Vocab,
+}
+
+/// What the client saw besides the records.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct ClientStats {
+    /// How late requests were sent after they became due, wall-clock milliseconds.
+    pub dispatch_drift_ms: Quantiles,
+    /// Failed requests by kind.
+    pub errors_by_kind: BTreeMap<String, usize>,
+    /// Completed requests whose output length differed from the request.
+    pub length_mismatches: usize,
+    /// Completed requests without a usage block.
+    pub usage_missing: usize,
+    /// Completed requests with more output chunks than usage tokens (a stream/usage inconsistency).
+    pub chunk_usage_mismatches: usize,
+    /// Warm-up requests sent before the window (steady start).
+    pub warmup_requests: usize,
+    /// True when Ctrl-C ended the run early.
+    pub interrupted: bool,
+}
+
+/// A finished real replay.
+#[derive(Clone, Debug)]
+pub struct RealOutput {
+    /// One record per request sent inside the window, in send order.
+    pub records: Vec<Record>,
+    /// Scored exactly like a simulated run.
+    pub summary: Summary,
+    /// Client-side checks and timings.
+    pub client: ClientStats,
+}
+
+struct Done {
+    tag: usize,
+    result: StreamResult,
+}
+
+struct InFlight {
+    task: JoinHandle<()>,
+    progress: Arc<AtomicU32>,
+}
+
+/// Appends records to a file, flushing each, so an interrupted run keeps what it measured.
+pub struct RecordSink(Option<std::io::BufWriter<std::fs::File>>);
+
+impl RecordSink {
+    /// A sink writing to `path` (created or truncated), or nowhere.
+    pub fn new(path: Option<&std::path::Path>) -> std::io::Result<RecordSink> {
+        Ok(RecordSink(match path {
+            Some(p) => Some(std::io::BufWriter::new(std::fs::File::create(p)?)),
+            None => None,
+        }))
+    }
+
+    fn write(&mut self, r: &Record) -> std::io::Result<()> {
+        if let Some(w) = &mut self.0 {
+            serde_json::to_writer(&mut *w, r)?;
+            w.write_all(b"\n")?;
+            w.flush()?;
+        }
+        Ok(())
+    }
+}
+
+struct Clock {
+    start: Instant,
+    scale: f64,
+}
+
+impl Clock {
+    fn sim(&self, at: Instant) -> u64 {
+        (at.saturating_duration_since(self.start).as_nanos() as f64 * self.scale) as u64
+    }
+    fn now(&self) -> u64 {
+        self.sim(Instant::now())
+    }
+    fn wall(&self, sim_ns: u64) -> Instant {
+        self.start + Duration::from_nanos((sim_ns as f64 / self.scale) as u64)
+    }
+}
+
+/// Replays `source` against the server behind `client` in real time; `progress(seconds, window)` is
+/// called as time passes. Ctrl-C ends the run early and still returns what was measured.
+pub async fn run_real(d: &Deployment, source: &dyn TreeSource, client: Arc<HttpClient>, cfg: &RealConfig, sink: &mut RecordSink, progress: &(dyn Fn(f64) + Sync)) -> std::io::Result<RealOutput> {
+    let window_ns = Time::from_secs(cfg.run.window_s).0;
+    let mut replay = Replay::new(source, cfg.run.replay());
+    let mut ready: Vec<Ready> = Vec::new();
+    replay.start(Time::ZERO, &mut ready);
+    let mut stats = ClientStats::default();
+    if cfg.run.start == StartMode::Steady {
+        stats.warmup_requests = warm_up(&replay, &ready, &client, cfg.vocab).await;
+    }
+    let clock = Clock { start: Instant::now(), scale: cfg.time_scale };
+    let mut queue: EventQueue<Handle> = EventQueue::new();
+    for r in ready.drain(..) {
+        queue.schedule(r.at, r.handle).expect("never in the past");
+    }
+    let (tx, mut rx) = mpsc::unbounded_channel::<Done>();
+    let mut records: Vec<Record> = Vec::new();
+    let mut in_flight: HashMap<usize, InFlight> = HashMap::new();
+    let mut drift_ms: Vec<f64> = Vec::new();
+    let mut dues: HashMap<usize, u64> = HashMap::new();
+    let ctrl_c = tokio::signal::ctrl_c();
+    tokio::pin!(ctrl_c);
+    loop {
+        let now = clock.now();
+        progress(now as f64 / 1e9);
+        if now >= window_ns {
+            break;
+        }
+        while let Some(t) = queue.peek_time() {
+            if t.0 > now || t.0 >= window_ns {
+                break;
+            }
+            let (due, h) = queue.pop().expect("peeked");
+            let tag = records.len();
+            records.push(dispatch(&replay, h, clock.now()));
+            dues.insert(tag, due.0);
+            let (tree, index) = replay.tree(h.lane);
+            let req = replay.request(h);
+            let prompt = prompt_tokens(index, req, tree.block_size, cfg.vocab);
+            let p = Arc::new(AtomicU32::new(0));
+            let (client, tx, p2, lane, out) = (client.clone(), tx.clone(), p.clone(), h.lane, req.output_tokens);
+            let task = tokio::spawn(async move {
+                let result = client.stream(lane, &prompt, out, true, Some(p2)).await;
+                let _ = tx.send(Done { tag, result });
+            });
+            in_flight.insert(tag, InFlight { task, progress: p });
+        }
+        let wake = queue.peek_time().map_or(window_ns, |t| t.0.min(window_ns));
+        tokio::select! {
+            biased;
+            _ = &mut ctrl_c => {
+                stats.interrupted = true;
+                break;
+            }
+            Some(done) = rx.recv() => {
+                in_flight.remove(&done.tag);
+                let due = dues.remove(&done.tag).unwrap_or(0);
+                drift_ms.push(done.result.sent.saturating_duration_since(clock.wall(due)).as_secs_f64() * 1e3);
+                let rec = &mut records[done.tag];
+                finish(rec, &done.result, &clock, &mut stats);
+                sink.write(rec)?;
+                let at = Time(clock.sim(done.result.ended).max(queue.now().0));
+                let h = Handle { lane: rec.lane, request: rec.request };
+                replay.complete(h, at, &mut ready);
+                for r in ready.drain(..) {
+                    queue.schedule(r.at, r.handle).expect("ready times follow the completion");
+                }
+            }
+            _ = precise_sleep_until(clock.wall(wake)) => {}
+        }
+    }
+    for (tag, f) in in_flight {
+        f.task.abort();
+        let rec = &mut records[tag];
+        rec.output_tokens = f.progress.load(Ordering::Relaxed);
+        rec.outcome = Outcome::Cancelled;
+        sink.write(rec)?;
+    }
+    let window_s = if stats.interrupted { clock.now() as f64 / 1e9 } else { cfg.run.window_s };
+    let (_, mut summary) = summarise(&records, d, window_s);
+    summary.seed = cfg.run.seed;
+    summary.concurrency = cfg.run.concurrency;
+    summary.trees_started = replay.trees_started();
+    summary.prefix_hit_rate = {
+        let (hit, all): (u64, u64) = records.iter().filter(|r| r.outcome == Outcome::Completed).fold((0, 0), |(h, a), r| (h + r.cached_tokens as u64, a + r.input_tokens as u64));
+        if all > 0 { hit as f64 / all as f64 } else { 0.0 }
+    };
+    stats.dispatch_drift_ms = Quantiles::of(&mut drift_ms);
+    Ok(RealOutput { records, summary, client: stats })
+}
+
+fn dispatch(replay: &Replay<'_>, h: Handle, now: u64) -> Record {
+    let (_, index) = replay.tree(h.lane);
+    let req = replay.request(h);
+    Record {
+        tree: index,
+        request: req.id,
+        lane: h.lane,
+        replica: 0,
+        agent: req.agent,
+        kind: req.kind,
+        send_ns: now,
+        first_token_ns: None,
+        last_token_ns: None,
+        finish_ns: None,
+        input_tokens: req.input_tokens,
+        output_requested: req.output_tokens,
+        output_tokens: 0,
+        cached_tokens: 0,
+        preemptions: 0,
+        outcome: Outcome::Cancelled,
+    }
+}
+
+fn finish(rec: &mut Record, r: &StreamResult, clock: &Clock, stats: &mut ClientStats) {
+    rec.send_ns = clock.sim(r.sent);
+    rec.first_token_ns = r.first_token.map(|t| clock.sim(t));
+    rec.last_token_ns = r.last_token.map(|t| clock.sim(t));
+    rec.finish_ns = Some(clock.sim(r.ended));
+    rec.output_tokens = r.tokens();
+    rec.cached_tokens = r.usage.and_then(|u| u.cached_tokens).unwrap_or(0) as u32;
+    match &r.error {
+        Some(kind) => {
+            *stats.errors_by_kind.entry(kind.clone()).or_insert(0) += 1;
+            rec.outcome = Outcome::Error(kind.clone());
+        }
+        None => {
+            rec.outcome = Outcome::Completed;
+            if rec.output_tokens != rec.output_requested {
+                stats.length_mismatches += 1;
+            }
+            match r.usage {
+                None => stats.usage_missing += 1,
+                Some(u) if (r.token_chunks as u64) > u.completion_tokens => stats.chunk_usage_mismatches += 1,
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Steady start: sends each lane's first prompt once (one output token) so the server's prefix cache
+/// holds it before the window opens, as the simulator warms its cache.
+async fn warm_up(replay: &Replay<'_>, ready: &[Ready], client: &Arc<HttpClient>, vocab: Vocab) -> usize {
+    let mut tasks = Vec::new();
+    for r in ready {
+        let (tree, index) = replay.tree(r.handle.lane);
+        let prompt = prompt_tokens(index, replay.request(r.handle), tree.block_size, vocab);
+        let (client, lane) = (client.clone(), r.handle.lane);
+        tasks.push(tokio::spawn(async move { client.stream(lane, &prompt, 1, true, None).await }));
+    }
+    let n = tasks.len();
+    for t in tasks {
+        let _ = t.await;
+    }
+    n
+}
+
+/// Sleeps until `deadline` with sub-millisecond precision: the timer wheel (1 ms ticks) gets within a
+/// millisecond, then the task yields until the deadline. At `--time-scale 20` a millisecond of wall
+/// clock is 20 ms of server time, so this precision matters.
+async fn precise_sleep_until(deadline: Instant) {
+    let coarse = deadline.checked_sub(Duration::from_micros(1500));
+    if let Some(c) = coarse.filter(|&c| c > Instant::now()) {
+        tokio::time::sleep_until(c.into()).await;
+    }
+    while Instant::now() < deadline {
+        tokio::task::yield_now().await;
+    }
+}
+
+/// The natural-stop probe: one request without `ignore_eos`. Returns the finish reason and the
+/// tokens received; a server that honours end-of-sequence stops before `max_tokens` with `stop`.
+pub async fn natural_stop_probe(client: &HttpClient, prompt: &[u32], max_tokens: u32) -> (Option<String>, u32, Option<String>) {
+    let r = client.stream(0, prompt, max_tokens, false, None).await;
+    (r.finish_reason.clone(), r.tokens(), r.error)
+}

@@ -1,0 +1,157 @@
+//! The OpenAI-compatible wire format: request bodies a client sends and the stream chunks it reads.
+//! Pure data: no IO.
+
+use serde_json::{json, Value};
+
+/// Which endpoint and prompt form a client uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Api {
+    /// `/v1/completions` with the prompt as token ids (exact prefix reuse; the default).
+    CompletionsTokens,
+    /// `/v1/completions` with the prompt as text.
+    CompletionsText,
+    /// `/v1/chat/completions` with one user message of text.
+    Chat,
+}
+
+impl Api {
+    /// Parses `tokens`, `text` or `chat`.
+    pub fn parse(s: &str) -> Option<Api> {
+        match s {
+            "tokens" => Some(Api::CompletionsTokens),
+            "text" => Some(Api::CompletionsText),
+            "chat" => Some(Api::Chat),
+            _ => None,
+        }
+    }
+
+    /// The endpoint path.
+    pub fn path(self) -> &'static str {
+        match self {
+            Api::Chat => "/v1/chat/completions",
+            _ => "/v1/completions",
+        }
+    }
+}
+
+/// Renders token ids as text for the text endpoints: one short word per token.
+pub fn tokens_as_text(tokens: &[u32]) -> String {
+    let mut s = String::with_capacity(tokens.len() * 6);
+    for t in tokens {
+        s.push_str(&format!(" w{t}"));
+    }
+    s
+}
+
+/// The streaming request body: exact output length (`max_tokens` = `min_tokens` = N, `ignore_eos`),
+/// no stop strings, usage at the end.
+pub fn request_body(api: Api, model: &str, prompt: &[u32], max_tokens: u32, ignore_eos: bool) -> Value {
+    let mut body = match api {
+        Api::CompletionsTokens => json!({ "model": model, "prompt": prompt }),
+        Api::CompletionsText => json!({ "model": model, "prompt": tokens_as_text(prompt) }),
+        Api::Chat => json!({
+            "model": model,
+            "messages": [{ "role": "user", "content": tokens_as_text(prompt) }],
+            "max_completion_tokens": max_tokens,
+        }),
+    };
+    let o = body.as_object_mut().expect("an object");
+    o.insert("max_tokens".into(), json!(max_tokens));
+    o.insert("stream".into(), json!(true));
+    o.insert("stream_options".into(), json!({ "include_usage": true }));
+    o.insert("temperature".into(), json!(0));
+    if ignore_eos {
+        o.insert("ignore_eos".into(), json!(true));
+        o.insert("min_tokens".into(), json!(max_tokens));
+    }
+    body
+}
+
+/// Token usage reported by the server.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// Prompt tokens.
+    pub prompt_tokens: u64,
+    /// Completion tokens.
+    pub completion_tokens: u64,
+    /// Prompt tokens served from the server's prefix cache, when it says.
+    pub cached_tokens: Option<u64>,
+}
+
+/// What one stream chunk carries.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Chunk {
+    /// True if it carries output (text, content, reasoning content or tool calls).
+    pub has_output: bool,
+    /// The usage block (the last chunk).
+    pub usage: Option<Usage>,
+    /// `finish_reason`, when set.
+    pub finish_reason: Option<String>,
+    /// An error event's message.
+    pub error: Option<String>,
+}
+
+/// Parses one `data:` payload.
+pub fn parse_chunk(payload: &str) -> Result<Chunk, String> {
+    let v: Value = serde_json::from_str(payload).map_err(|e| format!("malformed JSON in stream: {e}"))?;
+    let mut c = Chunk::default();
+    if let Some(err) = v.get("error") {
+        c.error = Some(err.get("message").and_then(Value::as_str).map_or_else(|| err.to_string(), str::to_string));
+        return Ok(c);
+    }
+    if let Some(choice) = v.get("choices").and_then(Value::as_array).and_then(|a| a.first()) {
+        let nonempty = |x: Option<&Value>| x.is_some_and(|t| match t {
+            Value::String(s) => !s.is_empty(),
+            Value::Array(a) => !a.is_empty(),
+            Value::Null => false,
+            _ => true,
+        });
+        let delta = choice.get("delta");
+        c.has_output = nonempty(choice.get("text"))
+            || delta.is_some_and(|d| nonempty(d.get("content")) || nonempty(d.get("reasoning_content")) || nonempty(d.get("tool_calls")));
+        c.finish_reason = choice.get("finish_reason").and_then(Value::as_str).map(str::to_string);
+    }
+    if let Some(u) = v.get("usage").filter(|u| !u.is_null()) {
+        let n = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
+        c.usage = Some(Usage {
+            prompt_tokens: n("prompt_tokens"),
+            completion_tokens: n("completion_tokens"),
+            cached_tokens: u.get("prompt_tokens_details").and_then(|d| d.get("cached_tokens")).and_then(Value::as_u64),
+        });
+    }
+    Ok(c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bodies_ask_for_exact_lengths_and_usage() {
+        let b = request_body(Api::CompletionsTokens, "m", &[1, 2, 3], 7, true);
+        assert_eq!(b["prompt"], json!([1, 2, 3]));
+        assert_eq!((b["max_tokens"].as_u64(), b["min_tokens"].as_u64()), (Some(7), Some(7)));
+        assert_eq!(b["ignore_eos"], json!(true));
+        assert_eq!(b["stream_options"]["include_usage"], json!(true));
+        assert!(b.get("stop").is_none());
+        let c = request_body(Api::Chat, "m", &[5], 3, false);
+        assert_eq!(c["messages"][0]["content"], json!(" w5"));
+        assert!(c.get("ignore_eos").is_none());
+    }
+
+    #[test]
+    fn chunks_of_every_kind_parse() {
+        let t = parse_chunk(r#"{"choices":[{"index":0,"text":" hi","finish_reason":null}]}"#).unwrap();
+        assert!(t.has_output);
+        let empty = parse_chunk(r#"{"choices":[{"index":0,"delta":{"role":"assistant"}}]}"#).unwrap();
+        assert!(!empty.has_output, "a role-only delta carries no token");
+        let r = parse_chunk(r#"{"choices":[{"delta":{"reasoning_content":"x"}}]}"#).unwrap();
+        assert!(r.has_output);
+        let u = parse_chunk(r#"{"choices":[],"usage":{"prompt_tokens":10,"completion_tokens":4,"prompt_tokens_details":{"cached_tokens":8}}}"#).unwrap();
+        assert_eq!(u.usage, Some(Usage { prompt_tokens: 10, completion_tokens: 4, cached_tokens: Some(8) }));
+        assert!(!u.has_output, "the usage chunk is not a token event");
+        let e = parse_chunk(r#"{"error":{"message":"boom"}}"#).unwrap();
+        assert_eq!(e.error.as_deref(), Some("boom"));
+        assert!(parse_chunk("{not json").is_err());
+    }
+}

@@ -1,0 +1,419 @@
+//! `serverbench serve`: an OpenAI-compatible streaming server whose engine is the simulated engine
+//! (the same scheduler, KV cache and cost model as `simulate`) paced to the wall clock.
+//! `--time-scale X` runs X times faster than real time, for tests.
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::serve::ListenerExt;
+use axum::{Json, Router};
+use serde_json::{json, Value};
+use serverbench_calibration::CostModel;
+use serverbench_sim::{Deployment, Replica, SeqEvent, SeqInput};
+use serverbench_workloads::hash::mix2;
+use serverbench_workloads::{Blocks, RequestKind};
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::{mpsc as std_mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+
+/// Tokens per block of the prompt hashes the emulator derives from token ids.
+const PROMPT_BLOCK: usize = 16;
+
+/// How the emulator runs.
+#[derive(Clone, Debug)]
+pub struct ServeConfig {
+    /// The deployment whose engine is emulated.
+    pub deployment: Deployment,
+    /// Its cost model.
+    pub cost: CostModel,
+    /// Wall-clock speed-up (1 = real time).
+    pub time_scale: f64,
+    /// Model name reported by `/v1/models` and in responses.
+    pub model_name: String,
+    /// Vocabulary size for the token ids it generates.
+    pub vocab: u32,
+}
+
+/// What the engine sends a request's handler.
+#[derive(Debug)]
+enum EngineEvent {
+    Tokens(u32),
+    Done { cached_tokens: u32 },
+}
+
+struct Submission {
+    blocks: Blocks,
+    prompt_tokens: u32,
+    output: u32,
+    events: mpsc::UnboundedSender<EngineEvent>,
+}
+
+/// Engine gauges and counters for `/metrics`.
+#[derive(Clone, Copy, Debug, Default)]
+struct Metrics {
+    running: usize,
+    waiting: usize,
+    kv_usage: f64,
+    prefix_queries: u64,
+    prefix_hits: u64,
+    prompt_tokens: u64,
+    generation_tokens: u64,
+    requests_finished: u64,
+}
+
+struct Emulator {
+    submit: Mutex<std_mpsc::Sender<Submission>>,
+    metrics: Arc<Mutex<Metrics>>,
+    cfg: ServeConfig,
+}
+
+/// Runs the engine thread and serves HTTP on `listener` until the process ends.
+pub async fn serve(listener: tokio::net::TcpListener, cfg: ServeConfig) -> std::io::Result<()> {
+    let router = router(cfg).map_err(std::io::Error::other)?;
+    // Token chunks are small writes: without TCP_NODELAY, Nagle's algorithm and delayed ACKs hold them.
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
+    axum::serve(listener, router).await
+}
+
+/// Binds 127.0.0.1 on a free port and serves in the background; returns the base URL (for tests).
+pub async fn spawn_local(cfg: ServeConfig) -> std::io::Result<String> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let url = format!("http://{}", listener.local_addr()?);
+    tokio::spawn(async move {
+        let _ = serve(listener, cfg).await;
+    });
+    Ok(url)
+}
+
+fn router(cfg: ServeConfig) -> Result<Router, String> {
+    let mut replica = Replica::new(&cfg.deployment, 0).map_err(|e| e.to_string())?;
+    replica.report_tokens = true;
+    let (tx, rx) = std_mpsc::channel();
+    let metrics = Arc::new(Mutex::new(Metrics::default()));
+    let (cost, scale, m2) = (cfg.cost.clone(), cfg.time_scale, metrics.clone());
+    std::thread::Builder::new().name("serverbench-engine".into()).spawn(move || engine_loop(replica, cost, scale, rx, m2)).map_err(|e| e.to_string())?;
+    let em = Arc::new(Emulator { submit: Mutex::new(tx), metrics, cfg });
+    Ok(Router::new()
+        .route("/v1/completions", post(completions))
+        .route("/v1/chat/completions", post(chat))
+        .route("/v1/models", get(models))
+        .route("/health", get(|| async { "" }))
+        .route("/metrics", get(metrics_text))
+        .with_state(em))
+}
+
+/// The engine: schedules a step, sleeps until the step's end in scaled wall time, emits its tokens.
+fn engine_loop(mut replica: Replica, cost: CostModel, scale: f64, rx: std_mpsc::Receiver<Submission>, metrics: Arc<Mutex<Metrics>>) {
+    let start = Instant::now();
+    let sim_now = |start: Instant| (start.elapsed().as_nanos() as f64 * scale) as u64;
+    let mut clock: u64 = 0;
+    let mut was_idle = true;
+    let mut next_tag: u64 = 0;
+    let mut senders: HashMap<u64, mpsc::UnboundedSender<EngineEvent>> = HashMap::new();
+    let mut events = Vec::new();
+    let mut submit = |s: Submission, replica: &mut Replica, senders: &mut HashMap<u64, mpsc::UnboundedSender<EngineEvent>>| {
+        let tag = next_tag;
+        next_tag += 1;
+        senders.insert(tag, s.events);
+        replica.submit(SeqInput { tag, blocks: s.blocks, workload_block_size: PROMPT_BLOCK as u32, input: s.prompt_tokens, output: s.output, kind: RequestKind::RootTurn });
+    };
+    loop {
+        loop {
+            match rx.try_recv() {
+                Ok(s) => submit(s, &mut replica, &mut senders),
+                Err(std_mpsc::TryRecvError::Empty) => break,
+                Err(std_mpsc::TryRecvError::Disconnected) => return,
+            }
+        }
+        if !replica.has_work() {
+            match rx.recv() {
+                Ok(s) => submit(s, &mut replica, &mut senders),
+                Err(_) => return,
+            }
+            was_idle = true;
+            continue;
+        }
+        if was_idle {
+            // Idle time passed; a busy engine starts each step exactly when the last one ended, so
+            // sleep overshoot never accumulates.
+            clock = clock.max(sim_now(start));
+            was_idle = false;
+        }
+        let Some(shape) = replica.schedule() else {
+            std::thread::sleep(Duration::from_micros(200));
+            continue;
+        };
+        let dt = cost.step_ns(&shape) + replica.take_transfer_ns();
+        replica.note_step(serverbench_sim::Time(clock), dt, &shape);
+        clock += dt;
+        let due = start + Duration::from_nanos((clock as f64 / scale) as u64);
+        let now = Instant::now();
+        if due > now {
+            std::thread::sleep(due - now);
+        }
+        replica.finish_step(&mut events);
+        let mut generated = 0u64;
+        let mut finished = 0u64;
+        for e in events.drain(..) {
+            match e {
+                SeqEvent::Emitted { tag, count } => {
+                    generated += count as u64;
+                    if let Some(tx) = senders.get(&tag) {
+                        let _ = tx.send(EngineEvent::Tokens(count));
+                    }
+                }
+                SeqEvent::Finished { tag, seq } => {
+                    finished += 1;
+                    let cached_tokens = replica.progress(seq).cached_tokens;
+                    if let Some(tx) = senders.remove(&tag) {
+                        let _ = tx.send(EngineEvent::Done { cached_tokens });
+                    }
+                }
+                SeqEvent::FirstToken { .. } => {}
+            }
+        }
+        let mut m = metrics.lock().expect("metrics lock");
+        m.running = replica.running();
+        m.waiting = replica.waiting();
+        m.kv_usage = replica.used_blocks() as f64 / replica.total_blocks().max(1) as f64;
+        m.prefix_queries = replica.stats.lookup_tokens;
+        m.prefix_hits = replica.stats.hit_tokens;
+        m.generation_tokens += generated;
+        m.requests_finished += finished;
+    }
+}
+
+fn error(status: StatusCode, message: &str) -> Response {
+    (status, Json(json!({ "error": { "message": message, "type": "invalid_request_error", "code": status.as_u16() } }))).into_response()
+}
+
+/// Token ids from a completions `prompt`: a list of ids, a one-element list of lists, or text
+/// (4 bytes per pseudo-token, hashed into the vocabulary).
+fn prompt_ids(v: &Value, vocab: u32) -> Result<Vec<u32>, String> {
+    match v {
+        Value::String(s) => Ok(text_ids(s, vocab)),
+        Value::Array(a) if a.iter().all(Value::is_u64) => Ok(a.iter().map(|x| x.as_u64().unwrap_or(0) as u32).collect()),
+        Value::Array(a) if a.len() == 1 => prompt_ids(&a[0], vocab),
+        Value::Array(_) => Err("prompt: batches of prompts are not supported; send one prompt per request".into()),
+        _ => Err("prompt: expected a string or a list of token ids".into()),
+    }
+}
+
+fn text_ids(s: &str, vocab: u32) -> Vec<u32> {
+    s.as_bytes().chunks(4).map(|c| (mix2(c.iter().fold(0u64, |h, &b| h << 8 | b as u64), 0x7E47) % vocab as u64) as u32).collect()
+}
+
+/// Chained block ids of a prompt's full 16-token blocks: equal prefixes give equal ids.
+fn prompt_blocks(ids: &[u32]) -> Blocks {
+    let mut prev = 0x9E37_79B9u64;
+    Blocks::from_vec(
+        ids.chunks_exact(PROMPT_BLOCK)
+            .map(|b| {
+                prev = b.iter().fold(prev, |h, &t| mix2(h, t as u64));
+                prev
+            })
+            .collect(),
+    )
+}
+
+/// What a request asks for.
+struct Params {
+    max_tokens: u32,
+    min_tokens: u32,
+    ignore_eos: bool,
+    stream: bool,
+    include_usage: bool,
+}
+
+fn params(body: &Value, chat: bool) -> Result<Params, String> {
+    let u = |k: &str| body.get(k).and_then(Value::as_u64);
+    let max_tokens = if chat { u("max_completion_tokens").or(u("max_tokens")) } else { u("max_tokens") }.unwrap_or(16);
+    if max_tokens == 0 || max_tokens > u32::MAX as u64 {
+        return Err("max_tokens: must be a positive integer".into());
+    }
+    Ok(Params {
+        max_tokens: max_tokens as u32,
+        min_tokens: u("min_tokens").unwrap_or(0).min(max_tokens) as u32,
+        ignore_eos: body.get("ignore_eos").and_then(Value::as_bool).unwrap_or(false),
+        stream: body.get("stream").and_then(Value::as_bool).unwrap_or(false),
+        include_usage: body.get("stream_options").and_then(|o| o.get("include_usage")).and_then(Value::as_bool).unwrap_or(false),
+    })
+}
+
+async fn completions(State(em): State<Arc<Emulator>>, Json(body): Json<Value>) -> Response {
+    let ids = match body.get("prompt").ok_or_else(|| "prompt: missing".to_string()).and_then(|p| prompt_ids(p, em.cfg.vocab)) {
+        Ok(ids) => ids,
+        Err(e) => return error(StatusCode::BAD_REQUEST, &e),
+    };
+    match params(&body, false) {
+        Ok(p) => generate(em, ids, p, false).await,
+        Err(e) => error(StatusCode::BAD_REQUEST, &e),
+    }
+}
+
+async fn chat(State(em): State<Arc<Emulator>>, Json(body): Json<Value>) -> Response {
+    let Some(messages) = body.get("messages").and_then(Value::as_array) else {
+        return error(StatusCode::BAD_REQUEST, "messages: missing or not a list");
+    };
+    let text: String = messages.iter().filter_map(|m| m.get("content").and_then(Value::as_str)).collect::<Vec<_>>().join("\n");
+    match params(&body, true) {
+        Ok(p) => generate(em.clone(), text_ids(&text, em.cfg.vocab), p, true).await,
+        Err(e) => error(StatusCode::BAD_REQUEST, &e),
+    }
+}
+
+async fn generate(em: Arc<Emulator>, ids: Vec<u32>, p: Params, chat: bool) -> Response {
+    let limit = em.cfg.deployment.context_limit as u64;
+    if ids.is_empty() {
+        return error(StatusCode::BAD_REQUEST, "prompt: empty");
+    }
+    if ids.len() as u64 + p.max_tokens as u64 > limit {
+        return error(StatusCode::BAD_REQUEST, &format!("this model's maximum context length is {limit} tokens; the prompt ({}) plus max_tokens ({}) exceed it", ids.len(), p.max_tokens));
+    }
+    let blocks = prompt_blocks(&ids);
+    let seed = blocks.as_slice().last().copied().unwrap_or(ids.len() as u64);
+    // Without ignore_eos the emulated model "ends its answer" after a deterministic natural length.
+    let natural = (16 + (mix2(seed, 0xE05) % 48) as u32).max(p.min_tokens);
+    let output = if p.ignore_eos { p.max_tokens } else { natural.min(p.max_tokens) };
+    let finish_reason = if output < p.max_tokens { "stop" } else { "length" };
+    let (tx, rx) = mpsc::unbounded_channel();
+    {
+        let mut m = em.metrics.lock().expect("metrics lock");
+        m.prompt_tokens += ids.len() as u64;
+    }
+    let sub = Submission { blocks, prompt_tokens: ids.len() as u32, output, events: tx };
+    if em.submit.lock().expect("submit lock").send(sub).is_err() {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "the engine has stopped");
+    }
+    let out = Output { rx, model: em.cfg.model_name.clone(), chat, seed, vocab: em.cfg.vocab, produced: 0, prompt_tokens: ids.len() as u32, finish_reason, include_usage: p.include_usage, id: format!("cmpl-{seed:x}") };
+    if p.stream {
+        stream_response(out)
+    } else {
+        whole_response(out).await
+    }
+}
+
+/// A request's output as it comes from the engine.
+struct Output {
+    rx: mpsc::UnboundedReceiver<EngineEvent>,
+    model: String,
+    chat: bool,
+    seed: u64,
+    vocab: u32,
+    produced: u32,
+    prompt_tokens: u32,
+    finish_reason: &'static str,
+    include_usage: bool,
+    id: String,
+}
+
+impl Output {
+    /// Text of the next `n` output tokens (one short word per deterministic token id).
+    fn text(&mut self, n: u32) -> String {
+        let mut s = String::new();
+        for i in 0..n {
+            let id = mix2(self.seed, (self.produced + i) as u64) % self.vocab as u64;
+            s.push_str(&format!(" t{id}"));
+        }
+        self.produced += n;
+        s
+    }
+
+    fn chunk(&self, text: Option<&str>, finish: Option<&str>) -> Value {
+        if self.chat {
+            let delta = match text {
+                Some(t) => json!({ "content": t }),
+                None => json!({}),
+            };
+            json!({ "id": self.id, "object": "chat.completion.chunk", "created": 0, "model": self.model, "choices": [{ "index": 0, "delta": delta, "finish_reason": finish }] })
+        } else {
+            json!({ "id": self.id, "object": "text_completion", "created": 0, "model": self.model, "choices": [{ "index": 0, "text": text.unwrap_or(""), "logprobs": null, "finish_reason": finish }] })
+        }
+    }
+
+    fn usage(&self, cached: u32) -> Value {
+        json!({ "prompt_tokens": self.prompt_tokens, "completion_tokens": self.produced, "total_tokens": self.prompt_tokens + self.produced, "prompt_tokens_details": { "cached_tokens": cached } })
+    }
+}
+
+fn sse(v: &Value) -> bytes::Bytes {
+    bytes::Bytes::from(format!("data: {v}\n\n"))
+}
+
+fn stream_response(out: Output) -> Response {
+    let s = futures_util::stream::unfold((out, false), |(mut out, ended)| async move {
+        if ended {
+            return None;
+        }
+        match out.rx.recv().await {
+            Some(EngineEvent::Tokens(n)) => {
+                let t = out.text(n);
+                let b = sse(&out.chunk(Some(&t), None));
+                Some((Ok::<_, Infallible>(b), (out, false)))
+            }
+            Some(EngineEvent::Done { cached_tokens }) => {
+                let mut b = format!("data: {}\n\n", out.chunk(None, Some(out.finish_reason)));
+                if out.include_usage {
+                    let mut u = out.chunk(None, None);
+                    u["choices"] = json!([]);
+                    u["usage"] = out.usage(cached_tokens);
+                    b.push_str(&format!("data: {u}\n\n"));
+                }
+                b.push_str("data: [DONE]\n\n");
+                Some((Ok(bytes::Bytes::from(b)), (out, true)))
+            }
+            None => None,
+        }
+    });
+    Response::builder().header(header::CONTENT_TYPE, "text/event-stream").header(header::CACHE_CONTROL, "no-cache").body(Body::from_stream(s)).unwrap_or_else(|_| error(StatusCode::INTERNAL_SERVER_ERROR, "cannot build the response"))
+}
+
+async fn whole_response(mut out: Output) -> Response {
+    let mut text = String::new();
+    let mut cached = 0;
+    while let Some(e) = out.rx.recv().await {
+        match e {
+            EngineEvent::Tokens(n) => text.push_str(&out.text(n)),
+            EngineEvent::Done { cached_tokens } => {
+                cached = cached_tokens;
+                break;
+            }
+        }
+    }
+    let choice = if out.chat {
+        json!({ "index": 0, "message": { "role": "assistant", "content": text }, "finish_reason": out.finish_reason })
+    } else {
+        json!({ "index": 0, "text": text, "logprobs": null, "finish_reason": out.finish_reason })
+    };
+    let object = if out.chat { "chat.completion" } else { "text_completion" };
+    Json(json!({ "id": out.id, "object": object, "created": 0, "model": out.model, "choices": [choice], "usage": out.usage(cached) })).into_response()
+}
+
+async fn models(State(em): State<Arc<Emulator>>) -> Json<Value> {
+    Json(json!({ "object": "list", "data": [{ "id": em.cfg.model_name, "object": "model", "owned_by": "serverbench", "max_model_len": em.cfg.deployment.context_limit }] }))
+}
+
+async fn metrics_text(State(em): State<Arc<Emulator>>) -> Response {
+    let m = *em.metrics.lock().expect("metrics lock");
+    let model = &em.cfg.model_name;
+    let mut t = String::new();
+    let mut metric = |name: &str, kind: &str, help: &str, v: String| {
+        t.push_str(&format!("# HELP {name} {help}\n# TYPE {name} {kind}\n{name}{{model_name=\"{model}\"}} {v}\n"));
+    };
+    metric("vllm:num_requests_running", "gauge", "Requests in the running batch.", m.running.to_string());
+    metric("vllm:num_requests_waiting", "gauge", "Requests waiting to be scheduled.", m.waiting.to_string());
+    metric("vllm:kv_cache_usage_perc", "gauge", "Fraction of KV blocks in use (1 = full).", format!("{:.6}", m.kv_usage));
+    metric("vllm:gpu_cache_usage_perc", "gauge", "Fraction of KV blocks in use (older name).", format!("{:.6}", m.kv_usage));
+    metric("vllm:prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.", m.prefix_queries.to_string());
+    metric("vllm:prefix_cache_hits_total", "counter", "Prompt tokens served from the prefix cache.", m.prefix_hits.to_string());
+    metric("vllm:prompt_tokens_total", "counter", "Prompt tokens received.", m.prompt_tokens.to_string());
+    metric("vllm:generation_tokens_total", "counter", "Output tokens generated.", m.generation_tokens.to_string());
+    metric("vllm:request_success_total", "counter", "Requests finished.", m.requests_finished.to_string());
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], t).into_response()
+}
