@@ -165,12 +165,16 @@ impl HttpClient {
     }
 }
 
+/// The kind of a failure before the response body: a timeout, a refused connection, a request the
+/// client could not build, or a connection that broke during the exchange.
 fn classify(e: &reqwest::Error) -> String {
     if e.is_timeout() {
         "timeout".into()
     } else if e.is_connect() {
         "connect".into()
-    } else {
+    } else if e.is_builder() {
         "request".into()
+    } else {
+        "dropped".into()
     }
 }

@@ -1,0 +1,138 @@
+//! Real-time tests on loopback: the replay against the emulated server agrees with the simulator, and
+//! the client survives a deliberately faulty server. They run one at a time (a lock), since they
+//! measure wall-clock time on a small machine.
+
+use axum::body::Body;
+use axum::response::Response;
+use axum::routing::post;
+use axum::Router;
+use serverbench_backends::{run_real, spawn_local, Api, ClientConfig, HttpClient, RealConfig, RecordSink, ServeConfig};
+use serverbench_sim::{simulate, Deployment, Outcome, Record, RunConfig, StartMode};
+use serverbench_workloads::tokens::Vocab;
+use serverbench_workloads::{Generator, WorkloadSpec};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap()
+}
+
+fn client(url: &str, timeout: Duration) -> Arc<HttpClient> {
+    Arc::new(HttpClient::new(ClientConfig { base_url: url.into(), api: Api::CompletionsTokens, model: "m".into(), timeout, api_key: None, affinity_header: Some("X-Session-ID".into()), headers: vec![] }).unwrap())
+}
+
+fn rel(a: f64, b: f64) -> f64 {
+    (a - b).abs() / b.abs().max(1e-12)
+}
+
+#[test]
+fn replay_against_the_emulator_agrees_with_the_simulator() {
+    let _guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let d = Deployment::preset("qwen3.5-9b-2xl40").unwrap();
+    let run = RunConfig::new(4, 0, 240.0);
+    let g = Generator::new(WorkloadSpec::default(), 0, d.context_limit).unwrap();
+    let sim = simulate(&d, &d.cost_model(None), &g, &run).unwrap().summary;
+    let rt = runtime();
+    let real = rt.block_on(async {
+        let cfg = ServeConfig { deployment: d.clone(), cost: d.cost_model(None), time_scale: 20.0, model_name: "m".into(), vocab: 248_320 };
+        let url = spawn_local(cfg).await.unwrap();
+        let real_cfg = RealConfig { run, time_scale: 20.0, vocab: Vocab::new(100, 248_320).unwrap() };
+        run_real(&d, &g, client(&url, Duration::from_secs(30)), &real_cfg, &mut RecordSink::new(None).unwrap(), &|_| {}).await.unwrap()
+    });
+    let r = &real.summary;
+    let report = format!(
+        "D sim {:.3} real {:.3} ({:.1} %); p90 TTFT sim {:.3} real {:.3} ({:.1} %); p90 TPOT sim {:.2} ms real {:.2} ms ({:.1} %)",
+        sim.score.d, r.score.d, 100.0 * rel(r.score.d, sim.score.d),
+        sim.ttft_s.p90, r.ttft_s.p90, 100.0 * rel(r.ttft_s.p90, sim.ttft_s.p90),
+        sim.tpot_s.p90 * 1e3, r.tpot_s.p90 * 1e3, 100.0 * rel(r.tpot_s.p90, sim.tpot_s.p90)
+    );
+    eprintln!("{report}");
+    assert_eq!(real.client.errors_by_kind.len(), 0, "{:?}", real.client.errors_by_kind);
+    assert_eq!(real.client.length_mismatches, 0);
+    assert!(rel(r.score.d, sim.score.d) <= 0.10, "{report}");
+    assert!(rel(r.ttft_s.p90, sim.ttft_s.p90) <= 0.10, "{report}");
+    assert!(rel(r.tpot_s.p90, sim.tpot_s.p90) <= 0.10, "{report}");
+}
+
+/// A server that fails on purpose, one way per request in turn.
+fn faulty_router(counter: Arc<AtomicU64>) -> Router {
+    Router::new().route(
+        "/v1/completions",
+        post(move |body: axum::Json<serde_json::Value>| {
+            let n = counter.fetch_add(1, Ordering::Relaxed);
+            let max = body.get("max_tokens").and_then(|v| v.as_u64()).unwrap_or(1);
+            async move { fault(n % 6, max).await }
+        }),
+    )
+}
+
+fn chunk(text: &str) -> String {
+    format!("data: {{\"choices\":[{{\"index\":0,\"text\":\"{text}\",\"finish_reason\":null}}]}}\n\n")
+}
+
+fn usage(completion: u64) -> String {
+    format!("data: {{\"choices\":[],\"usage\":{{\"prompt_tokens\":1,\"completion_tokens\":{completion}}}}}\n\n")
+}
+
+async fn fault(kind: u64, max: u64) -> Response {
+    let sse = |body: String| Response::builder().header("content-type", "text/event-stream").body(Body::from(body)).unwrap();
+    match kind {
+        // A healthy stream (tokens in pieces, a keep-alive, usage, [DONE]).
+        0 => sse(format!(": ping\n\n{}{}data: [DONE]\n\n", (0..max).map(|_| chunk(" x")).collect::<String>(), usage(max))),
+        1 => Response::builder().status(500).body(Body::from("internal error")).unwrap(),
+        // The connection drops mid-stream: two tokens, then the body ends without [DONE].
+        2 => {
+            let s = futures_util::stream::iter(vec![Ok::<_, std::io::Error>(bytes::Bytes::from(chunk(" a"))), Ok(bytes::Bytes::from(chunk(" b"))), Err(std::io::Error::other("dropped"))]);
+            Response::builder().header("content-type", "text/event-stream").body(Body::from_stream(s)).unwrap()
+        }
+        3 => sse(format!("{}data: {{not json\n\n", chunk(" y"))),
+        // Slower than the client's timeout.
+        4 => {
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            sse("data: [DONE]\n\n".into())
+        }
+        // Wrong token count: usage claims one token fewer than asked for.
+        _ => sse(format!("{}{}data: [DONE]\n\n", (0..max).map(|_| chunk(" z")).collect::<String>(), usage(max.saturating_sub(1)))),
+    }
+}
+
+#[test]
+fn the_replay_survives_a_faulty_server_and_counts_every_failure() {
+    let _guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let d = Deployment::preset("qwen3.5-9b-2xl40").unwrap();
+    let mut run = RunConfig::new(6, 1, 600.0);
+    run.start = StartMode::Cold;
+    let g = Generator::new(WorkloadSpec::default(), 1, d.context_limit).unwrap();
+    let dir = std::env::temp_dir().join(format!("serverbench-faulty-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("records.jsonl");
+    let rt = runtime();
+    let out = rt.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let router = faulty_router(Arc::new(AtomicU64::new(0)));
+        tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+        let cfg = RealConfig { run, time_scale: 100.0, vocab: Vocab::new(100, 1000).unwrap() };
+        let mut sink = RecordSink::new(Some(&path)).unwrap();
+        run_real(&d, &g, client(&url, Duration::from_millis(500)), &cfg, &mut sink, &|_| {}).await.unwrap()
+    });
+    let kinds = &out.client.errors_by_kind;
+    for k in ["http_500", "dropped", "malformed_json", "timeout"] {
+        assert!(kinds.get(k).copied().unwrap_or(0) > 0, "no {k} among {kinds:?}");
+    }
+    assert!(out.client.length_mismatches > 0, "wrong token counts are counted");
+    let completed = out.records.iter().filter(|r| r.outcome == Outcome::Completed).count();
+    assert!(completed > 0, "the healthy requests complete");
+    assert!(out.summary.score.f < 1.0 && out.summary.score.g > 0.0, "failures count in G, never in D");
+    // Every request appears in records.jsonl, finished ones as they ended.
+    let written: Vec<Record> = std::fs::read_to_string(&path).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(written.len(), out.records.len());
+    for r in out.records.iter().filter(|r| r.outcome != Outcome::Cancelled) {
+        assert!(written.contains(r), "finished record missing from records.jsonl: {r:?}");
+    }
+    let errors: usize = kinds.values().sum();
+    assert_eq!(errors, out.summary.errors);
+}
