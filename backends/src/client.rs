@@ -1,7 +1,7 @@
 //! The streaming HTTP client: sends one request, timestamps every chunk that carries output, reads usage
 //! back, and classifies every failure by kind. Connection reuse comes from one shared `reqwest::Client`.
 
-use crate::openai::{parse_chunk, request_body, Api, Usage};
+use crate::openai::{parse_chunk, request_bytes, Api, Usage};
 use crate::sse::{SseEvent, SseParser};
 use futures_util::StreamExt;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -81,16 +81,22 @@ impl HttpClient {
 
     /// Sends one streaming request; `progress` counts output chunks as they arrive.
     pub async fn stream(&self, lane: u32, prompt: &[u32], max_tokens: u32, ignore_eos: bool, progress: Option<Arc<AtomicU32>>) -> StreamResult {
+        let body = request_bytes(self.cfg.api, &self.cfg.model, prompt, max_tokens, ignore_eos);
+        self.stream_body(lane, body, progress).await
+    }
+
+    /// Sends one streaming request whose JSON body is already built.
+    pub async fn stream_body(&self, lane: u32, body: Vec<u8>, progress: Option<Arc<AtomicU32>>) -> StreamResult {
         let now = Instant::now();
         let mut r = StreamResult { sent: now, first_byte: None, first_token: None, last_token: None, token_chunks: 0, usage: None, finish_reason: None, error: None, ended: now };
-        self.stream_into(&mut r, lane, prompt, max_tokens, ignore_eos, progress).await;
+        self.stream_into(&mut r, lane, body, progress).await;
         r.ended = Instant::now();
         r
     }
 
-    async fn stream_into(&self, r: &mut StreamResult, lane: u32, prompt: &[u32], max_tokens: u32, ignore_eos: bool, progress: Option<Arc<AtomicU32>>) {
+    async fn stream_into(&self, r: &mut StreamResult, lane: u32, body: Vec<u8>, progress: Option<Arc<AtomicU32>>) {
         let url = format!("{}{}", self.cfg.base_url.trim_end_matches('/'), self.cfg.api.path());
-        let mut req = self.http.post(url).timeout(self.cfg.timeout).json(&request_body(self.cfg.api, &self.cfg.model, prompt, max_tokens, ignore_eos));
+        let mut req = self.http.post(url).timeout(self.cfg.timeout).header(reqwest::header::CONTENT_TYPE, "application/json").body(body);
         if let Some(key) = &self.cfg.api_key {
             req = req.bearer_auth(key);
         }

@@ -2,8 +2,9 @@
 //! clock on tokio against a real server. Same lanes, dependencies, think times, window, records and score.
 
 use crate::client::{HttpClient, StreamResult};
+use crate::openai::{Api, BodyCache};
 use serverbench_sim::{summarise, Deployment, EventQueue, Handle, Outcome, Ready, Record, Replay, RunConfig, StartMode, Summary, Time};
-use serverbench_workloads::tokens::{prompt_tokens, Vocab};
+use serverbench_workloads::tokens::{prompt_tokens, prompt_tokens_from, Vocab};
 use serverbench_workloads::{Quantiles, TreeSource};
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
@@ -42,6 +43,8 @@ pub struct ClientStats {
     pub warmup_requests: usize,
     /// True when Ctrl-C ended the run early.
     pub interrupted: bool,
+    /// Most requests in flight at once.
+    pub max_in_flight: usize,
 }
 
 /// A finished real replay.
@@ -125,6 +128,7 @@ pub async fn run_real(d: &Deployment, source: &dyn TreeSource, client: Arc<HttpC
     let mut in_flight: HashMap<usize, InFlight> = HashMap::new();
     let mut drift_ms: Vec<f64> = Vec::new();
     let mut dues: HashMap<usize, u64> = HashMap::new();
+    let bodies: Arc<std::sync::Mutex<HashMap<(u32, u32), BodyCache>>> = Default::default();
     let ctrl_c = tokio::signal::ctrl_c();
     tokio::pin!(ctrl_c);
     loop {
@@ -142,15 +146,27 @@ pub async fn run_real(d: &Deployment, source: &dyn TreeSource, client: Arc<HttpC
             records.push(dispatch(&replay, h, clock.now()));
             dues.insert(tag, due.0);
             let (tree, index) = replay.tree(h.lane);
-            let req = replay.request(h);
-            let prompt = prompt_tokens(index, req, tree.block_size, cfg.vocab);
+            let tree = tree.clone();
             let p = Arc::new(AtomicU32::new(0));
-            let (client, tx, p2, lane, out) = (client.clone(), tx.clone(), p.clone(), h.lane, req.output_tokens);
+            let (client, tx, p2, vocab, bodies) = (client.clone(), tx.clone(), p.clone(), cfg.vocab, bodies.clone());
             let task = tokio::spawn(async move {
-                let result = client.stream(lane, &prompt, out, true, Some(p2)).await;
+                // Prompt synthesis runs on a worker, off the dispatch loop.
+                let req = &tree.requests()[h.request as usize];
+                let result = if client.config().api == Api::CompletionsTokens {
+                    let key = (h.lane, req.agent);
+                    let mut cache = bodies.lock().expect("body cache").remove(&key).unwrap_or_default();
+                    let model = client.config().model.clone();
+                    let body = cache.body(&model, req.blocks.as_slice(), tree.block_size, req.output_tokens, |from| prompt_tokens_from(index, req, tree.block_size, vocab, from));
+                    bodies.lock().expect("body cache").insert(key, cache);
+                    client.stream_body(h.lane, body, Some(p2)).await
+                } else {
+                    let prompt = prompt_tokens(index, req, tree.block_size, vocab);
+                    client.stream(h.lane, &prompt, req.output_tokens, true, Some(p2)).await
+                };
                 let _ = tx.send(Done { tag, result });
             });
             in_flight.insert(tag, InFlight { task, progress: p });
+            stats.max_in_flight = stats.max_in_flight.max(in_flight.len());
         }
         let wake = queue.peek_time().map_or(window_ns, |t| t.0.min(window_ns));
         tokio::select! {
@@ -266,7 +282,7 @@ async fn warm_up(replay: &Replay<'_>, ready: &[Ready], client: &Arc<HttpClient>,
 /// millisecond, then the task yields until the deadline. At `--time-scale 20` a millisecond of wall
 /// clock is 20 ms of server time, so this precision matters.
 async fn precise_sleep_until(deadline: Instant) {
-    let coarse = deadline.checked_sub(Duration::from_micros(1500));
+    let coarse = deadline.checked_sub(Duration::from_micros(2500));
     if let Some(c) = coarse.filter(|&c| c > Instant::now()) {
         tokio::time::sleep_until(c.into()).await;
     }

@@ -43,6 +43,95 @@ pub fn tokens_as_text(tokens: &[u32]) -> String {
     s
 }
 
+/// Builds token-id request bodies, reusing the serialised prompt of the previous request of the same
+/// agent: consecutive turns share a growing prefix, so only the new blocks are synthesised and written.
+#[derive(Default)]
+pub struct BodyCache {
+    /// Last block id of the cached prefix, blocks and tokens it covers, and its ids as JSON text.
+    entry: Option<(u64, usize, usize, String)>,
+}
+
+impl BodyCache {
+    /// The body for a prompt whose full blocks are `blocks` (`block_size` tokens each) followed by
+    /// `tail` tokens; `tokens(from_block)` synthesises the prompt from that block on.
+    pub fn body(&mut self, model: &str, blocks: &[u64], block_size: u32, max_tokens: u32, tokens: impl Fn(usize) -> Vec<u32>) -> Vec<u8> {
+        let reuse = match &self.entry {
+            Some((last, n, _, _)) if *n > 0 && *n <= blocks.len() && blocks[*n - 1] == *last => *n,
+            _ => 0,
+        };
+        let mut json = match self.entry.take() {
+            Some((_, n, _, text)) if n == reuse && reuse > 0 => text,
+            _ => String::new(),
+        };
+        let fresh = tokens(reuse);
+        let full = (blocks.len() - reuse) * block_size as usize;
+        let push = |json: &mut String, ids: &[u32]| {
+            for t in ids {
+                if !json.is_empty() {
+                    json.push(',');
+                }
+                json.push_str(itoa_u32(*t, &mut [0u8; 10]));
+            }
+        };
+        push(&mut json, &fresh[..full.min(fresh.len())]);
+        let mut all = json.clone();
+        push(&mut all, &fresh[full.min(fresh.len())..]);
+        if !blocks.is_empty() {
+            self.entry = Some((blocks[blocks.len() - 1], blocks.len(), blocks.len() * block_size as usize, json));
+        }
+        let model = serde_json::to_string(model).expect("a string serialises");
+        format!("{{\"model\":{model},\"prompt\":[{all}],\"max_tokens\":{max_tokens},\"stream\":true,\"stream_options\":{{\"include_usage\":true}},\"temperature\":0,\"ignore_eos\":true,\"min_tokens\":{max_tokens}}}").into_bytes()
+    }
+}
+
+fn itoa_u32(mut v: u32, buf: &mut [u8; 10]) -> &str {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    std::str::from_utf8(&buf[i..]).expect("ascii digits")
+}
+
+/// The request body as JSON bytes, serialised in one pass (prompts can hold 100K token ids).
+pub fn request_bytes(api: Api, model: &str, prompt: &[u32], max_tokens: u32, ignore_eos: bool) -> Vec<u8> {
+    #[derive(serde::Serialize)]
+    struct Opts {
+        include_usage: bool,
+    }
+    #[derive(serde::Serialize)]
+    struct TokenBody<'a> {
+        model: &'a str,
+        prompt: &'a [u32],
+        max_tokens: u32,
+        stream: bool,
+        stream_options: Opts,
+        temperature: u32,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        ignore_eos: Option<bool>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        min_tokens: Option<u32>,
+    }
+    match api {
+        Api::CompletionsTokens => serde_json::to_vec(&TokenBody {
+            model,
+            prompt,
+            max_tokens,
+            stream: true,
+            stream_options: Opts { include_usage: true },
+            temperature: 0,
+            ignore_eos: ignore_eos.then_some(true),
+            min_tokens: ignore_eos.then_some(max_tokens),
+        }),
+        _ => serde_json::to_vec(&request_body(api, model, prompt, max_tokens, ignore_eos)),
+    }
+    .expect("request bodies serialise")
+}
+
 /// The streaming request body: exact output length (`max_tokens` = `min_tokens` = N, `ignore_eos`),
 /// no stop strings, usage at the end.
 pub fn request_body(api: Api, model: &str, prompt: &[u32], max_tokens: u32, ignore_eos: bool) -> Value {
@@ -137,6 +226,33 @@ mod tests {
         let c = request_body(Api::Chat, "m", &[5], 3, false);
         assert_eq!(c["messages"][0]["content"], json!(" w5"));
         assert!(c.get("ignore_eos").is_none());
+    }
+
+    #[test]
+    fn the_fast_body_is_the_same_json() {
+        for eos in [true, false] {
+            let fast: Value = serde_json::from_slice(&request_bytes(Api::CompletionsTokens, "m", &[4, 5], 9, eos)).unwrap();
+            assert_eq!(fast, request_body(Api::CompletionsTokens, "m", &[4, 5], 9, eos));
+        }
+    }
+
+    #[test]
+    fn cached_bodies_equal_fresh_ones() {
+        fn tok(blocks: &[u64], tail: u32) -> impl Fn(usize) -> Vec<u32> + '_ {
+            move |from: usize| {
+                let mut v: Vec<u32> = blocks[from..].iter().flat_map(|&b| (0..4).map(move |j| (b * 10 + j) as u32)).collect();
+                v.extend((0..tail).map(|j| 7000 + j));
+                v
+            }
+        }
+        let mut cache = BodyCache::default();
+        let turns: [(&[u64], u32); 4] = [(&[1, 2], 3), (&[1, 2, 3], 1), (&[1, 2, 3, 4, 5], 0), (&[9], 2)];
+        for (blocks, tail) in turns {
+            let body = cache.body("m", blocks, 4, 5, tok(blocks, tail));
+            let want = request_bytes(Api::CompletionsTokens, "m", &tok(blocks, tail)(0), 5, true);
+            let (a, b): (Value, Value) = (serde_json::from_slice(&body).unwrap(), serde_json::from_slice(&want).unwrap());
+            assert_eq!(a, b, "blocks {blocks:?}");
+        }
     }
 
     #[test]

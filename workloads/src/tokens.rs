@@ -1,7 +1,7 @@
 //! Token synthesis for real backends: block ids become token ids deterministically.
 //! Equal block ids give equal tokens, so a server's prefix cache sees exactly the sharing the workload describes.
 
-use crate::hash::mix2;
+use crate::hash::{mix2, mix64};
 use crate::tree::Request;
 
 /// A half-open range of token ids that synthesised prompts may use (leave out special tokens).
@@ -19,31 +19,34 @@ impl Vocab {
         (hi > lo).then_some(Vocab { lo, hi })
     }
 
+    /// Maps a well-mixed hash into the range without a division (multiply-high reduction).
     #[inline]
     fn pick(&self, h: u64) -> u32 {
-        self.lo + (h % (self.hi - self.lo) as u64) as u32
+        self.lo + ((h as u128 * (self.hi - self.lo) as u128) >> 64) as u32
     }
 }
 
 /// The `block_size` tokens of block `block_id`, appended to `out`.
 pub fn block_tokens(block_id: u64, block_size: u32, vocab: Vocab, out: &mut Vec<u32>) {
-    out.extend((0..block_size as u64).map(|j| vocab.pick(mix2(block_id, j))));
+    let key = mix2(block_id, 0xB10C);
+    out.extend((0..block_size as u64).map(|j| vocab.pick(mix64(key.wrapping_add(j)))));
 }
 
 /// The full prompt of a request: its blocks' tokens, then tail tokens unique to (session, request).
-pub fn prompt_tokens(
-    session_id: u64,
-    request: &Request,
-    block_size: u32,
-    vocab: Vocab,
-) -> Vec<u32> {
-    let mut out = Vec::with_capacity(request.input_tokens as usize);
-    for &b in request.blocks.as_slice() {
+pub fn prompt_tokens(session_id: u64, request: &Request, block_size: u32, vocab: Vocab) -> Vec<u32> {
+    prompt_tokens_from(session_id, request, block_size, vocab, 0)
+}
+
+/// The prompt from block `from` on (`prompt_tokens` without its first `from` blocks).
+pub fn prompt_tokens_from(session_id: u64, request: &Request, block_size: u32, vocab: Vocab, from: usize) -> Vec<u32> {
+    let from = from.min(request.blocks.len());
+    let mut out = Vec::with_capacity(request.input_tokens as usize - from * block_size as usize);
+    for &b in &request.blocks.as_slice()[from..] {
         block_tokens(b, block_size, vocab, &mut out);
     }
     let tail_key = mix2(mix2(session_id, 0x7A11), request.id as u64);
     let tail = request.tail_tokens(block_size) as u64;
-    out.extend((0..tail).map(|j| vocab.pick(mix2(tail_key, j))));
+    out.extend((0..tail).map(|j| vocab.pick(mix64(tail_key.wrapping_add(j)))));
     out
 }
 
