@@ -63,18 +63,33 @@ fn knobs(c: &mut Criterion) {
     let g = Generator::new(WorkloadSpec::default(), 0, base.context_limit).expect("spec");
     let variants = [
         ("sglang", "engine: {policy: sglang}"),
-        ("speculative_mtp_k3", "engine: {speculative: {method: mtp, k: 3, acceptance: 0.7}}"),
+        (
+            "speculative_mtp_k3",
+            "engine: {speculative: {method: mtp, k: 3, acceptance: 0.7}}",
+        ),
         ("dp2_session_affinity", "dp: 2\nrouter: session_affinity"),
         ("dp2_round_robin", "dp: 2\nrouter: round_robin"),
         ("int4", "weights: int4"),
         ("swap", "engine: {preemption: swap}"),
     ];
     let mut group = c.benchmark_group("knobs_c16_1800s");
-    group.sample_size(15).measurement_time(Duration::from_secs(3));
+    group
+        .sample_size(15)
+        .measurement_time(Duration::from_secs(3));
     for (name, yaml) in variants {
         let d = base.clone().with_overrides(name, yaml).expect("valid knob");
         let cost = d.cost_model(None);
-        group.bench_function(name, |b| b.iter(|| black_box(simulate(&d, &cost, &g, &RunConfig::new(16, 0, 1800.0)).expect("runs").summary.score.d)));
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                black_box(
+                    simulate(&d, &cost, &g, &RunConfig::new(16, 0, 1800.0))
+                        .expect("runs")
+                        .summary
+                        .score
+                        .d,
+                )
+            })
+        });
     }
     group.finish();
 }

@@ -5,13 +5,19 @@ use crate::inputs;
 use crate::output::{summary_table, write_json};
 use anyhow::{anyhow, bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use serverbench_backends::{natural_stop_probe, run_real, Api, ClientConfig, HttpClient, RealConfig, RecordSink, ServeConfig};
+use serverbench_backends::{
+    natural_stop_probe, run_real, Api, ClientConfig, HttpClient, RealConfig, RecordSink,
+    ServeConfig,
+};
 use serverbench_workloads::tokens::{prompt_tokens, Vocab};
 use std::sync::Arc;
 use std::time::Duration;
 
 fn runtime() -> Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the async runtime")
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
 }
 
 pub fn serve(a: ServeArgs) -> Result<()> {
@@ -25,7 +31,13 @@ pub fn serve(a: ServeArgs) -> Result<()> {
     serverbench_sim::Replica::new(&d, 0)?;
     let model = a.model.clone().unwrap_or_else(|| d.model.clone());
     let vocab = d.model_spec().vocab;
-    let cfg = ServeConfig { deployment: d.clone(), cost, time_scale: a.time_scale, model_name: model.clone(), vocab };
+    let cfg = ServeConfig {
+        deployment: d.clone(),
+        cost,
+        time_scale: a.time_scale,
+        model_name: model.clone(),
+        vocab,
+    };
     runtime()?.block_on(async move {
         let addr = format!("{}:{}", a.host, a.port);
         let listener = tokio::net::TcpListener::bind(&addr).await.with_context(|| format!("cannot listen on {addr}"))?;
@@ -38,14 +50,19 @@ pub fn serve(a: ServeArgs) -> Result<()> {
 }
 
 fn client_config(a: &ReplayRealArgs, model: String) -> Result<ClientConfig> {
-    let api = Api::parse(&a.api).ok_or_else(|| anyhow!("--api: expected tokens, text or chat, got {:?}", a.api))?;
+    let api = Api::parse(&a.api)
+        .ok_or_else(|| anyhow!("--api: expected tokens, text or chat, got {:?}", a.api))?;
     if !(a.timeout > 0.0) {
         bail!("--timeout: must be a positive number of seconds");
     }
     let headers = a
         .headers
         .iter()
-        .map(|h| h.split_once(':').map(|(k, v)| (k.trim().to_string(), v.trim().to_string())).ok_or_else(|| anyhow!("--header: expected NAME:VALUE, got {h:?}")))
+        .map(|h| {
+            h.split_once(':')
+                .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+                .ok_or_else(|| anyhow!("--header: expected NAME:VALUE, got {h:?}"))
+        })
         .collect::<Result<Vec<_>>>()?;
     Ok(ClientConfig {
         base_url: a.url.clone(),
@@ -68,15 +85,40 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
     }
     let run = inputs::run_config(&a.replay, a.concurrency, a.seed)?;
     let source = inputs::source(&a.workload, a.seed, d.context_limit)?;
-    let vocab = Vocab::new(100, a.vocab.unwrap_or(d.model_spec().vocab)).ok_or_else(|| anyhow!("--vocab: must be above 100"))?;
-    let client = Arc::new(HttpClient::new(client_config(&a, a.model.clone().unwrap_or_else(|| d.model.clone()))?).map_err(|e| anyhow!(e))?);
+    let vocab = Vocab::new(100, a.vocab.unwrap_or(d.model_spec().vocab))
+        .ok_or_else(|| anyhow!("--vocab: must be above 100"))?;
+    let client = Arc::new(
+        HttpClient::new(client_config(
+            &a,
+            a.model.clone().unwrap_or_else(|| d.model.clone()),
+        )?)
+        .map_err(|e| anyhow!(e))?,
+    );
     if let Some(dir) = &a.out {
-        std::fs::create_dir_all(dir).with_context(|| format!("{}: cannot create directory", dir.display()))?;
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("{}: cannot create directory", dir.display()))?;
     }
     let records_path = a.out.as_ref().map(|d| d.join("records.jsonl"));
-    let mut sink = RecordSink::new(records_path.as_deref()).with_context(|| "cannot create records.jsonl")?;
-    let cfg = RealConfig { run, time_scale: a.time_scale, vocab };
-    println!("serverbench replay — {} at {}, c = {}, seed {}, window {} s{}\n", d.name, a.url, run.concurrency, run.seed, run.window_s, if a.time_scale != 1.0 { format!(" (time compressed {}×)", a.time_scale) } else { String::new() });
+    let mut sink =
+        RecordSink::new(records_path.as_deref()).with_context(|| "cannot create records.jsonl")?;
+    let cfg = RealConfig {
+        run,
+        time_scale: a.time_scale,
+        vocab,
+    };
+    println!(
+        "serverbench replay — {} at {}, c = {}, seed {}, window {} s{}\n",
+        d.name,
+        a.url,
+        run.concurrency,
+        run.seed,
+        run.window_s,
+        if a.time_scale != 1.0 {
+            format!(" (time compressed {}×)", a.time_scale)
+        } else {
+            String::new()
+        }
+    );
     let rt = runtime()?;
     let probe = if a.no_probe {
         None
@@ -86,16 +128,35 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
         Some(rt.block_on(natural_stop_probe(&client, &prompt, 256)))
     };
     let bar = ProgressBar::new(run.window_s as u64);
-    bar.set_style(ProgressStyle::with_template("  {bar:40} {pos}/{len} s of window  {elapsed} elapsed").expect("valid template"));
-    let out = rt.block_on(run_real(&d, source.as_ref(), client.clone(), &cfg, &mut sink, &|s| bar.set_position(s as u64)))?;
+    bar.set_style(
+        ProgressStyle::with_template("  {bar:40} {pos}/{len} s of window  {elapsed} elapsed")
+            .expect("valid template"),
+    );
+    let out = rt.block_on(run_real(
+        &d,
+        source.as_ref(),
+        client.clone(),
+        &cfg,
+        &mut sink,
+        &|s| bar.set_position(s as u64),
+    ))?;
     bar.finish_and_clear();
     if out.client.interrupted {
-        println!("  interrupted: scored the {:.0} s measured so far\n", out.summary.window_s);
+        println!(
+            "  interrupted: scored the {:.0} s measured so far\n",
+            out.summary.window_s
+        );
     }
-    print!("{}", summary_table(&out.summary, d.gpus(), d.gpu_hour_dollars, &a.replay.start));
+    print!(
+        "{}",
+        summary_table(&out.summary, d.gpus(), d.gpu_hour_dollars, &a.replay.start)
+    );
     let c = &out.client;
     println!("\n  behaviour checks");
-    println!("    exact output length   {} of {} completed requests differ from the requested length", c.length_mismatches, out.summary.completed);
+    println!(
+        "    exact output length   {} of {} completed requests differ from the requested length",
+        c.length_mismatches, out.summary.completed
+    );
     println!("    stream vs usage       {} without a usage block, {} with more output chunks than usage tokens", c.usage_missing, c.chunk_usage_mismatches);
     match &probe {
         Some((reason, tokens, None)) => {
@@ -105,11 +166,26 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
         Some((_, _, Some(e))) => println!("    natural stop          probe failed: {e}"),
         None => println!("    natural stop          skipped"),
     }
-    let errors: Vec<String> = c.errors_by_kind.iter().map(|(k, v)| format!("{k} {v}")).collect();
-    println!("    errors by kind        {}", if errors.is_empty() { "none".into() } else { errors.join(", ") });
+    let errors: Vec<String> = c
+        .errors_by_kind
+        .iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
+    println!(
+        "    errors by kind        {}",
+        if errors.is_empty() {
+            "none".into()
+        } else {
+            errors.join(", ")
+        }
+    );
     println!("    dispatch drift        p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms (send time after the intended time)", c.dispatch_drift_ms.p50, c.dispatch_drift_ms.p99, c.dispatch_drift_ms.max);
     if let Some(dir) = &a.out {
-        write_json(dir, "summary.json", &serde_json::json!({ "summary": out.summary, "client": out.client, "natural_stop_probe": probe.map(|(r, t, e)| serde_json::json!({"finish_reason": r, "tokens": t, "error": e})) }))?;
+        write_json(
+            dir,
+            "summary.json",
+            &serde_json::json!({ "summary": out.summary, "client": out.client, "natural_stop_probe": probe.map(|(r, t, e)| serde_json::json!({"finish_reason": r, "tokens": t, "error": e})) }),
+        )?;
         println!("\n  wrote {}/records.jsonl and summary.json", dir.display());
     }
     Ok(())

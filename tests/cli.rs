@@ -37,10 +37,11 @@ fn simulate_writes_records_and_summary_that_parse() {
         "{text}"
     );
     let records = std::fs::read_to_string(dir.join("records.jsonl")).unwrap();
-    let n = records
+    let parsed: Vec<serverbench_sim::Record> = records
         .lines()
-        .map(|l| serde_json::from_str::<serverbench_sim::Record>(l).unwrap())
-        .count();
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let n = parsed.len();
     let summary: serverbench_sim::Summary =
         serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
     assert_eq!(summary.requests, n);

@@ -6,7 +6,9 @@ use axum::body::Body;
 use axum::response::Response;
 use axum::routing::post;
 use axum::Router;
-use serverbench_backends::{run_real, spawn_local, Api, ClientConfig, HttpClient, RealConfig, RecordSink, ServeConfig};
+use serverbench_backends::{
+    run_real, spawn_local, Api, ClientConfig, HttpClient, RealConfig, RecordSink, ServeConfig,
+};
 use serverbench_sim::{simulate, Deployment, Outcome, Record, RunConfig, StartMode};
 use serverbench_workloads::tokens::Vocab;
 use serverbench_workloads::{Generator, WorkloadSpec};
@@ -17,11 +19,25 @@ use std::time::Duration;
 static SERIAL: Mutex<()> = Mutex::new(());
 
 fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap()
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap()
 }
 
 fn client(url: &str, timeout: Duration) -> Arc<HttpClient> {
-    Arc::new(HttpClient::new(ClientConfig { base_url: url.into(), api: Api::CompletionsTokens, model: "m".into(), timeout, api_key: None, affinity_header: Some("X-Session-ID".into()), headers: vec![] }).unwrap())
+    Arc::new(
+        HttpClient::new(ClientConfig {
+            base_url: url.into(),
+            api: Api::CompletionsTokens,
+            model: "m".into(),
+            timeout,
+            api_key: None,
+            affinity_header: Some("X-Session-ID".into()),
+            headers: vec![],
+        })
+        .unwrap(),
+    )
 }
 
 fn rel(a: f64, b: f64) -> f64 {
@@ -37,10 +53,29 @@ fn replay_against_the_emulator_agrees_with_the_simulator() {
     let sim = simulate(&d, &d.cost_model(None), &g, &run).unwrap().summary;
     let rt = runtime();
     let real = rt.block_on(async {
-        let cfg = ServeConfig { deployment: d.clone(), cost: d.cost_model(None), time_scale: 20.0, model_name: "m".into(), vocab: 248_320 };
+        let cfg = ServeConfig {
+            deployment: d.clone(),
+            cost: d.cost_model(None),
+            time_scale: 20.0,
+            model_name: "m".into(),
+            vocab: 248_320,
+        };
         let url = spawn_local(cfg).await.unwrap();
-        let real_cfg = RealConfig { run, time_scale: 20.0, vocab: Vocab::new(100, 248_320).unwrap() };
-        run_real(&d, &g, client(&url, Duration::from_secs(30)), &real_cfg, &mut RecordSink::new(None).unwrap(), &|_| {}).await.unwrap()
+        let real_cfg = RealConfig {
+            run,
+            time_scale: 20.0,
+            vocab: Vocab::new(100, 248_320).unwrap(),
+        };
+        run_real(
+            &d,
+            &g,
+            client(&url, Duration::from_secs(30)),
+            &real_cfg,
+            &mut RecordSink::new(None).unwrap(),
+            &|_| {},
+        )
+        .await
+        .unwrap()
     });
     let r = &real.summary;
     let report = format!(
@@ -50,7 +85,12 @@ fn replay_against_the_emulator_agrees_with_the_simulator() {
         sim.tpot_s.p90 * 1e3, r.tpot_s.p90 * 1e3, 100.0 * rel(r.tpot_s.p90, sim.tpot_s.p90)
     );
     eprintln!("{report}");
-    assert_eq!(real.client.errors_by_kind.len(), 0, "{:?}", real.client.errors_by_kind);
+    assert_eq!(
+        real.client.errors_by_kind.len(),
+        0,
+        "{:?}",
+        real.client.errors_by_kind
+    );
     assert_eq!(real.client.length_mismatches, 0);
     assert!(rel(r.score.d, sim.score.d) <= 0.10, "{report}");
     assert!(rel(r.ttft_s.p90, sim.ttft_s.p90) <= 0.10, "{report}");
@@ -70,7 +110,9 @@ fn faulty_router(counter: Arc<AtomicU64>) -> Router {
 }
 
 fn chunk(text: &str) -> String {
-    format!("data: {{\"choices\":[{{\"index\":0,\"text\":\"{text}\",\"finish_reason\":null}}]}}\n\n")
+    format!(
+        "data: {{\"choices\":[{{\"index\":0,\"text\":\"{text}\",\"finish_reason\":null}}]}}\n\n"
+    )
 }
 
 fn usage(completion: u64) -> String {
@@ -78,15 +120,34 @@ fn usage(completion: u64) -> String {
 }
 
 async fn fault(kind: u64, max: u64) -> Response {
-    let sse = |body: String| Response::builder().header("content-type", "text/event-stream").body(Body::from(body)).unwrap();
+    let sse = |body: String| {
+        Response::builder()
+            .header("content-type", "text/event-stream")
+            .body(Body::from(body))
+            .unwrap()
+    };
     match kind {
         // A healthy stream (tokens in pieces, a keep-alive, usage, [DONE]).
-        0 => sse(format!(": ping\n\n{}{}data: [DONE]\n\n", (0..max).map(|_| chunk(" x")).collect::<String>(), usage(max))),
-        1 => Response::builder().status(500).body(Body::from("internal error")).unwrap(),
+        0 => sse(format!(
+            ": ping\n\n{}{}data: [DONE]\n\n",
+            (0..max).map(|_| chunk(" x")).collect::<String>(),
+            usage(max)
+        )),
+        1 => Response::builder()
+            .status(500)
+            .body(Body::from("internal error"))
+            .unwrap(),
         // The connection drops mid-stream: two tokens, then the body ends without [DONE].
         2 => {
-            let s = futures_util::stream::iter(vec![Ok::<_, std::io::Error>(bytes::Bytes::from(chunk(" a"))), Ok(bytes::Bytes::from(chunk(" b"))), Err(std::io::Error::other("dropped"))]);
-            Response::builder().header("content-type", "text/event-stream").body(Body::from_stream(s)).unwrap()
+            let s = futures_util::stream::iter(vec![
+                Ok::<_, std::io::Error>(bytes::Bytes::from(chunk(" a"))),
+                Ok(bytes::Bytes::from(chunk(" b"))),
+                Err(std::io::Error::other("dropped")),
+            ]);
+            Response::builder()
+                .header("content-type", "text/event-stream")
+                .body(Body::from_stream(s))
+                .unwrap()
         }
         3 => sse(format!("{}data: {{not json\n\n", chunk(" y"))),
         // Slower than the client's timeout.
@@ -95,7 +156,11 @@ async fn fault(kind: u64, max: u64) -> Response {
             sse("data: [DONE]\n\n".into())
         }
         // Wrong token count: usage claims one token fewer than asked for.
-        _ => sse(format!("{}{}data: [DONE]\n\n", (0..max).map(|_| chunk(" z")).collect::<String>(), usage(max.saturating_sub(1)))),
+        _ => sse(format!(
+            "{}{}data: [DONE]\n\n",
+            (0..max).map(|_| chunk(" z")).collect::<String>(),
+            usage(max.saturating_sub(1))
+        )),
     }
 }
 
@@ -115,24 +180,150 @@ fn the_replay_survives_a_faulty_server_and_counts_every_failure() {
         let url = format!("http://{}", listener.local_addr().unwrap());
         let router = faulty_router(Arc::new(AtomicU64::new(0)));
         tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
-        let cfg = RealConfig { run, time_scale: 100.0, vocab: Vocab::new(100, 1000).unwrap() };
+        let cfg = RealConfig {
+            run,
+            time_scale: 100.0,
+            vocab: Vocab::new(100, 1000).unwrap(),
+        };
         let mut sink = RecordSink::new(Some(&path)).unwrap();
-        run_real(&d, &g, client(&url, Duration::from_millis(500)), &cfg, &mut sink, &|_| {}).await.unwrap()
+        run_real(
+            &d,
+            &g,
+            client(&url, Duration::from_millis(500)),
+            &cfg,
+            &mut sink,
+            &|_| {},
+        )
+        .await
+        .unwrap()
     });
     let kinds = &out.client.errors_by_kind;
     for k in ["http_500", "dropped", "malformed_json", "timeout"] {
-        assert!(kinds.get(k).copied().unwrap_or(0) > 0, "no {k} among {kinds:?}");
+        assert!(
+            kinds.get(k).copied().unwrap_or(0) > 0,
+            "no {k} among {kinds:?}"
+        );
     }
-    assert!(out.client.length_mismatches > 0, "wrong token counts are counted");
-    let completed = out.records.iter().filter(|r| r.outcome == Outcome::Completed).count();
+    assert!(
+        out.client.length_mismatches > 0,
+        "wrong token counts are counted"
+    );
+    let completed = out
+        .records
+        .iter()
+        .filter(|r| r.outcome == Outcome::Completed)
+        .count();
     assert!(completed > 0, "the healthy requests complete");
-    assert!(out.summary.score.f < 1.0 && out.summary.score.g > 0.0, "failures count in G, never in D");
+    assert!(
+        out.summary.score.f < 1.0 && out.summary.score.g > 0.0,
+        "failures count in G, never in D"
+    );
     // Every request appears in records.jsonl, finished ones as they ended.
-    let written: Vec<Record> = std::fs::read_to_string(&path).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let written: Vec<Record> = std::fs::read_to_string(&path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(written.len(), out.records.len());
-    for r in out.records.iter().filter(|r| r.outcome != Outcome::Cancelled) {
-        assert!(written.contains(r), "finished record missing from records.jsonl: {r:?}");
+    for r in out
+        .records
+        .iter()
+        .filter(|r| r.outcome != Outcome::Cancelled)
+    {
+        assert!(
+            written.contains(r),
+            "finished record missing from records.jsonl: {r:?}"
+        );
     }
     let errors: usize = kinds.values().sum();
     assert_eq!(errors, out.summary.errors);
+}
+
+#[test]
+fn serve_and_replay_work_from_the_command_line() {
+    let _guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let bin = env!("CARGO_BIN_EXE_serverbench");
+    let mut server = std::process::Command::new(bin)
+        .args(["serve", "--port", &port.to_string(), "--time-scale", "50"])
+        .spawn()
+        .unwrap();
+    let url = format!("http://127.0.0.1:{port}");
+    let rt = runtime();
+    let ready = rt.block_on(async {
+        for _ in 0..100 {
+            if reqwest_get(&format!("{url}/health")).await.is_some() {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        false
+    });
+    assert!(ready, "the server came up");
+    let dir = std::env::temp_dir().join(format!("serverbench-cli-replay-{}", std::process::id()));
+    let out = std::process::Command::new(bin)
+        .args([
+            "replay",
+            "--url",
+            &url,
+            "-c",
+            "2",
+            "-w",
+            "120",
+            "--time-scale",
+            "50",
+            "--out",
+            dir.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    let metrics = rt
+        .block_on(reqwest_get(&format!("{url}/metrics")))
+        .unwrap_or_default();
+    server.kill().ok();
+    server.wait().ok();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        text,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("natural stop          ok"), "{text}");
+    assert!(text.contains("errors by kind        none"), "{text}");
+    let records = std::fs::read_to_string(dir.join("records.jsonl")).unwrap();
+    assert!(
+        records
+            .lines()
+            .all(|l| serde_json::from_str::<Record>(l).is_ok())
+            && records.lines().count() > 5
+    );
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["natural_stop_probe"]["finish_reason"], "stop");
+    assert!(
+        metrics.contains("vllm:num_requests_running")
+            && metrics.contains("vllm:prefix_cache_hits_total"),
+        "{metrics}"
+    );
+}
+
+/// GET over a plain TCP connection (enough for /health and /metrics).
+async fn reqwest_get(url: &str) -> Option<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let rest = url.strip_prefix("http://")?;
+    let (host, path) = rest.split_once('/').map(|(h, p)| (h, format!("/{p}")))?;
+    let mut s = tokio::net::TcpStream::connect(host).await.ok()?;
+    s.write_all(
+        format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .await
+    .ok()?;
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).await.ok()?;
+    buf.starts_with("HTTP/1.1 200").then_some(buf)
 }

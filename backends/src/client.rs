@@ -53,7 +53,8 @@ pub struct StreamResult {
 impl StreamResult {
     /// Output tokens received: the usage count when present, else the number of output chunks.
     pub fn tokens(&self) -> u32 {
-        self.usage.map_or(self.token_chunks, |u| u.completion_tokens as u32)
+        self.usage
+            .map_or(self.token_chunks, |u| u.completion_tokens as u32)
     }
 }
 
@@ -80,23 +81,66 @@ impl HttpClient {
     }
 
     /// Sends one streaming request; `progress` counts output chunks as they arrive.
-    pub async fn stream(&self, lane: u32, prompt: &[u32], max_tokens: u32, ignore_eos: bool, progress: Option<Arc<AtomicU32>>) -> StreamResult {
-        let body = request_bytes(self.cfg.api, &self.cfg.model, prompt, max_tokens, ignore_eos);
+    pub async fn stream(
+        &self,
+        lane: u32,
+        prompt: &[u32],
+        max_tokens: u32,
+        ignore_eos: bool,
+        progress: Option<Arc<AtomicU32>>,
+    ) -> StreamResult {
+        let body = request_bytes(
+            self.cfg.api,
+            &self.cfg.model,
+            prompt,
+            max_tokens,
+            ignore_eos,
+        );
         self.stream_body(lane, body, progress).await
     }
 
     /// Sends one streaming request whose JSON body is already built.
-    pub async fn stream_body(&self, lane: u32, body: Vec<u8>, progress: Option<Arc<AtomicU32>>) -> StreamResult {
+    pub async fn stream_body(
+        &self,
+        lane: u32,
+        body: Vec<u8>,
+        progress: Option<Arc<AtomicU32>>,
+    ) -> StreamResult {
         let now = Instant::now();
-        let mut r = StreamResult { sent: now, first_byte: None, first_token: None, last_token: None, token_chunks: 0, usage: None, finish_reason: None, error: None, ended: now };
+        let mut r = StreamResult {
+            sent: now,
+            first_byte: None,
+            first_token: None,
+            last_token: None,
+            token_chunks: 0,
+            usage: None,
+            finish_reason: None,
+            error: None,
+            ended: now,
+        };
         self.stream_into(&mut r, lane, body, progress).await;
         r.ended = Instant::now();
         r
     }
 
-    async fn stream_into(&self, r: &mut StreamResult, lane: u32, body: Vec<u8>, progress: Option<Arc<AtomicU32>>) {
-        let url = format!("{}{}", self.cfg.base_url.trim_end_matches('/'), self.cfg.api.path());
-        let mut req = self.http.post(url).timeout(self.cfg.timeout).header(reqwest::header::CONTENT_TYPE, "application/json").body(body);
+    async fn stream_into(
+        &self,
+        r: &mut StreamResult,
+        lane: u32,
+        body: Vec<u8>,
+        progress: Option<Arc<AtomicU32>>,
+    ) {
+        let url = format!(
+            "{}{}",
+            self.cfg.base_url.trim_end_matches('/'),
+            self.cfg.api.path()
+        );
+        let mut req = self
+            .http
+            .post(url)
+            .timeout(self.cfg.timeout)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body);
         if let Some(key) = &self.cfg.api_key {
             req = req.bearer_auth(key);
         }
@@ -126,7 +170,11 @@ impl HttpClient {
             let bytes = match item {
                 Ok(b) => b,
                 Err(e) => {
-                    r.error = Some(if e.is_timeout() { "timeout".into() } else { "dropped".into() });
+                    r.error = Some(if e.is_timeout() {
+                        "timeout".into()
+                    } else {
+                        "dropped".into()
+                    });
                     return;
                 }
             };

@@ -3,7 +3,10 @@
 
 use crate::client::{HttpClient, StreamResult};
 use crate::openai::{Api, BodyCache};
-use serverbench_sim::{summarise, Deployment, EventQueue, Handle, Outcome, Ready, Record, Replay, RunConfig, StartMode, Summary, Time};
+use serverbench_sim::{
+    summarise, Deployment, EventQueue, Handle, Outcome, Ready, Record, Replay, RunConfig,
+    StartMode, Summary, Time,
+};
 use serverbench_workloads::tokens::{prompt_tokens, prompt_tokens_from, Vocab};
 use serverbench_workloads::{Quantiles, TreeSource};
 use std::collections::{BTreeMap, HashMap};
@@ -109,7 +112,14 @@ impl Clock {
 
 /// Replays `source` against the server behind `client` in real time; `progress(seconds, window)` is
 /// called as time passes. Ctrl-C ends the run early and still returns what was measured.
-pub async fn run_real(d: &Deployment, source: &dyn TreeSource, client: Arc<HttpClient>, cfg: &RealConfig, sink: &mut RecordSink, progress: &(dyn Fn(f64) + Sync)) -> std::io::Result<RealOutput> {
+pub async fn run_real(
+    d: &Deployment,
+    source: &dyn TreeSource,
+    client: Arc<HttpClient>,
+    cfg: &RealConfig,
+    sink: &mut RecordSink,
+    progress: &(dyn Fn(f64) + Sync),
+) -> std::io::Result<RealOutput> {
     let window_ns = Time::from_secs(cfg.run.window_s).0;
     let mut replay = Replay::new(source, cfg.run.replay());
     let mut ready: Vec<Ready> = Vec::new();
@@ -118,7 +128,10 @@ pub async fn run_real(d: &Deployment, source: &dyn TreeSource, client: Arc<HttpC
     if cfg.run.start == StartMode::Steady {
         stats.warmup_requests = warm_up(&replay, &ready, &client, cfg.vocab).await;
     }
-    let clock = Clock { start: Instant::now(), scale: cfg.time_scale };
+    let clock = Clock {
+        start: Instant::now(),
+        scale: cfg.time_scale,
+    };
     let mut queue: EventQueue<Handle> = EventQueue::new();
     for r in ready.drain(..) {
         queue.schedule(r.at, r.handle).expect("never in the past");
@@ -148,20 +161,38 @@ pub async fn run_real(d: &Deployment, source: &dyn TreeSource, client: Arc<HttpC
             let (tree, index) = replay.tree(h.lane);
             let tree = tree.clone();
             let p = Arc::new(AtomicU32::new(0));
-            let (client, tx, p2, vocab, bodies) = (client.clone(), tx.clone(), p.clone(), cfg.vocab, bodies.clone());
+            let (client, tx, p2, vocab, bodies) = (
+                client.clone(),
+                tx.clone(),
+                p.clone(),
+                cfg.vocab,
+                bodies.clone(),
+            );
             let task = tokio::spawn(async move {
                 // Prompt synthesis runs on a worker, off the dispatch loop.
                 let req = &tree.requests()[h.request as usize];
                 let result = if client.config().api == Api::CompletionsTokens {
                     let key = (h.lane, req.agent);
-                    let mut cache = bodies.lock().expect("body cache").remove(&key).unwrap_or_default();
+                    let mut cache = bodies
+                        .lock()
+                        .expect("body cache")
+                        .remove(&key)
+                        .unwrap_or_default();
                     let model = client.config().model.clone();
-                    let body = cache.body(&model, req.blocks.as_slice(), tree.block_size, req.output_tokens, |from| prompt_tokens_from(index, req, tree.block_size, vocab, from));
+                    let body = cache.body(
+                        &model,
+                        req.blocks.as_slice(),
+                        tree.block_size,
+                        req.output_tokens,
+                        |from| prompt_tokens_from(index, req, tree.block_size, vocab, from),
+                    );
                     bodies.lock().expect("body cache").insert(key, cache);
                     client.stream_body(h.lane, body, Some(p2)).await
                 } else {
                     let prompt = prompt_tokens(index, req, tree.block_size, vocab);
-                    client.stream(h.lane, &prompt, req.output_tokens, true, Some(p2)).await
+                    client
+                        .stream(h.lane, &prompt, req.output_tokens, true, Some(p2))
+                        .await
                 };
                 let _ = tx.send(Done { tag, result });
             });
@@ -199,17 +230,34 @@ pub async fn run_real(d: &Deployment, source: &dyn TreeSource, client: Arc<HttpC
         rec.outcome = Outcome::Cancelled;
         sink.write(rec)?;
     }
-    let window_s = if stats.interrupted { clock.now() as f64 / 1e9 } else { cfg.run.window_s };
+    let window_s = if stats.interrupted {
+        clock.now() as f64 / 1e9
+    } else {
+        cfg.run.window_s
+    };
     let (_, mut summary) = summarise(&records, d, window_s);
     summary.seed = cfg.run.seed;
     summary.concurrency = cfg.run.concurrency;
     summary.trees_started = replay.trees_started();
     summary.prefix_hit_rate = {
-        let (hit, all): (u64, u64) = records.iter().filter(|r| r.outcome == Outcome::Completed).fold((0, 0), |(h, a), r| (h + r.cached_tokens as u64, a + r.input_tokens as u64));
-        if all > 0 { hit as f64 / all as f64 } else { 0.0 }
+        let (hit, all): (u64, u64) = records
+            .iter()
+            .filter(|r| r.outcome == Outcome::Completed)
+            .fold((0, 0), |(h, a), r| {
+                (h + r.cached_tokens as u64, a + r.input_tokens as u64)
+            });
+        if all > 0 {
+            hit as f64 / all as f64
+        } else {
+            0.0
+        }
     };
     stats.dispatch_drift_ms = Quantiles::of(&mut drift_ms);
-    Ok(RealOutput { records, summary, client: stats })
+    Ok(RealOutput {
+        records,
+        summary,
+        client: stats,
+    })
 }
 
 fn dispatch(replay: &Replay<'_>, h: Handle, now: u64) -> Record {
@@ -254,7 +302,9 @@ fn finish(rec: &mut Record, r: &StreamResult, clock: &Clock, stats: &mut ClientS
             }
             match r.usage {
                 None => stats.usage_missing += 1,
-                Some(u) if (r.token_chunks as u64) > u.completion_tokens => stats.chunk_usage_mismatches += 1,
+                Some(u) if (r.token_chunks as u64) > u.completion_tokens => {
+                    stats.chunk_usage_mismatches += 1
+                }
                 _ => {}
             }
         }
@@ -263,13 +313,20 @@ fn finish(rec: &mut Record, r: &StreamResult, clock: &Clock, stats: &mut ClientS
 
 /// Steady start: sends each lane's first prompt once (one output token) so the server's prefix cache
 /// holds it before the window opens, as the simulator warms its cache.
-async fn warm_up(replay: &Replay<'_>, ready: &[Ready], client: &Arc<HttpClient>, vocab: Vocab) -> usize {
+async fn warm_up(
+    replay: &Replay<'_>,
+    ready: &[Ready],
+    client: &Arc<HttpClient>,
+    vocab: Vocab,
+) -> usize {
     let mut tasks = Vec::new();
     for r in ready {
         let (tree, index) = replay.tree(r.handle.lane);
         let prompt = prompt_tokens(index, replay.request(r.handle), tree.block_size, vocab);
         let (client, lane) = (client.clone(), r.handle.lane);
-        tasks.push(tokio::spawn(async move { client.stream(lane, &prompt, 1, true, None).await }));
+        tasks.push(tokio::spawn(async move {
+            client.stream(lane, &prompt, 1, true, None).await
+        }));
     }
     let n = tasks.len();
     for t in tasks {
@@ -293,7 +350,11 @@ async fn precise_sleep_until(deadline: Instant) {
 
 /// The natural-stop probe: one request without `ignore_eos`. Returns the finish reason and the
 /// tokens received; a server that honours end-of-sequence stops before `max_tokens` with `stop`.
-pub async fn natural_stop_probe(client: &HttpClient, prompt: &[u32], max_tokens: u32) -> (Option<String>, u32, Option<String>) {
+pub async fn natural_stop_probe(
+    client: &HttpClient,
+    prompt: &[u32],
+    max_tokens: u32,
+) -> (Option<String>, u32, Option<String>) {
     let r = client.stream(0, prompt, max_tokens, false, None).await;
     (r.finish_reason.clone(), r.tokens(), r.error)
 }

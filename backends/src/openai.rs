@@ -54,7 +54,14 @@ pub struct BodyCache {
 impl BodyCache {
     /// The body for a prompt whose full blocks are `blocks` (`block_size` tokens each) followed by
     /// `tail` tokens; `tokens(from_block)` synthesises the prompt from that block on.
-    pub fn body(&mut self, model: &str, blocks: &[u64], block_size: u32, max_tokens: u32, tokens: impl Fn(usize) -> Vec<u32>) -> Vec<u8> {
+    pub fn body(
+        &mut self,
+        model: &str,
+        blocks: &[u64],
+        block_size: u32,
+        max_tokens: u32,
+        tokens: impl Fn(usize) -> Vec<u32>,
+    ) -> Vec<u8> {
         let reuse = match &self.entry {
             Some((last, n, _, _)) if *n > 0 && *n <= blocks.len() && blocks[*n - 1] == *last => *n,
             _ => 0,
@@ -77,7 +84,12 @@ impl BodyCache {
         let mut all = json.clone();
         push(&mut all, &fresh[full.min(fresh.len())..]);
         if !blocks.is_empty() {
-            self.entry = Some((blocks[blocks.len() - 1], blocks.len(), blocks.len() * block_size as usize, json));
+            self.entry = Some((
+                blocks[blocks.len() - 1],
+                blocks.len(),
+                blocks.len() * block_size as usize,
+                json,
+            ));
         }
         let model = serde_json::to_string(model).expect("a string serialises");
         format!("{{\"model\":{model},\"prompt\":[{all}],\"max_tokens\":{max_tokens},\"stream\":true,\"stream_options\":{{\"include_usage\":true}},\"temperature\":0,\"ignore_eos\":true,\"min_tokens\":{max_tokens}}}").into_bytes()
@@ -98,7 +110,13 @@ fn itoa_u32(mut v: u32, buf: &mut [u8; 10]) -> &str {
 }
 
 /// The request body as JSON bytes, serialised in one pass (prompts can hold 100K token ids).
-pub fn request_bytes(api: Api, model: &str, prompt: &[u32], max_tokens: u32, ignore_eos: bool) -> Vec<u8> {
+pub fn request_bytes(
+    api: Api,
+    model: &str,
+    prompt: &[u32],
+    max_tokens: u32,
+    ignore_eos: bool,
+) -> Vec<u8> {
     #[derive(serde::Serialize)]
     struct Opts {
         include_usage: bool,
@@ -122,7 +140,9 @@ pub fn request_bytes(api: Api, model: &str, prompt: &[u32], max_tokens: u32, ign
             prompt,
             max_tokens,
             stream: true,
-            stream_options: Opts { include_usage: true },
+            stream_options: Opts {
+                include_usage: true,
+            },
             temperature: 0,
             ignore_eos: ignore_eos.then_some(true),
             min_tokens: ignore_eos.then_some(max_tokens),
@@ -134,7 +154,13 @@ pub fn request_bytes(api: Api, model: &str, prompt: &[u32], max_tokens: u32, ign
 
 /// The streaming request body: exact output length (`max_tokens` = `min_tokens` = N, `ignore_eos`),
 /// no stop strings, usage at the end.
-pub fn request_body(api: Api, model: &str, prompt: &[u32], max_tokens: u32, ignore_eos: bool) -> Value {
+pub fn request_body(
+    api: Api,
+    model: &str,
+    prompt: &[u32],
+    max_tokens: u32,
+    ignore_eos: bool,
+) -> Value {
     let mut body = match api {
         Api::CompletionsTokens => json!({ "model": model, "prompt": prompt }),
         Api::CompletionsText => json!({ "model": model, "prompt": tokens_as_text(prompt) }),
@@ -182,30 +208,51 @@ pub struct Chunk {
 
 /// Parses one `data:` payload.
 pub fn parse_chunk(payload: &str) -> Result<Chunk, String> {
-    let v: Value = serde_json::from_str(payload).map_err(|e| format!("malformed JSON in stream: {e}"))?;
+    let v: Value =
+        serde_json::from_str(payload).map_err(|e| format!("malformed JSON in stream: {e}"))?;
     let mut c = Chunk::default();
     if let Some(err) = v.get("error") {
-        c.error = Some(err.get("message").and_then(Value::as_str).map_or_else(|| err.to_string(), str::to_string));
+        c.error = Some(
+            err.get("message")
+                .and_then(Value::as_str)
+                .map_or_else(|| err.to_string(), str::to_string),
+        );
         return Ok(c);
     }
-    if let Some(choice) = v.get("choices").and_then(Value::as_array).and_then(|a| a.first()) {
-        let nonempty = |x: Option<&Value>| x.is_some_and(|t| match t {
-            Value::String(s) => !s.is_empty(),
-            Value::Array(a) => !a.is_empty(),
-            Value::Null => false,
-            _ => true,
-        });
+    if let Some(choice) = v
+        .get("choices")
+        .and_then(Value::as_array)
+        .and_then(|a| a.first())
+    {
+        let nonempty = |x: Option<&Value>| {
+            x.is_some_and(|t| match t {
+                Value::String(s) => !s.is_empty(),
+                Value::Array(a) => !a.is_empty(),
+                Value::Null => false,
+                _ => true,
+            })
+        };
         let delta = choice.get("delta");
         c.has_output = nonempty(choice.get("text"))
-            || delta.is_some_and(|d| nonempty(d.get("content")) || nonempty(d.get("reasoning_content")) || nonempty(d.get("tool_calls")));
-        c.finish_reason = choice.get("finish_reason").and_then(Value::as_str).map(str::to_string);
+            || delta.is_some_and(|d| {
+                nonempty(d.get("content"))
+                    || nonempty(d.get("reasoning_content"))
+                    || nonempty(d.get("tool_calls"))
+            });
+        c.finish_reason = choice
+            .get("finish_reason")
+            .and_then(Value::as_str)
+            .map(str::to_string);
     }
     if let Some(u) = v.get("usage").filter(|u| !u.is_null()) {
         let n = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
         c.usage = Some(Usage {
             prompt_tokens: n("prompt_tokens"),
             completion_tokens: n("completion_tokens"),
-            cached_tokens: u.get("prompt_tokens_details").and_then(|d| d.get("cached_tokens")).and_then(Value::as_u64),
+            cached_tokens: u
+                .get("prompt_tokens_details")
+                .and_then(|d| d.get("cached_tokens"))
+                .and_then(Value::as_u64),
         });
     }
     Ok(c)
@@ -219,7 +266,10 @@ mod tests {
     fn bodies_ask_for_exact_lengths_and_usage() {
         let b = request_body(Api::CompletionsTokens, "m", &[1, 2, 3], 7, true);
         assert_eq!(b["prompt"], json!([1, 2, 3]));
-        assert_eq!((b["max_tokens"].as_u64(), b["min_tokens"].as_u64()), (Some(7), Some(7)));
+        assert_eq!(
+            (b["max_tokens"].as_u64(), b["min_tokens"].as_u64()),
+            (Some(7), Some(7))
+        );
         assert_eq!(b["ignore_eos"], json!(true));
         assert_eq!(b["stream_options"]["include_usage"], json!(true));
         assert!(b.get("stop").is_none());
@@ -231,8 +281,18 @@ mod tests {
     #[test]
     fn the_fast_body_is_the_same_json() {
         for eos in [true, false] {
-            let fast: Value = serde_json::from_slice(&request_bytes(Api::CompletionsTokens, "m", &[4, 5], 9, eos)).unwrap();
-            assert_eq!(fast, request_body(Api::CompletionsTokens, "m", &[4, 5], 9, eos));
+            let fast: Value = serde_json::from_slice(&request_bytes(
+                Api::CompletionsTokens,
+                "m",
+                &[4, 5],
+                9,
+                eos,
+            ))
+            .unwrap();
+            assert_eq!(
+                fast,
+                request_body(Api::CompletionsTokens, "m", &[4, 5], 9, eos)
+            );
         }
     }
 
@@ -240,31 +300,51 @@ mod tests {
     fn cached_bodies_equal_fresh_ones() {
         fn tok(blocks: &[u64], tail: u32) -> impl Fn(usize) -> Vec<u32> + '_ {
             move |from: usize| {
-                let mut v: Vec<u32> = blocks[from..].iter().flat_map(|&b| (0..4).map(move |j| (b * 10 + j) as u32)).collect();
+                let mut v: Vec<u32> = blocks[from..]
+                    .iter()
+                    .flat_map(|&b| (0..4).map(move |j| (b * 10 + j) as u32))
+                    .collect();
                 v.extend((0..tail).map(|j| 7000 + j));
                 v
             }
         }
         let mut cache = BodyCache::default();
-        let turns: [(&[u64], u32); 4] = [(&[1, 2], 3), (&[1, 2, 3], 1), (&[1, 2, 3, 4, 5], 0), (&[9], 2)];
+        let turns: [(&[u64], u32); 4] = [
+            (&[1, 2], 3),
+            (&[1, 2, 3], 1),
+            (&[1, 2, 3, 4, 5], 0),
+            (&[9], 2),
+        ];
         for (blocks, tail) in turns {
             let body = cache.body("m", blocks, 4, 5, tok(blocks, tail));
             let want = request_bytes(Api::CompletionsTokens, "m", &tok(blocks, tail)(0), 5, true);
-            let (a, b): (Value, Value) = (serde_json::from_slice(&body).unwrap(), serde_json::from_slice(&want).unwrap());
+            let (a, b): (Value, Value) = (
+                serde_json::from_slice(&body).unwrap(),
+                serde_json::from_slice(&want).unwrap(),
+            );
             assert_eq!(a, b, "blocks {blocks:?}");
         }
     }
 
     #[test]
     fn chunks_of_every_kind_parse() {
-        let t = parse_chunk(r#"{"choices":[{"index":0,"text":" hi","finish_reason":null}]}"#).unwrap();
+        let t =
+            parse_chunk(r#"{"choices":[{"index":0,"text":" hi","finish_reason":null}]}"#).unwrap();
         assert!(t.has_output);
-        let empty = parse_chunk(r#"{"choices":[{"index":0,"delta":{"role":"assistant"}}]}"#).unwrap();
+        let empty =
+            parse_chunk(r#"{"choices":[{"index":0,"delta":{"role":"assistant"}}]}"#).unwrap();
         assert!(!empty.has_output, "a role-only delta carries no token");
         let r = parse_chunk(r#"{"choices":[{"delta":{"reasoning_content":"x"}}]}"#).unwrap();
         assert!(r.has_output);
         let u = parse_chunk(r#"{"choices":[],"usage":{"prompt_tokens":10,"completion_tokens":4,"prompt_tokens_details":{"cached_tokens":8}}}"#).unwrap();
-        assert_eq!(u.usage, Some(Usage { prompt_tokens: 10, completion_tokens: 4, cached_tokens: Some(8) }));
+        assert_eq!(
+            u.usage,
+            Some(Usage {
+                prompt_tokens: 10,
+                completion_tokens: 4,
+                cached_tokens: Some(8)
+            })
+        );
         assert!(!u.has_output, "the usage chunk is not a token event");
         let e = parse_chunk(r#"{"error":{"message":"boom"}}"#).unwrap();
         assert_eq!(e.error.as_deref(), Some("boom"));

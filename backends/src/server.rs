@@ -97,8 +97,15 @@ fn router(cfg: ServeConfig) -> Result<Router, String> {
     let (tx, rx) = std_mpsc::channel();
     let metrics = Arc::new(Mutex::new(Metrics::default()));
     let (cost, scale, m2) = (cfg.cost.clone(), cfg.time_scale, metrics.clone());
-    std::thread::Builder::new().name("serverbench-engine".into()).spawn(move || engine_loop(replica, cost, scale, rx, m2)).map_err(|e| e.to_string())?;
-    let em = Arc::new(Emulator { submit: Mutex::new(tx), metrics, cfg });
+    std::thread::Builder::new()
+        .name("serverbench-engine".into())
+        .spawn(move || engine_loop(replica, cost, scale, rx, m2))
+        .map_err(|e| e.to_string())?;
+    let em = Arc::new(Emulator {
+        submit: Mutex::new(tx),
+        metrics,
+        cfg,
+    });
     Ok(Router::new()
         .route("/v1/completions", post(completions))
         .route("/v1/chat/completions", post(chat))
@@ -109,7 +116,13 @@ fn router(cfg: ServeConfig) -> Result<Router, String> {
 }
 
 /// The engine: schedules a step, sleeps until the step's end in scaled wall time, emits its tokens.
-fn engine_loop(mut replica: Replica, cost: CostModel, scale: f64, rx: std_mpsc::Receiver<Submission>, metrics: Arc<Mutex<Metrics>>) {
+fn engine_loop(
+    mut replica: Replica,
+    cost: CostModel,
+    scale: f64,
+    rx: std_mpsc::Receiver<Submission>,
+    metrics: Arc<Mutex<Metrics>>,
+) {
     let start = Instant::now();
     let sim_now = |start: Instant| (start.elapsed().as_nanos() as f64 * scale) as u64;
     let mut clock: u64 = 0;
@@ -117,12 +130,22 @@ fn engine_loop(mut replica: Replica, cost: CostModel, scale: f64, rx: std_mpsc::
     let mut next_tag: u64 = 0;
     let mut senders: HashMap<u64, mpsc::UnboundedSender<EngineEvent>> = HashMap::new();
     let mut events = Vec::new();
-    let mut submit = |s: Submission, replica: &mut Replica, senders: &mut HashMap<u64, mpsc::UnboundedSender<EngineEvent>>| {
-        let tag = next_tag;
-        next_tag += 1;
-        senders.insert(tag, s.events);
-        replica.submit(SeqInput { tag, blocks: s.blocks, workload_block_size: PROMPT_BLOCK as u32, input: s.prompt_tokens, output: s.output, kind: RequestKind::RootTurn });
-    };
+    let mut submit =
+        |s: Submission,
+         replica: &mut Replica,
+         senders: &mut HashMap<u64, mpsc::UnboundedSender<EngineEvent>>| {
+            let tag = next_tag;
+            next_tag += 1;
+            senders.insert(tag, s.events);
+            replica.submit(SeqInput {
+                tag,
+                blocks: s.blocks,
+                workload_block_size: PROMPT_BLOCK as u32,
+                input: s.prompt_tokens,
+                output: s.output,
+                kind: RequestKind::RootTurn,
+            });
+        };
     loop {
         loop {
             match rx.try_recv() {
@@ -198,15 +221,24 @@ fn error(status: StatusCode, message: &str) -> Response {
 fn prompt_ids(v: &Value, vocab: u32) -> Result<Vec<u32>, String> {
     match v {
         Value::String(s) => Ok(text_ids(s, vocab)),
-        Value::Array(a) if a.iter().all(Value::is_u64) => Ok(a.iter().map(|x| x.as_u64().unwrap_or(0) as u32).collect()),
+        Value::Array(a) if a.iter().all(Value::is_u64) => {
+            Ok(a.iter().map(|x| x.as_u64().unwrap_or(0) as u32).collect())
+        }
         Value::Array(a) if a.len() == 1 => prompt_ids(&a[0], vocab),
-        Value::Array(_) => Err("prompt: batches of prompts are not supported; send one prompt per request".into()),
+        Value::Array(_) => {
+            Err("prompt: batches of prompts are not supported; send one prompt per request".into())
+        }
         _ => Err("prompt: expected a string or a list of token ids".into()),
     }
 }
 
 fn text_ids(s: &str, vocab: u32) -> Vec<u32> {
-    s.as_bytes().chunks(4).map(|c| (mix2(c.iter().fold(0u64, |h, &b| h << 8 | b as u64), 0x7E47) % vocab as u64) as u32).collect()
+    s.as_bytes()
+        .chunks(4)
+        .map(|c| {
+            (mix2(c.iter().fold(0u64, |h, &b| h << 8 | b as u64), 0x7E47) % vocab as u64) as u32
+        })
+        .collect()
 }
 
 /// Chained block ids of a prompt's full 16-token blocks: equal prefixes give equal ids.
@@ -233,21 +265,37 @@ struct Params {
 
 fn params(body: &Value, chat: bool) -> Result<Params, String> {
     let u = |k: &str| body.get(k).and_then(Value::as_u64);
-    let max_tokens = if chat { u("max_completion_tokens").or(u("max_tokens")) } else { u("max_tokens") }.unwrap_or(16);
+    let max_tokens = if chat {
+        u("max_completion_tokens").or(u("max_tokens"))
+    } else {
+        u("max_tokens")
+    }
+    .unwrap_or(16);
     if max_tokens == 0 || max_tokens > u32::MAX as u64 {
         return Err("max_tokens: must be a positive integer".into());
     }
     Ok(Params {
         max_tokens: max_tokens as u32,
         min_tokens: u("min_tokens").unwrap_or(0).min(max_tokens) as u32,
-        ignore_eos: body.get("ignore_eos").and_then(Value::as_bool).unwrap_or(false),
+        ignore_eos: body
+            .get("ignore_eos")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
         stream: body.get("stream").and_then(Value::as_bool).unwrap_or(false),
-        include_usage: body.get("stream_options").and_then(|o| o.get("include_usage")).and_then(Value::as_bool).unwrap_or(false),
+        include_usage: body
+            .get("stream_options")
+            .and_then(|o| o.get("include_usage"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
     })
 }
 
 async fn completions(State(em): State<Arc<Emulator>>, Json(body): Json<Value>) -> Response {
-    let ids = match body.get("prompt").ok_or_else(|| "prompt: missing".to_string()).and_then(|p| prompt_ids(p, em.cfg.vocab)) {
+    let ids = match body
+        .get("prompt")
+        .ok_or_else(|| "prompt: missing".to_string())
+        .and_then(|p| prompt_ids(p, em.cfg.vocab))
+    {
         Ok(ids) => ids,
         Err(e) => return error(StatusCode::BAD_REQUEST, &e),
     };
@@ -261,7 +309,11 @@ async fn chat(State(em): State<Arc<Emulator>>, Json(body): Json<Value>) -> Respo
     let Some(messages) = body.get("messages").and_then(Value::as_array) else {
         return error(StatusCode::BAD_REQUEST, "messages: missing or not a list");
     };
-    let text: String = messages.iter().filter_map(|m| m.get("content").and_then(Value::as_str)).collect::<Vec<_>>().join("\n");
+    let text: String = messages
+        .iter()
+        .filter_map(|m| m.get("content").and_then(Value::as_str))
+        .collect::<Vec<_>>()
+        .join("\n");
     match params(&body, true) {
         Ok(p) => generate(em.clone(), text_ids(&text, em.cfg.vocab), p, true).await,
         Err(e) => error(StatusCode::BAD_REQUEST, &e),
@@ -277,21 +329,49 @@ async fn generate(em: Arc<Emulator>, ids: Vec<u32>, p: Params, chat: bool) -> Re
         return error(StatusCode::BAD_REQUEST, &format!("this model's maximum context length is {limit} tokens; the prompt ({}) plus max_tokens ({}) exceed it", ids.len(), p.max_tokens));
     }
     let blocks = prompt_blocks(&ids);
-    let seed = blocks.as_slice().last().copied().unwrap_or(ids.len() as u64);
+    let seed = blocks
+        .as_slice()
+        .last()
+        .copied()
+        .unwrap_or(ids.len() as u64);
     // Without ignore_eos the emulated model "ends its answer" after a deterministic natural length.
     let natural = (16 + (mix2(seed, 0xE05) % 48) as u32).max(p.min_tokens);
-    let output = if p.ignore_eos { p.max_tokens } else { natural.min(p.max_tokens) };
-    let finish_reason = if output < p.max_tokens { "stop" } else { "length" };
+    let output = if p.ignore_eos {
+        p.max_tokens
+    } else {
+        natural.min(p.max_tokens)
+    };
+    let finish_reason = if output < p.max_tokens {
+        "stop"
+    } else {
+        "length"
+    };
     let (tx, rx) = mpsc::unbounded_channel();
     {
         let mut m = em.metrics.lock().expect("metrics lock");
         m.prompt_tokens += ids.len() as u64;
     }
-    let sub = Submission { blocks, prompt_tokens: ids.len() as u32, output, events: tx };
+    let sub = Submission {
+        blocks,
+        prompt_tokens: ids.len() as u32,
+        output,
+        events: tx,
+    };
     if em.submit.lock().expect("submit lock").send(sub).is_err() {
         return error(StatusCode::SERVICE_UNAVAILABLE, "the engine has stopped");
     }
-    let out = Output { rx, model: em.cfg.model_name.clone(), chat, seed, vocab: em.cfg.vocab, produced: 0, prompt_tokens: ids.len() as u32, finish_reason, include_usage: p.include_usage, id: format!("cmpl-{seed:x}") };
+    let out = Output {
+        rx,
+        model: em.cfg.model_name.clone(),
+        chat,
+        seed,
+        vocab: em.cfg.vocab,
+        produced: 0,
+        prompt_tokens: ids.len() as u32,
+        finish_reason,
+        include_usage: p.include_usage,
+        id: format!("cmpl-{seed:x}"),
+    };
     if p.stream {
         stream_response(out)
     } else {
@@ -371,7 +451,16 @@ fn stream_response(out: Output) -> Response {
             None => None,
         }
     });
-    Response::builder().header(header::CONTENT_TYPE, "text/event-stream").header(header::CACHE_CONTROL, "no-cache").body(Body::from_stream(s)).unwrap_or_else(|_| error(StatusCode::INTERNAL_SERVER_ERROR, "cannot build the response"))
+    Response::builder()
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header(header::CACHE_CONTROL, "no-cache")
+        .body(Body::from_stream(s))
+        .unwrap_or_else(|_| {
+            error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "cannot build the response",
+            )
+        })
 }
 
 async fn whole_response(mut out: Output) -> Response {
@@ -391,12 +480,18 @@ async fn whole_response(mut out: Output) -> Response {
     } else {
         json!({ "index": 0, "text": text, "logprobs": null, "finish_reason": out.finish_reason })
     };
-    let object = if out.chat { "chat.completion" } else { "text_completion" };
+    let object = if out.chat {
+        "chat.completion"
+    } else {
+        "text_completion"
+    };
     Json(json!({ "id": out.id, "object": object, "created": 0, "model": out.model, "choices": [choice], "usage": out.usage(cached) })).into_response()
 }
 
 async fn models(State(em): State<Arc<Emulator>>) -> Json<Value> {
-    Json(json!({ "object": "list", "data": [{ "id": em.cfg.model_name, "object": "model", "owned_by": "serverbench", "max_model_len": em.cfg.deployment.context_limit }] }))
+    Json(
+        json!({ "object": "list", "data": [{ "id": em.cfg.model_name, "object": "model", "owned_by": "serverbench", "max_model_len": em.cfg.deployment.context_limit }] }),
+    )
 }
 
 async fn metrics_text(State(em): State<Arc<Emulator>>) -> Response {
@@ -404,16 +499,63 @@ async fn metrics_text(State(em): State<Arc<Emulator>>) -> Response {
     let model = &em.cfg.model_name;
     let mut t = String::new();
     let mut metric = |name: &str, kind: &str, help: &str, v: String| {
-        t.push_str(&format!("# HELP {name} {help}\n# TYPE {name} {kind}\n{name}{{model_name=\"{model}\"}} {v}\n"));
+        t.push_str(&format!(
+            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name}{{model_name=\"{model}\"}} {v}\n"
+        ));
     };
-    metric("vllm:num_requests_running", "gauge", "Requests in the running batch.", m.running.to_string());
-    metric("vllm:num_requests_waiting", "gauge", "Requests waiting to be scheduled.", m.waiting.to_string());
-    metric("vllm:kv_cache_usage_perc", "gauge", "Fraction of KV blocks in use (1 = full).", format!("{:.6}", m.kv_usage));
-    metric("vllm:gpu_cache_usage_perc", "gauge", "Fraction of KV blocks in use (older name).", format!("{:.6}", m.kv_usage));
-    metric("vllm:prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.", m.prefix_queries.to_string());
-    metric("vllm:prefix_cache_hits_total", "counter", "Prompt tokens served from the prefix cache.", m.prefix_hits.to_string());
-    metric("vllm:prompt_tokens_total", "counter", "Prompt tokens received.", m.prompt_tokens.to_string());
-    metric("vllm:generation_tokens_total", "counter", "Output tokens generated.", m.generation_tokens.to_string());
-    metric("vllm:request_success_total", "counter", "Requests finished.", m.requests_finished.to_string());
+    metric(
+        "vllm:num_requests_running",
+        "gauge",
+        "Requests in the running batch.",
+        m.running.to_string(),
+    );
+    metric(
+        "vllm:num_requests_waiting",
+        "gauge",
+        "Requests waiting to be scheduled.",
+        m.waiting.to_string(),
+    );
+    metric(
+        "vllm:kv_cache_usage_perc",
+        "gauge",
+        "Fraction of KV blocks in use (1 = full).",
+        format!("{:.6}", m.kv_usage),
+    );
+    metric(
+        "vllm:gpu_cache_usage_perc",
+        "gauge",
+        "Fraction of KV blocks in use (older name).",
+        format!("{:.6}", m.kv_usage),
+    );
+    metric(
+        "vllm:prefix_cache_queries_total",
+        "counter",
+        "Prompt tokens looked up in the prefix cache.",
+        m.prefix_queries.to_string(),
+    );
+    metric(
+        "vllm:prefix_cache_hits_total",
+        "counter",
+        "Prompt tokens served from the prefix cache.",
+        m.prefix_hits.to_string(),
+    );
+    metric(
+        "vllm:prompt_tokens_total",
+        "counter",
+        "Prompt tokens received.",
+        m.prompt_tokens.to_string(),
+    );
+    metric(
+        "vllm:generation_tokens_total",
+        "counter",
+        "Output tokens generated.",
+        m.generation_tokens.to_string(),
+    );
+    metric(
+        "vllm:request_success_total",
+        "counter",
+        "Requests finished.",
+        m.requests_finished.to_string(),
+    );
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], t).into_response()
 }

@@ -46,7 +46,11 @@ fn find_blank_line(buf: &[u8]) -> Option<(usize, usize)> {
         if buf[i] == b'\n' && buf[i + 1] == b'\n' {
             return Some((i, 2));
         }
-        if buf[i] == b'\r' && buf[i + 1] == b'\n' && buf.get(i + 2) == Some(&b'\r') && buf.get(i + 3) == Some(&b'\n') {
+        if buf[i] == b'\r'
+            && buf[i + 1] == b'\n'
+            && buf.get(i + 2) == Some(&b'\r')
+            && buf.get(i + 3) == Some(&b'\n')
+        {
             return Some((i, 4));
         }
         if buf[i] == b'\r' && buf[i + 1] == b'\r' {
@@ -72,7 +76,11 @@ fn parse_event(raw: &[u8]) -> Option<SseEvent> {
         return None;
     }
     let payload = data.join("\n");
-    Some(if payload.trim() == "[DONE]" { SseEvent::Done } else { SseEvent::Data(payload) })
+    Some(if payload.trim() == "[DONE]" {
+        SseEvent::Done
+    } else {
+        SseEvent::Data(payload)
+    })
 }
 
 #[cfg(test)]
@@ -91,7 +99,12 @@ mod tests {
     #[test]
     fn events_split_across_reads_or_packed_in_one_read_parse_the_same() {
         let text = ": keep-alive\n\ndata: {\"a\":1}\n\ndata: {\"b\":2}\r\n\r\ndata: line1\ndata: line2\n\ndata: [DONE]\n\n";
-        let want = vec![SseEvent::Data("{\"a\":1}".into()), SseEvent::Data("{\"b\":2}".into()), SseEvent::Data("line1\nline2".into()), SseEvent::Done];
+        let want = vec![
+            SseEvent::Data("{\"a\":1}".into()),
+            SseEvent::Data("{\"b\":2}".into()),
+            SseEvent::Data("line1\nline2".into()),
+            SseEvent::Done,
+        ];
         for piece in [1, 2, 3, 7, 1000] {
             assert_eq!(parse_in_pieces(text, piece), want, "piece size {piece}");
         }

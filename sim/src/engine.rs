@@ -981,7 +981,10 @@ impl Replica {
                 s.computed += m;
                 s.generated += m;
                 if self.report_tokens {
-                    events.push(SeqEvent::Emitted { tag: s.tag, count: m });
+                    events.push(SeqEvent::Emitted {
+                        tag: s.tag,
+                        count: m,
+                    });
                 }
                 if s.generated >= s.output {
                     s.done = true;
@@ -1022,7 +1025,10 @@ impl Replica {
                 events.push(SeqEvent::FirstToken { tag: s.tag });
             }
             if self.report_tokens {
-                events.push(SeqEvent::Emitted { tag: s.tag, count: 1 });
+                events.push(SeqEvent::Emitted {
+                    tag: s.tag,
+                    count: 1,
+                });
             }
             if s.generated >= s.output {
                 s.done = true;

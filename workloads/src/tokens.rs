@@ -33,12 +33,23 @@ pub fn block_tokens(block_id: u64, block_size: u32, vocab: Vocab, out: &mut Vec<
 }
 
 /// The full prompt of a request: its blocks' tokens, then tail tokens unique to (session, request).
-pub fn prompt_tokens(session_id: u64, request: &Request, block_size: u32, vocab: Vocab) -> Vec<u32> {
+pub fn prompt_tokens(
+    session_id: u64,
+    request: &Request,
+    block_size: u32,
+    vocab: Vocab,
+) -> Vec<u32> {
     prompt_tokens_from(session_id, request, block_size, vocab, 0)
 }
 
 /// The prompt from block `from` on (`prompt_tokens` without its first `from` blocks).
-pub fn prompt_tokens_from(session_id: u64, request: &Request, block_size: u32, vocab: Vocab, from: usize) -> Vec<u32> {
+pub fn prompt_tokens_from(
+    session_id: u64,
+    request: &Request,
+    block_size: u32,
+    vocab: Vocab,
+    from: usize,
+) -> Vec<u32> {
     let from = from.min(request.blocks.len());
     let mut out = Vec::with_capacity(request.input_tokens as usize - from * block_size as usize);
     for &b in &request.blocks.as_slice()[from..] {
