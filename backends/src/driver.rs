@@ -262,25 +262,7 @@ pub async fn run_real(
 
 fn dispatch(replay: &Replay<'_>, h: Handle, now: u64) -> Record {
     let (_, index) = replay.tree(h.lane);
-    let req = replay.request(h);
-    Record {
-        tree: index,
-        request: req.id,
-        lane: h.lane,
-        replica: 0,
-        agent: req.agent,
-        kind: req.kind,
-        send_ns: now,
-        first_token_ns: None,
-        last_token_ns: None,
-        finish_ns: None,
-        input_tokens: req.input_tokens,
-        output_requested: req.output_tokens,
-        output_tokens: 0,
-        cached_tokens: 0,
-        preemptions: 0,
-        outcome: Outcome::Cancelled,
-    }
+    Record::sent(index, h.lane, 0, replay.request(h), now)
 }
 
 fn finish(rec: &mut Record, r: &StreamResult, clock: &Clock, stats: &mut ClientStats) {

@@ -958,17 +958,7 @@ impl Replica {
                     self.stats.spec_verifies += repeat as u64;
                     self.stats.spec_tokens += m as u64;
                 }
-                let s = &mut self.seqs[id as usize];
-                s.computed += m;
-                s.generated += m;
-                if s.generated >= s.output {
-                    s.done = true;
-                    any_done = true;
-                    events.push(SeqEvent::Finished {
-                        tag: s.tag,
-                        seq: id,
-                    });
-                }
+                any_done |= self.emit_decoded(id, m, false, events);
                 continue;
             }
             let s = &mut self.seqs[id as usize];
@@ -977,23 +967,7 @@ impl Replica {
                 let m = self.draw_tokens(kind, left);
                 self.stats.spec_verifies += 1;
                 self.stats.spec_tokens += m as u64;
-                let s = &mut self.seqs[id as usize];
-                s.computed += m;
-                s.generated += m;
-                if self.report_tokens {
-                    events.push(SeqEvent::Emitted {
-                        tag: s.tag,
-                        count: m,
-                    });
-                }
-                if s.generated >= s.output {
-                    s.done = true;
-                    any_done = true;
-                    events.push(SeqEvent::Finished {
-                        tag: s.tag,
-                        seq: id,
-                    });
-                }
+                any_done |= self.emit_decoded(id, m, self.report_tokens, events);
                 continue;
             }
             let s = &mut self.seqs[id as usize];
@@ -1090,6 +1064,28 @@ impl Replica {
             ));
         }
         Ok(())
+    }
+
+    /// A decoding sequence emitted `m` tokens (their KV is now computed); reports them when asked and
+    /// the finish when it has all its output. Returns true if it finished.
+    fn emit_decoded(&mut self, id: u32, m: u32, report: bool, events: &mut Vec<SeqEvent>) -> bool {
+        let s = &mut self.seqs[id as usize];
+        s.computed += m;
+        s.generated += m;
+        if report {
+            events.push(SeqEvent::Emitted {
+                tag: s.tag,
+                count: m,
+            });
+        }
+        if s.generated >= s.output {
+            s.done = true;
+            events.push(SeqEvent::Finished {
+                tag: s.tag,
+                seq: id,
+            });
+        }
+        s.done
     }
 
     /// Removes every sequence (the window closed); their progress stays readable until the next submit.

@@ -230,28 +230,11 @@ impl Sim<'_> {
         } else {
             self.route(h.lane, &req, block_size)
         };
-        self.records.push(Record {
-            tree: index,
-            request: req.id,
-            lane: h.lane,
-            replica: replica as u32,
-            agent: req.agent,
-            kind: req.kind,
-            send_ns: t.0,
-            first_token_ns: None,
-            last_token_ns: None,
-            finish_ns: None,
-            input_tokens: req.input_tokens,
-            output_requested: req.output_tokens,
-            output_tokens: 0,
-            cached_tokens: 0,
-            preemptions: 0,
-            outcome: if overflow {
-                Outcome::ContextOverflow
-            } else {
-                Outcome::Cancelled
-            },
-        });
+        let mut record = Record::sent(index, h.lane, replica as u32, &req, t.0);
+        if overflow {
+            record.outcome = Outcome::ContextOverflow;
+        }
+        self.records.push(record);
         if overflow {
             self.records[tag as usize].finish_ns = Some(t.0);
             self.replay.complete(h, t, &mut self.ready);

@@ -2,7 +2,7 @@
 
 use crate::deployment::{Deployment, Prices, Slo};
 use serde::{Deserialize, Serialize};
-use serverbench_workloads::{Quantiles, RequestKind};
+use serverbench_workloads::{Quantiles, Request, RequestKind};
 
 /// How a request ended.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -56,6 +56,28 @@ pub struct Record {
 }
 
 impl Record {
+    /// A request as it is sent: nothing received yet, cancelled unless something better happens.
+    pub fn sent(tree: u64, lane: u32, replica: u32, req: &Request, send_ns: u64) -> Record {
+        Record {
+            tree,
+            request: req.id,
+            lane,
+            replica,
+            agent: req.agent,
+            kind: req.kind,
+            send_ns,
+            first_token_ns: None,
+            last_token_ns: None,
+            finish_ns: None,
+            input_tokens: req.input_tokens,
+            output_requested: req.output_tokens,
+            output_tokens: 0,
+            cached_tokens: 0,
+            preemptions: 0,
+            outcome: Outcome::Cancelled,
+        }
+    }
+
     /// Time to first token, seconds.
     pub fn ttft_s(&self) -> Option<f64> {
         self.first_token_ns.map(|f| (f - self.send_ns) as f64 / 1e9)
