@@ -2,7 +2,7 @@
 //! clock on tokio against a real server. Same lanes, dependencies, think times, window, records and score.
 
 use crate::client::{HttpClient, StreamResult};
-use crate::openai::{Api, BodyCache};
+use crate::openai::{request_bytes, Api, BodyCache};
 use serverbench_sim::{
     summarise, Deployment, EventQueue, Handle, Outcome, Ready, Record, Replay, RunConfig,
     StartMode, Summary, Time,
@@ -125,8 +125,9 @@ pub async fn run_real(
     let mut ready: Vec<Ready> = Vec::new();
     replay.start(Time::ZERO, &mut ready);
     let mut stats = ClientStats::default();
+    let bodies: Bodies = Default::default();
     if cfg.run.start == StartMode::Steady {
-        stats.warmup_requests = warm_up(&replay, &ready, &client, cfg.vocab).await;
+        stats.warmup_requests = warm_up(&replay, &ready, &client, cfg.vocab, &bodies).await;
     }
     let clock = Clock {
         start: Instant::now(),
@@ -141,7 +142,6 @@ pub async fn run_real(
     let mut in_flight: HashMap<usize, InFlight> = HashMap::new();
     let mut drift_ms: Vec<f64> = Vec::new();
     let mut dues: HashMap<usize, u64> = HashMap::new();
-    let bodies: Arc<std::sync::Mutex<HashMap<(u32, u32), BodyCache>>> = Default::default();
     let ctrl_c = tokio::signal::ctrl_c();
     tokio::pin!(ctrl_c);
     loop {
@@ -260,6 +260,8 @@ pub async fn run_real(
     })
 }
 
+type Bodies = Arc<std::sync::Mutex<HashMap<(u32, u32), BodyCache>>>;
+
 fn dispatch(replay: &Replay<'_>, h: Handle, now: u64) -> Record {
     let (_, index) = replay.tree(h.lane);
     Record::sent(index, h.lane, 0, replay.request(h), now)
@@ -300,14 +302,43 @@ async fn warm_up(
     ready: &[Ready],
     client: &Arc<HttpClient>,
     vocab: Vocab,
+    bodies: &Bodies,
 ) -> usize {
     let mut tasks = Vec::new();
     for r in ready {
         let (tree, index) = replay.tree(r.handle.lane);
-        let prompt = prompt_tokens(index, replay.request(r.handle), tree.block_size, vocab);
-        let (client, lane) = (client.clone(), r.handle.lane);
+        let (tree, client, bodies, h) = (tree.clone(), client.clone(), bodies.clone(), r.handle);
         tasks.push(tokio::spawn(async move {
-            client.stream(lane, &prompt, 1, true, None).await
+            let req = &tree.requests()[h.request as usize];
+            let body = if client.config().api == Api::CompletionsTokens {
+                // Built through the body cache: the lane's first request in the window has this very
+                // prompt, so its body is ready when it is due.
+                let key = (h.lane, req.agent);
+                let mut cache = bodies
+                    .lock()
+                    .expect("body cache")
+                    .remove(&key)
+                    .unwrap_or_default();
+                let body = cache.body(
+                    &client.config().model,
+                    req.blocks.as_slice(),
+                    tree.block_size,
+                    1,
+                    |from| prompt_tokens_from(index, req, tree.block_size, vocab, from),
+                );
+                bodies.lock().expect("body cache").insert(key, cache);
+                body
+            } else {
+                let prompt = prompt_tokens(index, req, tree.block_size, vocab);
+                request_bytes(
+                    client.config().api,
+                    &client.config().model,
+                    &prompt,
+                    1,
+                    true,
+                )
+            };
+            client.stream_body(h.lane, body, None).await
         }));
     }
     let n = tasks.len();
