@@ -171,29 +171,17 @@ pub async fn run_real(
             let task = tokio::spawn(async move {
                 // Prompt synthesis runs on a worker, off the dispatch loop.
                 let req = &tree.requests()[h.request as usize];
-                let result = if client.config().api == Api::CompletionsTokens {
-                    let key = (h.lane, req.agent);
-                    let mut cache = bodies
-                        .lock()
-                        .expect("body cache")
-                        .remove(&key)
-                        .unwrap_or_default();
-                    let model = client.config().model.clone();
-                    let body = cache.body(
-                        &model,
-                        req.blocks.as_slice(),
-                        tree.block_size,
-                        req.output_tokens,
-                        |from| prompt_tokens_from(index, req, tree.block_size, vocab, from),
-                    );
-                    bodies.lock().expect("body cache").insert(key, cache);
-                    client.stream_body(h.lane, body, Some(p2)).await
-                } else {
-                    let prompt = prompt_tokens(index, req, tree.block_size, vocab);
-                    client
-                        .stream(h.lane, &prompt, req.output_tokens, true, Some(p2))
-                        .await
-                };
+                let body = request_body(
+                    h.lane,
+                    &tree,
+                    index,
+                    req,
+                    &client,
+                    vocab,
+                    &bodies,
+                    req.output_tokens,
+                );
+                let result = client.stream_body(h.lane, body, Some(p2)).await;
                 let _ = tx.send(Done { tag, result });
             });
             in_flight.insert(tag, InFlight { task, progress: p });
@@ -262,6 +250,42 @@ pub async fn run_real(
 
 type Bodies = Arc<std::sync::Mutex<HashMap<(u32, u32), BodyCache>>>;
 
+/// A request's JSON body asking for `max_tokens`. Token-id bodies go through the body cache of the
+/// (lane, agent), so a turn reuses the serialised prefix of the agent's previous turn (one entry per
+/// lane and agent: a lane's next tree overwrites its entries).
+#[allow(clippy::too_many_arguments)]
+fn request_body(
+    lane: u32,
+    tree: &serverbench_workloads::SessionTree,
+    index: u64,
+    req: &serverbench_workloads::Request,
+    client: &HttpClient,
+    vocab: Vocab,
+    bodies: &Bodies,
+    max_tokens: u32,
+) -> Vec<u8> {
+    let cfg = client.config();
+    if cfg.api != Api::CompletionsTokens {
+        let prompt = prompt_tokens(index, req, tree.block_size, vocab);
+        return request_bytes(cfg.api, &cfg.model, &prompt, max_tokens, true);
+    }
+    let key = (lane, req.agent);
+    let mut cache = bodies
+        .lock()
+        .expect("body cache")
+        .remove(&key)
+        .unwrap_or_default();
+    let body = cache.body(
+        &cfg.model,
+        req.blocks.as_slice(),
+        tree.block_size,
+        max_tokens,
+        |from| prompt_tokens_from(index, req, tree.block_size, vocab, from),
+    );
+    bodies.lock().expect("body cache").insert(key, cache);
+    body
+}
+
 fn dispatch(replay: &Replay<'_>, h: Handle, now: u64) -> Record {
     let (_, index) = replay.tree(h.lane);
     Record::sent(index, h.lane, 0, replay.request(h), now)
@@ -309,35 +333,10 @@ async fn warm_up(
         let (tree, index) = replay.tree(r.handle.lane);
         let (tree, client, bodies, h) = (tree.clone(), client.clone(), bodies.clone(), r.handle);
         tasks.push(tokio::spawn(async move {
+            // The lane's first request in the window has this very prompt: building it through the
+            // body cache now makes that request's body ready when it is due.
             let req = &tree.requests()[h.request as usize];
-            let body = if client.config().api == Api::CompletionsTokens {
-                // Built through the body cache: the lane's first request in the window has this very
-                // prompt, so its body is ready when it is due.
-                let key = (h.lane, req.agent);
-                let mut cache = bodies
-                    .lock()
-                    .expect("body cache")
-                    .remove(&key)
-                    .unwrap_or_default();
-                let body = cache.body(
-                    &client.config().model,
-                    req.blocks.as_slice(),
-                    tree.block_size,
-                    1,
-                    |from| prompt_tokens_from(index, req, tree.block_size, vocab, from),
-                );
-                bodies.lock().expect("body cache").insert(key, cache);
-                body
-            } else {
-                let prompt = prompt_tokens(index, req, tree.block_size, vocab);
-                request_bytes(
-                    client.config().api,
-                    &client.config().model,
-                    &prompt,
-                    1,
-                    true,
-                )
-            };
+            let body = request_body(h.lane, &tree, index, req, &client, vocab, &bodies, 1);
             client.stream_body(h.lane, body, None).await
         }));
     }
