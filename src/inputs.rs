@@ -156,6 +156,14 @@ pub fn seeds(text: &str) -> Result<Vec<u64>> {
     Ok((a..b).collect())
 }
 
+/// One run configuration per seed of `seeds` (a count or a range) at one concurrency.
+pub fn seed_jobs(r: &ReplayArgs, concurrency: u32, seeds_text: &str) -> Result<Vec<RunConfig>> {
+    seeds(seeds_text)?
+        .into_iter()
+        .map(|s| run_config(r, concurrency, s))
+        .collect()
+}
+
 /// The run configuration for one replay.
 pub fn run_config(r: &ReplayArgs, concurrency: u32, seed: u64) -> Result<RunConfig> {
     if !(r.window > 0.0 && r.window.is_finite()) {

@@ -46,10 +46,7 @@ pub struct ScreenResult {
 pub fn screen(a: &ScreenArgs, progress: bool) -> Result<ScreenResult> {
     let (d, cost) = inputs::resolved(&a.deployment)?;
     let workload = Workload::from_args(&a.workload)?;
-    let jobs = inputs::seeds(&a.seeds)?
-        .into_iter()
-        .map(|s| inputs::run_config(&a.replay, a.concurrency, s))
-        .collect::<Result<Vec<_>>>()?;
+    let jobs = inputs::seed_jobs(&a.replay, a.concurrency, &a.seeds)?;
     let mut rows = run_all(&jobs, a.threads, progress, |cfg| {
         let out = inputs::replay(&d, &cost, &workload, cfg)?;
         let source = workload.source(cfg.seed, d.context_limit)?;

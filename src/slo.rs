@@ -10,10 +10,7 @@ use serverbench_sim::Slo;
 pub fn freeze(a: &SloArgs) -> Result<(Vec<(u64, f64, f64)>, Slo)> {
     let (d, cost) = inputs::resolved(&a.deployment)?;
     let workload = Workload::from_args(&a.workload)?;
-    let jobs = inputs::seeds(&a.seeds)?
-        .into_iter()
-        .map(|s| inputs::run_config(&a.replay, a.concurrency, s))
-        .collect::<Result<Vec<_>>>()?;
+    let jobs = inputs::seed_jobs(&a.replay, a.concurrency, &a.seeds)?;
     let rows = run_all(&jobs, None, true, |cfg| {
         let s = inputs::replay(&d, &cost, &workload, cfg)?.summary;
         Ok((cfg.seed, s.ttft_s.p90, s.tpot_s.p90))

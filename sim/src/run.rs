@@ -350,24 +350,12 @@ impl Sim<'_> {
         }
         summary.seed = cfg.seed;
         summary.concurrency = cfg.concurrency;
-        summary.kv_occupancy_mean = if st.busy_ns > 0 {
-            st.occupancy_integral / st.busy_ns as f64
-        } else {
-            0.0
-        };
+        summary.kv_occupancy_mean = ratio(st.occupancy_integral, st.busy_ns as f64);
         summary.kv_occupancy_max = st.occupancy_max;
-        summary.prefix_hit_rate = if st.lookup_tokens > 0 {
-            st.hit_tokens as f64 / st.lookup_tokens as f64
-        } else {
-            0.0
-        };
+        summary.prefix_hit_rate = ratio(st.hit_tokens as f64, st.lookup_tokens as f64);
         summary.preemptions = st.preemptions;
         summary.swaps = st.swaps;
-        summary.spec_tokens_per_verify = if st.spec_verifies > 0 {
-            st.spec_tokens as f64 / st.spec_verifies as f64
-        } else {
-            0.0
-        };
+        summary.spec_tokens_per_verify = ratio(st.spec_tokens as f64, st.spec_verifies as f64);
         summary.steps = st.steps;
         summary.trees_started = self.replay.trees_started();
         let timeline = cfg.timeline.then(|| {
@@ -389,5 +377,14 @@ impl Sim<'_> {
             summary,
             timeline,
         }
+    }
+}
+
+/// `a / b`, or 0 when there is nothing to divide by.
+fn ratio(a: f64, b: f64) -> f64 {
+    if b > 0.0 {
+        a / b
+    } else {
+        0.0
     }
 }
