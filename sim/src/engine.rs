@@ -85,6 +85,8 @@ struct Seq {
     kind: RequestKind,
     /// Tokens whose KV sits in host memory after a swap-out (0 when not swapped).
     swapped: u32,
+    /// Physical ids of the private blocks, in order (paging only).
+    table: Vec<u32>,
 }
 
 impl Seq {
@@ -195,6 +197,21 @@ pub enum CapacityError {
     },
 }
 
+/// One sequence's part of the scheduled step, as an engine that computes it needs it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StepEntry {
+    /// Sequence id.
+    pub seq: u32,
+    /// The caller's tag.
+    pub tag: u64,
+    /// First position computed by this step (tokens before it are in KV).
+    pub start: u32,
+    /// Positions computed: `start..start + tokens`.
+    pub tokens: u32,
+    /// True when the step ends with the sequence's next output token (its logits are sampled).
+    pub emits: bool,
+}
+
 /// Longest run of decode steps one event stands for.
 const MAX_RUN: usize = 4096;
 
@@ -295,6 +312,57 @@ impl Replica {
         })
     }
 
+    /// A replica with physical paging over exactly `total_blocks` blocks, for an engine that stores real
+    /// KV (the CUDA engine): the same scheduler, with block tables. Models with per-sequence state,
+    /// speculative decoding and swap preemption are not supported there.
+    pub fn paged(cfg: &EngineConfig, total_blocks: u64, seed: u64) -> Result<Replica, String> {
+        if cfg.speculative.is_some() {
+            return Err(
+                "speculative decoding is not supported by an engine with physical paging".into(),
+            );
+        }
+        if cfg.preemption == Preemption::Swap {
+            return Err(
+                "swap preemption is not supported by an engine with physical paging; use recompute"
+                    .into(),
+            );
+        }
+        if total_blocks == 0 || total_blocks > u32::MAX as u64 {
+            return Err(format!(
+                "KV capacity of {total_blocks} blocks is out of range"
+            ));
+        }
+        let mut d = Deployment::preset("qwen3-8b-1xh200").expect("built-in preset");
+        d.engine = cfg.clone();
+        let mut r = Replica::new(&d, seed).map_err(|e| e.to_string())?;
+        r.kv = KvManager::paged(total_blocks);
+        r.state_blocks = 0;
+        r.window = None;
+        Ok(r)
+    }
+
+    /// The scheduled step's entries, in batch order (valid between [`Replica::schedule`] and
+    /// [`Replica::finish_step`]).
+    pub fn step_entries(&self) -> impl Iterator<Item = StepEntry> + '_ {
+        self.step.iter().map(|&(id, n, start)| {
+            let s = &self.seqs[id as usize];
+            StepEntry {
+                seq: id,
+                tag: s.tag,
+                start,
+                tokens: n,
+                emits: start + n >= s.known(),
+            }
+        })
+    }
+
+    /// Appends the physical blocks holding sequence `seq`'s KV, in position order (paging only).
+    pub fn block_table(&self, seq: u32, out: &mut Vec<u32>) {
+        let s = &self.seqs[seq as usize];
+        self.kv.cache.path_blocks(s.kv_node, out);
+        out.extend_from_slice(&s.table);
+    }
+
     /// KV capacity in blocks.
     pub fn total_blocks(&self) -> u64 {
         self.kv.total()
@@ -343,6 +411,7 @@ impl Replica {
             done: false,
             kind: input.kind,
             swapped: 0,
+            table: Vec::new(),
         };
         let id = match self.free_ids.pop() {
             Some(id) => {
@@ -392,8 +461,9 @@ impl Replica {
     }
 
     /// Puts a prompt's blocks in the prefix cache, unreferenced, as far as free memory allows (steady-state start).
+    /// An engine with physical paging starts cold: nothing is warmed.
     pub fn warm(&mut self, blocks: &Blocks, workload_block_size: u32) {
-        if !self.cfg.prefix_caching {
+        if !self.cfg.prefix_caching || self.kv.is_paged() {
             return;
         }
         let ebs = self.cfg.block_size;
@@ -406,7 +476,7 @@ impl Replica {
         if n <= m.blocks {
             return;
         }
-        let node = self.kv.cache.insert(ROOT, 0, n, h);
+        let node = self.kv.cache.insert(ROOT, 0, n, h, Vec::new());
         self.kv.cache.release(node);
     }
 
@@ -475,7 +545,7 @@ impl Replica {
                 if !self.make_room(id, add, &mut budget, &mut preempted) {
                     continue; // it preempted itself: it was the newest, so the loop ends
                 }
-                self.seqs[id as usize].private += add;
+                self.grant(id, add);
                 self.step.push((id, n, self.seqs[id as usize].computed));
                 budget -= n;
                 i += 1;
@@ -502,7 +572,7 @@ impl Replica {
             let n = (s.known() - s.computed).min(budget);
             let add = self.blocks_to_add(s, s.computed + n);
             if self.kv.allocate(add as u64) {
-                self.seqs[id as usize].private += add;
+                self.grant(id, add);
                 self.step.push((id, n, self.seqs[id as usize].computed));
                 budget -= n;
             }
@@ -526,7 +596,7 @@ impl Replica {
             if !self.make_room(id, add, &mut budget, &mut preempted) {
                 continue;
             }
-            self.seqs[id as usize].private += add;
+            self.grant(id, add);
             self.step.push((id, 1, self.seqs[id as usize].computed));
             i += 1;
         }
@@ -608,12 +678,20 @@ impl Replica {
         self.waiting.push_front(id);
     }
 
+    /// Gives `id` `add` more private blocks that [`KvManager::allocate`] has counted.
+    fn grant(&mut self, id: u32, add: u32) {
+        let s = &mut self.seqs[id as usize];
+        s.private += add;
+        self.kv.take_phys(add, &mut s.table);
+    }
+
     fn release_kv(&mut self, id: u32) {
         let s = &mut self.seqs[id as usize];
         if s.kv_node != ROOT {
             self.kv.cache.release(s.kv_node);
         }
         self.kv.free_private(s.private as u64);
+        self.kv.return_phys(s.table.drain(..));
         s.kv_node = ROOT;
         s.shared = 0;
         s.private = 0;
@@ -664,8 +742,10 @@ impl Replica {
             let s = &mut self.seqs[id as usize];
             s.kv_node = node;
             s.shared = m.blocks;
-            s.private = need;
+            s.private = 0;
             s.computed = computed;
+            self.grant(id, need);
+            let s = &mut self.seqs[id as usize];
             if !s.admitted {
                 s.admitted = true;
                 s.progress.cached_tokens = computed;
@@ -692,9 +772,11 @@ impl Replica {
         self.host_free_bytes += bytes;
         self.transfer_ns += (bytes / self.host_bandwidth * 1e9).round() as u64;
         let s = &mut self.seqs[id as usize];
-        s.private = need;
+        s.private = 0;
         s.computed = computed;
         s.swapped = 0;
+        self.grant(id, need);
+        let s = &mut self.seqs[id as usize];
         s.inserted = true; // its prompt blocks stay private: swapped KV is not re-shared
         self.waiting.pop_front();
         self.running.push(id);
@@ -790,6 +872,7 @@ impl Replica {
             || !admission_blocked
             || self.window.is_some()
             || self.timeline.is_some()
+            || self.kv.is_paged()
         {
             return first_ns;
         }
@@ -978,10 +1061,16 @@ impl Replica {
                 && s.hashable > s.shared
             {
                 let (start, end) = (s.shared, s.hashable);
-                let node = self
-                    .kv
-                    .cache
-                    .insert(s.kv_node, start, end, Self::seq_hash(s, ebs));
+                let phys: Vec<u32> = if self.kv.is_paged() {
+                    s.table.drain(..(end - start) as usize).collect()
+                } else {
+                    Vec::new()
+                };
+                let s = &self.seqs[id as usize];
+                let node =
+                    self.kv
+                        .cache
+                        .insert(s.kv_node, start, end, Self::seq_hash(s, ebs), phys);
                 let moved = end - start;
                 self.kv.private_became_cached(moved as u64);
                 let s = &mut self.seqs[id as usize];
@@ -1050,6 +1139,23 @@ impl Replica {
             .filter(|&n| n != ROOT)
             .collect();
         self.kv.audit(private, &holders)?;
+        if self.kv.is_paged() {
+            for &id in &live {
+                let s = &self.seqs[id as usize];
+                if s.table.len() != s.private as usize {
+                    return Err(format!(
+                        "sequence {id} counts {} private blocks but holds {} physical ids",
+                        s.private,
+                        s.table.len()
+                    ));
+                }
+            }
+            let tables: Vec<&[u32]> = live
+                .iter()
+                .map(|&id| self.seqs[id as usize].table.as_slice())
+                .collect();
+            self.kv.audit_phys(&tables)?;
+        }
         for &id in &self.waiting {
             let s = &self.seqs[id as usize];
             if s.private != 0 || s.kv_node != ROOT {
@@ -1121,5 +1227,83 @@ mod tests {
         assert_ne!(engine_hash(&other, 64, 16, 8), hs[8]);
         // 16-token workload blocks, 32-token engine blocks: each engine block ends on an odd workload block.
         assert_eq!(engine_hash(&[1, 2, 3, 4], 16, 32, 1), mix2(4, 0));
+    }
+
+    /// A small paged replica under pressure: shared prefixes, chunked prefill, preemption, eviction.
+    fn paged_run(total_blocks: u64, seed: u64) -> Vec<(u64, Vec<u32>)> {
+        let cfg = EngineConfig {
+            block_size: 4,
+            max_num_batched_tokens: 24,
+            max_num_seqs: 6,
+            ..EngineConfig::default()
+        };
+        let mut r = Replica::paged(&cfg, total_blocks, seed).unwrap();
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let mut events = Vec::new();
+        let mut tables = Vec::new();
+        let mut next_tag = 0u64;
+        for _ in 0..400 {
+            if r.running() + r.waiting() < 8 && rng.random::<f64>() < 0.3 {
+                // Prompts share a 3-block system prefix and some share a second-level prefix.
+                let family = rng.random_range(0..3u64);
+                let own = rng.random_range(0..4u64);
+                let mut chain = vec![1, 2, 3, 10 + family];
+                for k in 0..own {
+                    chain.push(mix2(next_tag, k));
+                }
+                let blocks = serverbench_workloads::hash::chain_ids(&chain, 0);
+                let input = chain.len() as u32 * 4 + rng.random_range(0..4u32);
+                r.submit(SeqInput {
+                    tag: next_tag,
+                    blocks: Blocks::from_vec(blocks),
+                    workload_block_size: 4,
+                    input,
+                    output: rng.random_range(1..12u32),
+                    kind: RequestKind::RootTurn,
+                });
+                next_tag += 1;
+            }
+            if r.schedule().is_none() {
+                continue;
+            }
+            let entries: Vec<StepEntry> = r.step_entries().collect();
+            for e in entries {
+                let mut t = Vec::new();
+                r.block_table(e.seq, &mut t);
+                assert!(
+                    t.len() as u32 >= (e.start + e.tokens).div_ceil(4),
+                    "the table covers every position the step writes"
+                );
+                tables.push((e.tag, t));
+            }
+            r.finish_step(&mut events);
+            r.audit().unwrap();
+        }
+        tables
+    }
+
+    #[test]
+    fn physical_paging_keeps_every_block_in_one_place() {
+        for seed in 0..8 {
+            paged_run(40, seed);
+        }
+    }
+
+    #[test]
+    fn sequences_with_a_cached_prefix_read_the_same_physical_blocks() {
+        let tables = paged_run(400, 3);
+        // The shared 3-block system prefix (12 tokens = 3 engine blocks) sits in the same blocks for
+        // every sequence that found it cached.
+        let firsts: std::collections::HashSet<Vec<u32>> = tables
+            .iter()
+            .filter(|(_, t)| t.len() >= 3)
+            .map(|(_, t)| t[..3].to_vec())
+            .collect();
+        assert!(
+            firsts.len() < tables.len() / 4,
+            "prefix blocks are reused: {} distinct prefixes over {} steps",
+            firsts.len(),
+            tables.len()
+        );
     }
 }

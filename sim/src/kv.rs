@@ -1,6 +1,8 @@
 //! Paged KV memory with a prefix cache: a radix tree of block-hash runs with reference counts,
 //! eviction of unreferenced leaves in least-recently-used order, and block accounting that never
-//! exceeds capacity. Pure bookkeeping: no time, no IO.
+//! exceeds capacity. With physical paging on (the CUDA engine), every block also has a physical id,
+//! so sequences get real block tables and cached prefixes are reused in place.
+//! Pure bookkeeping: no time, no IO.
 
 use serverbench_workloads::hash::mix2;
 use std::collections::{BTreeSet, HashMap};
@@ -33,6 +35,8 @@ type Map = HashMap<u64, u32, BuildHasherDefault<PassThrough>>;
 struct Node {
     parent: u32,
     hashes: Vec<u64>,
+    /// Physical block ids, parallel to `hashes` (empty unless paging is on).
+    phys: Vec<u32>,
     refs: u32,
     children: u32,
     last_use: u64,
@@ -61,6 +65,9 @@ pub struct PrefixCache {
     cached: u64,
     evictable: u64,
     clock: u64,
+    paged: bool,
+    /// Physical blocks the cache let go of (evicted, or duplicates at insert), for the pool to take back.
+    released: Vec<u32>,
 }
 
 impl Default for PrefixCache {
@@ -69,6 +76,7 @@ impl Default for PrefixCache {
             nodes: vec![Node {
                 parent: ROOT,
                 hashes: Vec::new(),
+                phys: Vec::new(),
                 refs: 0,
                 children: 0,
                 last_use: 0,
@@ -79,6 +87,8 @@ impl Default for PrefixCache {
             cached: 0,
             evictable: 0,
             clock: 0,
+            paged: false,
+            released: Vec::new(),
         }
     }
 }
@@ -197,10 +207,17 @@ impl PrefixCache {
         let old = &mut self.nodes[node as usize];
         let tail = old.hashes.split_off(k as usize);
         let head_hashes = std::mem::replace(&mut old.hashes, tail);
+        let head_phys = if old.phys.is_empty() {
+            Vec::new()
+        } else {
+            let tail = old.phys.split_off(k as usize);
+            std::mem::replace(&mut old.phys, tail)
+        };
         let (parent, refs, last_use) = (old.parent, old.refs, old.last_use);
         let head = self.new_node(Node {
             parent,
             hashes: head_hashes,
+            phys: head_phys,
             refs,
             children: 1,
             last_use,
@@ -228,16 +245,34 @@ impl PrefixCache {
 
     /// Adds blocks `start..n` of a chain below `parent` (which the caller references), reusing what
     /// another sequence cached meanwhile. Returns the new deepest node; the caller references all of it.
-    pub fn insert(&mut self, parent: u32, start: u32, n: u32, h: impl Fn(u32) -> u64) -> u32 {
+    /// With paging, `phys` holds the caller's physical blocks for `start..n`: those another sequence
+    /// cached meanwhile are duplicates and are released, the rest move into the new node.
+    pub fn insert(
+        &mut self,
+        parent: u32,
+        start: u32,
+        n: u32,
+        h: impl Fn(u32) -> u64,
+        mut phys: Vec<u32>,
+    ) -> u32 {
         let m = self.lookup(parent, start, n, &h);
         let mut deepest = self.acquire(&m, parent);
         let pos = start + m.blocks;
+        if self.paged {
+            debug_assert_eq!(
+                phys.len() as u32,
+                n - start,
+                "one physical block per inserted block"
+            );
+            self.released.extend(phys.drain(..m.blocks as usize));
+        }
         if pos < n {
             let hashes: Vec<u64> = (pos..n).map(&h).collect();
             self.clock += 1;
             let id = self.new_node(Node {
                 parent: deepest,
                 hashes,
+                phys,
                 refs: 1,
                 children: 0,
                 last_use: self.clock,
@@ -254,6 +289,23 @@ impl PrefixCache {
             deepest = id;
         }
         deepest
+    }
+
+    /// Appends the physical blocks of the path from the root down to `node`, in order (paging only).
+    pub fn path_blocks(&self, node: u32, out: &mut Vec<u32>) {
+        let start = out.len();
+        let mut n = node;
+        while n != ROOT {
+            let node = &self.nodes[n as usize];
+            out.extend(node.phys.iter().rev());
+            n = node.parent;
+        }
+        out[start..].reverse();
+    }
+
+    /// Every physical block the cache holds (paging only).
+    fn all_phys(&self) -> impl Iterator<Item = u32> + '_ {
+        self.nodes.iter().flat_map(|n| n.phys.iter().copied())
     }
 
     /// Checks block counts, child counts, the LRU set and reference counts (one per holder path).
@@ -286,6 +338,13 @@ impl PrefixCache {
             }
             if node.hashes.is_empty() {
                 return Err(format!("node {id} is empty"));
+            }
+            if self.paged && node.phys.len() != node.hashes.len() {
+                return Err(format!(
+                    "node {id} holds {} blocks but {} physical ids",
+                    node.hashes.len(),
+                    node.phys.len()
+                ));
             }
         }
         for (id, node) in self.nodes.iter().enumerate().skip(1) {
@@ -325,6 +384,10 @@ impl PrefixCache {
             freed += take;
             self.cached -= take;
             self.evictable -= take;
+            if self.paged {
+                let keep = node.phys.len() - take as usize;
+                self.released.extend(node.phys.drain(keep..));
+            }
             if take < len {
                 node.hashes.truncate((len - take) as usize);
                 continue;
@@ -332,6 +395,7 @@ impl PrefixCache {
             self.lru.remove(&(lu, id));
             let (parent, first) = (node.parent, node.hashes[0]);
             node.hashes = Vec::new();
+            node.phys = Vec::new();
             self.children.remove(&key(parent, first));
             self.free_nodes.push(id);
             if parent != ROOT {
@@ -351,6 +415,8 @@ impl PrefixCache {
 pub struct KvManager {
     total: u64,
     private: u64,
+    /// Free physical block ids (paging only).
+    free_phys: Vec<u32>,
     /// The prefix cache.
     pub cache: PrefixCache,
 }
@@ -361,8 +427,44 @@ impl KvManager {
         KvManager {
             total,
             private: 0,
+            free_phys: Vec::new(),
             cache: PrefixCache::default(),
         }
+    }
+
+    /// A pool of `total` blocks with physical ids `0..total` (for an engine that stores real KV).
+    pub fn paged(total: u64) -> KvManager {
+        let mut kv = KvManager::new(total);
+        assert!(total <= u32::MAX as u64, "physical block ids are 32-bit");
+        kv.free_phys = (0..total as u32).rev().collect();
+        kv.cache.paged = true;
+        kv
+    }
+
+    /// True when blocks have physical ids.
+    pub fn is_paged(&self) -> bool {
+        self.cache.paged
+    }
+
+    /// Takes the physical ids of `n` blocks that [`KvManager::allocate`] already counted (paging only).
+    pub fn take_phys(&mut self, n: u32, out: &mut Vec<u32>) {
+        if !self.cache.paged {
+            return;
+        }
+        self.reclaim();
+        let at = self.free_phys.len() - n as usize;
+        out.extend(self.free_phys.drain(at..).rev());
+    }
+
+    /// Gives physical ids back to the pool (paging only; counts change through [`KvManager::free_private`]).
+    pub fn return_phys(&mut self, blocks: impl IntoIterator<Item = u32>) {
+        if self.cache.paged {
+            self.free_phys.extend(blocks);
+        }
+    }
+
+    fn reclaim(&mut self) {
+        self.free_phys.append(&mut self.cache.released);
     }
 
     /// Capacity in blocks.
@@ -388,6 +490,15 @@ impl KvManager {
     /// Checks the counters against a recount: `private` blocks held by sequences, and the deepest
     /// cache node of each sequence that references one.
     pub fn audit(&self, private: u64, holders: &[u32]) -> Result<(), String> {
+        if self.cache.paged {
+            let free = (self.free_phys.len() + self.cache.released.len()) as u64;
+            if free != self.free() {
+                return Err(format!(
+                    "{free} physical blocks are free, the counters say {}",
+                    self.free()
+                ));
+            }
+        }
         if private != self.private {
             return Err(format!(
                 "sequences hold {private} private blocks, the pool counts {}",
@@ -400,6 +511,36 @@ impl KvManager {
                 "{} private + {} cached blocks exceed the capacity of {}",
                 self.private,
                 self.cache.cached_blocks(),
+                self.total
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks that every physical id is in exactly one place: a sequence's table, the cache, or the
+    /// free list (paging only).
+    pub fn audit_phys(&self, tables: &[&[u32]]) -> Result<(), String> {
+        let mut seen = vec![false; self.total as usize];
+        let free = self.free_phys.iter().chain(&self.cache.released).copied();
+        let all = tables
+            .iter()
+            .flat_map(|t| t.iter().copied())
+            .chain(self.cache.all_phys())
+            .chain(free);
+        let mut count = 0u64;
+        for b in all {
+            let slot = seen.get_mut(b as usize).ok_or_else(|| {
+                format!("physical block {b} is outside the pool of {}", self.total)
+            })?;
+            if *slot {
+                return Err(format!("physical block {b} is held twice"));
+            }
+            *slot = true;
+            count += 1;
+        }
+        if count != self.total {
+            return Err(format!(
+                "{count} physical blocks accounted for, the pool has {}",
                 self.total
             ));
         }
@@ -449,14 +590,14 @@ mod tests {
     fn a_shared_prefix_is_found_split_and_reused() {
         let mut c = PrefixCache::default();
         let a = chain(1);
-        let n1 = c.insert(ROOT, 0, 10, &a);
+        let n1 = c.insert(ROOT, 0, 10, &a, Vec::new());
         assert_eq!(c.cached_blocks(), 10);
         let b = chain(2);
         let m = c.lookup(ROOT, 0, 8, &b);
         assert_eq!((m.blocks, m.partial.map(|p| p.1)), (4, Some(4)));
         assert_eq!(m.evictable, 0, "the first sequence still references them");
         let d = c.acquire(&m, ROOT);
-        let n2 = c.insert(d, 4, 8, &b);
+        let n2 = c.insert(d, 4, 8, &b, Vec::new());
         assert_eq!(c.cached_blocks(), 14);
         c.release(n1);
         assert_eq!(
@@ -475,10 +616,10 @@ mod tests {
     fn eviction_takes_the_least_recently_used_leaf_first() {
         let mut c = PrefixCache::default();
         let (a, b) = (chain(1), chain(2));
-        let na = c.insert(ROOT, 0, 6, &a);
+        let na = c.insert(ROOT, 0, 6, &a, Vec::new());
         let m = c.lookup(ROOT, 0, 6, &b);
         let d = c.acquire(&m, ROOT);
-        let nb = c.insert(d, 4, 6, &b);
+        let nb = c.insert(d, 4, 6, &b, Vec::new());
         c.release(na);
         c.release(nb); // b's tail is used more recently
         c.evict(2);

@@ -39,7 +39,7 @@ pub use deployment::{
     Speculative, DEFAULT_DEPLOYMENT,
 };
 pub use des::{EventQueue, PastError, Time};
-pub use engine::{CapacityError, Replica, SeqEvent, SeqInput, StepSample};
+pub use engine::{CapacityError, Replica, SeqEvent, SeqInput, StepEntry, StepSample};
 pub use replay::{Handle, Ready, Replay, ReplayConfig, StartMode};
 pub use run::{simulate, RunConfig, RunOutput};
 pub use scan::{scan, Offer, Unbounded};
