@@ -1,0 +1,213 @@
+//! Timing of synthetic steps on the GPU (a decode batch at given contexts, a prefill chunk over a cached
+//! prefix), each against its floor: bytes over memory bandwidth, FLOPs over the matrix rate.
+//! Used by `serverbench cuda-bench` for the engine's speed table and as step logs for calibration.
+
+use crate::batch::{pack, Entry, StepFeatures};
+use crate::config::ModelConfig;
+use crate::engine::StepRecord;
+use crate::error::{CudaError, Result};
+use crate::model::Model;
+use serde::Serialize;
+
+/// One synthetic step.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BenchCase {
+    /// Label.
+    pub name: String,
+    /// What the step computes.
+    pub features: StepFeatures,
+}
+
+impl BenchCase {
+    /// `batch` decodes at context `ctx` each.
+    pub fn decode(batch: u32, ctx: u32) -> BenchCase {
+        BenchCase {
+            name: format!("decode b={batch} ctx={ctx}"),
+            features: StepFeatures {
+                prefill: Vec::new(),
+                decode: vec![ctx; batch as usize],
+            },
+        }
+    }
+
+    /// One prefill chunk of `len` tokens after `cached` cached tokens.
+    pub fn prefill(len: u32, cached: u32) -> BenchCase {
+        BenchCase {
+            name: format!("prefill {len} over {cached}"),
+            features: StepFeatures {
+                prefill: vec![(len, cached)],
+                decode: Vec::new(),
+            },
+        }
+    }
+}
+
+/// Rates the floors are computed against.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Ceilings {
+    /// Memory bandwidth, bytes/s.
+    pub bandwidth: f64,
+    /// Dense bf16 matrix rate, FLOP/s.
+    pub flops: f64,
+}
+
+impl Default for Ceilings {
+    /// The H200 figures measured in `../shared/reference/models-and-hardware.md`.
+    fn default() -> Self {
+        Ceilings {
+            bandwidth: 4.4e12,
+            flops: 790e12,
+        }
+    }
+}
+
+/// A case's measurement.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BenchResult {
+    /// The case.
+    pub name: String,
+    /// Median GPU time, ms.
+    pub median_ms: f64,
+    /// Bytes the step must move (weights once, KV read).
+    pub bytes: f64,
+    /// FLOPs the step must do.
+    pub flops: f64,
+    /// max(bytes / bandwidth, FLOPs / rate), ms.
+    pub floor_ms: f64,
+    /// median / floor.
+    pub ratio: f64,
+    /// Achieved FLOP/s.
+    pub tflops: f64,
+}
+
+/// Bytes and FLOPs a step must at least cost with this model.
+pub fn work(cfg: &ModelConfig, f: &StepFeatures) -> (f64, f64) {
+    let h = cfg.hidden_size as f64;
+    let emb = cfg.vocab_size as f64 * h;
+    let linear_params =
+        cfg.params() as f64 - emb * if cfg.tie_word_embeddings { 0.0 } else { 1.0 } - emb;
+    let tokens: f64 = f.prefill.iter().map(|p| p.0 as f64).sum::<f64>() + f.decode.len() as f64;
+    let rows = (f.prefill.len() + f.decode.len()) as f64;
+    let kv_tok = cfg.kv_bytes_per_token() as f64;
+    let kv_read: f64 = f.decode.iter().map(|&c| c as f64).sum::<f64>() * kv_tok
+        + f.prefill.iter().map(|p| p.1 as f64).sum::<f64>() * kv_tok;
+    let bytes = 2.0 * (linear_params + emb) + kv_read;
+    let per_layer = 4.0 * (cfg.num_attention_heads * cfg.head_dim()) as f64;
+    let pairs: f64 = f
+        .prefill
+        .iter()
+        .map(|&(l, p)| l as f64 * p as f64 + (l as f64) * (l as f64) / 2.0)
+        .sum::<f64>()
+        + f.decode.iter().map(|&c| c as f64).sum::<f64>();
+    let flops = 2.0 * linear_params * tokens
+        + 2.0 * emb * rows
+        + per_layer * pairs * cfg.num_hidden_layers as f64;
+    (bytes, flops)
+}
+
+/// Times each case `reps` times (after two warm-ups) on a model whose KV cache holds random values.
+pub fn run(
+    model: &mut Model,
+    cases: &[BenchCase],
+    reps: usize,
+    ceil: Ceilings,
+) -> Result<(Vec<BenchResult>, Vec<StepRecord>)> {
+    let bs = model.cap.block_size;
+    let mut results = Vec::new();
+    let mut records = Vec::new();
+    let mut rng = 0x1234_5678u64;
+    for case in cases {
+        let f = &case.features;
+        let spans: Vec<(u32, u32)> = f
+            .prefill
+            .iter()
+            .map(|&(l, p)| (p, l))
+            .chain(f.decode.iter().map(|&c| (c, 1)))
+            .collect();
+        let mut next_block = 0u32;
+        let mut tables = Vec::new();
+        let mut toks = Vec::new();
+        for &(start, n) in &spans {
+            let blocks = (start + n).div_ceil(bs);
+            if next_block + blocks > model.cap.num_blocks {
+                return Err(CudaError::Config(format!(
+                    "{}: needs more than the {} KV blocks allocated",
+                    case.name, model.cap.num_blocks
+                )));
+            }
+            tables.push((next_block..next_block + blocks).collect::<Vec<u32>>());
+            next_block += blocks;
+            toks.push(
+                (0..n)
+                    .map(|_| {
+                        rng = crate::hash(rng, 1);
+                        (rng % model.cfg.vocab_size as u64) as u32
+                    })
+                    .collect::<Vec<u32>>(),
+            );
+        }
+        let entries: Vec<Entry> = spans
+            .iter()
+            .zip(&tables)
+            .zip(&toks)
+            .enumerate()
+            .map(|(i, ((&(start, _), t), tk))| Entry {
+                tag: i as u64,
+                start,
+                tokens: tk,
+                table: t,
+                emits: true,
+            })
+            .collect();
+        let packed = pack(&entries, bs);
+        let mut times = Vec::new();
+        for k in 0..reps + 2 {
+            let a = model.dev.mark()?;
+            model.forward(&packed)?;
+            let b = model.dev.mark()?;
+            b.synchronize()?;
+            if k >= 2 {
+                times.push(a.elapsed_ms(&b)? as f64);
+            }
+        }
+        times.sort_by(f64::total_cmp);
+        let median = times[times.len() / 2];
+        let (bytes, flops) = work(&model.cfg, f);
+        let floor = (bytes / ceil.bandwidth).max(flops / ceil.flops) * 1e3;
+        results.push(BenchResult {
+            name: case.name.clone(),
+            median_ms: median,
+            bytes,
+            flops,
+            floor_ms: floor,
+            ratio: median / floor,
+            tflops: flops / (median * 1e-3) / 1e12,
+        });
+        for (i, &t) in times.iter().enumerate() {
+            records.push(StepRecord {
+                step: i as u64,
+                start_s: 0.0,
+                gpu_ms: t,
+                wall_ms: t,
+                features: f.clone(),
+            });
+        }
+    }
+    Ok((results, records))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_decode_floor_of_qwen3_8b_at_4k_is_about_4_ms() {
+        let c = ModelConfig::qwen3_8b();
+        let (bytes, _) = work(&c, &BenchCase::decode(1, 4096).features);
+        let ms = bytes / Ceilings::default().bandwidth * 1e3;
+        assert!((3.4..4.2).contains(&ms), "{ms} ms");
+        // A 2,048-token prefill is compute-bound: about 34 TFLOP.
+        let (_, flops) = work(&c, &BenchCase::prefill(2048, 0).features);
+        assert!((2.8e13..3.6e13).contains(&flops), "{flops}");
+    }
+}

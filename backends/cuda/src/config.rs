@@ -1,0 +1,195 @@
+//! The transformer's shape: a Hugging Face `config.json` of the Llama/Qwen3 dense family, or a preset.
+//! Never touches the GPU.
+
+use crate::error::{CudaError, Result};
+use serde::Deserialize;
+use std::path::Path;
+
+/// Shape of a dense decoder-only transformer (Llama / Qwen3 family).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+pub struct ModelConfig {
+    /// Residual width.
+    pub hidden_size: u32,
+    /// Decoder layers.
+    pub num_hidden_layers: u32,
+    /// Query heads.
+    pub num_attention_heads: u32,
+    /// Key/value heads (grouped-query attention).
+    pub num_key_value_heads: u32,
+    /// Width of one head (only 128 is supported by the kernels).
+    #[serde(default)]
+    pub head_dim: Option<u32>,
+    /// MLP (SwiGLU) width.
+    pub intermediate_size: u32,
+    /// Vocabulary.
+    pub vocab_size: u32,
+    /// RMSNorm epsilon.
+    #[serde(default = "default_eps")]
+    pub rms_norm_eps: f64,
+    /// Rotary base.
+    #[serde(default = "default_theta")]
+    pub rope_theta: f64,
+    /// Output projection shares the embedding matrix.
+    #[serde(default)]
+    pub tie_word_embeddings: bool,
+    /// Per-head RMSNorm on q and k (Qwen3: true; Llama: false). Inferred from `model_type` when absent.
+    #[serde(default)]
+    pub qk_norm: Option<bool>,
+    /// `qwen3`, `llama`, ...
+    #[serde(default)]
+    pub model_type: Option<String>,
+}
+
+fn default_eps() -> f64 {
+    1e-6
+}
+
+fn default_theta() -> f64 {
+    1_000_000.0
+}
+
+impl ModelConfig {
+    /// Qwen3-8B's shape (for `--weights random`).
+    pub fn qwen3_8b() -> ModelConfig {
+        ModelConfig {
+            hidden_size: 4096,
+            num_hidden_layers: 36,
+            num_attention_heads: 32,
+            num_key_value_heads: 8,
+            head_dim: Some(128),
+            intermediate_size: 12288,
+            vocab_size: 151_936,
+            rms_norm_eps: 1e-6,
+            rope_theta: 1_000_000.0,
+            tie_word_embeddings: false,
+            qk_norm: Some(true),
+            model_type: Some("qwen3".into()),
+        }
+    }
+
+    /// A preset by name.
+    pub fn preset(name: &str) -> Option<ModelConfig> {
+        match name {
+            "qwen3-8b" => Some(ModelConfig::qwen3_8b()),
+            _ => None,
+        }
+    }
+
+    /// Reads and checks `config.json`.
+    pub fn from_file(path: &Path) -> Result<ModelConfig> {
+        let text = std::fs::read_to_string(path).map_err(|e| CudaError::file(path, e))?;
+        let de = &mut serde_json::Deserializer::from_str(&text);
+        let cfg: ModelConfig = serde_path_to_error::deserialize(de)
+            .map_err(|e| CudaError::file(path, format!("{}: {}", e.path(), e.inner())))?;
+        cfg.check().map_err(|e| CudaError::file(path, e))?;
+        Ok(cfg)
+    }
+
+    /// Head width.
+    pub fn head_dim(&self) -> u32 {
+        self.head_dim
+            .unwrap_or(self.hidden_size / self.num_attention_heads.max(1))
+    }
+
+    /// Whether q and k get a per-head RMSNorm.
+    pub fn has_qk_norm(&self) -> bool {
+        self.qk_norm
+            .unwrap_or_else(|| self.model_type.as_deref() == Some("qwen3"))
+    }
+
+    /// Width of the fused q, k, v projection.
+    pub fn qkv_width(&self) -> u32 {
+        (self.num_attention_heads + 2 * self.num_key_value_heads) * self.head_dim()
+    }
+
+    /// KV bytes one token occupies (all layers, bf16).
+    pub fn kv_bytes_per_token(&self) -> u64 {
+        2 * 2
+            * self.num_hidden_layers as u64
+            * self.num_key_value_heads as u64
+            * self.head_dim() as u64
+    }
+
+    /// Parameters (for reporting).
+    pub fn params(&self) -> u64 {
+        let (h, i, l) = (
+            self.hidden_size as u64,
+            self.intermediate_size as u64,
+            self.num_hidden_layers as u64,
+        );
+        let qd = (self.num_attention_heads * self.head_dim()) as u64;
+        let per_layer = h * self.qkv_width() as u64 + qd * h + 3 * h * i + 2 * h;
+        let emb = self.vocab_size as u64 * h;
+        l * per_layer + emb * if self.tie_word_embeddings { 1 } else { 2 } + h
+    }
+
+    /// What the kernels support.
+    pub fn check(&self) -> std::result::Result<(), String> {
+        if self.head_dim() != 128 {
+            return Err(format!(
+                "head_dim: {} is not supported (the kernels are built for 128)",
+                self.head_dim()
+            ));
+        }
+        if self.num_key_value_heads == 0 || self.num_attention_heads % self.num_key_value_heads != 0
+        {
+            return Err(format!(
+                "num_key_value_heads: {} must divide num_attention_heads {}",
+                self.num_key_value_heads, self.num_attention_heads
+            ));
+        }
+        if self.num_attention_heads / self.num_key_value_heads > 8 {
+            return Err(
+                "num_attention_heads: more than 8 query heads per KV head is not supported".into(),
+            );
+        }
+        if self.hidden_size % 8 != 0 || self.hidden_size == 0 {
+            return Err(format!(
+                "hidden_size: {} must be a positive multiple of 8",
+                self.hidden_size
+            ));
+        }
+        if self.num_hidden_layers == 0 || self.intermediate_size == 0 || self.vocab_size == 0 {
+            return Err(
+                "num_hidden_layers, intermediate_size and vocab_size must be positive".into(),
+            );
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn qwen3_8b_has_8_billion_parameters_and_144_kib_of_kv_per_token() {
+        let c = ModelConfig::qwen3_8b();
+        c.check().unwrap();
+        let b = c.params() as f64 / 1e9;
+        assert!((8.1..8.3).contains(&b), "{b}");
+        assert_eq!(c.kv_bytes_per_token(), 144 * 1024);
+        assert!(c.has_qk_norm());
+    }
+
+    #[test]
+    fn a_bad_config_names_the_file_and_field() {
+        let dir = std::env::temp_dir().join(format!("sb-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("config.json");
+        std::fs::write(&p, r#"{"hidden_size": 4096, "num_hidden_layers": "many"}"#).unwrap();
+        let e = ModelConfig::from_file(&p).unwrap_err().to_string();
+        assert!(
+            e.contains("config.json") && e.contains("num_hidden_layers"),
+            "{e}"
+        );
+        std::fs::write(
+            &p,
+            r#"{"hidden_size": 4096, "num_hidden_layers": 2, "num_attention_heads": 32, "num_key_value_heads": 8,
+                "head_dim": 64, "intermediate_size": 100, "vocab_size": 10}"#,
+        )
+        .unwrap();
+        let e = ModelConfig::from_file(&p).unwrap_err().to_string();
+        assert!(e.contains("head_dim"), "{e}");
+    }
+}
