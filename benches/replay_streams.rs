@@ -49,6 +49,7 @@ fn main() {
             time_scale: server_scale,
             model_name: "m".into(),
             vocab: 151_936,
+            cuda: None,
         };
         let url = spawn_local(cfg).await.expect("emulator");
         let client = Arc::new(

@@ -28,8 +28,12 @@ pub enum Command {
     WhatIf(WhatIfArgs),
     /// The same closed-loop replay against a real OpenAI-compatible server, scored the same way.
     Replay(ReplayRealArgs),
-    /// An OpenAI-compatible server whose engine is the simulated engine paced to the wall clock.
+    /// An OpenAI-compatible server whose engine is the simulated engine paced to the wall clock, or the CUDA engine.
     Serve(ServeArgs),
+    /// Time the CUDA engine's forward pass on synthetic steps against their floors (needs a GPU).
+    CudaBench(CudaBenchArgs),
+    /// Run the CUDA engine on prompts from a cases file and write its tokens and logits (needs a GPU).
+    CudaCheck(CudaCheckArgs),
     /// Generate, import, export and summarise workloads.
     #[command(subcommand)]
     Workload(WorkloadCommand),
@@ -42,7 +46,7 @@ pub struct DeploymentArgs {
     #[arg(long, short = 'd', default_value = serverbench_sim::DEFAULT_DEPLOYMENT)]
     pub deployment: String,
     /// Engine YAML overriding fields of the deployment's `engine` section.
-    #[arg(long)]
+    #[arg(long = "engine-config")]
     pub engine: Option<PathBuf>,
     /// Cost-model profile YAML replacing the deployment's named profile.
     #[arg(long)]
@@ -255,11 +259,33 @@ pub struct WhatIfArgs {
     pub seeds: String,
 }
 
+/// Which engine serves, and the CUDA engine's model.
+#[derive(Args, Debug, Clone)]
+pub struct EngineArgs {
+    /// `emulated` (the simulator paced to the wall clock) or `cuda` (the native CUDA engine).
+    #[arg(long, default_value = "emulated")]
+    pub engine: String,
+    /// CUDA engine: a directory with a Hugging Face config.json (and safetensors weights, unless --weights random).
+    #[arg(long)]
+    pub model_dir: Option<PathBuf>,
+    /// CUDA engine: `random` (generated on the GPU; shapes, not values, set the cost) or a safetensors file or directory.
+    #[arg(long, default_value = "random")]
+    pub weights: String,
+    /// CUDA engine: GPU ordinal.
+    #[arg(long, default_value_t = 0)]
+    pub gpu: usize,
+    /// CUDA engine: write one JSON line per step (batch features and GPU time) here, for `calibrate --from-steps`.
+    #[arg(long)]
+    pub step_log: Option<PathBuf>,
+}
+
 #[derive(Args, Debug)]
 pub struct ReplayRealArgs {
-    /// Base URL of the server, e.g. http://127.0.0.1:8000 (plain HTTP).
+    /// Base URL of the server, e.g. http://127.0.0.1:8000 (plain HTTP); not with --engine cuda.
     #[arg(long)]
-    pub url: String,
+    pub url: Option<String>,
+    #[command(flatten)]
+    pub engine: EngineArgs,
     #[command(flatten)]
     pub deployment: DeploymentArgs,
     #[command(flatten)]
@@ -317,7 +343,43 @@ pub struct ServeArgs {
     /// Run this many times faster than real time (for tests).
     #[arg(long, default_value_t = 1.0)]
     pub time_scale: f64,
-    /// Model name to report (default: the deployment's model).
+    /// Model name to report (default: the deployment's model); with --engine cuda, the model preset (qwen3-8b).
     #[arg(long)]
     pub model: Option<String>,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct CudaBenchArgs {
+    /// Model preset.
+    #[arg(long, default_value = "qwen3-8b")]
+    pub model: String,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    /// Timed repetitions per case (median reported).
+    #[arg(long, default_value_t = 10)]
+    pub reps: usize,
+    /// Cases: `decode:B:CTX` or `prefill:LEN:CACHED`, comma-separated (default: the table).
+    #[arg(long, value_delimiter = ',')]
+    pub cases: Vec<String>,
+    /// Write bench.json and steps.jsonl (a step log for calibration) here.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct CudaCheckArgs {
+    /// Directory with config.json and safetensors weights.
+    #[arg(long)]
+    pub model_dir: PathBuf,
+    /// Cases file (JSON, written by scripts/cuda_check.py).
+    #[arg(long)]
+    pub cases: PathBuf,
+    /// Where to write the engine's tokens and logits (JSON).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// GPU ordinal.
+    #[arg(long, default_value_t = 0)]
+    pub gpu: usize,
 }

@@ -2,6 +2,7 @@
 //! All the work happens in the library crates; this crate is glue.
 
 mod cli;
+mod cuda;
 mod inputs;
 mod output;
 mod plot;
@@ -36,6 +37,8 @@ fn try_main() -> anyhow::Result<()> {
         cli::Command::WhatIf(a) => whatif::run(a),
         cli::Command::Replay(a) => real::replay(a),
         cli::Command::Serve(a) => real::serve(a),
+        cli::Command::CudaBench(a) => cuda::bench(a),
+        cli::Command::CudaCheck(a) => cuda::check(a),
         cli::Command::Workload(w) => workload::run(w),
     }
 }

@@ -30,18 +30,26 @@ pub fn serve(a: ServeArgs) -> Result<()> {
     }
     serverbench_sim::Replica::new(&d, 0)?;
     let model = a.model.clone().unwrap_or_else(|| d.model.clone());
-    let vocab = d.model_spec().vocab;
+    let cuda = crate::cuda::serve_setup(&a.engine, &model)?;
+    let vocab = cuda
+        .as_ref()
+        .map_or(d.model_spec().vocab, |c| c.model.vocab_size);
     let cfg = ServeConfig {
         deployment: d.clone(),
         cost,
         time_scale: a.time_scale,
         model_name: model.clone(),
         vocab,
+        cuda,
     };
     runtime()?.block_on(async move {
         let addr = format!("{}:{}", a.host, a.port);
         let listener = tokio::net::TcpListener::bind(&addr).await.with_context(|| format!("cannot listen on {addr}"))?;
-        eprintln!("serverbench serve — emulating {} ({}) at {} × real time on http://{addr}  (Ctrl-C stops)", d.name, model, a.time_scale);
+        if a.engine.engine == "cuda" {
+            eprintln!("serverbench serve — CUDA engine, {} ({}) on http://{addr}  (Ctrl-C stops)", d.name, model);
+        } else {
+            eprintln!("serverbench serve — emulating {} ({}) at {} × real time on http://{addr}  (Ctrl-C stops)", d.name, model, a.time_scale);
+        }
         tokio::select! {
             r = serverbench_backends::serve(listener, cfg) => r.context("the server stopped"),
             _ = tokio::signal::ctrl_c() => Ok(()),
@@ -49,7 +57,7 @@ pub fn serve(a: ServeArgs) -> Result<()> {
     })
 }
 
-fn client_config(a: &ReplayRealArgs, model: String) -> Result<ClientConfig> {
+fn client_config(a: &ReplayRealArgs, url: &str, model: String) -> Result<ClientConfig> {
     let api = Api::parse(&a.api)
         .ok_or_else(|| anyhow!("--api: expected tokens, text or chat, got {:?}", a.api))?;
     if !(a.timeout > 0.0) {
@@ -65,7 +73,7 @@ fn client_config(a: &ReplayRealArgs, model: String) -> Result<ClientConfig> {
         })
         .collect::<Result<Vec<_>>>()?;
     Ok(ClientConfig {
-        base_url: a.url.clone(),
+        base_url: url.to_string(),
         api,
         model,
         timeout: Duration::from_secs_f64(a.timeout),
@@ -85,15 +93,40 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
     }
     let run = inputs::run_config(&a.replay, a.concurrency, a.seed)?;
     let source = inputs::source(&a.workload, a.seed, d.context_limit)?;
-    let vocab = Vocab::new(100, a.vocab.unwrap_or(d.model_spec().vocab))
+    let model = a.model.clone().unwrap_or_else(|| d.model.clone());
+    let rt = runtime()?;
+    let url = match (&a.url, a.engine.engine.as_str()) {
+        (Some(u), "emulated") => u.clone(),
+        (None, "cuda") => {
+            let cuda = crate::cuda::serve_setup(&a.engine, &model)?;
+            let cfg = ServeConfig {
+                deployment: d.clone(),
+                cost: d.cost_model(None),
+                time_scale: 1.0,
+                model_name: model.clone(),
+                vocab: cuda
+                    .as_ref()
+                    .map_or(d.model_spec().vocab, |c| c.model.vocab_size),
+                cuda,
+            };
+            rt.block_on(serverbench_backends::spawn_local(cfg))
+                .context("cannot start the CUDA engine")?
+        }
+        (None, "emulated") => bail!(
+            "--url: required (or --engine cuda to replay against the CUDA engine in this process)"
+        ),
+        (Some(_), "cuda") => bail!("--url and --engine cuda exclude each other"),
+        (_, other) => bail!("--engine: expected emulated or cuda, got {other:?}"),
+    };
+    let vocab_default = if a.engine.engine == "cuda" {
+        crate::cuda::model_config(&a.engine, &model)?.vocab_size
+    } else {
+        d.model_spec().vocab
+    };
+    let vocab = Vocab::new(100, a.vocab.unwrap_or(vocab_default))
         .ok_or_else(|| anyhow!("--vocab: must be above 100"))?;
-    let client = Arc::new(
-        HttpClient::new(client_config(
-            &a,
-            a.model.clone().unwrap_or_else(|| d.model.clone()),
-        )?)
-        .map_err(|e| anyhow!(e))?,
-    );
+    let client =
+        Arc::new(HttpClient::new(client_config(&a, &url, model)?).map_err(|e| anyhow!(e))?);
     if let Some(dir) = &a.out {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("{}: cannot create directory", dir.display()))?;
@@ -109,7 +142,7 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
     println!(
         "serverbench replay — {} at {}, c = {}, seed {}, window {} s{}\n",
         d.name,
-        a.url,
+        url,
         run.concurrency,
         run.seed,
         run.window_s,
@@ -119,7 +152,6 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
             String::new()
         }
     );
-    let rt = runtime()?;
     let probe = if a.no_probe {
         None
     } else {

@@ -63,6 +63,7 @@ fn replay_against_the_emulator_agrees_with_the_simulator() {
                 time_scale: 20.0,
                 model_name: "m".into(),
                 vocab: 248_320,
+                cuda: None,
             };
             let url = spawn_local(cfg).await.unwrap();
             let real_cfg = RealConfig {

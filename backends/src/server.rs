@@ -1,6 +1,7 @@
-//! `serverbench serve`: an OpenAI-compatible streaming server whose engine is the simulated engine
-//! (the same scheduler, KV cache and cost model as `simulate`) paced to the wall clock.
-//! `--time-scale X` runs X times faster than real time, for tests.
+//! `serverbench serve`: an OpenAI-compatible streaming server whose engine is either the simulated engine
+//! (the same scheduler, KV cache and cost model as `simulate`) paced to the wall clock, or the native
+//! CUDA engine (the same scheduler and KV manager, step time from the GPU).
+//! `--time-scale X` runs the emulated engine X times faster than real time, for tests.
 
 use axum::body::Body;
 use axum::extract::State;
@@ -36,6 +37,21 @@ pub struct ServeConfig {
     pub model_name: String,
     /// Vocabulary size for the token ids it generates.
     pub vocab: u32,
+    /// The CUDA engine to serve with, instead of the emulated one.
+    pub cuda: Option<CudaServe>,
+}
+
+/// The CUDA engine's set-up (the deployment's engine config and memory plan size its KV pool).
+#[derive(Clone, Debug)]
+pub struct CudaServe {
+    /// GPU ordinal.
+    pub gpu: usize,
+    /// Model shape.
+    pub model: serverbench_cuda::ModelConfig,
+    /// Weights.
+    pub weights: serverbench_cuda::Weights,
+    /// Step log (JSONL) to write.
+    pub step_log: Option<std::path::PathBuf>,
 }
 
 /// What the engine sends a request's handler.
@@ -46,6 +62,7 @@ enum EngineEvent {
 }
 
 struct Submission {
+    ids: Vec<u32>,
     blocks: Blocks,
     prompt_tokens: u32,
     output: u32,
@@ -97,10 +114,29 @@ fn router(cfg: ServeConfig) -> Result<Router, String> {
     let (tx, rx) = std_mpsc::channel();
     let metrics = Arc::new(Mutex::new(Metrics::default()));
     let (cost, scale, m2) = (cfg.cost.clone(), cfg.time_scale, metrics.clone());
-    std::thread::Builder::new()
-        .name("serverbench-engine".into())
-        .spawn(move || engine_loop(replica, cost, scale, rx, m2))
-        .map_err(|e| e.to_string())?;
+    let thread = std::thread::Builder::new().name("serverbench-engine".into());
+    match cfg.cuda.clone() {
+        None => thread.spawn(move || engine_loop(replica, cost, scale, rx, m2)),
+        Some(c) => {
+            let (ready_tx, ready_rx) = std_mpsc::channel();
+            let d = cfg.deployment.clone();
+            let blocks = replica.total_blocks();
+            let h = thread.spawn(move || match cuda_engine(&d, &c, blocks) {
+                Ok((replica, engine)) => {
+                    let _ = ready_tx.send(Ok(()));
+                    cuda_loop(replica, engine, rx, m2);
+                }
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e));
+                }
+            });
+            ready_rx
+                .recv()
+                .map_err(|_| "the CUDA engine thread stopped".to_string())??;
+            h
+        }
+    }
+    .map_err(|e| e.to_string())?;
     let em = Arc::new(Emulator {
         submit: Mutex::new(tx),
         metrics,
@@ -113,6 +149,138 @@ fn router(cfg: ServeConfig) -> Result<Router, String> {
         .route("/health", get(|| async { "" }))
         .route("/metrics", get(metrics_text))
         .with_state(em))
+}
+
+/// Loads the model on the GPU with the KV pool the deployment's memory plan sizes.
+fn cuda_engine(
+    d: &Deployment,
+    c: &CudaServe,
+    blocks: u64,
+) -> Result<(Replica, serverbench_cuda::CudaEngine), String> {
+    use serverbench_cuda::{Capacity, CudaEngine, Device, Model};
+    let mut replica = Replica::paged(&d.engine, blocks, 0)?;
+    replica.report_tokens = true;
+    let cap = Capacity {
+        num_blocks: blocks as u32,
+        block_size: d.engine.block_size,
+        max_tokens: d.engine.max_num_batched_tokens,
+        max_seqs: d.engine.max_num_seqs,
+        max_context: d.context_limit,
+    };
+    let dev = Device::open(c.gpu).map_err(|e| e.to_string())?;
+    let model = Model::load(dev, c.model.clone(), &c.weights, cap).map_err(|e| e.to_string())?;
+    let log: Option<Box<dyn std::io::Write + Send>> = match &c.step_log {
+        Some(p) => Some(Box::new(std::io::BufWriter::new(
+            std::fs::File::create(p).map_err(|e| format!("{}: {e}", p.display()))?,
+        ))),
+        None => None,
+    };
+    Ok((replica, CudaEngine::new(model, log)))
+}
+
+/// The CUDA engine loop: the shared scheduler picks each step, the GPU computes it, tokens go out.
+fn cuda_loop(
+    mut replica: Replica,
+    mut engine: serverbench_cuda::CudaEngine,
+    rx: std_mpsc::Receiver<Submission>,
+    metrics: Arc<Mutex<Metrics>>,
+) {
+    let start = Instant::now();
+    let mut next_tag: u64 = 0;
+    let mut senders: HashMap<u64, mpsc::UnboundedSender<EngineEvent>> = HashMap::new();
+    let mut events = Vec::new();
+    let mut take =
+        |s: Submission,
+         replica: &mut Replica,
+         engine: &mut serverbench_cuda::CudaEngine,
+         senders: &mut HashMap<u64, mpsc::UnboundedSender<EngineEvent>>| {
+            let tag = next_tag;
+            next_tag += 1;
+            senders.insert(tag, s.events);
+            engine.add(tag, s.ids);
+            replica.submit(SeqInput {
+                tag,
+                blocks: s.blocks,
+                workload_block_size: PROMPT_BLOCK as u32,
+                input: s.prompt_tokens,
+                output: s.output,
+                kind: RequestKind::RootTurn,
+            });
+        };
+    loop {
+        loop {
+            match rx.try_recv() {
+                Ok(s) => take(s, &mut replica, &mut engine, &mut senders),
+                Err(std_mpsc::TryRecvError::Empty) => break,
+                Err(std_mpsc::TryRecvError::Disconnected) => return,
+            }
+        }
+        if !replica.has_work() {
+            let _ = engine.flush();
+            match rx.recv() {
+                Ok(s) => take(s, &mut replica, &mut engine, &mut senders),
+                Err(_) => return,
+            }
+            continue;
+        }
+        let Some(shape) = replica.schedule() else {
+            std::thread::sleep(Duration::from_micros(200));
+            continue;
+        };
+        let t0 = start.elapsed().as_nanos() as u64;
+        let out = match engine.step(&replica) {
+            Ok(o) => o,
+            Err(e) => {
+                eprintln!("serverbench: CUDA engine step failed: {e}");
+                return;
+            }
+        };
+        replica.note_step(serverbench_sim::Time(t0), out.wall_ns, &shape);
+        replica.finish_step(&mut events);
+        for e in &events {
+            if let SeqEvent::Finished { tag, .. } = e {
+                engine.remove(*tag);
+            }
+        }
+        dispatch(&mut events, &replica, &mut senders, &metrics);
+    }
+}
+
+/// Sends a step's events to the requests' handlers and updates the gauges.
+fn dispatch(
+    events: &mut Vec<SeqEvent>,
+    replica: &Replica,
+    senders: &mut HashMap<u64, mpsc::UnboundedSender<EngineEvent>>,
+    metrics: &Mutex<Metrics>,
+) {
+    let mut generated = 0u64;
+    let mut finished = 0u64;
+    for e in events.drain(..) {
+        match e {
+            SeqEvent::Emitted { tag, count } => {
+                generated += count as u64;
+                if let Some(tx) = senders.get(&tag) {
+                    let _ = tx.send(EngineEvent::Tokens(count));
+                }
+            }
+            SeqEvent::Finished { tag, seq } => {
+                finished += 1;
+                let cached_tokens = replica.progress(seq).cached_tokens;
+                if let Some(tx) = senders.remove(&tag) {
+                    let _ = tx.send(EngineEvent::Done { cached_tokens });
+                }
+            }
+            SeqEvent::FirstToken { .. } => {}
+        }
+    }
+    let mut m = metrics.lock().expect("metrics lock");
+    m.running = replica.running();
+    m.waiting = replica.waiting();
+    m.kv_usage = replica.used_blocks() as f64 / replica.total_blocks().max(1) as f64;
+    m.prefix_queries = replica.stats.lookup_tokens;
+    m.prefix_hits = replica.stats.hit_tokens;
+    m.generation_tokens += generated;
+    m.requests_finished += finished;
 }
 
 /// The engine: schedules a step, sleeps until the step's end in scaled wall time, emits its tokens.
@@ -181,34 +349,7 @@ fn engine_loop(
             std::thread::sleep(due - now);
         }
         replica.finish_step(&mut events);
-        let mut generated = 0u64;
-        let mut finished = 0u64;
-        for e in events.drain(..) {
-            match e {
-                SeqEvent::Emitted { tag, count } => {
-                    generated += count as u64;
-                    if let Some(tx) = senders.get(&tag) {
-                        let _ = tx.send(EngineEvent::Tokens(count));
-                    }
-                }
-                SeqEvent::Finished { tag, seq } => {
-                    finished += 1;
-                    let cached_tokens = replica.progress(seq).cached_tokens;
-                    if let Some(tx) = senders.remove(&tag) {
-                        let _ = tx.send(EngineEvent::Done { cached_tokens });
-                    }
-                }
-                SeqEvent::FirstToken { .. } => {}
-            }
-        }
-        let mut m = metrics.lock().expect("metrics lock");
-        m.running = replica.running();
-        m.waiting = replica.waiting();
-        m.kv_usage = replica.used_blocks() as f64 / replica.total_blocks().max(1) as f64;
-        m.prefix_queries = replica.stats.lookup_tokens;
-        m.prefix_hits = replica.stats.hit_tokens;
-        m.generation_tokens += generated;
-        m.requests_finished += finished;
+        dispatch(&mut events, &replica, &mut senders, &metrics);
     }
 }
 
@@ -351,9 +492,11 @@ async fn generate(em: Arc<Emulator>, ids: Vec<u32>, p: Params, chat: bool) -> Re
         let mut m = em.metrics.lock().expect("metrics lock");
         m.prompt_tokens += ids.len() as u64;
     }
+    let prompt_tokens = ids.len() as u32;
     let sub = Submission {
+        ids,
         blocks,
-        prompt_tokens: ids.len() as u32,
+        prompt_tokens,
         output,
         events: tx,
     };
@@ -367,7 +510,7 @@ async fn generate(em: Arc<Emulator>, ids: Vec<u32>, p: Params, chat: bool) -> Re
         seed,
         vocab: em.cfg.vocab,
         produced: 0,
-        prompt_tokens: ids.len() as u32,
+        prompt_tokens,
         finish_reason,
         include_usage: p.include_usage,
         id: format!("cmpl-{seed:x}"),

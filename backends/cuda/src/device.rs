@@ -77,7 +77,14 @@ fn include_paths() -> Vec<String> {
 impl Device {
     /// Opens GPU `ordinal`, compiles the kernels for its architecture and creates the cuBLAS handle.
     pub fn open(ordinal: usize) -> Result<Device> {
-        let ctx = CudaContext::new(ordinal)?;
+        // cudarc panics when the driver library cannot be loaded; turn that into an error.
+        let hook = std::panic::take_hook();
+        std::panic::set_hook(Box::new(|_| {}));
+        let loaded = std::panic::catch_unwind(|| CudaContext::new(ordinal));
+        std::panic::set_hook(hook);
+        let ctx = loaded.map_err(|_| {
+            CudaError::Config("no CUDA driver found (libcuda could not be loaded): the CUDA engine needs an NVIDIA GPU".into())
+        })??;
         let (major, minor) = ctx.compute_capability()?;
         let arch: &'static str = match (major, minor) {
             (9, 0) => "compute_90",
