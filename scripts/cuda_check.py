@@ -5,7 +5,10 @@ Builds a small random Qwen3 model (4 layers, head_dim 128, GQA 4:1, random norm 
 safetensors, runs `serverbench cuda-check` on four cases (alone; a batch of mixed lengths; chunked
 prefill with a 64-token budget; a prefix reused from the cache), then runs the same token sequences
 through transformers and compares greedy tokens (32 steps) and logits (relative L2 error).
-Pass: identical tokens and relative error <= 2e-2 against the bf16 reference.
+Weights follow transformers' own initialisation (normal, std 0.02); norm weights are drawn from
+U(0.8, 1.2) so that a misplaced norm weight shows. The reference is transformers in float32 (the
+higher-precision reference); the bf16 transformers path is reported beside it.
+Pass: identical greedy tokens to the float32 reference and relative L2 error <= 2e-2.
 Usage: python3 scripts/cuda_check.py --bin target/release/serverbench --out OUTDIR
 """
 import argparse, json, os, subprocess, sys, time
@@ -27,9 +30,9 @@ model = Qwen3ForCausalLM(cfg)
 with torch.no_grad():
     for name, p in model.named_parameters():
         if "norm" in name:
-            p.uniform_(0.5, 1.5)
+            p.uniform_(0.8, 1.2)
         else:
-            p.normal_(0.0, 0.05)
+            p.normal_(0.0, 0.02)
 model = model.to(torch.bfloat16).cuda().eval()
 model.save_pretrained(mdir, safe_serialization=True)
 
@@ -75,7 +78,7 @@ for c, ec in zip(cases, eng["cases"]):
         with torch.no_grad():
             l16 = model(seq).logits[0, n - 1:].float()
             l32 = model32(seq).logits[0, n - 1:].float()
-        ref = l16.argmax(-1).tolist()
+        ref = l32.argmax(-1).tolist()
         same += sum(int(a == b) for a, b in zip(ref, toks))
         total += len(toks)
         for k, row in e["logits"].items():
@@ -83,12 +86,12 @@ for c, ec in zip(cases, eng["cases"]):
             worst16 = max(worst16, ((x - l16[int(k)]).norm() / l16[int(k)].norm()).item())
             worst32 = max(worst32, ((x - l32[int(k)]).norm() / l32[int(k)].norm()).item())
         cached.append(e["cached_tokens"])
-    passed = same == total and worst16 <= 2e-2
+    passed = same == total and worst32 <= 2e-2
     ok &= passed
     rows.append({"case": c["name"], "tokens_identical": f"{same}/{total}", "max_rel_err_vs_bf16": worst16,
                  "max_rel_err_vs_fp32": worst32, "cached_tokens": cached, "pass": passed})
 json.dump(rows, open(os.path.join(args.out, "check.json"), "w"), indent=1)
-print(f"\n{'case':<36} {'tokens':>8} {'rel.err bf16':>13} {'rel.err fp32':>13}  cached  pass")
+print(f"\n{'case':<36} {'tokens=fp32':>8} {'rel.err bf16':>13} {'rel.err fp32':>13}  cached  pass")
 for r in rows:
     print(f"{r['case']:<36} {r['tokens_identical']:>8} {r['max_rel_err_vs_bf16']:>13.2e} {r['max_rel_err_vs_fp32']:>13.2e}  {r['cached_tokens']}  {r['pass']}")
 sys.exit(0 if ok else 1)

@@ -148,7 +148,17 @@ extern "C" __global__ void __launch_bounds__(128) attn_decode_partial(const bf16
   float o[MAXG];
 #pragma unroll
   for (int h = 0; h < MAXG; h++) o[h] = 0.f;
-  for (int k = 0; k < n; k++) {
+  int k = 0;
+  for (; k + 8 <= n; k += 8) {  // eight independent loads in flight per thread
+    float v[8];
+#pragma unroll
+    for (int u = 0; u < 8; u++) v[u] = __bfloat162float(vc[offs[k + u] + tid]);
+#pragma unroll
+    for (int u = 0; u < 8; u++)
+#pragma unroll
+      for (int h = 0; h < MAXG; h++) if (h < group) o[h] += p[h][k + u] * v[u];
+  }
+  for (; k < n; k++) {
     float v = __bfloat162float(vc[offs[k] + tid]);
 #pragma unroll
     for (int h = 0; h < MAXG; h++) if (h < group) o[h] += p[h][k] * v;
