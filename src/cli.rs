@@ -46,8 +46,8 @@ pub struct DeploymentArgs {
     #[arg(long, short = 'd', default_value = serverbench_sim::DEFAULT_DEPLOYMENT)]
     pub deployment: String,
     /// Engine YAML overriding fields of the deployment's `engine` section.
-    #[arg(long = "engine-config")]
-    pub engine: Option<PathBuf>,
+    #[arg(long)]
+    pub engine_config: Option<PathBuf>,
     /// Cost-model profile YAML replacing the deployment's named profile.
     #[arg(long)]
     pub profile: Option<PathBuf>,
@@ -382,4 +382,14 @@ pub struct CudaCheckArgs {
     /// GPU ordinal.
     #[arg(long, default_value_t = 0)]
     pub gpu: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    /// Clap checks argument ids and flags only when a command is built: build them all.
+    #[test]
+    fn every_command_line_definition_is_consistent() {
+        use clap::CommandFactory;
+        super::Cli::command().debug_assert();
+    }
 }

@@ -30,7 +30,7 @@ pub fn deployment(name_or_file: &str) -> Result<Deployment> {
 /// The deployment and cost model the arguments describe (engine and profile overrides applied).
 pub fn resolved(args: &DeploymentArgs) -> Result<(Deployment, CostModel)> {
     let mut d = deployment(&args.deployment)?;
-    if let Some(path) = &args.engine {
+    if let Some(path) = &args.engine_config {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("{}: cannot read", path.display()))?;
         d = d.with_engine_yaml(&path.display().to_string(), &text)?;
