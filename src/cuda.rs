@@ -4,11 +4,11 @@
 use crate::cli::{CudaBenchArgs, CudaCheckArgs, EngineArgs};
 use anyhow::{anyhow, bail, Context, Result};
 use serde::Deserialize;
-use serverbench_backends::CudaServe;
+use serverbench_backends::{prompt_blocks, CudaServe};
 use serverbench_cuda::bench::{self, BenchCase, Ceilings};
 use serverbench_cuda::{Capacity, CudaEngine, Device, Model, ModelConfig, Weights};
 use serverbench_sim::{EngineConfig, Replica, SeqEvent, SeqInput};
-use serverbench_workloads::{Blocks, RequestKind};
+use serverbench_workloads::RequestKind;
 use std::collections::HashMap;
 use std::path::PathBuf;
 
@@ -192,21 +192,6 @@ struct CheckCase {
 struct CheckRequest {
     prompt: Vec<u32>,
     output: u32,
-}
-
-/// Chained ids of a prompt's full 16-token blocks (equal prefixes, equal ids), as the server derives them.
-fn prompt_blocks(ids: &[u32]) -> Blocks {
-    let mut prev = 0x9E37_79B9u64;
-    Blocks::from_vec(
-        ids.chunks_exact(16)
-            .map(|b| {
-                prev = b
-                    .iter()
-                    .fold(prev, |h, &t| serverbench_workloads::hash::mix2(h, t as u64));
-                prev
-            })
-            .collect(),
-    )
 }
 
 pub fn check(a: CudaCheckArgs) -> Result<()> {

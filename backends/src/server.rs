@@ -190,22 +190,13 @@ fn cuda_loop(
     let mut senders: HashMap<u64, mpsc::UnboundedSender<EngineEvent>> = HashMap::new();
     let mut events = Vec::new();
     let mut take =
-        |s: Submission,
+        |mut s: Submission,
          replica: &mut Replica,
          engine: &mut serverbench_cuda::CudaEngine,
          senders: &mut HashMap<u64, mpsc::UnboundedSender<EngineEvent>>| {
-            let tag = next_tag;
+            engine.add(next_tag, std::mem::take(&mut s.ids));
+            hand_over(s, next_tag, replica, senders);
             next_tag += 1;
-            senders.insert(tag, s.events);
-            engine.add(tag, s.ids);
-            replica.submit(SeqInput {
-                tag,
-                blocks: s.blocks,
-                workload_block_size: PROMPT_BLOCK as u32,
-                input: s.prompt_tokens,
-                output: s.output,
-                kind: RequestKind::RootTurn,
-            });
         };
     loop {
         loop {
@@ -244,6 +235,24 @@ fn cuda_loop(
         }
         dispatch(&mut events, &replica, &mut senders, &metrics);
     }
+}
+
+/// Submits a request to the scheduler under `tag` and keeps its handler's channel.
+fn hand_over(
+    s: Submission,
+    tag: u64,
+    replica: &mut Replica,
+    senders: &mut HashMap<u64, mpsc::UnboundedSender<EngineEvent>>,
+) {
+    senders.insert(tag, s.events);
+    replica.submit(SeqInput {
+        tag,
+        blocks: s.blocks,
+        workload_block_size: PROMPT_BLOCK as u32,
+        input: s.prompt_tokens,
+        output: s.output,
+        kind: RequestKind::RootTurn,
+    });
 }
 
 /// Sends a step's events to the requests' handlers and updates the gauges.
@@ -302,17 +311,8 @@ fn engine_loop(
         |s: Submission,
          replica: &mut Replica,
          senders: &mut HashMap<u64, mpsc::UnboundedSender<EngineEvent>>| {
-            let tag = next_tag;
+            hand_over(s, next_tag, replica, senders);
             next_tag += 1;
-            senders.insert(tag, s.events);
-            replica.submit(SeqInput {
-                tag,
-                blocks: s.blocks,
-                workload_block_size: PROMPT_BLOCK as u32,
-                input: s.prompt_tokens,
-                output: s.output,
-                kind: RequestKind::RootTurn,
-            });
         };
     loop {
         loop {
@@ -383,7 +383,7 @@ fn text_ids(s: &str, vocab: u32) -> Vec<u32> {
 }
 
 /// Chained block ids of a prompt's full 16-token blocks: equal prefixes give equal ids.
-fn prompt_blocks(ids: &[u32]) -> Blocks {
+pub fn prompt_blocks(ids: &[u32]) -> Blocks {
     let mut prev = 0x9E37_79B9u64;
     Blocks::from_vec(
         ids.chunks_exact(PROMPT_BLOCK)

@@ -95,7 +95,7 @@ fn table_rows(data: &mut Vec<i32>, tables: &[&[u32]], width: u32) -> Range<usize
     let a = data.len();
     for t in tables {
         data.extend(t.iter().map(|&b| b as i32));
-        data.extend(std::iter::repeat_n(0, width as usize - t.len()));
+        data.extend(std::iter::repeat(0).take(width as usize - t.len()));
     }
     a..data.len()
 }

@@ -98,14 +98,7 @@ impl Device {
                 )))
             }
         };
-        let opts = CompileOptions {
-            arch: Some(arch),
-            include_paths: include_paths(),
-            options: vec!["--std=c++17".into()],
-            ..Default::default()
-        };
-        let ptx =
-            compile_ptx_with_opts(KERNELS, opts).map_err(|e| CudaError::Compile(e.to_string()))?;
+        let ptx = compile(arch)?;
         let module = ctx.load_module(ptx)?;
         let kernels = KERNEL_NAMES
             .iter()
@@ -269,16 +262,19 @@ pub enum Arg {
 }
 
 /// Compiles the kernels to PTX for `arch` (no GPU needed; NVRTC must load).
-pub fn compile_kernels(arch: &'static str) -> Result<String> {
+fn compile(arch: &'static str) -> Result<cudarc::nvrtc::Ptx> {
     let opts = CompileOptions {
         arch: Some(arch),
         include_paths: include_paths(),
         options: vec!["--std=c++17".into()],
         ..Default::default()
     };
-    let ptx =
-        compile_ptx_with_opts(KERNELS, opts).map_err(|e| CudaError::Compile(format!("{e:?}")))?;
-    Ok(ptx.to_src())
+    compile_ptx_with_opts(KERNELS, opts).map_err(|e| CudaError::Compile(format!("{e:?}")))
+}
+
+/// The kernels' PTX for `arch` (no GPU needed; NVRTC must load).
+pub fn compile_kernels(arch: &'static str) -> Result<String> {
+    Ok(compile(arch)?.to_src())
 }
 
 #[cfg(test)]
