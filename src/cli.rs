@@ -34,6 +34,10 @@ pub enum Command {
     CudaBench(CudaBenchArgs),
     /// Run the CUDA engine on prompts from a cases file and write its tokens and logits (needs a GPU).
     CudaCheck(CudaCheckArgs),
+    /// The same runs in the simulator and against a real backend: D, G, f, TTFT and TPOT side by side with errors.
+    Compare(CompareArgs),
+    /// Fit a cost-model profile: from a real engine's step logs, GPU microbenchmarks or a black-box endpoint.
+    Calibrate(CalibrateArgs),
     /// Generate, import, export and summarise workloads.
     #[command(subcommand)]
     Workload(WorkloadCommand),
@@ -366,6 +370,77 @@ pub struct CudaBenchArgs {
     /// Write bench.json and steps.jsonl (a step log for calibration) here.
     #[arg(long)]
     pub out: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct CompareArgs {
+    #[command(flatten)]
+    pub deployment: DeploymentArgs,
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
+    #[command(flatten)]
+    pub replay: ReplayArgs,
+    /// Concurrency levels, comma-separated.
+    #[arg(long, short = 'c', value_delimiter = ',', default_value = "4")]
+    pub concurrency: Vec<u32>,
+    /// Workload seeds, comma-separated (every seed runs at every level).
+    #[arg(long, short = 's', value_delimiter = ',', default_value = "0")]
+    pub seeds: Vec<u64>,
+    /// The real backend: base URL of an OpenAI-compatible server (or `--engine cuda`).
+    #[arg(long)]
+    pub url: Option<String>,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    /// Use measured runs already in OUT/real/ and run only the missing ones (no backend needed if none is missing).
+    #[arg(long)]
+    pub reuse: bool,
+    /// Directory for the measured runs (real/cC_sS/), compare.json, compare.md and compare.svg.
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct CalibrateArgs {
+    /// Step logs (JSONL, `.gz` accepted) written by the CUDA engine (`--step-log`, `cuda-bench --out`).
+    #[arg(long, num_args = 1.., required_unless_present_any = ["microbench", "endpoint", "derive_from"])]
+    pub from_steps: Vec<PathBuf>,
+    /// Derive a profile for `--hardware` from a measured one (preset name or YAML): its efficiencies and
+    /// overheads on the new GPU's datasheet peaks.
+    #[arg(long, conflicts_with_all = ["from_steps", "microbench", "endpoint"])]
+    pub derive_from: Option<String>,
+    /// Notes written to the profile (assumptions, uncertainty).
+    #[arg(long, default_value = "")]
+    pub notes: String,
+    /// Run GPU microbenchmarks through the CUDA engine (GEMM shapes, attention, bandwidth) and fit them.
+    #[arg(long, conflicts_with_all = ["from_steps", "endpoint"])]
+    pub microbench: bool,
+    /// Probe a black-box OpenAI-compatible server (TTFT against prompt length, TPOT against streams).
+    #[arg(long, conflicts_with_all = ["from_steps", "microbench"])]
+    pub endpoint: Option<String>,
+    /// The model whose steps were measured (a model preset).
+    #[arg(long, default_value = "qwen3-8b")]
+    pub model: String,
+    /// The GPU they were measured on (a hardware preset).
+    #[arg(long, default_value = "h200")]
+    pub hardware: String,
+    /// Profile preset supplying what the measurements cannot inform (all-reduce, int4/fp8 factors).
+    #[arg(long, default_value = "h200-datasheet")]
+    pub base_profile: String,
+    /// Which step time to fit: `wall` (the engine loop's, what clients wait for) or `gpu` (CUDA events).
+    #[arg(long, default_value = "wall")]
+    pub target: String,
+    /// Name of the new profile.
+    #[arg(long, default_value = "fitted")]
+    pub name: String,
+    /// Where the measurements were taken (written to the profile).
+    #[arg(long, default_value = "unknown")]
+    pub measured_on: String,
+    /// Write the profile YAML here (default: print it); `--microbench` also writes its measurements beside it.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// `--microbench`: GPU ordinal.
+    #[arg(long, default_value_t = 0)]
+    pub gpu: usize,
 }
 
 #[derive(Args, Debug)]

@@ -85,64 +85,7 @@ pub fn bench(a: CudaBenchArgs) -> Result<()> {
             .map(|s| parse_case(s))
             .collect::<Result<_>>()?
     };
-    let tokens: u32 = cases
-        .iter()
-        .map(|c| {
-            c.features.prefill.iter().map(|p| p.0).sum::<u32>() + c.features.decode.len() as u32
-        })
-        .max()
-        .unwrap_or(1);
-    let seqs = cases
-        .iter()
-        .map(|c| (c.features.prefill.len() + c.features.decode.len()) as u32)
-        .max()
-        .unwrap_or(1);
-    let ctx: u32 = cases
-        .iter()
-        .flat_map(|c| {
-            c.features
-                .decode
-                .iter()
-                .copied()
-                .chain(c.features.prefill.iter().map(|p| p.0 + p.1))
-        })
-        .max()
-        .unwrap_or(1)
-        + 1;
-    let blocks: u32 = cases
-        .iter()
-        .map(|c| {
-            c.features
-                .decode
-                .iter()
-                .map(|&x| (x + 1).div_ceil(16))
-                .sum::<u32>()
-                + c.features
-                    .prefill
-                    .iter()
-                    .map(|p| (p.0 + p.1).div_ceil(16))
-                    .sum::<u32>()
-        })
-        .max()
-        .unwrap_or(1);
-    let cap = Capacity {
-        num_blocks: blocks,
-        block_size: 16,
-        max_tokens: tokens,
-        max_seqs: seqs,
-        max_context: ctx,
-    };
-    let dev = Device::open(a.engine.gpu)?;
-    eprintln!(
-        "cuda-bench: {} — {} layers, hidden {}, {:.2} B parameters; KV pool {} blocks",
-        dev.name,
-        cfg.num_hidden_layers,
-        cfg.hidden_size,
-        cfg.params() as f64 / 1e9,
-        blocks
-    );
-    let mut model = Model::load(dev, cfg, &weights(&a.engine), cap)?;
-    model.randomize_kv(7)?;
+    let mut model = model_for(&cases, cfg, a.engine.gpu, &weights(&a.engine))?;
     let (results, records) = bench::run(&mut model, &cases, a.reps.max(1), Ceilings::default())?;
     println!(
         "  {:<28} {:>10} {:>10} {:>7} {:>9}",
@@ -295,4 +238,120 @@ pub fn check(a: CudaCheckArgs) -> Result<()> {
     )
     .with_context(|| format!("{}: cannot write", a.out.display()))?;
     Ok(())
+}
+
+/// A model whose KV pool and batch limits fit the largest of `cases`, with random KV.
+fn model_for(cases: &[BenchCase], cfg: ModelConfig, gpu: usize, w: &Weights) -> Result<Model> {
+    let tokens: u32 = cases
+        .iter()
+        .map(|c| {
+            c.features.prefill.iter().map(|p| p.0).sum::<u32>() + c.features.decode.len() as u32
+        })
+        .max()
+        .unwrap_or(1);
+    let seqs = cases
+        .iter()
+        .map(|c| (c.features.prefill.len() + c.features.decode.len()) as u32)
+        .max()
+        .unwrap_or(1);
+    let ctx: u32 = cases
+        .iter()
+        .flat_map(|c| {
+            c.features
+                .decode
+                .iter()
+                .copied()
+                .chain(c.features.prefill.iter().map(|p| p.0 + p.1))
+        })
+        .max()
+        .unwrap_or(1)
+        + 1;
+    let blocks: u32 = cases
+        .iter()
+        .map(|c| {
+            c.features
+                .decode
+                .iter()
+                .map(|&x| (x + 1).div_ceil(16))
+                .sum::<u32>()
+                + c.features
+                    .prefill
+                    .iter()
+                    .map(|p| (p.0 + p.1).div_ceil(16))
+                    .sum::<u32>()
+        })
+        .max()
+        .unwrap_or(1);
+    let cap = Capacity {
+        num_blocks: blocks,
+        block_size: 16,
+        max_tokens: tokens,
+        max_seqs: seqs,
+        max_context: ctx,
+    };
+    let dev = Device::open(gpu)?;
+    eprintln!(
+        "cuda-bench: {} — {} layers, hidden {}, {:.2} B parameters; KV pool {} blocks",
+        dev.name,
+        cfg.num_hidden_layers,
+        cfg.hidden_size,
+        cfg.params() as f64 / 1e9,
+        blocks
+    );
+    let model = Model::load(dev, cfg, w, cap)?;
+    model.randomize_kv(7)?;
+    Ok(model)
+}
+
+/// `calibrate --microbench`: GEMM curves, copy bandwidth and a grid of forward steps on the GPU; the
+/// profile is fitted to the forward steps, the curves are written beside it (`microbench.json`).
+pub fn microbench_calibrate(a: &crate::cli::CalibrateArgs) -> Result<()> {
+    use serverbench_cuda::microbench;
+    let cfg = ModelConfig::preset(&a.model)
+        .ok_or_else(|| anyhow!("--model: no CUDA model preset {:?} (presets: qwen3-8b)", a.model))?;
+    let cases = microbench::step_grid();
+    let model = model_for(&cases, cfg.clone(), a.gpu, &Weights::Random { seed: 0 })?;
+    let mut model = model;
+    eprintln!("microbench: GEMM shapes");
+    let tokens = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192];
+    let gemms = microbench::gemm_curve(&model.dev, &microbench::gemm_shapes(&cfg), &tokens, 10)?;
+    eprintln!("microbench: copy bandwidth");
+    let copy = microbench::copy_bandwidth(&model.dev, 1 << 30, 10)?;
+    eprintln!("microbench: {} forward steps", cases.len());
+    let (results, records) = bench::run(&mut model, &cases, 5, Ceilings::default())?;
+    let target = crate::calibrate::parse_target(&a.target)?;
+    let samples: Vec<serverbench_calibration::StepSample> = records
+        .iter()
+        .map(|r| serverbench_calibration::StepSample {
+            prefill: r.features.prefill.clone(),
+            decode: r.features.decode.clone(),
+            seconds: match target {
+                serverbench_calibration::FitTarget::Wall => r.wall_ms,
+                serverbench_calibration::FitTarget::Gpu => r.gpu_ms,
+            } / 1e3,
+        })
+        .collect();
+    let inputs = vec![format!(
+        "microbenchmark on {}: {} forward steps ({} cases × 5), {} GEMM timings, copy bandwidth {:.0} GB/s",
+        model.dev.name,
+        samples.len(),
+        cases.len(),
+        gemms.len(),
+        copy / 1e9
+    )];
+    let fit = crate::calibrate::fit_steps(a, &samples, inputs, "microbenchmark least squares", Some(target))?;
+    crate::calibrate::report(&fit);
+    for g in gemms.iter().filter(|g| g.shape == "gate_up") {
+        eprintln!("  gate_up GEMM at {:>5} tokens: {:>7.3} ms, {:>6.1} TFLOP/s, {:>6.0} GB/s of weights", g.tokens, g.ms, g.tflops, g.weight_gbps);
+    }
+    eprintln!("  device-to-device copy: {:.0} GB/s", copy / 1e9);
+    if let Some(path) = &a.out {
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+        crate::output::write_json(
+            dir,
+            "microbench.json",
+            &serde_json::json!({ "device": model.dev.name, "copy_bytes_per_s": copy, "gemm": gemms, "steps": results }),
+        )?;
+    }
+    crate::calibrate::write_profile(&fit.profile, a.out.as_deref())
 }

@@ -1,11 +1,14 @@
 //! The `serverbench` binary: argument parsing, progress bars, tables, files and exit codes.
 //! All the work happens in the library crates; this crate is glue.
 
+mod calibrate;
 mod cli;
+mod compare;
 mod cuda;
 mod inputs;
 mod output;
 mod plot;
+mod probe;
 mod real;
 mod screen;
 mod simulate;
@@ -39,6 +42,8 @@ fn try_main() -> anyhow::Result<()> {
         cli::Command::Serve(a) => real::serve(a),
         cli::Command::CudaBench(a) => cuda::bench(a),
         cli::Command::CudaCheck(a) => cuda::check(a),
+        cli::Command::Compare(a) => compare::run(a),
+        cli::Command::Calibrate(a) => calibrate::run(a),
         cli::Command::Workload(w) => workload::run(w),
     }
 }

@@ -333,3 +333,61 @@ fn latency_panel(
         .map_err(err)?;
     Ok(())
 }
+
+/// Panels of simulated (y) against measured (x) values, one point per run, with the line y = x.
+pub fn compare_svg(title: &str, panels: &[(&str, Vec<(f64, f64)>)]) -> Result<String> {
+    let cols = 3;
+    let rows = panels.len().div_ceil(cols);
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (1050, 330 * rows as u32 + 40))
+            .into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let (top, rest) = root.split_vertically(40);
+        top.titled(title, ("sans-serif", 18)).map_err(err)?;
+        for (area, (name, points)) in rest.split_evenly((rows, cols)).iter().zip(panels) {
+            scatter_panel(area, name, points)?;
+        }
+        root.present().map_err(err)?;
+    }
+    Ok(svg)
+}
+
+fn scatter_panel(area: &Area<'_>, name: &str, points: &[(f64, f64)]) -> Result<()> {
+    let hi = points
+        .iter()
+        .flat_map(|&(x, y)| [x, y])
+        .filter(|v| v.is_finite())
+        .fold(0.0, f64::max)
+        .max(1e-9)
+        * 1.1;
+    let mut chart = ChartBuilder::on(area)
+        .caption(name, ("sans-serif", 15))
+        .margin(10)
+        .x_label_area_size(30)
+        .y_label_area_size(56)
+        .build_cartesian_2d(0f64..hi, 0f64..hi)
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .x_desc("measured")
+        .y_desc("simulated")
+        .max_light_lines(1)
+        .draw()
+        .map_err(err)?;
+    chart
+        .draw_series(std::iter::once(PathElement::new(
+            vec![(0.0, 0.0), (hi, hi)],
+            BLACK.mix(0.4).stroke_width(1),
+        )))
+        .map_err(err)?;
+    chart
+        .draw_series(
+            points
+                .iter()
+                .filter(|(x, y)| x.is_finite() && y.is_finite())
+                .map(|&(x, y)| Circle::new((x, y), 4, BLUE.filled())),
+        )
+        .map_err(err)?;
+    Ok(())
+}

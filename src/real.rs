@@ -95,6 +95,7 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
     let source = inputs::source(&a.workload, a.seed, d.context_limit)?;
     let model = a.model.clone().unwrap_or_else(|| d.model.clone());
     let rt = runtime()?;
+    let mut local = None;
     let url = match (&a.url, a.engine.engine.as_str()) {
         (Some(u), "emulated") => u.clone(),
         (None, "cuda") => {
@@ -109,8 +110,12 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
                     .map_or(d.model_spec().vocab, |c| c.model.vocab_size),
                 cuda,
             };
-            rt.block_on(serverbench_backends::spawn_local(cfg))
-                .context("cannot start the CUDA engine")?
+            let server = rt
+                .block_on(serverbench_backends::spawn_local_server(cfg))
+                .context("cannot start the CUDA engine")?;
+            let url = server.url.clone();
+            local = Some(server);
+            url
         }
         (None, "emulated") => bail!(
             "--url: required (or --engine cuda to replay against the CUDA engine in this process)"
@@ -173,6 +178,10 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
         &|s| bar.set_position(s as u64),
     ))?;
     bar.finish_and_clear();
+    if let Some(server) = local {
+        // End the engine thread (and release the GPU, flush the step log) before the process exits.
+        rt.block_on(server.stop());
+    }
     if out.client.interrupted {
         println!(
             "  interrupted: scored the {:.0} s measured so far\n",

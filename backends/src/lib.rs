@@ -15,4 +15,6 @@ pub mod sse;
 pub use client::{ClientConfig, HttpClient, StreamResult};
 pub use driver::{natural_stop_probe, run_real, ClientStats, RealConfig, RealOutput, RecordSink};
 pub use openai::{Api, Usage};
-pub use server::{prompt_blocks, serve, spawn_local, CudaServe, ServeConfig};
+pub use server::{
+    prompt_blocks, serve, spawn_local, spawn_local_server, CudaServe, LocalServer, ServeConfig,
+};

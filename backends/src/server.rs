@@ -86,6 +86,56 @@ struct Emulator {
     submit: Mutex<std_mpsc::Sender<Submission>>,
     metrics: Arc<Mutex<Metrics>>,
     cfg: ServeConfig,
+    engine: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl Drop for Emulator {
+    /// Closes the submission channel and waits for the engine thread, so that the engine (and the GPU
+    /// memory, step log and CUDA context it holds) is released before the process exits.
+    fn drop(&mut self) {
+        if let Ok(submit) = self.submit.get_mut() {
+            *submit = std_mpsc::channel().0;
+        }
+        if let Some(h) = self.engine.get_mut().ok().and_then(|h| h.take()) {
+            let _ = h.join();
+        }
+    }
+}
+
+/// A server started by [`spawn_local_server`]; [`LocalServer::stop`] ends it and its engine thread.
+pub struct LocalServer {
+    /// Base URL, `http://127.0.0.1:PORT`.
+    pub url: String,
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl LocalServer {
+    /// Stops accepting requests, lets open ones end (at most 30 s) and waits for the engine thread.
+    pub async fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = tokio::time::timeout(Duration::from_secs(30), self.task).await;
+    }
+}
+
+/// Like [`spawn_local`], but stoppable: use it when the engine must be released before the process ends
+/// (the CUDA engine).
+pub async fn spawn_local_server(cfg: ServeConfig) -> std::io::Result<LocalServer> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let url = format!("http://{}", listener.local_addr()?);
+    let router = router(cfg).map_err(std::io::Error::other)?;
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        let _ = axum::serve(listener, router)
+            .with_graceful_shutdown(async move {
+                let _ = stopped.await;
+            })
+            .await;
+    });
+    Ok(LocalServer { url, stop, task })
 }
 
 /// Runs the engine thread and serves HTTP on `listener` until the process ends.
@@ -115,7 +165,7 @@ fn router(cfg: ServeConfig) -> Result<Router, String> {
     let metrics = Arc::new(Mutex::new(Metrics::default()));
     let (cost, scale, m2) = (cfg.cost.clone(), cfg.time_scale, metrics.clone());
     let thread = std::thread::Builder::new().name("serverbench-engine".into());
-    match cfg.cuda.clone() {
+    let engine = match cfg.cuda.clone() {
         None => thread.spawn(move || engine_loop(replica, cost, scale, rx, m2)),
         Some(c) => {
             let (ready_tx, ready_rx) = std_mpsc::channel();
@@ -141,6 +191,7 @@ fn router(cfg: ServeConfig) -> Result<Router, String> {
         submit: Mutex::new(tx),
         metrics,
         cfg,
+        engine: Mutex::new(Some(engine)),
     });
     Ok(Router::new()
         .route("/v1/completions", post(completions))

@@ -2,7 +2,7 @@
 //! `t = max(t_compute, t_memory) + t_allreduce + t_overhead` (SPEC §5). Pure arithmetic, no state.
 
 use crate::model::{streamed_weight_bytes, AttentionLayers, HardwareSpec, ModelSpec, WeightDtype};
-use crate::profile::Profile;
+use crate::profile::{Profile, StepTime};
 
 /// What a step computes, accumulated one sequence at a time by the scheduler.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -27,6 +27,8 @@ pub struct BatchShape {
     pub spec_tokens: u64,
     /// Sequential draft passes before the verify step (`k` for a draft model or MTP head, 0 otherwise).
     pub draft_passes: u32,
+    /// The longest KV span (cached prefix + chunk) one prefill chunk's attention sweeps.
+    pub prefill_span_max: u32,
 }
 
 impl BatchShape {
@@ -38,6 +40,7 @@ impl BatchShape {
         self.prefill_seqs += 1;
         self.prefill_context += prefix as u64;
         self.full_pairs += l * p + l * (l + 1.0) / 2.0;
+        self.prefill_span_max = self.prefill_span_max.max(prefix.saturating_add(len));
         if let Some(w) = window {
             self.sliding_pairs += windowed_pairs(prefix as u64, len as u64, w as u64);
             self.sliding_context += prefix.min(w) as u64;
@@ -89,12 +92,29 @@ fn windowed_pairs(p: u64, l: u64, w: u64) -> f64 {
     ramp_sum + (end - ramp_end) as f64 * w as f64
 }
 
+/// One step's time by kind of work, before the profile's composition combines them.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct StepParts {
+    /// Linear layers at the GEMM efficiency: `2 · params · tokens / (peak · gemm_efficiency)`.
+    pub gemm_s: f64,
+    /// Streaming the weights once at `memory_efficiency`.
+    pub weights_s: f64,
+    /// Attention of prefill chunks and verify tokens (and sliding/linear layers): compute at
+    /// `attention_efficiency`, but never less than the longest chunk's sweep at `attention_sweep_s_per_token`.
+    pub attention_s: f64,
+    /// KV (and recurrent state) read and written at `kv_efficiency`.
+    pub kv_s: f64,
+    /// Terms no efficiency of the fit scales: fixed step overhead, collectives, speculative drafts.
+    pub fixed_s: f64,
+}
+
 /// Seconds per unit of each batch feature, precomputed for one deployment.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CostModel {
     linear_s_per_token: f64,
     gemm_half_tokens: f64,
     full_s_per_pair: f64,
+    sweep_s_per_token: f64,
     sliding_s_per_pair: f64,
     linear_attention_s_per_token: f64,
     weights_s: f64,
@@ -108,6 +128,7 @@ pub struct CostModel {
     per_sequence_overhead_s: f64,
     draft_weights_s: f64,
     draft_s_per_token: f64,
+    kernel_sum: bool,
     /// The sliding window of the model, if it has sliding layers.
     pub window: Option<u32>,
 }
@@ -143,6 +164,7 @@ impl CostModel {
         let (m, hw, p) = (i.model, i.hardware, i.profile);
         let tp = i.tp.max(1) as f64;
         let bw = hw.memory_bandwidth * p.memory_efficiency;
+        let kv_bw = hw.memory_bandwidth * p.kv_efficiency.unwrap_or(p.memory_efficiency);
         let peak = hw.bf16_flops * p.gemm_efficiency;
         let attn_peak = hw.bf16_flops * p.attention_efficiency;
         let compute_factor = match i.dtype {
@@ -163,8 +185,8 @@ impl CostModel {
                 let b = s.kv_bytes_per_token_per_layer() as f64 * shard;
                 (
                     s.flops_per_pair() / tp / attn_peak,
-                    s.layers as f64 * b / bw,
-                    s.kv_layers as f64 * b / bw,
+                    s.layers as f64 * b / kv_bw,
+                    s.kv_layers as f64 * b / kv_bw,
                 )
             }
             None => (0.0, 0.0, 0.0),
@@ -182,18 +204,20 @@ impl CostModel {
             linear_s_per_token: 2.0 * m.matmul_params / tp / peak * compute_factor,
             gemm_half_tokens: p.gemm_half_tokens,
             full_s_per_pair: fa.flops_per_pair() / tp / attn_peak,
+            sweep_s_per_token: p.attention_sweep_s_per_token,
             sliding_s_per_pair,
             linear_attention_s_per_token,
             weights_s: streamed_weight_bytes(m, i.dtype, i.group_size) / tp / weight_bw,
-            full_read_s_per_token: fa.layers as f64 * per_layer * full_shard / bw,
+            full_read_s_per_token: fa.layers as f64 * per_layer * full_shard / kv_bw,
             sliding_read_s_per_token: sliding_read,
-            kv_write_s_per_token: fa.kv_layers as f64 * per_layer * full_shard / bw + sliding_write,
+            kv_write_s_per_token: fa.kv_layers as f64 * per_layer * full_shard / kv_bw
+                + sliding_write,
             state_s_per_seq: 2.0
                 * m.linear_attention
                     .as_ref()
                     .map_or(0.0, |l| (l.layers as u64 * l.state_bytes_per_layer) as f64)
                 / tp
-                / bw,
+                / kv_bw,
             allreduce_s: collective * hw.link_latency_s,
             allreduce_s_per_token: collective * m.hidden as f64 * 2.0 * ring
                 / (hw.link_bandwidth * p.allreduce_efficiency),
@@ -201,6 +225,7 @@ impl CostModel {
             per_sequence_overhead_s: p.per_sequence_overhead_s,
             draft_weights_s: 2.0 * i.draft_params / tp / bw,
             draft_s_per_token: 2.0 * i.draft_params / tp / peak,
+            kernel_sum: p.step_time == StepTime::KernelSum,
             window: m.sliding_attention.as_ref().and_then(|s| s.window),
         }
     }
@@ -208,20 +233,26 @@ impl CostModel {
     /// Seconds one step takes; 0 for an empty batch.
     #[inline]
     pub fn step_seconds(&self, b: &BatchShape) -> f64 {
-        let n = b.tokens() as f64;
-        if n == 0.0 {
+        let parts = self.parts(b);
+        if b.tokens() == 0 {
             return 0.0;
         }
-        let gemm = self.linear_s_per_token * (n + self.gemm_half_tokens);
-        let attention = (b.full_pairs + b.decode_context as f64 + b.decode_seqs as f64)
-            * self.full_s_per_pair
-            + b.sliding_pairs * self.sliding_s_per_pair;
-        let compute = gemm + attention + n * self.linear_attention_s_per_token;
-        let memory = self.weights_s
-            + (b.prefill_context + b.decode_context) as f64 * self.full_read_s_per_token
-            + b.sliding_context as f64 * self.sliding_read_s_per_token
-            + n * self.kv_write_s_per_token
-            + b.seqs() as f64 * self.state_s_per_seq;
+        let body = if self.kernel_sum {
+            parts.weights_s.max(parts.gemm_s) + parts.attention_s + parts.kv_s
+        } else {
+            let compute = parts.gemm_s
+                + self.linear_s_per_token * self.gemm_half_tokens
+                + parts.attention_s
+                + (b.decode_context + b.decode_seqs as u64) as f64 * self.full_s_per_pair;
+            compute.max(parts.weights_s + parts.kv_s)
+        };
+        body + parts.fixed_s + b.seqs() as f64 * self.per_sequence_overhead_s
+    }
+
+    /// The step's time split into the terms a profile's efficiencies scale (see [`StepParts`]).
+    #[inline]
+    pub fn parts(&self, b: &BatchShape) -> StepParts {
+        let n = b.tokens() as f64;
         let draft = if b.draft_passes > 0 {
             let per_pass = self
                 .draft_weights_s
@@ -230,12 +261,19 @@ impl CostModel {
         } else {
             0.0
         };
-        compute.max(memory)
-            + draft
-            + self.allreduce_s
-            + n * self.allreduce_s_per_token
-            + self.step_overhead_s
-            + b.seqs() as f64 * self.per_sequence_overhead_s
+        StepParts {
+            gemm_s: self.linear_s_per_token * n,
+            weights_s: self.weights_s,
+            attention_s: (b.full_pairs * self.full_s_per_pair)
+                .max(b.prefill_span_max as f64 * self.sweep_s_per_token)
+                + b.sliding_pairs * self.sliding_s_per_pair
+                + n * self.linear_attention_s_per_token,
+            kv_s: (b.prefill_context + b.decode_context) as f64 * self.full_read_s_per_token
+                + b.sliding_context as f64 * self.sliding_read_s_per_token
+                + n * self.kv_write_s_per_token
+                + b.seqs() as f64 * self.state_s_per_seq,
+            fixed_s: draft + self.allreduce_s + n * self.allreduce_s_per_token + self.step_overhead_s,
+        }
     }
 
     /// Step time in integer nanoseconds (at least 1 for a non-empty batch).

@@ -6,17 +6,19 @@
 //! a buried constant.
 
 pub mod cost;
+pub mod fit;
 pub mod memory;
 pub mod model;
 pub mod profile;
 
-pub use cost::{BatchShape, CostInputs, CostModel};
+pub use cost::{BatchShape, CostInputs, CostModel, StepParts};
+pub use fit::{fit_profile, parse_step_log, Coefficients, Fit, FitError, FitSetup, FitTarget, StepSample};
 pub use memory::{memory_plan, MemoryPlan};
 pub use model::{
     streamed_weight_bytes, weight_bytes, AttentionLayers, HardwareSpec, LinearLayers, ModelSpec,
     WeightDtype, GIB, MIB,
 };
-pub use profile::Profile;
+pub use profile::{FitRecord, Profile, StepTime};
 
 use std::fmt;
 

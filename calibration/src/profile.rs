@@ -35,11 +35,125 @@ pub struct Profile {
     pub int4_compute_penalty: f64,
     /// Speed-up of linear-layer compute for fp8 weights over bf16.
     pub fp8_compute_speedup: f64,
+    /// How the step's parts combine into its time (`roofline` unless the profile says otherwise).
+    #[serde(default)]
+    pub step_time: StepTime,
+    /// Latency floor of prefill attention: seconds per KV token (prefix + chunk) the longest chunk sweeps, all
+    /// layers together. A short chunk over a long prefix cannot fill the GPU; 0 means no floor.
+    #[serde(default)]
+    pub attention_sweep_s_per_token: f64,
+    /// Fraction of peak memory bandwidth reached by attention reading and writing KV (`memory_efficiency` if absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_efficiency: Option<f64>,
+    /// How a fitted profile was obtained: the inputs, where and when, and the error of the fit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fit: Option<FitRecord>,
+}
+
+/// How the parts of a step combine into its duration.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepTime {
+    /// `max(all compute, all memory traffic)` plus overheads: the whole step overlaps perfectly (SPEC §5).
+    #[default]
+    Roofline,
+    /// Kernels run one after another: `max(weight streaming, GEMM compute)` + attention compute + KV traffic
+    /// + overheads. What the fit uses; it matches an engine that launches its kernels in sequence.
+    KernelSum,
+}
+
+/// Provenance and quality of a fitted profile.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FitRecord {
+    /// The method (`step-log least squares`, `derived`, …).
+    pub method: String,
+    /// The inputs it was fitted from (files with their line counts, or the profile it was derived from).
+    pub inputs: Vec<String>,
+    /// The model whose steps were measured.
+    pub model: String,
+    /// Where the measurements were taken (GPU, engine, machine).
+    pub measured_on: String,
+    /// When the profile was fitted (UTC, RFC 3339).
+    pub fitted_at: String,
+    /// Which time of each step was fitted (`wall` or `gpu`), if fitted from steps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// Steps used to fit.
+    #[serde(default)]
+    pub steps_fitted: usize,
+    /// Steps held out to measure the error (every fifth step).
+    #[serde(default)]
+    pub steps_held_out: usize,
+    /// Median absolute percentage error of the step time on held-out steps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_out_median_ape: Option<f64>,
+    /// 90th-percentile absolute percentage error on held-out steps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_out_p90_ape: Option<f64>,
+    /// Free-text notes: assumptions, uncertainty.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub notes: String,
+}
+
+/// Profiles shipped in the repository's `profiles/` directory, compiled in.
+const SHIPPED: [(&str, &str); 2] = [
+    (
+        "profiles/h200-qwen3-8b-cuda.yaml",
+        include_str!("../../profiles/h200-qwen3-8b-cuda.yaml"),
+    ),
+    (
+        "profiles/l40-derived.yaml",
+        include_str!("../../profiles/l40-derived.yaml"),
+    ),
+];
+
+fn shipped() -> &'static [Profile] {
+    static PARSED: std::sync::OnceLock<Vec<Profile>> = std::sync::OnceLock::new();
+    PARSED.get_or_init(|| {
+        SHIPPED
+            .iter()
+            .map(|(file, text)| {
+                Profile::from_yaml(file, text).unwrap_or_else(|e| panic!("shipped profile: {e}"))
+            })
+            .collect()
+    })
 }
 
 impl Profile {
-    /// The built-in profiles (datasheet figures, not fitted).
+    /// The built-in profiles: the datasheet ones, then those shipped in `profiles/` (fitted or derived).
     pub fn presets() -> Vec<Profile> {
+        let mut all = Self::datasheet_presets();
+        all.extend(shipped().iter().cloned());
+        all
+    }
+
+    /// Names of the built-in profiles, comma-separated (for error messages).
+    pub fn preset_names() -> String {
+        Self::presets()
+            .iter()
+            .map(|p| p.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// Keeps every efficiency and overhead of `self` (fractions of peak, host costs) and moves them to
+    /// another GPU: the derivation of a profile for hardware that was not measured.
+    pub fn derived_for(&self, hardware: &str, name: &str, record: FitRecord) -> Profile {
+        Profile {
+            name: name.into(),
+            hardware: hardware.into(),
+            fitted: false,
+            source: format!(
+                "derived from profile {} (its efficiencies and overheads) and the {hardware} datasheet peaks",
+                self.name
+            ),
+            fit: Some(record),
+            ..self.clone()
+        }
+    }
+
+    fn datasheet_presets() -> Vec<Profile> {
         vec![
             Profile {
                 name: "l40-datasheet".into(),
@@ -56,6 +170,10 @@ impl Profile {
                 int4_bandwidth_efficiency: 0.75,
                 int4_compute_penalty: 1.12,
                 fp8_compute_speedup: 1.6,
+                step_time: StepTime::Roofline,
+                attention_sweep_s_per_token: 0.0,
+                kv_efficiency: None,
+                fit: None,
             },
             Profile {
                 name: "h200-datasheet".into(),
@@ -72,6 +190,10 @@ impl Profile {
                 int4_bandwidth_efficiency: 0.75,
                 int4_compute_penalty: 1.12,
                 fp8_compute_speedup: 1.6,
+                step_time: StepTime::Roofline,
+                attention_sweep_s_per_token: 0.0,
+                kv_efficiency: None,
+                fit: None,
             },
         ]
     }
@@ -90,7 +212,8 @@ impl Profile {
             ("allreduce_efficiency", self.allreduce_efficiency),
             ("int4_bandwidth_efficiency", self.int4_bandwidth_efficiency),
         ];
-        for (name, v) in fractions {
+        let kv = ("kv_efficiency", self.kv_efficiency.unwrap_or(self.memory_efficiency));
+        for (name, v) in fractions.into_iter().chain([kv]) {
             if !(v > 0.0 && v <= 1.0) {
                 return Err(format!("{name}: must be in (0, 1], got {v}"));
             }
@@ -99,6 +222,7 @@ impl Profile {
             ("gemm_half_tokens", self.gemm_half_tokens),
             ("step_overhead_s", self.step_overhead_s),
             ("per_sequence_overhead_s", self.per_sequence_overhead_s),
+            ("attention_sweep_s_per_token", self.attention_sweep_s_per_token),
         ];
         for (name, v) in non_negative {
             if !(v >= 0.0 && v.is_finite()) {
@@ -125,12 +249,25 @@ mod tests {
 
     #[test]
     fn presets_are_valid_labelled_and_round_trip() {
-        for p in Profile::presets() {
+        for p in Profile::datasheet_presets() {
             p.check().unwrap();
             assert!(!p.fitted, "datasheet profiles must say they are not fitted");
             let text = serde_yaml::to_string(&p).unwrap();
             assert_eq!(Profile::from_yaml("p.yaml", &text).unwrap(), p);
         }
+    }
+
+    #[test]
+    fn shipped_profiles_parse_and_say_how_they_were_made() {
+        let fitted = Profile::preset("h200-qwen3-8b-cuda").unwrap();
+        assert!(fitted.fitted && fitted.step_time == StepTime::KernelSum);
+        let record = fitted.fit.as_ref().unwrap();
+        assert!(record.held_out_median_ape.is_some() && record.steps_held_out > 0);
+        let derived = Profile::preset("l40-derived").unwrap();
+        assert!(!derived.fitted, "a derived profile is not measured");
+        assert_eq!(derived.hardware, "l40");
+        assert!(derived.source.contains("derived"));
+        assert_eq!(derived.gemm_efficiency, fitted.gemm_efficiency);
     }
 
     #[test]

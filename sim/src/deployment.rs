@@ -309,7 +309,7 @@ impl Deployment {
             (2.0, 0.020),
         );
         h200.hardware = "h200".into();
-        h200.profile = "h200-datasheet".into();
+        h200.profile = "h200-qwen3-8b-cuda".into();
         h200.gpu_hour_dollars = 3.50;
         vec![
             l40(
@@ -445,8 +445,9 @@ impl Deployment {
         }
         if Profile::preset(&self.profile).is_none() {
             return Err(format!(
-                "profile: unknown profile {:?} (known: l40-datasheet, h200-datasheet)",
-                self.profile
+                "profile: unknown profile {:?} (known: {})",
+                self.profile,
+                Profile::preset_names()
             ));
         }
         let e = &self.engine;

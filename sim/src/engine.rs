@@ -471,7 +471,7 @@ impl Replica {
         let n = (chain.len() as u64 * workload_block_size as u64 / ebs as u64) as u32;
         let h = |i| engine_hash(chain, workload_block_size, ebs, i);
         let m = self.kv.cache.lookup(ROOT, 0, n, h);
-        let room = self.kv.free().saturating_sub(self.kv.total() / 4);
+        let room = self.kv.free();
         let n = n.min(m.blocks + room as u32);
         if n <= m.blocks {
             return;

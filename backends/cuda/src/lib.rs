@@ -10,6 +10,7 @@ pub mod config;
 pub mod device;
 pub mod engine;
 pub mod error;
+pub mod microbench;
 pub mod model;
 
 pub use batch::{pack, Entry, Packed, StepFeatures};

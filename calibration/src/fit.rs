@@ -1,0 +1,743 @@
+//! Fitting a profile's efficiencies to a real engine's step log by bounded least squares.
+//! Parses step-log text and does arithmetic; never reads files, never looks at the clock (the caller
+//! passes provenance in).
+
+use crate::cost::{BatchShape, CostInputs, CostModel, StepParts};
+use crate::model::{HardwareSpec, ModelSpec, WeightDtype};
+use crate::profile::{FitRecord, Profile, StepTime};
+use crate::ConfigError;
+use serde::Deserialize;
+
+/// One measured step: what it computed and how long it took.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StepSample {
+    /// Prefill chunks as (tokens, cached tokens before the chunk).
+    pub prefill: Vec<(u32, u32)>,
+    /// Decode sequences' contexts.
+    pub decode: Vec<u32>,
+    /// Measured duration, seconds.
+    pub seconds: f64,
+}
+
+impl StepSample {
+    /// The step as the cost model sees it.
+    pub fn shape(&self, window: Option<u32>) -> BatchShape {
+        let mut b = BatchShape::default();
+        for &(len, cached) in &self.prefill {
+            b.add_prefill(len, cached, window);
+        }
+        for &ctx in &self.decode {
+            b.add_decode(ctx, window);
+        }
+        b
+    }
+}
+
+/// Which duration of a logged step to fit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FitTarget {
+    /// The whole step as the engine loop saw it (packing, upload, forward, sampling): what clients wait for.
+    Wall,
+    /// The forward pass alone (CUDA events).
+    Gpu,
+}
+
+impl FitTarget {
+    /// The name written to the profile.
+    pub fn name(self) -> &'static str {
+        match self {
+            FitTarget::Wall => "wall",
+            FitTarget::Gpu => "gpu",
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct LogLine {
+    gpu_ms: f64,
+    wall_ms: f64,
+    prefill: Vec<(u32, u32)>,
+    decode: Vec<u32>,
+}
+
+/// Parses a step log (JSON lines as the CUDA engine writes them); the error names the file, line and field.
+/// Blank lines are skipped; a line with no work or a non-positive time is an error, never dropped silently.
+pub fn parse_step_log(
+    file: &str,
+    text: &str,
+    target: FitTarget,
+) -> Result<Vec<StepSample>, ConfigError> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let lineno = i + 1;
+        let mut de = serde_json::Deserializer::from_str(line);
+        let l: LogLine = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+            let path = e.path().to_string();
+            let field = if path == "." || path == "?" {
+                String::new()
+            } else {
+                path
+            };
+            ConfigError::new(file, lineno, field, e.into_inner().to_string())
+        })?;
+        let (field, ms) = match target {
+            FitTarget::Wall => ("wall_ms", l.wall_ms),
+            FitTarget::Gpu => ("gpu_ms", l.gpu_ms),
+        };
+        if !(ms > 0.0 && ms.is_finite()) {
+            return Err(ConfigError::new(
+                file,
+                lineno,
+                field,
+                format!("must be a positive number of milliseconds, got {ms}"),
+            ));
+        }
+        if l.prefill.is_empty() && l.decode.is_empty() {
+            return Err(ConfigError::new(
+                file,
+                lineno,
+                "prefill",
+                "a step with no prefill chunk and no decode sequence",
+            ));
+        }
+        if let Some(j) = l.prefill.iter().position(|&(len, _)| len == 0) {
+            return Err(ConfigError::new(
+                file,
+                lineno,
+                format!("prefill[{j}]"),
+                "a prefill chunk of 0 tokens",
+            ));
+        }
+        out.push(StepSample {
+            prefill: l.prefill,
+            decode: l.decode,
+            seconds: ms / 1e3,
+        });
+    }
+    Ok(out)
+}
+
+/// The fitted coefficients: efficiencies and overheads, and the weight-streaming knee.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Coefficients {
+    /// Fixed seconds per step.
+    pub step_overhead_s: f64,
+    /// Seconds per sequence in the step.
+    pub per_sequence_overhead_s: f64,
+    /// Fraction of peak reached by the GEMMs.
+    pub gemm_efficiency: f64,
+    /// Fraction of peak bandwidth reached streaming weights.
+    pub memory_efficiency: f64,
+    /// Fraction of peak reached by attention compute.
+    pub attention_efficiency: f64,
+    /// Fraction of peak bandwidth reached by KV reads and writes.
+    pub kv_efficiency: f64,
+    /// Latency floor of a prefill chunk's attention, seconds per KV token of its span.
+    pub attention_sweep_s_per_token: f64,
+}
+
+/// Error of a fit on a set of steps.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FitError {
+    /// Steps measured.
+    pub steps: usize,
+    /// Median absolute percentage error (a fraction: 0.05 is 5 %).
+    pub median_ape: f64,
+    /// 90th-percentile absolute percentage error.
+    pub p90_ape: f64,
+}
+
+/// The result of [`fit_profile`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct Fit {
+    /// The coefficients.
+    pub coefficients: Coefficients,
+    /// The profile (`step_time: kernel_sum`) carrying them; `fit` filled from the caller's provenance.
+    pub profile: Profile,
+    /// Error on the steps fitted.
+    pub train: FitError,
+    /// Error on the held-out steps (every fifth).
+    pub held_out: FitError,
+}
+
+/// What the fit needs besides the steps.
+#[derive(Clone, Debug)]
+pub struct FitSetup<'a> {
+    /// The model the engine ran.
+    pub model: &'a ModelSpec,
+    /// The GPU it ran on.
+    pub hardware: &'a HardwareSpec,
+    /// Fields the step log cannot inform (all-reduce, int4/fp8 factors) come from this profile.
+    pub base: &'a Profile,
+    /// Name of the new profile.
+    pub name: String,
+    /// Provenance written to the profile; its error fields are filled by the fit.
+    pub record: FitRecord,
+}
+
+/// Lower and upper bounds of the fitted variables, in the order of [`Row::x`]:
+/// step overhead (s), per-sequence overhead (s), 1/gemm_eff, 1/attention_eff, 1/kv_eff.
+const BOUNDS: [(f64, f64); 5] = [
+    (0.0, 1.0),
+    (0.0, 0.01),
+    (1.0, 100.0),
+    (1.0, 100.0),
+    (1.0, 100.0),
+];
+
+/// One step's regressors with every efficiency at 1 and every overhead at 0.
+#[derive(Clone, Copy, Debug)]
+struct Row {
+    parts: StepParts,
+    seqs: f64,
+    /// The longest prefill chunk's KV span, tokens.
+    span: f64,
+    y: f64,
+}
+
+/// The two shape parameters searched outside the least squares.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Shape {
+    /// Tokens below which streaming weights dominates the GEMMs.
+    knee: f64,
+    /// Attention pairs' worth of time one token of a chunk's sweep costs (the latency floor's slope).
+    rho: f64,
+}
+
+/// Unit costs of the fitted model at efficiency 1: one token through the GEMMs, one attention pair.
+#[derive(Clone, Copy, Debug)]
+struct Units {
+    per_token: f64,
+    per_pair: f64,
+}
+
+impl Row {
+    fn x(&self, shape: Shape, u: Units) -> [f64; 5] {
+        let gemm_tokens = self.parts.gemm_s / u.per_token;
+        [
+            1.0,
+            self.seqs,
+            u.per_token * gemm_tokens.max(shape.knee),
+            self.parts.attention_s.max(shape.rho * u.per_pair * self.span),
+            self.parts.kv_s,
+        ]
+    }
+}
+
+fn unit_profile(base: &Profile) -> Profile {
+    Profile {
+        gemm_efficiency: 1.0,
+        gemm_half_tokens: 0.0,
+        attention_efficiency: 1.0,
+        memory_efficiency: 1.0,
+        kv_efficiency: Some(1.0),
+        step_overhead_s: 0.0,
+        per_sequence_overhead_s: 0.0,
+        attention_sweep_s_per_token: 0.0,
+        step_time: StepTime::KernelSum,
+        fit: None,
+        ..base.clone()
+    }
+}
+
+fn cost_model(setup: &FitSetup<'_>, profile: &Profile) -> CostModel {
+    CostModel::new(CostInputs {
+        model: setup.model,
+        hardware: setup.hardware,
+        profile,
+        dtype: WeightDtype::Bf16,
+        group_size: 128,
+        tp: 1,
+        draft_params: 0.0,
+    })
+}
+
+/// Fits a `kernel_sum` profile to measured steps: every fifth step is held out, the rest fitted by least
+/// squares on relative error with every efficiency in [0.01, 1] and overheads non-negative; the knee where
+/// GEMMs turn from weight-streaming to compute bound is searched on a grid and refined by golden section.
+pub fn fit_profile(samples: &[StepSample], setup: &FitSetup<'_>) -> Result<Fit, String> {
+    let unit = unit_profile(setup.base);
+    let unit_cost = cost_model(setup, &unit);
+    let window = unit_cost.window;
+    let rows: Vec<Row> = samples
+        .iter()
+        .map(|s| {
+            let b = s.shape(window);
+            let mut parts = unit_cost.parts(&b);
+            parts.fixed_s = 0.0;
+            Row {
+                parts,
+                seqs: b.seqs() as f64,
+                span: b.prefill_span_max as f64,
+                y: s.seconds,
+            }
+        })
+        .collect();
+    let (train, held): (Vec<(usize, Row)>, Vec<(usize, Row)>) =
+        rows.into_iter().enumerate().partition(|(i, _)| i % 5 != 4);
+    let train: Vec<Row> = train.into_iter().map(|(_, r)| r).collect();
+    if train.len() < 10 {
+        return Err(format!(
+            "{} steps: at least 12 are needed to fit and hold out",
+            samples.len()
+        ));
+    }
+    let mut one = BatchShape::default();
+    one.add_decode(0, None);
+    let mut pair = BatchShape::default();
+    pair.add_prefill(1, 0, None);
+    let units = Units {
+        per_token: unit_cost.parts(&one).gemm_s,
+        per_pair: unit_cost.parts(&pair).attention_s,
+    };
+    let weights = unit_cost.parts(&one).weights_s;
+    let (shape, x) = search(&train, units, weights)
+        .ok_or("no feasible fit: the steps are faster than the hardware's peaks allow")?;
+    let coefficients = Coefficients {
+        step_overhead_s: x[0],
+        per_sequence_overhead_s: x[1],
+        gemm_efficiency: 1.0 / x[2],
+        memory_efficiency: (weights / (shape.knee * units.per_token * x[2])).min(1.0),
+        attention_efficiency: 1.0 / x[3],
+        kv_efficiency: 1.0 / x[4],
+        attention_sweep_s_per_token: shape.rho * units.per_pair * x[3],
+    };
+    let mut profile = Profile {
+        name: setup.name.clone(),
+        hardware: setup.hardware.name.clone(),
+        fitted: true,
+        gemm_efficiency: coefficients.gemm_efficiency,
+        gemm_half_tokens: 0.0,
+        attention_efficiency: coefficients.attention_efficiency,
+        memory_efficiency: coefficients.memory_efficiency,
+        kv_efficiency: Some(coefficients.kv_efficiency),
+        attention_sweep_s_per_token: coefficients.attention_sweep_s_per_token,
+        step_overhead_s: coefficients.step_overhead_s,
+        per_sequence_overhead_s: coefficients.per_sequence_overhead_s,
+        step_time: StepTime::KernelSum,
+        fit: None,
+        ..setup.base.clone()
+    };
+    let fitted = cost_model(setup, &profile);
+    let error = |idx: &mut dyn Iterator<Item = usize>| -> FitError {
+        let ape: Vec<f64> = idx
+            .map(|i| {
+                let s = &samples[i];
+                (fitted.step_seconds(&s.shape(window)) - s.seconds).abs() / s.seconds
+            })
+            .collect();
+        summarize(ape)
+    };
+    let train_err = error(&mut (0..samples.len()).filter(|i| i % 5 != 4));
+    let held_err = error(&mut (0..samples.len()).filter(|i| i % 5 == 4));
+    debug_assert_eq!(held_err.steps, held.len());
+    let mut record = setup.record.clone();
+    record.steps_fitted = train_err.steps;
+    record.steps_held_out = held_err.steps;
+    record.held_out_median_ape = Some(held_err.median_ape);
+    record.held_out_p90_ape = Some(held_err.p90_ape);
+    profile.source = format!(
+        "fitted by `serverbench calibrate` ({}) from {}",
+        record.method,
+        record.inputs.join(", ")
+    );
+    profile.fit = Some(record);
+    profile.check()?;
+    Ok(Fit {
+        coefficients,
+        profile,
+        train: train_err,
+        held_out: held_err,
+    })
+}
+
+fn summarize(mut ape: Vec<f64>) -> FitError {
+    ape.sort_by(f64::total_cmp);
+    let at = |q: f64| {
+        if ape.is_empty() {
+            0.0
+        } else {
+            ape[((ape.len() - 1) as f64 * q).round() as usize]
+        }
+    };
+    FitError {
+        steps: ape.len(),
+        median_ape: at(0.5),
+        p90_ape: at(0.9),
+    }
+}
+
+/// A coarse grid over the two shape parameters (knee: log-spaced from its physical minimum to 16K tokens;
+/// rho: 0 and log-spaced from 1 to 10⁵), then alternating golden-section refinement of each around the
+/// best point. Returns the shape and the bounded least-squares solution there.
+fn search(rows: &[Row], u: Units, weights: f64) -> Option<(Shape, [f64; 5])> {
+    // knee = (weights / memory_eff) / (per_token / gemm_eff) ≥ (weights / per_token) · gemm_eff.
+    let min_knee = weights / u.per_token;
+    let solve = |shape: Shape| -> Option<(f64, [f64; 5])> {
+        let (x, cost) = weighted_bounded_lsq(rows, |r| r.x(shape, u))?;
+        // memory efficiency = min_knee / (knee · 1/gemm_eff) must not exceed 1
+        (min_knee <= shape.knee * x[2] * (1.0 + 1e-12)).then_some((cost, x))
+    };
+    let cost = |shape: Shape| solve(shape).map_or(f64::INFINITY, |(c, _)| c);
+    let knees = log_grid(min_knee / BOUNDS[2].1, 16_384.0_f64.max(min_knee * 2.0), 160);
+    let mut rhos = vec![0.0];
+    rhos.extend(log_grid(1.0, 1e5, 50));
+    let mut best = (f64::INFINITY, Shape { knee: knees[0], rho: 0.0 });
+    for &knee in &knees {
+        for &rho in &rhos {
+            let c = cost(Shape { knee, rho });
+            if c < best.0 {
+                best = (c, Shape { knee, rho });
+            }
+        }
+    }
+    if !best.0.is_finite() {
+        return None;
+    }
+    // Alternate golden sections, each over three grid cells either side of the current point, until
+    // neither parameter moves (the two interact: a wrong rho shifts the best knee and back).
+    let (kr, rr) = (knees[1] / knees[0], rhos[2] / rhos[1]);
+    let mut shape = best.1;
+    for _ in 0..12 {
+        let before = shape;
+        shape.knee = golden(
+            (shape.knee / kr.powi(3), shape.knee * kr.powi(3)),
+            shape.knee,
+            |k| cost(Shape { knee: k, ..shape }),
+        );
+        let rho_range = if shape.rho == 0.0 {
+            (0.0, rhos[1])
+        } else {
+            (shape.rho / rr.powi(3), shape.rho * rr.powi(3))
+        };
+        shape.rho = golden(rho_range, shape.rho, |r| cost(Shape { rho: r, ..shape }));
+        if shape == before {
+            break;
+        }
+    }
+    solve(shape).map(|(_, x)| (shape, x))
+}
+
+fn log_grid(lo: f64, hi: f64, steps: usize) -> Vec<f64> {
+    (0..=steps)
+        .map(|i| lo * (hi / lo).powf(i as f64 / steps as f64))
+        .collect()
+}
+
+/// Golden-section search of `f` on `[lo, hi]`; returns the best of the result and `start`.
+fn golden((mut lo, mut hi): (f64, f64), start: f64, f: impl Fn(f64) -> f64) -> f64 {
+    let g = (5f64.sqrt() - 1.0) / 2.0;
+    let (mut a, mut b) = (hi - g * (hi - lo), lo + g * (hi - lo));
+    let (mut fa, mut fb) = (f(a), f(b));
+    for _ in 0..60 {
+        if fa < fb {
+            hi = b;
+            (b, fb) = (a, fa);
+            a = hi - g * (hi - lo);
+            fa = f(a);
+        } else {
+            lo = a;
+            (a, fa) = (b, fb);
+            b = lo + g * (hi - lo);
+            fb = f(b);
+        }
+    }
+    let found = if fa < fb { a } else { b };
+    if f(found) <= f(start) {
+        found
+    } else {
+        start
+    }
+}
+
+/// Minimises `Σ ((x·r − y) / y)²` with every variable inside [`BOUNDS`], exactly: every assignment of each
+/// variable to free, lower or upper bound is solved and the best feasible one kept (3⁵ small systems).
+fn weighted_bounded_lsq(rows: &[Row], features: impl Fn(&Row) -> [f64; 5]) -> Option<([f64; 5], f64)> {
+    const N: usize = 5;
+    let mut gram = [[0.0; N]; N];
+    let mut rhs = [0.0; N];
+    let mut yy = 0.0;
+    for r in rows {
+        let w = 1.0 / r.y;
+        let x = features(r).map(|v| v * w);
+        let y = r.y * w;
+        for i in 0..N {
+            rhs[i] += x[i] * y;
+            for j in 0..N {
+                gram[i][j] += x[i] * x[j];
+            }
+        }
+        yy += y * y;
+    }
+    let objective = |x: &[f64; N]| {
+        let mut v = yy;
+        for i in 0..N {
+            v -= 2.0 * rhs[i] * x[i];
+            for j in 0..N {
+                v += x[i] * gram[i][j] * x[j];
+            }
+        }
+        v
+    };
+    let mut best: Option<([f64; N], f64)> = None;
+    for code in 0..3usize.pow(N as u32) {
+        let mut state = [0u8; N];
+        let mut c = code;
+        for s in state.iter_mut() {
+            *s = (c % 3) as u8;
+            c /= 3;
+        }
+        let mut x = [0.0; N];
+        for i in 0..N {
+            x[i] = match state[i] {
+                1 => BOUNDS[i].0,
+                2 => BOUNDS[i].1,
+                _ => 0.0,
+            };
+        }
+        let free: Vec<usize> = (0..N).filter(|&i| state[i] == 0).collect();
+        if !free.is_empty() {
+            let a: Vec<Vec<f64>> = free
+                .iter()
+                .map(|&i| free.iter().map(|&j| gram[i][j]).collect())
+                .collect();
+            let b: Vec<f64> = free
+                .iter()
+                .map(|&i| rhs[i] - (0..N).filter(|j| state[*j] != 0).map(|j| gram[i][j] * x[j]).sum::<f64>())
+                .collect();
+            let Some(sol) = solve_linear(a, b) else {
+                continue;
+            };
+            for (k, &i) in free.iter().enumerate() {
+                x[i] = sol[k];
+            }
+        }
+        let inside = (0..N).all(|i| x[i] >= BOUNDS[i].0 - 1e-12 && x[i] <= BOUNDS[i].1 + 1e-12);
+        if !inside {
+            continue;
+        }
+        let v = objective(&x);
+        if best.as_ref().map_or(true, |(_, bv)| v < *bv) {
+            best = Some((x, v));
+        }
+    }
+    best
+}
+
+/// Solves a symmetric positive semi-definite system (a Gram matrix) by Gaussian elimination with partial
+/// pivoting after scaling it to a unit diagonal; `None` when it is (numerically) singular.
+fn solve_linear(mut a: Vec<Vec<f64>>, mut b: Vec<f64>) -> Option<Vec<f64>> {
+    let n = b.len();
+    let d: Vec<f64> = (0..n).map(|i| a[i][i].sqrt()).collect();
+    if d.iter().any(|&v| !(v > 0.0 && v.is_finite())) {
+        return None;
+    }
+    for i in 0..n {
+        for j in 0..n {
+            a[i][j] /= d[i] * d[j];
+        }
+        b[i] /= d[i];
+    }
+    for col in 0..n {
+        let pivot = (col..n).max_by(|&i, &j| a[i][col].abs().total_cmp(&a[j][col].abs()))?;
+        if a[pivot][col].abs() <= 1e-12 {
+            return None;
+        }
+        a.swap(col, pivot);
+        b.swap(col, pivot);
+        for row in col + 1..n {
+            let f = a[row][col] / a[col][col];
+            for k in col..n {
+                a[row][k] -= f * a[col][k];
+            }
+            b[row] -= f * b[col];
+        }
+    }
+    let mut x = vec![0.0; n];
+    for row in (0..n).rev() {
+        let s: f64 = (row + 1..n).map(|k| a[row][k] * x[k]).sum();
+        x[row] = (b[row] - s) / a[row][row];
+    }
+    Some(x.iter().zip(&d).map(|(v, s)| v / s).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn setup<'a>(m: &'a ModelSpec, h: &'a HardwareSpec, base: &'a Profile) -> FitSetup<'a> {
+        FitSetup {
+            model: m,
+            hardware: h,
+            base,
+            name: "fitted".into(),
+            record: FitRecord {
+                method: "step-log least squares".into(),
+                inputs: vec!["synthetic".into()],
+                model: m.name.clone(),
+                measured_on: "nowhere".into(),
+                fitted_at: "2026-11-30T00:00:00Z".into(),
+                target: Some("wall".into()),
+                steps_fitted: 0,
+                steps_held_out: 0,
+                held_out_median_ape: None,
+                held_out_p90_ape: None,
+                notes: String::new(),
+            },
+        }
+    }
+
+    /// Steps of every kind an engine runs: decode batches, prefill chunks over cached prefixes, mixtures.
+    fn synthetic_shapes(count: usize) -> Vec<StepSample> {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |n: u32| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % n as u64) as u32
+        };
+        (0..count)
+            .map(|i| {
+                let mut s = StepSample {
+                    prefill: vec![],
+                    decode: vec![],
+                    seconds: 0.0,
+                };
+                if i % 3 != 0 {
+                    for _ in 0..1 + next(64) {
+                        s.decode.push(50 + next(40_000));
+                    }
+                }
+                if i % 3 != 1 {
+                    s.prefill.push((1 + next(8192), next(32_768)));
+                }
+                s
+            })
+            .collect()
+    }
+
+    #[test]
+    fn fitting_recovers_known_coefficients_from_synthetic_steps() {
+        let (m, h) = (
+            ModelSpec::preset("qwen3-8b").unwrap(),
+            HardwareSpec::preset("h200").unwrap(),
+        );
+        let base = Profile::preset("h200-datasheet").unwrap();
+        let truth = Profile {
+            gemm_efficiency: 0.62,
+            gemm_half_tokens: 0.0,
+            memory_efficiency: 0.78,
+            attention_efficiency: 0.21,
+            kv_efficiency: Some(0.45),
+            attention_sweep_s_per_token: 4.0e-6,
+            step_overhead_s: 2.5e-3,
+            per_sequence_overhead_s: 40e-6,
+            step_time: StepTime::KernelSum,
+            ..base.clone()
+        };
+        let s = setup(&m, &h, &base);
+        let cost = cost_model(&s, &truth);
+        let mut samples = synthetic_shapes(600);
+        for x in &mut samples {
+            x.seconds = cost.step_seconds(&x.shape(None));
+        }
+        let fit = fit_profile(&samples, &s).unwrap();
+        let c = fit.coefficients;
+        let close = |name: &str, got: f64, want: f64| {
+            assert!(
+                (got / want - 1.0).abs() < 0.01,
+                "{name}: fitted {got}, true {want}"
+            );
+        };
+        close("gemm_efficiency", c.gemm_efficiency, 0.62);
+        close("memory_efficiency", c.memory_efficiency, 0.78);
+        close("attention_efficiency", c.attention_efficiency, 0.21);
+        close("kv_efficiency", c.kv_efficiency, 0.45);
+        close("step_overhead_s", c.step_overhead_s, 2.5e-3);
+        close("per_sequence_overhead_s", c.per_sequence_overhead_s, 40e-6);
+        close("attention_sweep_s_per_token", c.attention_sweep_s_per_token, 4.0e-6);
+        assert!(fit.held_out.p90_ape < 1e-3, "{:?}", fit.held_out);
+        assert_eq!(fit.held_out.steps, 120);
+        let record = fit.profile.fit.as_ref().unwrap();
+        assert_eq!((record.steps_fitted, record.steps_held_out), (480, 120));
+    }
+
+    #[test]
+    fn noisy_steps_still_fit_within_their_noise() {
+        let (m, h) = (
+            ModelSpec::preset("qwen3-8b").unwrap(),
+            HardwareSpec::preset("h200").unwrap(),
+        );
+        let base = Profile::preset("h200-datasheet").unwrap();
+        let truth = Profile {
+            step_time: StepTime::KernelSum,
+            ..base.clone()
+        };
+        let s = setup(&m, &h, &base);
+        let cost = cost_model(&s, &truth);
+        let mut samples = synthetic_shapes(500);
+        for (i, x) in samples.iter_mut().enumerate() {
+            let noise = 1.0 + 0.02 * ((i * 7919 % 101) as f64 / 50.0 - 1.0);
+            x.seconds = cost.step_seconds(&x.shape(None)) * noise;
+        }
+        let fit = fit_profile(&samples, &s).unwrap();
+        assert!(fit.held_out.p90_ape < 0.025, "{:?}", fit.held_out);
+        assert!((fit.coefficients.gemm_efficiency / 0.80 - 1.0).abs() < 0.05);
+    }
+
+    #[test]
+    fn the_fitted_profile_round_trips_through_yaml() {
+        let (m, h) = (
+            ModelSpec::preset("qwen3-8b").unwrap(),
+            HardwareSpec::preset("h200").unwrap(),
+        );
+        let base = Profile::preset("h200-datasheet").unwrap();
+        let s = setup(&m, &h, &base);
+        let truth = Profile {
+            step_time: StepTime::KernelSum,
+            ..base.clone()
+        };
+        let cost = cost_model(&s, &truth);
+        let mut samples = synthetic_shapes(100);
+        for x in &mut samples {
+            x.seconds = cost.step_seconds(&x.shape(None));
+        }
+        let p = fit_profile(&samples, &s).unwrap().profile;
+        let text = serde_yaml::to_string(&p).unwrap();
+        assert!(text.contains("step_time: kernel_sum"), "{text}");
+        assert_eq!(Profile::from_yaml("fitted.yaml", &text).unwrap(), p);
+    }
+
+    #[test]
+    fn malformed_step_logs_name_the_line_and_field() {
+        let good = r#"{"step":0,"start_s":0.0,"gpu_ms":6.7,"wall_ms":6.8,"prefill":[[10,0]],"decode":[4096]}"#;
+        let parsed = parse_step_log("s.jsonl", &format!("{good}\n\n{good}\n"), FitTarget::Wall).unwrap();
+        assert_eq!(parsed.len(), 2);
+        assert_eq!(parsed[0].seconds, 6.8e-3);
+        assert_eq!(parsed[0].prefill, vec![(10, 0)]);
+        let cases = [
+            (r#"{"gpu_ms":6.7,"wall_ms":"x","prefill":[],"decode":[1]}"#, "wall_ms"),
+            (r#"{"gpu_ms":6.7,"wall_ms":1,"prefill":[[1]],"decode":[1]}"#, "prefill[0]"),
+            (r#"{"gpu_ms":6.7,"wall_ms":-1,"prefill":[],"decode":[1]}"#, "wall_ms"),
+            (r#"{"gpu_ms":6.7,"wall_ms":1,"prefill":[],"decode":[]}"#, "prefill"),
+            (r#"{"gpu_ms":6.7,"wall_ms":1,"prefill":[[0,5]],"decode":[]}"#, "prefill[0]"),
+            (r#"{"gpu_ms":6.7,"wall_ms":1,"decode":[3]}"#, ""),
+            (r#"{"gpu_ms":6.7,"wall_ms":1,"prefill":[],"decode":[3]"#, ""),
+        ];
+        for (line, field) in cases {
+            let e = parse_step_log("s.jsonl", &format!("{good}\n{line}\n"), FitTarget::Wall)
+                .unwrap_err();
+            assert_eq!((e.file.as_str(), e.line), ("s.jsonl", 2), "{line}: {e}");
+            assert_eq!(e.field, field, "{line}: {e}");
+            if field.is_empty() {
+                assert!(!e.reason.is_empty());
+            }
+        }
+        let e = parse_step_log("s.jsonl", r#"{"gpu_ms":6.7,"wall_ms":1,"decode":[3]}"#, FitTarget::Wall)
+            .unwrap_err();
+        assert!(e.reason.contains("prefill"), "{e}");
+    }
+}

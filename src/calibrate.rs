@@ -1,0 +1,174 @@
+//! `serverbench calibrate`: reads step logs (plain or gzip), runs microbenchmarks or probes an endpoint,
+//! and writes a fitted profile YAML with its provenance. The fitting itself is in `serverbench-calibration`.
+
+use crate::cli::CalibrateArgs;
+use anyhow::{anyhow, bail, Context, Result};
+use serverbench_calibration::{
+    fit_profile, parse_step_log, Fit, FitRecord, FitSetup, FitTarget, HardwareSpec, ModelSpec,
+    Profile, StepSample,
+};
+use std::io::Read;
+use std::path::Path;
+
+/// Runs the command.
+pub fn run(a: CalibrateArgs) -> Result<()> {
+    if a.microbench {
+        return crate::cuda::microbench_calibrate(&a);
+    }
+    if let Some(url) = &a.endpoint {
+        return crate::probe::endpoint_calibrate(&a, url);
+    }
+    if let Some(from) = &a.derive_from {
+        return derive(&a, from);
+    }
+    let target = parse_target(&a.target)?;
+    let mut samples = Vec::new();
+    let mut inputs = Vec::new();
+    for path in &a.from_steps {
+        let steps = read_step_log(path, target)?;
+        inputs.push(format!("{} ({} steps)", path.display(), steps.len()));
+        samples.extend(steps);
+    }
+    let fit = fit_steps(&a, &samples, inputs, "step-log least squares", Some(target))?;
+    report(&fit);
+    write_profile(&fit.profile, a.out.as_deref())
+}
+
+fn derive(a: &CalibrateArgs, from: &str) -> Result<()> {
+    let source = match Profile::preset(from) {
+        Some(p) => p,
+        None => {
+            let text = read_text(Path::new(from))
+                .with_context(|| format!("--derive-from: {from:?} is not a profile preset"))?;
+            Profile::from_yaml(from, &text)?
+        }
+    };
+    if HardwareSpec::preset(&a.hardware).is_none() {
+        bail!("--hardware: no hardware preset {:?}", a.hardware);
+    }
+    let measured = source.fit.as_ref();
+    let record = FitRecord {
+        method: format!("derived from {} for {}", source.name, a.hardware),
+        inputs: vec![format!("profile {}", source.name)],
+        model: measured.map_or(a.model.clone(), |r| r.model.clone()),
+        measured_on: measured.map_or("not measured".into(), |r| r.measured_on.clone()),
+        fitted_at: now(),
+        target: measured.and_then(|r| r.target.clone()),
+        steps_fitted: 0,
+        steps_held_out: 0,
+        held_out_median_ape: None,
+        held_out_p90_ape: None,
+        notes: a.notes.clone(),
+    };
+    let p = source.derived_for(&a.hardware, &a.name, record);
+    p.check().map_err(|e| anyhow!("derived profile: {e}"))?;
+    write_profile(&p, a.out.as_deref())
+}
+
+fn now() -> String {
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
+}
+
+/// `wall` or `gpu`.
+pub fn parse_target(s: &str) -> Result<FitTarget> {
+    match s {
+        "wall" => Ok(FitTarget::Wall),
+        "gpu" => Ok(FitTarget::Gpu),
+        other => bail!("--target: expected wall or gpu, got {other:?}"),
+    }
+}
+
+/// Reads one step log, decompressing `.gz`; errors name the file, line and field.
+pub fn read_step_log(path: &Path, target: FitTarget) -> Result<Vec<StepSample>> {
+    let text = read_text(path)?;
+    Ok(parse_step_log(&path.display().to_string(), &text, target)?)
+}
+
+/// A text file, gunzipped when its name ends in `.gz`.
+pub fn read_text(path: &Path) -> Result<String> {
+    let bytes = std::fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?;
+    if path.extension().is_some_and(|e| e == "gz") {
+        let mut text = String::new();
+        flate2::read::GzDecoder::new(bytes.as_slice())
+            .read_to_string(&mut text)
+            .with_context(|| format!("{}: not a gzip file of UTF-8 text", path.display()))?;
+        Ok(text)
+    } else {
+        String::from_utf8(bytes).map_err(|_| anyhow!("{}: not UTF-8 text", path.display()))
+    }
+}
+
+/// Fits the profile for the arguments' model, GPU and base profile.
+pub fn fit_steps(
+    a: &CalibrateArgs,
+    samples: &[StepSample],
+    inputs: Vec<String>,
+    method: &str,
+    target: Option<FitTarget>,
+) -> Result<Fit> {
+    let model = ModelSpec::preset(&a.model).ok_or_else(|| anyhow!("--model: no model preset {:?}", a.model))?;
+    let hardware = HardwareSpec::preset(&a.hardware)
+        .ok_or_else(|| anyhow!("--hardware: no hardware preset {:?}", a.hardware))?;
+    let base = Profile::preset(&a.base_profile)
+        .ok_or_else(|| anyhow!("--base-profile: no profile preset {:?}", a.base_profile))?;
+    let setup = FitSetup {
+        model: &model,
+        hardware: &hardware,
+        base: &base,
+        name: a.name.clone(),
+        record: FitRecord {
+            method: method.into(),
+            inputs,
+            model: model.name.clone(),
+            measured_on: a.measured_on.clone(),
+            fitted_at: now(),
+            target: target.map(|t| t.name().to_string()),
+            steps_fitted: 0,
+            steps_held_out: 0,
+            held_out_median_ape: None,
+            held_out_p90_ape: None,
+            notes: a.notes.clone(),
+        },
+    };
+    fit_profile(samples, &setup).map_err(|e| anyhow!("cannot fit: {e}"))
+}
+
+/// Prints the coefficients and the fit's error to stderr.
+pub fn report(fit: &Fit) {
+    let c = &fit.coefficients;
+    eprintln!(
+        "fitted {} steps, held out {}: GEMM {:.1} %, weight streaming {:.1} %, attention {:.1} %, KV {:.1} % of peak; \
+         step overhead {:.3} ms, per sequence {:.1} µs",
+        fit.train.steps,
+        fit.held_out.steps,
+        100.0 * c.gemm_efficiency,
+        100.0 * c.memory_efficiency,
+        100.0 * c.attention_efficiency,
+        100.0 * c.kv_efficiency,
+        1e3 * c.step_overhead_s,
+        1e6 * c.per_sequence_overhead_s
+    );
+    eprintln!(
+        "step-time error: held out median {:.2} %, p90 {:.2} %; fitted median {:.2} %, p90 {:.2} %",
+        100.0 * fit.held_out.median_ape,
+        100.0 * fit.held_out.p90_ape,
+        100.0 * fit.train.median_ape,
+        100.0 * fit.train.p90_ape
+    );
+}
+
+/// Writes (or prints) a profile as YAML.
+pub fn write_profile(p: &Profile, out: Option<&Path>) -> Result<()> {
+    let text = format!(
+        "# Cost-model profile written by `serverbench calibrate`; see docs/calibration.md.\n{}",
+        serde_yaml::to_string(p)?
+    );
+    match out {
+        Some(path) => {
+            std::fs::write(path, text).with_context(|| format!("{}: cannot write", path.display()))?;
+            eprintln!("wrote {}", path.display());
+        }
+        None => print!("{text}"),
+    }
+    Ok(())
+}
