@@ -21,6 +21,11 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
     if let Some(from) = &a.derive_from {
         return derive(&a, from);
     }
+    if let Some(m) = a.memory_efficiency {
+        if !(m > 0.0 && m <= 1.0) {
+            bail!("--memory-efficiency: must be in (0, 1], got {m}");
+        }
+    }
     let target = parse_target(&a.target)?;
     let mut samples = Vec::new();
     let mut inputs = Vec::new();
@@ -58,6 +63,7 @@ fn derive(a: &CalibrateArgs, from: &str) -> Result<()> {
         steps_held_out: 0,
         held_out_median_ape: None,
         held_out_p90_ape: None,
+        memory_efficiency_fixed: measured.and_then(|r| r.memory_efficiency_fixed),
         notes: a.notes.clone(),
     };
     let p = source.derived_for(&a.hardware, &a.name, record);
@@ -106,7 +112,8 @@ pub fn fit_steps(
     method: &str,
     target: Option<FitTarget>,
 ) -> Result<Fit> {
-    let model = ModelSpec::preset(&a.model).ok_or_else(|| anyhow!("--model: no model preset {:?}", a.model))?;
+    let model = ModelSpec::preset(&a.model)
+        .ok_or_else(|| anyhow!("--model: no model preset {:?}", a.model))?;
     let hardware = HardwareSpec::preset(&a.hardware)
         .ok_or_else(|| anyhow!("--hardware: no hardware preset {:?}", a.hardware))?;
     let base = Profile::preset(&a.base_profile)
@@ -116,6 +123,8 @@ pub fn fit_steps(
         hardware: &hardware,
         base: &base,
         name: a.name.clone(),
+        attention_tile: a.attention_tile,
+        memory_efficiency: a.memory_efficiency,
         record: FitRecord {
             method: method.into(),
             inputs,
@@ -127,6 +136,7 @@ pub fn fit_steps(
             steps_held_out: 0,
             held_out_median_ape: None,
             held_out_p90_ape: None,
+            memory_efficiency_fixed: None,
             notes: a.notes.clone(),
         },
     };
@@ -138,7 +148,7 @@ pub fn report(fit: &Fit) {
     let c = &fit.coefficients;
     eprintln!(
         "fitted {} steps, held out {}: GEMM {:.1} %, weight streaming {:.1} %, attention {:.1} %, KV {:.1} % of peak; \
-         step overhead {:.3} ms, per sequence {:.1} µs",
+         step overhead {:.3} ms, per sequence {:.1} µs; prefill sweep {:.2} µs per token per round of {:.0} tiles",
         fit.train.steps,
         fit.held_out.steps,
         100.0 * c.gemm_efficiency,
@@ -146,7 +156,9 @@ pub fn report(fit: &Fit) {
         100.0 * c.attention_efficiency,
         100.0 * c.kv_efficiency,
         1e3 * c.step_overhead_s,
-        1e6 * c.per_sequence_overhead_s
+        1e6 * c.per_sequence_overhead_s,
+        1e6 * c.attention_sweep_s_per_token,
+        c.attention_parallel_tiles
     );
     eprintln!(
         "step-time error: held out median {:.2} %, p90 {:.2} %; fitted median {:.2} %, p90 {:.2} %",
@@ -165,7 +177,8 @@ pub fn write_profile(p: &Profile, out: Option<&Path>) -> Result<()> {
     );
     match out {
         Some(path) => {
-            std::fs::write(path, text).with_context(|| format!("{}: cannot write", path.display()))?;
+            std::fs::write(path, text)
+                .with_context(|| format!("{}: cannot write", path.display()))?;
             eprintln!("wrote {}", path.display());
         }
         None => print!("{text}"),

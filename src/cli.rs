@@ -432,12 +432,25 @@ pub struct CalibrateArgs {
     /// Name of the new profile.
     #[arg(long, default_value = "fitted")]
     pub name: String,
+    /// Query tokens per tile of the engine's prefill attention kernel (64: serverbench's CUDA engine).
+    #[arg(long, default_value_t = 64)]
+    pub attention_tile: u32,
+    /// Fix the weight-streaming efficiency (fraction of peak bandwidth) at a measured value instead of
+    /// fitting it (decode steps alone cannot separate it from the fixed step overhead).
+    #[arg(long)]
+    pub memory_efficiency: Option<f64>,
     /// Where the measurements were taken (written to the profile).
     #[arg(long, default_value = "unknown")]
     pub measured_on: String,
     /// Write the profile YAML here (default: print it); `--microbench` also writes its measurements beside it.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// `--endpoint`: model name to send (default: `--model`).
+    #[arg(long)]
+    pub served_model: Option<String>,
+    /// `--endpoint`: seed of the probe prompts (change it to avoid prompts a shared server has cached).
+    #[arg(long, default_value_t = 0)]
+    pub probe_seed: u64,
     /// `--microbench`: GPU ordinal.
     #[arg(long, default_value_t = 0)]
     pub gpu: usize,

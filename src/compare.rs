@@ -96,11 +96,21 @@ pub fn run(a: CompareArgs) -> Result<()> {
         &METRICS
             .iter()
             .enumerate()
-            .map(|(i, (name, _))| (*name, rows.iter().map(|r| (r.metrics[i].real, r.metrics[i].sim)).collect()))
+            .map(|(i, (name, _))| {
+                (
+                    *name,
+                    rows.iter()
+                        .map(|r| (r.metrics[i].real, r.metrics[i].sim))
+                        .collect(),
+                )
+            })
             .collect::<Vec<_>>(),
     )?;
     write_file(&a.out, "compare.svg", |w| w.write_all(svg.as_bytes()))?;
-    println!("\n  wrote {}/compare.md, compare.json and compare.svg", a.out.display());
+    println!(
+        "\n  wrote {}/compare.md, compare.json and compare.svg",
+        a.out.display()
+    );
     Ok(())
 }
 
@@ -120,7 +130,8 @@ fn measured(a: &CompareArgs, dir: &Path, c: u32, seed: u64) -> Result<Summary> {
 
 /// `serverbench replay` for one run, in a child process so every run gets a fresh server state.
 fn replay_child(a: &CompareArgs, dir: &Path, c: u32, seed: u64) -> Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("{}: cannot create directory", dir.display()))?;
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("{}: cannot create directory", dir.display()))?;
     let mut cmd = Command::new(std::env::current_exe().context("cannot find this executable")?);
     cmd.arg("replay");
     match (&a.url, a.engine.engine.as_str()) {
@@ -212,8 +223,10 @@ fn rankings(rows: &[Row]) -> Vec<SeedRanking> {
         .into_iter()
         .filter_map(|c| {
             let at: Vec<&Row> = rows.iter().filter(|r| r.concurrency == c).collect();
-            let (sim, real): (Vec<f64>, Vec<f64>) =
-                at.iter().map(|r| (r.metrics[0].sim, r.metrics[0].real)).unzip();
+            let (sim, real): (Vec<f64>, Vec<f64>) = at
+                .iter()
+                .map(|r| (r.metrics[0].sim, r.metrics[0].real))
+                .unzip();
             (at.len() >= 3).then(|| SeedRanking {
                 concurrency: c,
                 seeds: at.len(),
@@ -306,5 +319,33 @@ fn short(v: f64) -> String {
         format!("{v:.2}")
     } else {
         format!("{v:.3}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spearman_uses_average_ranks_and_spots_order() {
+        assert_eq!(spearman(&[1.0, 2.0, 3.0], &[10.0, 20.0, 30.0]), 1.0);
+        assert_eq!(spearman(&[1.0, 2.0, 3.0], &[3.0, 2.0, 1.0]), -1.0);
+        assert_eq!(ranks(&[5.0, 1.0, 5.0, 0.0]), vec![3.5, 2.0, 3.5, 1.0]);
+        // x = [1,2,3,4], y ranks [1,3,2,4]: 1 − 6·Σd²/(n(n²−1)) = 1 − 6·2/60 = 0.8
+        assert!((spearman(&[1.0, 2.0, 3.0, 4.0], &[1.0, 3.0, 2.0, 4.0]) - 0.8).abs() < 1e-12);
+        assert_eq!(
+            spearman(&[1.0, 1.0], &[1.0, 2.0]),
+            0.0,
+            "no spread on one side"
+        );
+    }
+
+    #[test]
+    fn relative_errors_handle_zero_measurements() {
+        assert_eq!(rel_error(1.1, 1.0).map(|e| (e * 1e9).round()), Some(1e8));
+        assert_eq!(rel_error(0.0, 0.0), Some(0.0));
+        assert_eq!(rel_error(0.2, 0.0), None);
+        assert_eq!(fmt_err(None), "n/a");
+        assert_eq!(fmt_err(Some(-0.0432)), "-4.3 %");
     }
 }

@@ -307,13 +307,19 @@ fn model_for(cases: &[BenchCase], cfg: ModelConfig, gpu: usize, w: &Weights) -> 
 /// profile is fitted to the forward steps, the curves are written beside it (`microbench.json`).
 pub fn microbench_calibrate(a: &crate::cli::CalibrateArgs) -> Result<()> {
     use serverbench_cuda::microbench;
-    let cfg = ModelConfig::preset(&a.model)
-        .ok_or_else(|| anyhow!("--model: no CUDA model preset {:?} (presets: qwen3-8b)", a.model))?;
+    let cfg = ModelConfig::preset(&a.model).ok_or_else(|| {
+        anyhow!(
+            "--model: no CUDA model preset {:?} (presets: qwen3-8b)",
+            a.model
+        )
+    })?;
     let cases = microbench::step_grid();
     let model = model_for(&cases, cfg.clone(), a.gpu, &Weights::Random { seed: 0 })?;
     let mut model = model;
     eprintln!("microbench: GEMM shapes");
-    let tokens = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192];
+    let tokens = [
+        1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192,
+    ];
     let gemms = microbench::gemm_curve(&model.dev, &microbench::gemm_shapes(&cfg), &tokens, 10)?;
     eprintln!("microbench: copy bandwidth");
     let copy = microbench::copy_bandwidth(&model.dev, 1 << 30, 10)?;
@@ -339,14 +345,26 @@ pub fn microbench_calibrate(a: &crate::cli::CalibrateArgs) -> Result<()> {
         gemms.len(),
         copy / 1e9
     )];
-    let fit = crate::calibrate::fit_steps(a, &samples, inputs, "microbenchmark least squares", Some(target))?;
+    let fit = crate::calibrate::fit_steps(
+        a,
+        &samples,
+        inputs,
+        "microbenchmark least squares",
+        Some(target),
+    )?;
     crate::calibrate::report(&fit);
     for g in gemms.iter().filter(|g| g.shape == "gate_up") {
-        eprintln!("  gate_up GEMM at {:>5} tokens: {:>7.3} ms, {:>6.1} TFLOP/s, {:>6.0} GB/s of weights", g.tokens, g.ms, g.tflops, g.weight_gbps);
+        eprintln!(
+            "  gate_up GEMM at {:>5} tokens: {:>7.3} ms, {:>6.1} TFLOP/s, {:>6.0} GB/s of weights",
+            g.tokens, g.ms, g.tflops, g.weight_gbps
+        );
     }
     eprintln!("  device-to-device copy: {:.0} GB/s", copy / 1e9);
     if let Some(path) = &a.out {
-        let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+        let dir = path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(std::path::Path::new("."));
         crate::output::write_json(
             dir,
             "microbench.json",

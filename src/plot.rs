@@ -340,8 +340,8 @@ pub fn compare_svg(title: &str, panels: &[(&str, Vec<(f64, f64)>)]) -> Result<St
     let rows = panels.len().div_ceil(cols);
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (1050, 330 * rows as u32 + 40))
-            .into_drawing_area();
+        let root =
+            SVGBackend::with_string(&mut svg, (1050, 330 * rows as u32 + 40)).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
         let (top, rest) = root.split_vertically(40);
         top.titled(title, ("sans-serif", 18)).map_err(err)?;

@@ -14,7 +14,9 @@ fn shipped_steps(inputs: &[String]) -> Vec<StepSample> {
     let mut all = Vec::new();
     for input in inputs {
         // "profiles/steps/steps_c1.jsonl.gz (2441 steps)"
-        let (file, count) = input.split_once(" (").expect("input names a file and a count");
+        let (file, count) = input
+            .split_once(" (")
+            .expect("input names a file and a count");
         let count: usize = count.trim_end_matches(" steps)").parse().unwrap();
         let mut text = String::new();
         let bytes = std::fs::read(repo(file)).unwrap();
@@ -22,7 +24,11 @@ fn shipped_steps(inputs: &[String]) -> Vec<StepSample> {
             .read_to_string(&mut text)
             .unwrap();
         let steps = parse_step_log(file, &text, FitTarget::Wall).unwrap();
-        assert_eq!(steps.len(), count, "{file}: the profile names its step count");
+        assert_eq!(
+            steps.len(),
+            count,
+            "{file}: the profile names its step count"
+        );
         all.extend(steps);
     }
     all
@@ -43,16 +49,52 @@ fn the_shipped_h200_fit_reproduces_from_the_shipped_step_logs() {
         hardware: &hardware,
         base: &base,
         name: shipped.name.clone(),
+        attention_tile: shipped.attention_tile_tokens,
+        memory_efficiency: record.memory_efficiency_fixed,
         record: record.clone(),
     };
     let refit = fit_profile(&samples, &setup).unwrap().profile;
     let pairs = [
-        ("gemm_efficiency", refit.gemm_efficiency, shipped.gemm_efficiency),
-        ("memory_efficiency", refit.memory_efficiency, shipped.memory_efficiency),
-        ("attention_efficiency", refit.attention_efficiency, shipped.attention_efficiency),
-        ("kv_efficiency", refit.kv_efficiency.unwrap(), shipped.kv_efficiency.unwrap()),
-        ("step_overhead_s", refit.step_overhead_s, shipped.step_overhead_s),
-        ("per_sequence_overhead_s", refit.per_sequence_overhead_s, shipped.per_sequence_overhead_s),
+        (
+            "gemm_efficiency",
+            refit.gemm_efficiency,
+            shipped.gemm_efficiency,
+        ),
+        (
+            "memory_efficiency",
+            refit.memory_efficiency,
+            shipped.memory_efficiency,
+        ),
+        (
+            "attention_efficiency",
+            refit.attention_efficiency,
+            shipped.attention_efficiency,
+        ),
+        (
+            "kv_efficiency",
+            refit.kv_efficiency.unwrap(),
+            shipped.kv_efficiency.unwrap(),
+        ),
+        (
+            "step_overhead_s",
+            refit.step_overhead_s,
+            shipped.step_overhead_s,
+        ),
+        (
+            "per_sequence_overhead_s",
+            refit.per_sequence_overhead_s,
+            shipped.per_sequence_overhead_s,
+        ),
+        (
+            "attention_sweep_s_per_token",
+            refit.attention_sweep_s_per_token,
+            shipped.attention_sweep_s_per_token,
+        ),
+        (
+            "attention_parallel_tiles",
+            refit.attention_parallel_tiles,
+            shipped.attention_parallel_tiles,
+        ),
     ];
     for (name, got, want) in pairs {
         assert!(
@@ -61,9 +103,15 @@ fn the_shipped_h200_fit_reproduces_from_the_shipped_step_logs() {
         );
     }
     let (r, s) = (refit.fit.unwrap(), record);
-    assert_eq!((r.steps_fitted, r.steps_held_out), (s.steps_fitted, s.steps_held_out));
+    assert_eq!(
+        (r.steps_fitted, r.steps_held_out),
+        (s.steps_fitted, s.steps_held_out)
+    );
     assert!((r.held_out_median_ape.unwrap() - s.held_out_median_ape.unwrap()).abs() < 1e-9);
-    assert!(s.held_out_median_ape.unwrap() < 0.05, "the fit predicts held-out steps");
+    assert!(
+        s.held_out_median_ape.unwrap() < 0.05,
+        "the fit predicts held-out steps"
+    );
 }
 
 #[test]
@@ -71,8 +119,13 @@ fn calibrate_names_the_line_and_field_of_a_bad_step_log() {
     let dir = std::env::temp_dir().join(format!("sb-calib-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let log = dir.join("bad.jsonl");
-    let good = r#"{"step":0,"start_s":0.0,"gpu_ms":6.7,"wall_ms":6.8,"prefill":[],"decode":[4096]}"#;
-    std::fs::write(&log, format!("{good}\n{good}\n{}\n", good.replace("6.8", "\"6.8\""))).unwrap();
+    let good =
+        r#"{"step":0,"start_s":0.0,"gpu_ms":6.7,"wall_ms":6.8,"prefill":[],"decode":[4096]}"#;
+    std::fs::write(
+        &log,
+        format!("{good}\n{good}\n{}\n", good.replace("6.8", "\"6.8\"")),
+    )
+    .unwrap();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_serverbench"))
         .args(["calibrate", "--from-steps"])
         .arg(&log)
@@ -81,5 +134,54 @@ fn calibrate_names_the_line_and_field_of_a_bad_step_log() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("bad.jsonl: line 3: wall_ms"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// `compare --reuse` on the stored H200 measurements reproduces docs/fidelity.md's headline numbers.
+#[test]
+fn compare_reproduces_the_documented_fidelity_from_stored_measurements() {
+    let dir = std::env::temp_dir().join(format!("sb-compare-{}", std::process::id()));
+    let real = dir.join("real");
+    std::fs::create_dir_all(&real).unwrap();
+    let stored = repo("docs/fidelity/seeds/real");
+    for e in std::fs::read_dir(&stored).unwrap() {
+        let e = e.unwrap();
+        std::fs::create_dir_all(real.join(e.file_name())).unwrap();
+        std::fs::copy(
+            e.path().join("summary.json"),
+            real.join(e.file_name()).join("summary.json"),
+        )
+        .unwrap();
+    }
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_serverbench"))
+        .args([
+            "compare",
+            "-d",
+            "qwen3-8b-1xh200",
+            "-c",
+            "4",
+            "-s",
+            "1,2,3,4,5,6,7,8",
+        ])
+        .args(["-w", "35", "--reuse", "--out"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("compare.json")).unwrap()).unwrap();
+    let rho = v["seed_rankings"][0]["spearman_d"].as_f64().unwrap();
+    assert!((rho - 0.929).abs() < 5e-4, "Spearman {rho}");
+    for row in v["rows"].as_array().unwrap() {
+        let tpot90 = &row["metrics"][7];
+        assert_eq!(tpot90["metric"], "TPOT p90 ms");
+        let e = tpot90["rel_error"].as_f64().unwrap().abs();
+        assert!(e <= 0.07, "seed {}: p90 TPOT error {e}", row["seed"]);
+    }
+    assert!(dir.join("compare.svg").exists() && dir.join("compare.md").exists());
     std::fs::remove_dir_all(&dir).ok();
 }

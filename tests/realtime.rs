@@ -341,3 +341,97 @@ async fn reqwest_get(url: &str) -> Option<String> {
     s.read_to_string(&mut buf).await.ok()?;
     buf.starts_with("HTTP/1.1 200").then_some(buf)
 }
+
+#[test]
+fn endpoint_probes_of_the_emulator_recover_its_step_times() {
+    use serverbench_calibration::{
+        fit_profile, BatchShape, CostInputs, CostModel, FitRecord, FitSetup, HardwareSpec,
+        ModelSpec, Profile, StepSample, WeightDtype,
+    };
+    let _guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let d = Deployment::preset("qwen3-8b-1xh200").unwrap();
+    let truth = d.cost_model(None);
+    let rt = runtime();
+    let steps = rt.block_on(async {
+        let cfg = ServeConfig {
+            deployment: d.clone(),
+            cost: truth.clone(),
+            time_scale: 1.0,
+            model_name: "m".into(),
+            vocab: 151_936,
+            cuda: None,
+        };
+        let url = spawn_local(cfg).await.unwrap();
+        let plan = serverbench_backends::ProbePlan::standard(Vocab::new(100, 151_936).unwrap(), 0);
+        serverbench_backends::probe(&client(&url, Duration::from_secs(30)), &plan)
+            .await
+            .unwrap()
+    });
+    let samples: Vec<StepSample> = steps
+        .iter()
+        .map(|s| StepSample {
+            prefill: s.prefill.clone(),
+            decode: s.decode.clone(),
+            seconds: s.seconds,
+        })
+        .collect();
+    let (m, h, base) = (
+        ModelSpec::preset("qwen3-8b").unwrap(),
+        HardwareSpec::preset("h200").unwrap(),
+        Profile::preset("h200-datasheet").unwrap(),
+    );
+    let setup = FitSetup {
+        model: &m,
+        hardware: &h,
+        base: &base,
+        name: "probed".into(),
+        attention_tile: 64,
+        memory_efficiency: None,
+        record: FitRecord {
+            method: "endpoint probes".into(),
+            inputs: vec![],
+            model: "qwen3-8b".into(),
+            measured_on: "loopback emulator".into(),
+            fitted_at: String::new(),
+            target: None,
+            steps_fitted: 0,
+            steps_held_out: 0,
+            held_out_median_ape: None,
+            held_out_p90_ape: None,
+            memory_efficiency_fixed: None,
+            notes: String::new(),
+        },
+    };
+    let fitted = fit_profile(&samples, &setup).unwrap().profile;
+    let probed = CostModel::new(CostInputs {
+        model: &m,
+        hardware: &h,
+        profile: &fitted,
+        dtype: WeightDtype::Bf16,
+        group_size: 128,
+        tp: 1,
+        draft_params: 0.0,
+    });
+    let mut cases = Vec::new();
+    for (len, cached) in [(1024, 0), (256, 8192)] {
+        let mut b = BatchShape::default();
+        b.add_prefill(len, cached, None);
+        cases.push((format!("prefill {len} over {cached}"), b));
+    }
+    for n in [1, 8, 32] {
+        let mut b = BatchShape::default();
+        for _ in 0..n {
+            b.add_decode(300, None);
+        }
+        cases.push((format!("decode {n} × 300"), b));
+    }
+    for (name, b) in cases {
+        let (want, got) = (truth.step_seconds(&b), probed.step_seconds(&b));
+        // The probes add HTTP and pacing time to every step they time; a wall-clock test on a shared
+        // machine gets a wide margin.
+        assert!(
+            rel(got, want) < 0.25,
+            "{name}: probed profile {got}, emulator {want}"
+        );
+    }
+}

@@ -9,12 +9,14 @@
 pub mod client;
 pub mod driver;
 pub mod openai;
+pub mod probe;
 pub mod server;
 pub mod sse;
 
 pub use client::{ClientConfig, HttpClient, StreamResult};
 pub use driver::{natural_stop_probe, run_real, ClientStats, RealConfig, RealOutput, RecordSink};
 pub use openai::{Api, Usage};
+pub use probe::{probe, ProbePlan, ProbeStep};
 pub use server::{
     prompt_blocks, serve, spawn_local, spawn_local_server, CudaServe, LocalServer, ServeConfig,
 };

@@ -27,7 +27,7 @@ pub struct BatchShape {
     pub spec_tokens: u64,
     /// Sequential draft passes before the verify step (`k` for a draft model or MTP head, 0 otherwise).
     pub draft_passes: u32,
-    /// The longest KV span (cached prefix + chunk) one prefill chunk's attention sweeps.
+    /// The longest mean KV span of a prefill chunk's queries (`prefix + len / 2`), tokens.
     pub prefill_span_max: u32,
 }
 
@@ -40,7 +40,7 @@ impl BatchShape {
         self.prefill_seqs += 1;
         self.prefill_context += prefix as u64;
         self.full_pairs += l * p + l * (l + 1.0) / 2.0;
-        self.prefill_span_max = self.prefill_span_max.max(prefix.saturating_add(len));
+        self.prefill_span_max = self.prefill_span_max.max(prefix.saturating_add(len / 2));
         if let Some(w) = window {
             self.sliding_pairs += windowed_pairs(prefix as u64, len as u64, w as u64);
             self.sliding_context += prefix.min(w) as u64;
@@ -100,7 +100,7 @@ pub struct StepParts {
     /// Streaming the weights once at `memory_efficiency`.
     pub weights_s: f64,
     /// Attention of prefill chunks and verify tokens (and sliding/linear layers): compute at
-    /// `attention_efficiency`, but never less than the longest chunk's sweep at `attention_sweep_s_per_token`.
+    /// `attention_efficiency`, plus the prefill sweep (see [`CostModel::prefill_waves`]).
     pub attention_s: f64,
     /// KV (and recurrent state) read and written at `kv_efficiency`.
     pub kv_s: f64,
@@ -115,6 +115,9 @@ pub struct CostModel {
     gemm_half_tokens: f64,
     full_s_per_pair: f64,
     sweep_s_per_token: f64,
+    tile_tokens: f64,
+    parallel_tiles: f64,
+    q_heads: f64,
     sliding_s_per_pair: f64,
     linear_attention_s_per_token: f64,
     weights_s: f64,
@@ -205,6 +208,9 @@ impl CostModel {
             gemm_half_tokens: p.gemm_half_tokens,
             full_s_per_pair: fa.flops_per_pair() / tp / attn_peak,
             sweep_s_per_token: p.attention_sweep_s_per_token,
+            tile_tokens: p.attention_tile_tokens as f64,
+            parallel_tiles: p.attention_parallel_tiles,
+            q_heads: fa.q_heads.div_ceil(i.tp.max(1)) as f64,
             sliding_s_per_pair,
             linear_attention_s_per_token,
             weights_s: streamed_weight_bytes(m, i.dtype, i.group_size) / tp / weight_bw,
@@ -264,15 +270,34 @@ impl CostModel {
         StepParts {
             gemm_s: self.linear_s_per_token * n,
             weights_s: self.weights_s,
-            attention_s: (b.full_pairs * self.full_s_per_pair)
-                .max(b.prefill_span_max as f64 * self.sweep_s_per_token)
+            attention_s: b.full_pairs * self.full_s_per_pair
+                + self.prefill_waves(b) * b.prefill_span_max as f64 * self.sweep_s_per_token
                 + b.sliding_pairs * self.sliding_s_per_pair
                 + n * self.linear_attention_s_per_token,
             kv_s: (b.prefill_context + b.decode_context) as f64 * self.full_read_s_per_token
                 + b.sliding_context as f64 * self.sliding_read_s_per_token
                 + n * self.kv_write_s_per_token
                 + b.seqs() as f64 * self.state_s_per_seq,
-            fixed_s: draft + self.allreduce_s + n * self.allreduce_s_per_token + self.step_overhead_s,
+            fixed_s: draft
+                + self.allreduce_s
+                + n * self.allreduce_s_per_token
+                + self.step_overhead_s,
+        }
+    }
+
+    /// Sequential rounds of prefill attention tiles: `⌈tiles · query heads / parallel tiles⌉`, where tiles
+    /// is `⌈prefill tokens / tile⌉` plus one per extra chunk; each round sweeps the longest span once.
+    /// 1 whenever there is prefill and the profile gives no tiling, 0 without prefill.
+    #[inline]
+    pub fn prefill_waves(&self, b: &BatchShape) -> f64 {
+        if b.prefill_seqs == 0 {
+            0.0
+        } else if self.tile_tokens > 0.0 && self.parallel_tiles > 0.0 {
+            let tiles =
+                (b.prefill_tokens as f64 / self.tile_tokens).ceil() + (b.prefill_seqs - 1) as f64;
+            (tiles * self.q_heads / self.parallel_tiles).ceil().max(1.0)
+        } else {
+            1.0
         }
     }
 

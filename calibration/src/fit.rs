@@ -135,8 +135,10 @@ pub struct Coefficients {
     pub attention_efficiency: f64,
     /// Fraction of peak bandwidth reached by KV reads and writes.
     pub kv_efficiency: f64,
-    /// Latency floor of a prefill chunk's attention, seconds per KV token of its span.
+    /// Prefill attention's sweep, seconds per KV token per round of tiles.
     pub attention_sweep_s_per_token: f64,
+    /// Attention tiles (× query heads) the GPU runs at once.
+    pub attention_parallel_tiles: f64,
 }
 
 /// Error of a fit on a set of steps.
@@ -174,27 +176,34 @@ pub struct FitSetup<'a> {
     pub base: &'a Profile,
     /// Name of the new profile.
     pub name: String,
+    /// Query tokens per tile of the engine's prefill attention kernel (64 for serverbench's CUDA engine).
+    pub attention_tile: u32,
+    /// Weight-streaming efficiency measured elsewhere (a microbenchmark): fixes it instead of fitting it.
+    /// Decode steps of one model cannot tell a fixed step overhead from slow weight streaming.
+    pub memory_efficiency: Option<f64>,
     /// Provenance written to the profile; its error fields are filled by the fit.
     pub record: FitRecord,
 }
 
-/// Lower and upper bounds of the fitted variables, in the order of [`Row::x`]:
-/// step overhead (s), per-sequence overhead (s), 1/gemm_eff, 1/attention_eff, 1/kv_eff.
-const BOUNDS: [(f64, f64); 5] = [
+/// Lower and upper bounds of the fitted variables, in the order of [`Row::x`]: step overhead (s),
+/// per-sequence overhead (s), 1/gemm_eff, 1/attention_eff, 1/kv_eff, sweep seconds per token.
+const BOUNDS: [(f64, f64); N] = [
     (0.0, 1.0),
     (0.0, 0.01),
     (1.0, 100.0),
     (1.0, 100.0),
     (1.0, 100.0),
+    (0.0, 1e-3),
 ];
+
+/// Variables fitted by least squares.
+const N: usize = 6;
 
 /// One step's regressors with every efficiency at 1 and every overhead at 0.
 #[derive(Clone, Copy, Debug)]
 struct Row {
     parts: StepParts,
-    seqs: f64,
-    /// The longest prefill chunk's KV span, tokens.
-    span: f64,
+    shape: BatchShape,
     y: f64,
 }
 
@@ -203,26 +212,20 @@ struct Row {
 struct Shape {
     /// Tokens below which streaming weights dominates the GEMMs.
     knee: f64,
-    /// Attention pairs' worth of time one token of a chunk's sweep costs (the latency floor's slope).
-    rho: f64,
-}
-
-/// Unit costs of the fitted model at efficiency 1: one token through the GEMMs, one attention pair.
-#[derive(Clone, Copy, Debug)]
-struct Units {
-    per_token: f64,
-    per_pair: f64,
+    /// Attention tiles (× query heads) the GPU runs at once.
+    slots: f64,
 }
 
 impl Row {
-    fn x(&self, shape: Shape, u: Units) -> [f64; 5] {
-        let gemm_tokens = self.parts.gemm_s / u.per_token;
+    fn x(&self, knee: f64, waves: f64, per_token: f64) -> [f64; N] {
+        let gemm_tokens = self.parts.gemm_s / per_token;
         [
             1.0,
-            self.seqs,
-            u.per_token * gemm_tokens.max(shape.knee),
-            self.parts.attention_s.max(shape.rho * u.per_pair * self.span),
+            self.shape.seqs() as f64,
+            per_token * gemm_tokens.max(knee),
+            self.parts.attention_s,
             self.parts.kv_s,
+            waves * self.shape.prefill_span_max as f64,
         ]
     }
 }
@@ -237,6 +240,8 @@ fn unit_profile(base: &Profile) -> Profile {
         step_overhead_s: 0.0,
         per_sequence_overhead_s: 0.0,
         attention_sweep_s_per_token: 0.0,
+        attention_tile_tokens: 0,
+        attention_parallel_tiles: 0.0,
         step_time: StepTime::KernelSum,
         fit: None,
         ..base.clone()
@@ -270,8 +275,7 @@ pub fn fit_profile(samples: &[StepSample], setup: &FitSetup<'_>) -> Result<Fit, 
             parts.fixed_s = 0.0;
             Row {
                 parts,
-                seqs: b.seqs() as f64,
-                span: b.prefill_span_max as f64,
+                shape: b,
                 y: s.seconds,
             }
         })
@@ -287,23 +291,34 @@ pub fn fit_profile(samples: &[StepSample], setup: &FitSetup<'_>) -> Result<Fit, 
     }
     let mut one = BatchShape::default();
     one.add_decode(0, None);
-    let mut pair = BatchShape::default();
-    pair.add_prefill(1, 0, None);
-    let units = Units {
-        per_token: unit_cost.parts(&one).gemm_s,
-        per_pair: unit_cost.parts(&pair).attention_s,
-    };
+    let per_token = unit_cost.parts(&one).gemm_s;
     let weights = unit_cost.parts(&one).weights_s;
-    let (shape, x) = search(&train, units, weights)
-        .ok_or("no feasible fit: the steps are faster than the hardware's peaks allow")?;
+    let waves_at = |slots: f64| -> Vec<f64> {
+        let tiled = Profile {
+            attention_tile_tokens: setup.attention_tile,
+            attention_parallel_tiles: slots,
+            ..unit.clone()
+        };
+        let c = cost_model(setup, &tiled);
+        train.iter().map(|r| c.prefill_waves(&r.shape)).collect()
+    };
+    let (shape, x) = search(
+        &train,
+        per_token,
+        weights,
+        setup.memory_efficiency,
+        waves_at,
+    )
+    .ok_or("no feasible fit: the steps are faster than the hardware's peaks allow")?;
     let coefficients = Coefficients {
         step_overhead_s: x[0],
         per_sequence_overhead_s: x[1],
         gemm_efficiency: 1.0 / x[2],
-        memory_efficiency: (weights / (shape.knee * units.per_token * x[2])).min(1.0),
+        memory_efficiency: (weights / (shape.knee * per_token * x[2])).min(1.0),
         attention_efficiency: 1.0 / x[3],
         kv_efficiency: 1.0 / x[4],
-        attention_sweep_s_per_token: shape.rho * units.per_pair * x[3],
+        attention_sweep_s_per_token: x[5],
+        attention_parallel_tiles: shape.slots,
     };
     let mut profile = Profile {
         name: setup.name.clone(),
@@ -315,6 +330,8 @@ pub fn fit_profile(samples: &[StepSample], setup: &FitSetup<'_>) -> Result<Fit, 
         memory_efficiency: coefficients.memory_efficiency,
         kv_efficiency: Some(coefficients.kv_efficiency),
         attention_sweep_s_per_token: coefficients.attention_sweep_s_per_token,
+        attention_tile_tokens: setup.attention_tile,
+        attention_parallel_tiles: coefficients.attention_parallel_tiles,
         step_overhead_s: coefficients.step_overhead_s,
         per_sequence_overhead_s: coefficients.per_sequence_overhead_s,
         step_time: StepTime::KernelSum,
@@ -336,6 +353,7 @@ pub fn fit_profile(samples: &[StepSample], setup: &FitSetup<'_>) -> Result<Fit, 
     debug_assert_eq!(held_err.steps, held.len());
     let mut record = setup.record.clone();
     record.steps_fitted = train_err.steps;
+    record.memory_efficiency_fixed = setup.memory_efficiency;
     record.steps_held_out = held_err.steps;
     record.held_out_median_ape = Some(held_err.median_ape);
     record.held_out_p90_ape = Some(held_err.p90_ape);
@@ -371,54 +389,99 @@ fn summarize(mut ape: Vec<f64>) -> FitError {
 }
 
 /// A coarse grid over the two shape parameters (knee: log-spaced from its physical minimum to 16K tokens;
-/// rho: 0 and log-spaced from 1 to 10⁵), then alternating golden-section refinement of each around the
-/// best point. Returns the shape and the bounded least-squares solution there.
-fn search(rows: &[Row], u: Units, weights: f64) -> Option<(Shape, [f64; 5])> {
+/// parallel tiles: log-spaced from 16 to 4096), then alternating golden-section refinement of each
+/// around the best point. Returns the shape and the bounded least-squares solution there.
+fn search(
+    rows: &[Row],
+    per_token: f64,
+    weights: f64,
+    memory_efficiency: Option<f64>,
+    waves_at: impl Fn(f64) -> Vec<f64>,
+) -> Option<(Shape, [f64; N])> {
     // knee = (weights / memory_eff) / (per_token / gemm_eff) ≥ (weights / per_token) · gemm_eff.
-    let min_knee = weights / u.per_token;
-    let solve = |shape: Shape| -> Option<(f64, [f64; 5])> {
-        let (x, cost) = weighted_bounded_lsq(rows, |r| r.x(shape, u))?;
+    let min_knee = weights / per_token;
+    // Steps with prefill and decode-only steps weigh the same in total: a serving log is mostly decode
+    // steps, but time to first token is made of prefill steps.
+    let with_prefill = rows
+        .iter()
+        .filter(|r| r.shape.prefill_seqs > 0)
+        .count()
+        .max(1) as f64;
+    let decode_only = (rows.len() as f64 - with_prefill).max(1.0);
+    let class_weight = |r: &Row| {
+        let n = if r.shape.prefill_seqs > 0 {
+            with_prefill
+        } else {
+            decode_only
+        };
+        (rows.len() as f64 / (2.0 * n)).sqrt()
+    };
+    let solve = |shape: Shape, waves: &[f64]| -> Option<(f64, [f64; N])> {
+        let mut bounds = BOUNDS;
+        if let Some(m) = memory_efficiency {
+            // knee · 1/gemm_eff = min_knee / memory_eff fixes 1/gemm_eff at this knee
+            let g = min_knee / (m * shape.knee);
+            if !(BOUNDS[2].0..=BOUNDS[2].1).contains(&g) {
+                return None;
+            }
+            bounds[2] = (g, g);
+        }
+        let (x, cost) = weighted_bounded_lsq(
+            rows.iter()
+                .zip(waves)
+                .map(|(r, &w)| (r.x(shape.knee, w, per_token), r.y, class_weight(r))),
+            &bounds,
+        )?;
         // memory efficiency = min_knee / (knee · 1/gemm_eff) must not exceed 1
         (min_knee <= shape.knee * x[2] * (1.0 + 1e-12)).then_some((cost, x))
     };
-    let cost = |shape: Shape| solve(shape).map_or(f64::INFINITY, |(c, _)| c);
-    let knees = log_grid(min_knee / BOUNDS[2].1, 16_384.0_f64.max(min_knee * 2.0), 160);
-    let mut rhos = vec![0.0];
-    rhos.extend(log_grid(1.0, 1e5, 50));
-    let mut best = (f64::INFINITY, Shape { knee: knees[0], rho: 0.0 });
-    for &knee in &knees {
-        for &rho in &rhos {
-            let c = cost(Shape { knee, rho });
+    let knees = log_grid(min_knee / BOUNDS[2].1, 16_384.0_f64.max(min_knee * 2.0), 80);
+    let slot_grid = log_grid(16.0, 4096.0, 16);
+    let mut best = (
+        f64::INFINITY,
+        Shape {
+            knee: knees[0],
+            slots: slot_grid[0],
+        },
+    );
+    for &slots in &slot_grid {
+        let waves = waves_at(slots);
+        for &knee in &knees {
+            let c = solve(Shape { knee, slots }, &waves).map_or(f64::INFINITY, |(c, _)| c);
             if c < best.0 {
-                best = (c, Shape { knee, rho });
+                best = (c, Shape { knee, slots });
             }
         }
     }
     if !best.0.is_finite() {
         return None;
     }
-    // Alternate golden sections, each over three grid cells either side of the current point, until
-    // neither parameter moves (the two interact: a wrong rho shifts the best knee and back).
-    let (kr, rr) = (knees[1] / knees[0], rhos[2] / rhos[1]);
+    // Alternate golden sections, each over two grid cells either side of the current point, until
+    // neither parameter moves (the two interact).
+    let (kr, sr) = (knees[1] / knees[0], slot_grid[1] / slot_grid[0]);
     let mut shape = best.1;
-    for _ in 0..12 {
+    for _ in 0..8 {
         let before = shape;
+        let waves = waves_at(shape.slots);
         shape.knee = golden(
-            (shape.knee / kr.powi(3), shape.knee * kr.powi(3)),
+            (shape.knee / kr.powi(2), shape.knee * kr.powi(2)),
             shape.knee,
-            |k| cost(Shape { knee: k, ..shape }),
+            |k| solve(Shape { knee: k, ..shape }, &waves).map_or(f64::INFINITY, |(c, _)| c),
         );
-        let rho_range = if shape.rho == 0.0 {
-            (0.0, rhos[1])
-        } else {
-            (shape.rho / rr.powi(3), shape.rho * rr.powi(3))
-        };
-        shape.rho = golden(rho_range, shape.rho, |r| cost(Shape { rho: r, ..shape }));
+        let (lo, hi) = (slot_grid[0], slot_grid[slot_grid.len() - 1]);
+        let range = (
+            (shape.slots / sr.powi(2)).max(lo),
+            (shape.slots * sr.powi(2)).min(hi),
+        );
+        shape.slots = golden(range, shape.slots, |t| {
+            solve(Shape { slots: t, ..shape }, &waves_at(t)).map_or(f64::INFINITY, |(c, _)| c)
+        });
         if shape == before {
             break;
         }
     }
-    solve(shape).map(|(_, x)| (shape, x))
+    let waves = waves_at(shape.slots);
+    solve(shape, &waves).map(|(_, x)| (shape, x))
 }
 
 fn log_grid(lo: f64, hi: f64, steps: usize) -> Vec<f64> {
@@ -453,17 +516,20 @@ fn golden((mut lo, mut hi): (f64, f64), start: f64, f: impl Fn(f64) -> f64) -> f
     }
 }
 
-/// Minimises `Σ ((x·r − y) / y)²` with every variable inside [`BOUNDS`], exactly: every assignment of each
-/// variable to free, lower or upper bound is solved and the best feasible one kept (3⁵ small systems).
-fn weighted_bounded_lsq(rows: &[Row], features: impl Fn(&Row) -> [f64; 5]) -> Option<([f64; 5], f64)> {
-    const N: usize = 5;
+/// Minimises `Σ c² ((x·r − y) / y)²` (`c` a class weight) with every variable inside [`BOUNDS`], exactly:
+/// every assignment of each variable to free, lower or upper bound is solved and the best feasible one
+/// kept (3⁶ small systems).
+fn weighted_bounded_lsq(
+    rows: impl Iterator<Item = ([f64; N], f64, f64)>,
+    bounds: &[(f64, f64); N],
+) -> Option<([f64; N], f64)> {
     let mut gram = [[0.0; N]; N];
     let mut rhs = [0.0; N];
     let mut yy = 0.0;
-    for r in rows {
-        let w = 1.0 / r.y;
-        let x = features(r).map(|v| v * w);
-        let y = r.y * w;
+    for (x, y, class) in rows {
+        let w = class / y;
+        let x = x.map(|v| v * w);
+        let y = y * w;
         for i in 0..N {
             rhs[i] += x[i] * y;
             for j in 0..N {
@@ -493,8 +559,8 @@ fn weighted_bounded_lsq(rows: &[Row], features: impl Fn(&Row) -> [f64; 5]) -> Op
         let mut x = [0.0; N];
         for i in 0..N {
             x[i] = match state[i] {
-                1 => BOUNDS[i].0,
-                2 => BOUNDS[i].1,
+                1 => bounds[i].0,
+                2 => bounds[i].1,
                 _ => 0.0,
             };
         }
@@ -506,7 +572,13 @@ fn weighted_bounded_lsq(rows: &[Row], features: impl Fn(&Row) -> [f64; 5]) -> Op
                 .collect();
             let b: Vec<f64> = free
                 .iter()
-                .map(|&i| rhs[i] - (0..N).filter(|j| state[*j] != 0).map(|j| gram[i][j] * x[j]).sum::<f64>())
+                .map(|&i| {
+                    rhs[i]
+                        - (0..N)
+                            .filter(|j| state[*j] != 0)
+                            .map(|j| gram[i][j] * x[j])
+                            .sum::<f64>()
+                })
                 .collect();
             let Some(sol) = solve_linear(a, b) else {
                 continue;
@@ -515,7 +587,7 @@ fn weighted_bounded_lsq(rows: &[Row], features: impl Fn(&Row) -> [f64; 5]) -> Op
                 x[i] = sol[k];
             }
         }
-        let inside = (0..N).all(|i| x[i] >= BOUNDS[i].0 - 1e-12 && x[i] <= BOUNDS[i].1 + 1e-12);
+        let inside = (0..N).all(|i| x[i] >= bounds[i].0 - 1e-12 && x[i] <= bounds[i].1 + 1e-12);
         if !inside {
             continue;
         }
@@ -574,6 +646,8 @@ mod tests {
             hardware: h,
             base,
             name: "fitted".into(),
+            attention_tile: 64,
+            memory_efficiency: None,
             record: FitRecord {
                 method: "step-log least squares".into(),
                 inputs: vec!["synthetic".into()],
@@ -585,6 +659,7 @@ mod tests {
                 steps_held_out: 0,
                 held_out_median_ape: None,
                 held_out_p90_ape: None,
+                memory_efficiency_fixed: None,
                 notes: String::new(),
             },
         }
@@ -632,7 +707,9 @@ mod tests {
             memory_efficiency: 0.78,
             attention_efficiency: 0.21,
             kv_efficiency: Some(0.45),
-            attention_sweep_s_per_token: 4.0e-6,
+            attention_sweep_s_per_token: 3.7e-6,
+            attention_tile_tokens: 64,
+            attention_parallel_tiles: 396.0,
             step_overhead_s: 2.5e-3,
             per_sequence_overhead_s: 40e-6,
             step_time: StepTime::KernelSum,
@@ -658,7 +735,11 @@ mod tests {
         close("kv_efficiency", c.kv_efficiency, 0.45);
         close("step_overhead_s", c.step_overhead_s, 2.5e-3);
         close("per_sequence_overhead_s", c.per_sequence_overhead_s, 40e-6);
-        close("attention_sweep_s_per_token", c.attention_sweep_s_per_token, 4.0e-6);
+        close(
+            "attention_sweep_s_per_token",
+            c.attention_sweep_s_per_token,
+            3.7e-6,
+        );
         assert!(fit.held_out.p90_ape < 1e-3, "{:?}", fit.held_out);
         assert_eq!(fit.held_out.steps, 120);
         let record = fit.profile.fit.as_ref().unwrap();
@@ -714,16 +795,32 @@ mod tests {
     #[test]
     fn malformed_step_logs_name_the_line_and_field() {
         let good = r#"{"step":0,"start_s":0.0,"gpu_ms":6.7,"wall_ms":6.8,"prefill":[[10,0]],"decode":[4096]}"#;
-        let parsed = parse_step_log("s.jsonl", &format!("{good}\n\n{good}\n"), FitTarget::Wall).unwrap();
+        let parsed =
+            parse_step_log("s.jsonl", &format!("{good}\n\n{good}\n"), FitTarget::Wall).unwrap();
         assert_eq!(parsed.len(), 2);
         assert_eq!(parsed[0].seconds, 6.8e-3);
         assert_eq!(parsed[0].prefill, vec![(10, 0)]);
         let cases = [
-            (r#"{"gpu_ms":6.7,"wall_ms":"x","prefill":[],"decode":[1]}"#, "wall_ms"),
-            (r#"{"gpu_ms":6.7,"wall_ms":1,"prefill":[[1]],"decode":[1]}"#, "prefill[0]"),
-            (r#"{"gpu_ms":6.7,"wall_ms":-1,"prefill":[],"decode":[1]}"#, "wall_ms"),
-            (r#"{"gpu_ms":6.7,"wall_ms":1,"prefill":[],"decode":[]}"#, "prefill"),
-            (r#"{"gpu_ms":6.7,"wall_ms":1,"prefill":[[0,5]],"decode":[]}"#, "prefill[0]"),
+            (
+                r#"{"gpu_ms":6.7,"wall_ms":"x","prefill":[],"decode":[1]}"#,
+                "wall_ms",
+            ),
+            (
+                r#"{"gpu_ms":6.7,"wall_ms":1,"prefill":[[1]],"decode":[1]}"#,
+                "prefill[0]",
+            ),
+            (
+                r#"{"gpu_ms":6.7,"wall_ms":-1,"prefill":[],"decode":[1]}"#,
+                "wall_ms",
+            ),
+            (
+                r#"{"gpu_ms":6.7,"wall_ms":1,"prefill":[],"decode":[]}"#,
+                "prefill",
+            ),
+            (
+                r#"{"gpu_ms":6.7,"wall_ms":1,"prefill":[[0,5]],"decode":[]}"#,
+                "prefill[0]",
+            ),
             (r#"{"gpu_ms":6.7,"wall_ms":1,"decode":[3]}"#, ""),
             (r#"{"gpu_ms":6.7,"wall_ms":1,"prefill":[],"decode":[3]"#, ""),
         ];
@@ -736,8 +833,12 @@ mod tests {
                 assert!(!e.reason.is_empty());
             }
         }
-        let e = parse_step_log("s.jsonl", r#"{"gpu_ms":6.7,"wall_ms":1,"decode":[3]}"#, FitTarget::Wall)
-            .unwrap_err();
+        let e = parse_step_log(
+            "s.jsonl",
+            r#"{"gpu_ms":6.7,"wall_ms":1,"decode":[3]}"#,
+            FitTarget::Wall,
+        )
+        .unwrap_err();
         assert!(e.reason.contains("prefill"), "{e}");
     }
 }

@@ -38,10 +38,17 @@ pub struct Profile {
     /// How the step's parts combine into its time (`roofline` unless the profile says otherwise).
     #[serde(default)]
     pub step_time: StepTime,
-    /// Latency floor of prefill attention: seconds per KV token (prefix + chunk) the longest chunk sweeps, all
-    /// layers together. A short chunk over a long prefix cannot fill the GPU; 0 means no floor.
+    /// Prefill attention's sweep: seconds per KV token one round of query tiles takes to sweep (all layers
+    /// together). A short chunk over a long prefix cannot fill the GPU, so its attention costs its span,
+    /// not its pairs; 0 means no sweep term.
     #[serde(default)]
     pub attention_sweep_s_per_token: f64,
+    /// Query tokens per attention tile of the engine's prefill kernel (0: no tiling, one round per step).
+    #[serde(default)]
+    pub attention_tile_tokens: u32,
+    /// Tiles (× query heads) the GPU runs at once; more make another round.
+    #[serde(default)]
+    pub attention_parallel_tiles: f64,
     /// Fraction of peak memory bandwidth reached by attention reading and writing KV (`memory_efficiency` if absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv_efficiency: Option<f64>,
@@ -91,6 +98,9 @@ pub struct FitRecord {
     /// 90th-percentile absolute percentage error on held-out steps.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held_out_p90_ape: Option<f64>,
+    /// The weight-streaming efficiency the fit was given (measured elsewhere) instead of fitting it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_efficiency_fixed: Option<f64>,
     /// Free-text notes: assumptions, uncertainty.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub notes: String,
@@ -172,6 +182,8 @@ impl Profile {
                 fp8_compute_speedup: 1.6,
                 step_time: StepTime::Roofline,
                 attention_sweep_s_per_token: 0.0,
+                attention_tile_tokens: 0,
+                attention_parallel_tiles: 0.0,
                 kv_efficiency: None,
                 fit: None,
             },
@@ -192,6 +204,8 @@ impl Profile {
                 fp8_compute_speedup: 1.6,
                 step_time: StepTime::Roofline,
                 attention_sweep_s_per_token: 0.0,
+                attention_tile_tokens: 0,
+                attention_parallel_tiles: 0.0,
                 kv_efficiency: None,
                 fit: None,
             },
@@ -212,7 +226,10 @@ impl Profile {
             ("allreduce_efficiency", self.allreduce_efficiency),
             ("int4_bandwidth_efficiency", self.int4_bandwidth_efficiency),
         ];
-        let kv = ("kv_efficiency", self.kv_efficiency.unwrap_or(self.memory_efficiency));
+        let kv = (
+            "kv_efficiency",
+            self.kv_efficiency.unwrap_or(self.memory_efficiency),
+        );
         for (name, v) in fractions.into_iter().chain([kv]) {
             if !(v > 0.0 && v <= 1.0) {
                 return Err(format!("{name}: must be in (0, 1], got {v}"));
@@ -222,7 +239,11 @@ impl Profile {
             ("gemm_half_tokens", self.gemm_half_tokens),
             ("step_overhead_s", self.step_overhead_s),
             ("per_sequence_overhead_s", self.per_sequence_overhead_s),
-            ("attention_sweep_s_per_token", self.attention_sweep_s_per_token),
+            (
+                "attention_sweep_s_per_token",
+                self.attention_sweep_s_per_token,
+            ),
+            ("attention_parallel_tiles", self.attention_parallel_tiles),
         ];
         for (name, v) in non_negative {
             if !(v >= 0.0 && v.is_finite()) {
@@ -231,6 +252,12 @@ impl Profile {
         }
         if !(self.int4_compute_penalty >= 1.0 && self.fp8_compute_speedup >= 1.0) {
             return Err("int4_compute_penalty/fp8_compute_speedup: must be at least 1".into());
+        }
+        if self.attention_tile_tokens > 0 && self.attention_parallel_tiles <= 0.0 {
+            return Err(
+                "attention_parallel_tiles: must be positive when attention_tile_tokens is set"
+                    .into(),
+            );
         }
         Ok(())
     }

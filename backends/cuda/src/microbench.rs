@@ -117,7 +117,11 @@ pub fn step_grid() -> Vec<BenchCase> {
             }
         }
     }
-    for (len, cached, b, ctx) in [(512, 8192, 16, 8192), (2048, 0, 32, 4096), (128, 16_384, 8, 16_384)] {
+    for (len, cached, b, ctx) in [
+        (512, 8192, 16, 8192),
+        (2048, 0, 32, 4096),
+        (128, 16_384, 8, 16_384),
+    ] {
         let mut c = BenchCase::prefill(len, cached);
         c.features.decode = vec![ctx; b];
         c.name = format!("mixed prefill {len} over {cached} + decode {b} × {ctx}");
@@ -133,9 +137,13 @@ mod tests {
     #[test]
     fn the_grid_covers_decode_prefill_and_mixed_steps_within_one_context() {
         let g = step_grid();
-        assert!(g.iter().any(|c| c.features.prefill.is_empty() && c.features.decode.len() == 64));
+        assert!(g
+            .iter()
+            .any(|c| c.features.prefill.is_empty() && c.features.decode.len() == 64));
         assert!(g.iter().any(|c| c.features.prefill == vec![(8, 32_768)]));
-        assert!(g.iter().any(|c| !c.features.prefill.is_empty() && !c.features.decode.is_empty()));
+        assert!(g
+            .iter()
+            .any(|c| !c.features.prefill.is_empty() && !c.features.decode.is_empty()));
         for c in &g {
             let longest = c
                 .features
