@@ -168,6 +168,7 @@ pub fn check(a: CudaCheckArgs) -> Result<()> {
         let mut results: Vec<serde_json::Value> = Vec::new();
         let mut events = Vec::new();
         let mut tag = 0u64;
+        let mut steps = 0u64;
         for wave in &case.waves {
             let mut logits: HashMap<u64, serde_json::Map<String, serde_json::Value>> =
                 HashMap::new();
@@ -189,6 +190,7 @@ pub fn check(a: CudaCheckArgs) -> Result<()> {
             let mut done = HashMap::new();
             while replica.schedule().is_some() {
                 let out = engine.step(&replica)?;
+                steps += 1;
                 let v = engine.model.cfg.vocab_size as usize;
                 for (row, &(t, _)) in out.sampled.iter().enumerate() {
                     let k = made.entry(t).or_insert(0);
@@ -226,7 +228,7 @@ pub fn check(a: CudaCheckArgs) -> Result<()> {
             "cuda-check: {} — {} requests, {} steps, {} preemptions",
             case.name,
             results.len(),
-            replica.stats.steps,
+            steps,
             replica.stats.preemptions
         );
         out_cases.push(serde_json::json!({ "name": case.name, "requests": results }));

@@ -285,17 +285,20 @@ impl CostModel {
         }
     }
 
-    /// Sequential rounds of prefill attention tiles: `⌈tiles · query heads / parallel tiles⌉`, where tiles
-    /// is `⌈prefill tokens / tile⌉` plus one per extra chunk; each round sweeps the longest span once.
-    /// 1 whenever there is prefill and the profile gives no tiling, 0 without prefill.
+    /// Sequential rounds of prefill attention tiles. The kernel runs one block per (query tile, head), each
+    /// sweeping its tile's keys; a round is `attention_parallel_tiles` blocks sweeping at most the longest
+    /// span. The step's tile work is `q heads · pairs / tile` key-sweeps, so the rounds are
+    /// `⌈q heads · pairs / (tile · parallel tiles · longest span)⌉`, at least 1 with prefill (a short chunk
+    /// over a long prefix still sweeps it once), 0 without. 1 when the profile gives no tiling.
     #[inline]
     pub fn prefill_waves(&self, b: &BatchShape) -> f64 {
         if b.prefill_seqs == 0 {
             0.0
-        } else if self.tile_tokens > 0.0 && self.parallel_tiles > 0.0 {
-            let tiles =
-                (b.prefill_tokens as f64 / self.tile_tokens).ceil() + (b.prefill_seqs - 1) as f64;
-            (tiles * self.q_heads / self.parallel_tiles).ceil().max(1.0)
+        } else if self.tile_tokens > 0.0 && self.parallel_tiles > 0.0 && b.prefill_span_max > 0 {
+            let work = self.q_heads * b.full_pairs / self.tile_tokens;
+            (work / (self.parallel_tiles * b.prefill_span_max as f64))
+                .ceil()
+                .max(1.0)
         } else {
             1.0
         }
@@ -316,6 +319,7 @@ impl CostModel {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::profile::StepTime;
 
     fn model(name: &str, hw: &str, profile: &str, tp: u32, dtype: WeightDtype) -> CostModel {
         let (m, h, p) = (
@@ -415,6 +419,53 @@ mod tests {
             g.step_seconds(&windowed) < g.step_seconds(&unbounded),
             "the window caps the KV the sliding layers read"
         );
+    }
+
+    #[test]
+    fn prefill_rounds_count_tiles_of_the_longest_span() {
+        let m = ModelSpec::preset("qwen3-8b").unwrap();
+        let h = HardwareSpec::preset("h200").unwrap();
+        let p = Profile {
+            attention_tile_tokens: 64,
+            attention_parallel_tiles: 396.0,
+            attention_sweep_s_per_token: 3.5e-6,
+            step_time: StepTime::KernelSum,
+            ..Profile::preset("h200-datasheet").unwrap()
+        };
+        let c = CostModel::new(CostInputs {
+            model: &m,
+            hardware: &h,
+            profile: &p,
+            dtype: WeightDtype::Bf16,
+            group_size: 128,
+            tp: 1,
+            draft_params: 0.0,
+        });
+        let rounds = |chunks: &[(u32, u32)]| {
+            let mut b = BatchShape::default();
+            for &(len, prefix) in chunks {
+                b.add_prefill(len, prefix, None);
+            }
+            c.prefill_waves(&b)
+        };
+        assert_eq!(rounds(&[]), 0.0);
+        // 9 tokens over 31K: one tile per head, one round that sweeps the whole prefix.
+        assert_eq!(rounds(&[(9, 31_248)]), 1.0);
+        // 684 tokens = 11 tiles × 32 heads = 352 blocks fit in 396; 808 tokens = 13 tiles spill.
+        assert_eq!(rounds(&[(684, 20_224)]), 1.0);
+        assert_eq!(rounds(&[(808, 20_864)]), 2.0);
+        // A fresh chunk beside a long one adds little work: its tiles sweep short spans.
+        assert_eq!(
+            rounds(&[(3715, 24_576), (4477, 0)]),
+            rounds(&[(3715, 24_576)]) + 1.0
+        );
+        // The sweep is paid once per round, over the longest mean span (prefix + len / 2).
+        let mut one = BatchShape::default();
+        one.add_prefill(9, 31_248, None);
+        let mut none = one;
+        none.prefill_span_max = 0;
+        let sweep = c.parts(&one).attention_s - c.parts(&none).attention_s;
+        assert!((sweep - 31_252.0 * 3.5e-6).abs() < 1e-9, "{sweep}");
     }
 
     #[test]

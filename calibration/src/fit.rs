@@ -389,7 +389,7 @@ fn summarize(mut ape: Vec<f64>) -> FitError {
 }
 
 /// A coarse grid over the two shape parameters (knee: log-spaced from its physical minimum to 16K tokens;
-/// parallel tiles: log-spaced from 16 to 4096), then alternating golden-section refinement of each
+/// parallel tiles: 65 points log-spaced from 16 to 4096), then alternating golden-section refinement of each
 /// around the best point. Returns the shape and the bounded least-squares solution there.
 fn search(
     rows: &[Row],
@@ -436,7 +436,7 @@ fn search(
         (min_knee <= shape.knee * x[2] * (1.0 + 1e-12)).then_some((cost, x))
     };
     let knees = log_grid(min_knee / BOUNDS[2].1, 16_384.0_f64.max(min_knee * 2.0), 80);
-    let slot_grid = log_grid(16.0, 4096.0, 16);
+    let slot_grid = log_grid(16.0, 4096.0, 64);
     let mut best = (
         f64::INFINITY,
         Shape {
