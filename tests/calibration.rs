@@ -180,7 +180,10 @@ fn compare_reproduces_the_documented_fidelity_from_stored_measurements() {
     // The simulated side is deterministic: the table in the docs is exactly what the tool prints.
     let fresh = std::fs::read_to_string(dir.join("compare.md")).unwrap();
     let stored = std::fs::read_to_string(repo("docs/fidelity/seeds/compare.md")).unwrap();
-    assert_eq!(fresh, stored, "docs/fidelity/seeds/compare.md is stale: re-run the compare --reuse command");
+    assert_eq!(
+        fresh, stored,
+        "docs/fidelity/seeds/compare.md is stale: re-run the compare --reuse command"
+    );
     assert!(dir.join("compare.svg").exists() && dir.join("compare.md").exists());
     std::fs::remove_dir_all(&dir).ok();
 }

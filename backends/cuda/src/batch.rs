@@ -102,6 +102,17 @@ fn table_rows(data: &mut Vec<i32>, tables: &[&[u32]], width: u32) -> Range<usize
 
 /// Packs a step. Entries with one token use the decode kernel, longer ones the prefill kernel.
 pub fn pack(entries: &[Entry], block_size: u32) -> Packed {
+    pack_padded(entries, block_size, None)
+}
+
+/// Decode contexts are padded to a multiple of this for the launch shape of decode-only steps, so that
+/// a CUDA graph captured for one step serves the following steps of the same batch size.
+pub const DECODE_BUCKET: u32 = 1024;
+
+/// Like [`pack`]; a decode-only step's table stride and split count are those of its longest context
+/// rounded up to [`DECODE_BUCKET`] tokens (never past `max_context`), so the launch shape changes only
+/// every 1,024 tokens of context. The kernels read each sequence's real context from the step's data.
+pub fn pack_padded(entries: &[Entry], block_size: u32, max_context: Option<u32>) -> Packed {
     let mut p = Packed::default();
     let (mut ids, mut pos, mut slot) = (Vec::new(), Vec::new(), Vec::new());
     let mut pf: Vec<(i32, i32, i32, &[u32])> = Vec::new();
@@ -160,7 +171,14 @@ pub fn pack(entries: &[Entry], block_size: u32) -> Packed {
     p.dc_qtok = push(d, dc.iter().map(|x| x.0));
     p.dc_ctx = push(d, dc.iter().map(|x| x.1));
     p.dc_max_blocks = dc.iter().map(|x| x.2.len() as u32).max().unwrap_or(0);
-    let max_ctx = dc.iter().map(|x| x.1 as u32).max().unwrap_or(0);
+    let mut max_ctx = dc.iter().map(|x| x.1 as u32).max().unwrap_or(0);
+    if let (Some(cap), true, false) = (max_context, pf.is_empty(), dc.is_empty()) {
+        let cap = cap.div_ceil(DECODE_SPLIT) * DECODE_SPLIT;
+        max_ctx = (max_ctx.div_ceil(DECODE_BUCKET) * DECODE_BUCKET)
+            .min(cap)
+            .max(max_ctx);
+        p.dc_max_blocks = p.dc_max_blocks.max(max_ctx.div_ceil(block_size));
+    }
     p.dc_splits = max_ctx.div_ceil(DECODE_SPLIT);
     let tables: Vec<&[u32]> = dc.iter().map(|x| x.2).collect();
     p.dc_tables = table_rows(d, &tables, p.dc_max_blocks);
@@ -237,5 +255,41 @@ mod tests {
             }],
             16,
         );
+    }
+
+    #[test]
+    fn decode_only_steps_pad_their_launch_shape_to_a_bucket() {
+        let tables: Vec<Vec<u32>> = vec![(0..70).collect(), (100..110).collect()];
+        let toks = [vec![5u32], vec![6u32]];
+        let entries: Vec<Entry> = [(1100u32, 0usize), (150, 1)]
+            .iter()
+            .map(|&(start, i)| Entry {
+                tag: i as u64,
+                start,
+                tokens: &toks[i],
+                table: &tables[i],
+                emits: true,
+            })
+            .collect();
+        let plain = pack(&entries, 16);
+        assert_eq!((plain.dc_max_blocks, plain.dc_splits), (69, 5));
+        let padded = pack_padded(&entries, 16, Some(40_960));
+        // 1,101 tokens → a 2,048-token bucket: 128 blocks of 16, 8 splits of 256.
+        assert_eq!((padded.dc_max_blocks, padded.dc_splits), (128, 8));
+        assert_eq!(padded.dc_tables.len(), 2 * 128);
+        // Never past the engine's context.
+        let near = pack_padded(&entries, 16, Some(1200));
+        assert_eq!(near.dc_splits, 5);
+        // Steps with prefill keep their exact shape.
+        let pf_toks = vec![1u32; 20];
+        let mut mixed = entries.clone();
+        mixed.push(Entry {
+            tag: 9,
+            start: 0,
+            tokens: &pf_toks,
+            table: &tables[1],
+            emits: true,
+        });
+        assert_eq!(pack_padded(&mixed, 16, Some(40_960)).dc_splits, 5);
     }
 }

@@ -59,10 +59,14 @@ pub struct Device {
     /// The stream every launch goes to.
     pub stream: Arc<CudaStream>,
     blas: CudaBlas,
+    _blas_workspace: CudaSlice<u8>,
     kernels: Vec<CudaFunction>,
     /// Device name.
     pub name: String,
 }
+
+/// Bytes of cuBLAS workspace (Hopper's cuBLAS asks for up to 32 MiB).
+const BLAS_WORKSPACE: usize = 32 << 20;
 
 /// Where the CUDA headers NVRTC needs are looked for (`SERVERBENCH_CUDA_INCLUDE` first).
 fn include_paths() -> Vec<String> {
@@ -104,13 +108,25 @@ impl Device {
             .iter()
             .map(|n| module.load_function(n))
             .collect::<std::result::Result<Vec<_>, _>>()?;
-        let stream = ctx.default_stream();
+        // A stream of our own: the legacy default stream cannot be captured into a CUDA graph.
+        let stream = ctx.new_stream()?;
         let blas = CudaBlas::new(stream.clone())?;
+        // cuBLAS gets a workspace it never has to allocate, so GEMMs can be captured into graphs.
+        let workspace = stream.alloc_zeros::<u8>(BLAS_WORKSPACE)?;
+        {
+            let (ptr, _sync) = workspace.device_ptr(&stream);
+            // SAFETY: the workspace lives as long as the handle (both are fields of this Device).
+            let status = unsafe {
+                blas_sys::cublasSetWorkspace_v2(*blas.handle(), ptr as *mut _, BLAS_WORKSPACE)
+            };
+            status.result()?;
+        }
         let name = ctx.name()?;
         Ok(Device {
             ctx,
             stream,
             blas,
+            _blas_workspace: workspace,
             kernels,
             name,
         })

@@ -2,7 +2,7 @@
 //! each sequence's token ids and block table, run the forward pass, time it with CUDA events, append
 //! the sampled tokens, and write a step-log line (batch features → measured time) for calibration.
 
-use crate::batch::{pack, Entry, StepFeatures};
+use crate::batch::{pack_padded, Entry, StepFeatures};
 use crate::error::Result;
 use crate::model::Model;
 use serde::{Deserialize, Serialize};
@@ -108,7 +108,11 @@ impl CudaEngine {
                 emits: e.emits,
             });
         }
-        let packed = pack(&batch, self.model.cap.block_size);
+        let packed = pack_padded(
+            &batch,
+            self.model.cap.block_size,
+            Some(self.model.cap.max_context),
+        );
         let before = self.model.dev.mark()?;
         let sampled = self.model.forward(&packed)?;
         let after = self.model.dev.mark()?;

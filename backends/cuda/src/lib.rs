@@ -13,7 +13,7 @@ pub mod error;
 pub mod microbench;
 pub mod model;
 
-pub use batch::{pack, Entry, Packed, StepFeatures};
+pub use batch::{pack, pack_padded, Entry, Packed, StepFeatures};
 pub use config::ModelConfig;
 pub use device::Device;
 pub use engine::{CudaEngine, StepOutput, StepRecord};
