@@ -11,8 +11,11 @@ use serverbench_sim::Summary;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The metrics compared, in table order: (name, how to read it from a summary).
-const METRICS: [(&str, fn(&Summary) -> f64); 9] = [
+/// A compared metric: its name and how to read it from a summary.
+type Metric = (&'static str, fn(&Summary) -> f64);
+
+/// The metrics compared, in table order.
+const METRICS: [Metric; 9] = [
     ("D", |s| s.score.d),
     ("G", |s| s.score.g),
     ("f", |s| s.score.f),

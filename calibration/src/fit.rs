@@ -280,9 +280,13 @@ pub fn fit_profile(samples: &[StepSample], setup: &FitSetup<'_>) -> Result<Fit, 
             }
         })
         .collect();
-    let (train, held): (Vec<(usize, Row)>, Vec<(usize, Row)>) =
-        rows.into_iter().enumerate().partition(|(i, _)| i % 5 != 4);
-    let train: Vec<Row> = train.into_iter().map(|(_, r)| r).collect();
+    // Every fifth step is held out.
+    let train: Vec<Row> = rows
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| i % 5 != 4)
+        .map(|(_, r)| r)
+        .collect();
     if train.len() < 10 {
         return Err(format!(
             "{} steps: at least 12 are needed to fit and hold out",
@@ -350,7 +354,6 @@ pub fn fit_profile(samples: &[StepSample], setup: &FitSetup<'_>) -> Result<Fit, 
     };
     let train_err = error(&mut (0..samples.len()).filter(|i| i % 5 != 4));
     let held_err = error(&mut (0..samples.len()).filter(|i| i % 5 == 4));
-    debug_assert_eq!(held_err.steps, held.len());
     let mut record = setup.record.clone();
     record.steps_fitted = train_err.steps;
     record.memory_efficiency_fixed = setup.memory_efficiency;
@@ -620,12 +623,14 @@ fn solve_linear(mut a: Vec<Vec<f64>>, mut b: Vec<f64>) -> Option<Vec<f64>> {
         }
         a.swap(col, pivot);
         b.swap(col, pivot);
-        for row in col + 1..n {
-            let f = a[row][col] / a[col][col];
-            for k in col..n {
-                a[row][k] -= f * a[col][k];
+        let (top, rest) = a.split_at_mut(col + 1);
+        let pivot_row = &top[col];
+        for (i, row) in rest.iter_mut().enumerate() {
+            let f = row[col] / pivot_row[col];
+            for (x, p) in row[col..].iter_mut().zip(&pivot_row[col..]) {
+                *x -= f * p;
             }
-            b[row] -= f * b[col];
+            b[col + 1 + i] -= f * b[col];
         }
     }
     let mut x = vec![0.0; n];
