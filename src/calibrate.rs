@@ -34,7 +34,14 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
         inputs.push(format!("{} ({} steps)", path.display(), steps.len()));
         samples.extend(steps);
     }
-    let fit = fit_steps(&a, &samples, inputs, "step-log least squares", Some(target))?;
+    let fit = fit_steps(
+        &a,
+        &samples,
+        inputs,
+        "step-log least squares",
+        Some(target),
+        &a.measured_on,
+    )?;
     report(&fit);
     write_profile(&fit.profile, a.out.as_deref())
 }
@@ -104,6 +111,15 @@ pub fn read_text(path: &Path) -> Result<String> {
     }
 }
 
+/// `--measured-on`, or what the command itself knows when it was not given.
+pub fn measured_on(a: &CalibrateArgs, known: String) -> String {
+    if a.measured_on == "unknown" {
+        known
+    } else {
+        a.measured_on.clone()
+    }
+}
+
 /// Fits the profile for the arguments' model, GPU and base profile.
 pub fn fit_steps(
     a: &CalibrateArgs,
@@ -111,6 +127,7 @@ pub fn fit_steps(
     inputs: Vec<String>,
     method: &str,
     target: Option<FitTarget>,
+    measured_on: &str,
 ) -> Result<Fit> {
     let model = ModelSpec::preset(&a.model)
         .ok_or_else(|| anyhow!("--model: no model preset {:?}", a.model))?;
@@ -129,7 +146,7 @@ pub fn fit_steps(
             method: method.into(),
             inputs,
             model: model.name.clone(),
-            measured_on: a.measured_on.clone(),
+            measured_on: measured_on.to_string(),
             fitted_at: now(),
             target: target.map(|t| t.name().to_string()),
             steps_fitted: 0,

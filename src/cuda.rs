@@ -353,6 +353,13 @@ pub fn microbench_calibrate(a: &crate::cli::CalibrateArgs) -> Result<()> {
         inputs,
         "microbenchmark least squares",
         Some(target),
+        &crate::calibrate::measured_on(
+            a,
+            format!(
+                "{} (GPU {}), serverbench CUDA engine microbenchmarks",
+                model.dev.name, a.gpu
+            ),
+        ),
     )?;
     crate::calibrate::report(&fit);
     for g in gemms.iter().filter(|g| g.shape == "gate_up") {

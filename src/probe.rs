@@ -65,6 +65,7 @@ pub fn endpoint_calibrate(a: &CalibrateArgs, url: &str) -> Result<()> {
         inputs,
         "endpoint probes least squares",
         Some(FitTarget::Wall),
+        &crate::calibrate::measured_on(a, format!("the server at {url} (black box)")),
     )?;
     crate::calibrate::report(&fit);
     crate::calibrate::write_profile(&fit.profile, a.out.as_deref())
