@@ -435,3 +435,72 @@ fn endpoint_probes_of_the_emulator_recover_its_step_times() {
         );
     }
 }
+
+/// `compare --url` end to end: replays as child processes against an emulator on loopback, the simulator in
+/// process, and the table, JSON and SVG written. The emulator runs the simulator's own engine, so the two
+/// sides must agree closely.
+#[test]
+fn compare_against_a_server_runs_both_sides_and_agrees_with_the_emulator() {
+    let _guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let d = Deployment::preset("qwen3-8b-1xh200").unwrap();
+    let rt = runtime();
+    let url = rt.block_on(async {
+        spawn_local(ServeConfig {
+            deployment: d.clone(),
+            cost: d.cost_model(None),
+            time_scale: 1.0,
+            model_name: "qwen3-8b".into(),
+            vocab: 151_936,
+            cuda: None,
+        })
+        .await
+        .unwrap()
+    });
+    let dir = std::env::temp_dir().join(format!("sb-compare-url-{}", std::process::id()));
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_serverbench"))
+        .args([
+            "compare",
+            "-d",
+            "qwen3-8b-1xh200",
+            "-c",
+            "2",
+            "-s",
+            "0",
+            "-w",
+            "20",
+        ])
+        .args(["--url", &url, "--out"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for f in [
+        "compare.md",
+        "compare.json",
+        "compare.svg",
+        "real/c2_s0/summary.json",
+        "real/c2_s0/records.jsonl",
+    ] {
+        assert!(dir.join(f).exists(), "{f} missing");
+    }
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("compare.json")).unwrap()).unwrap();
+    let row = &v["rows"][0];
+    let (sim_done, real_done) = (
+        row["completed"][0].as_u64().unwrap(),
+        row["completed"][1].as_u64().unwrap(),
+    );
+    assert!(
+        real_done > 0 && sim_done.abs_diff(real_done) <= 1,
+        "{stdout}"
+    );
+    let g = &row["metrics"][1];
+    assert_eq!(g["metric"], "G");
+    assert!(g["rel_error"].as_f64().unwrap().abs() < 0.15, "{stdout}");
+    std::fs::remove_dir_all(&dir).ok();
+}
