@@ -3,6 +3,8 @@
 #   micro   — `calibrate --microbench` (GEMM curves, copy bandwidth, a grid of forward steps, a fitted profile)
 #   levels  — `compare` at several concurrency levels (seed 0) against the CUDA engine
 #   seeds   — `compare` over several seeds at one concurrency (seed screening fidelity)
+#   long    — `compare` with long windows at LONG_LEVELS (4,8), LONG_WINDOW (150) s, CUDA graphs off so the
+#             engine is the one the shipped profile was fitted to
 # Results are packed into $OUT/<part>.tar.gz after every run, so a call stopped at its limit still
 # returns what finished. Usage (from the repo root, binary built on a CPU machine):
 #   BIN=.carry/serverbench OUT=/tmp/out bash scripts/fidelity_run.sh micro levels
@@ -40,6 +42,12 @@ for part in ${*:-micro levels seeds}; do
       cp "$WORK/seeds.log" "$WORK/seeds/" 2>/dev/null
       for d in "$WORK"/seeds/real/*/; do gzip -f "$d"/*.jsonl 2>/dev/null; done
       stop_packing; pack seeds ;;
+    long)
+      keep_packing long
+      SERVERBENCH_NO_CUDA_GRAPHS=1 "$BIN" compare -d qwen3-8b-1xh200 --engine cuda -c "${LONG_LEVELS:-4,8}" -s 0 \
+        -w "${LONG_WINDOW:-150}" --out "$WORK/long" 2>&1 | tee "$WORK/long.log"
+      for d in "$WORK"/long/real/*/; do gzip -f "$d"/*.jsonl 2>/dev/null; done
+      stop_packing; pack long ;;
   esac
   echo "part $part took $(( $(date +%s) - start )) s"
 done
