@@ -811,9 +811,13 @@ impl Replica {
     fn draw_tokens(&mut self, kind: RequestKind, left: u32) -> u32 {
         let sp = self.spec.as_ref().expect("speculative decoding is on");
         let (alpha, k) = (sp.alpha(kind), sp.k);
-        let mut accepted = 0;
-        while accepted < k && self.rng.random::<f64>() < alpha {
+        // P(accepted ≥ j) = α^j, so one uniform draw decides them all: accepted = #{j ≤ k : u < α^j}
+        // (the same distribution as drawing each draft until the first rejection, with one draw).
+        let u = self.rng.random::<f64>();
+        let (mut accepted, mut p) = (0, alpha);
+        while accepted < k && u < p {
             accepted += 1;
+            p *= alpha;
         }
         (accepted + 1).min(left)
     }
