@@ -66,12 +66,9 @@ fn derive(a: &CalibrateArgs, from: &str) -> Result<()> {
         measured_on: measured.map_or("not measured".into(), |r| r.measured_on.clone()),
         fitted_at: now(),
         target: measured.and_then(|r| r.target.clone()),
-        steps_fitted: 0,
-        steps_held_out: 0,
-        held_out_median_ape: None,
-        held_out_p90_ape: None,
         memory_efficiency_fixed: measured.and_then(|r| r.memory_efficiency_fixed),
         notes: a.notes.clone(),
+        ..Default::default()
     };
     let p = source.derived_for(&a.hardware, &a.name, record);
     p.check().map_err(|e| anyhow!("derived profile: {e}"))?;
@@ -149,12 +146,8 @@ pub fn fit_steps(
             measured_on: measured_on.to_string(),
             fitted_at: now(),
             target: target.map(|t| t.name().to_string()),
-            steps_fitted: 0,
-            steps_held_out: 0,
-            held_out_median_ape: None,
-            held_out_p90_ape: None,
-            memory_efficiency_fixed: None,
             notes: a.notes.clone(),
+            ..Default::default()
         },
     };
     fit_profile(samples, &setup).map_err(|e| anyhow!("cannot fit: {e}"))
@@ -162,7 +155,7 @@ pub fn fit_steps(
 
 /// Prints the coefficients and the fit's error to stderr.
 pub fn report(fit: &Fit) {
-    let c = &fit.coefficients;
+    let c = &fit.profile;
     eprintln!(
         "fitted {} steps, held out {}: GEMM {:.1} %, weight streaming {:.1} %, attention {:.1} %, KV {:.1} % of peak; \
          step overhead {:.3} ms, per sequence {:.1} µs; prefill sweep {:.2} µs per token per round of {:.0} tiles",
@@ -171,7 +164,7 @@ pub fn report(fit: &Fit) {
         100.0 * c.gemm_efficiency,
         100.0 * c.memory_efficiency,
         100.0 * c.attention_efficiency,
-        100.0 * c.kv_efficiency,
+        100.0 * c.kv_efficiency.unwrap_or(c.memory_efficiency),
         1e3 * c.step_overhead_s,
         1e6 * c.per_sequence_overhead_s,
         1e6 * c.attention_sweep_s_per_token,

@@ -316,8 +316,7 @@ pub fn microbench_calibrate(a: &crate::cli::CalibrateArgs) -> Result<()> {
         )
     })?;
     let cases = microbench::step_grid();
-    let model = model_for(&cases, cfg.clone(), a.gpu, &Weights::Random { seed: 0 })?;
-    let mut model = model;
+    let mut model = model_for(&cases, cfg.clone(), a.gpu, &Weights::Random { seed: 0 })?;
     eprintln!("microbench: GEMM shapes");
     let tokens = [
         1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192,

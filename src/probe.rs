@@ -2,7 +2,7 @@
 //! fits what the probes can inform with the step-log fit.
 
 use crate::cli::CalibrateArgs;
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, Result};
 use serverbench_backends::{probe, Api, ClientConfig, HttpClient, ProbePlan};
 use serverbench_calibration::{FitTarget, ModelSpec, StepSample};
 use serverbench_workloads::tokens::Vocab;
@@ -30,10 +30,7 @@ pub fn endpoint_calibrate(a: &CalibrateArgs, url: &str) -> Result<()> {
     let vocab = Vocab::new(100, model.vocab)
         .ok_or_else(|| anyhow!("the model's vocabulary is too small"))?;
     let plan = ProbePlan::standard(vocab, a.probe_seed);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
+    let rt = crate::real::runtime()?;
     eprintln!(
         "probing {url} (TTFT against prompt length, over a cached prefix; TPOT against streams)"
     );
@@ -41,16 +38,9 @@ pub fn endpoint_calibrate(a: &CalibrateArgs, url: &str) -> Result<()> {
         .block_on(probe(&client, &plan))
         .map_err(|e| anyhow!("{url}: {e}"))?;
     for s in &steps {
-        eprintln!("  {:<40} {:>9.2} ms", s.what, s.seconds * 1e3);
+        eprintln!("  {:<40} {:>9.2} ms", s.what, s.step.seconds * 1e3);
     }
-    let samples: Vec<StepSample> = steps
-        .iter()
-        .map(|s| StepSample {
-            prefill: s.prefill.clone(),
-            decode: s.decode.clone(),
-            seconds: s.seconds,
-        })
-        .collect();
+    let samples: Vec<StepSample> = steps.into_iter().map(|s| s.step).collect();
     let inputs = vec![format!(
         "{} probes of {url}: TTFT of fresh prompts {:?}, of suffixes {:?} over {} cached tokens; TPOT of {:?} streams",
         samples.len(),

@@ -13,7 +13,8 @@ use serverbench_workloads::tokens::{prompt_tokens, Vocab};
 use std::sync::Arc;
 use std::time::Duration;
 
-fn runtime() -> Result<tokio::runtime::Runtime> {
+/// The async runtime of the commands that talk HTTP.
+pub fn runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -367,14 +367,7 @@ fn endpoint_probes_of_the_emulator_recover_its_step_times() {
             .await
             .unwrap()
     });
-    let samples: Vec<StepSample> = steps
-        .iter()
-        .map(|s| StepSample {
-            prefill: s.prefill.clone(),
-            decode: s.decode.clone(),
-            seconds: s.seconds,
-        })
-        .collect();
+    let samples: Vec<StepSample> = steps.into_iter().map(|s| s.step).collect();
     let (m, h, base) = (
         ModelSpec::preset("qwen3-8b").unwrap(),
         HardwareSpec::preset("h200").unwrap(),
@@ -392,14 +385,7 @@ fn endpoint_probes_of_the_emulator_recover_its_step_times() {
             inputs: vec![],
             model: "qwen3-8b".into(),
             measured_on: "loopback emulator".into(),
-            fitted_at: String::new(),
-            target: None,
-            steps_fitted: 0,
-            steps_held_out: 0,
-            held_out_median_ape: None,
-            held_out_p90_ape: None,
-            memory_efficiency_fixed: None,
-            notes: String::new(),
+            ..Default::default()
         },
     };
     let fitted = fit_profile(&samples, &setup).unwrap().profile;

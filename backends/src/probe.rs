@@ -4,6 +4,7 @@
 //! fit as for step logs applies. Measures only; never fits.
 
 use crate::client::HttpClient;
+use serverbench_calibration::StepSample;
 use serverbench_workloads::hash::mix2;
 use serverbench_workloads::tokens::Vocab;
 use std::sync::Arc;
@@ -54,12 +55,8 @@ impl ProbePlan {
 pub struct ProbeStep {
     /// What was probed (for the report).
     pub what: String,
-    /// Prefill chunks (tokens, cached tokens before them).
-    pub prefill: Vec<(u32, u32)>,
-    /// Decode contexts.
-    pub decode: Vec<u32>,
-    /// Measured seconds (TTFT, or the median time per output token).
-    pub seconds: f64,
+    /// The step it stands for; `seconds` is the TTFT, or the median time per output token.
+    pub step: StepSample,
 }
 
 fn prompt(seed: u64, len: u32, vocab: Vocab) -> Vec<u32> {
@@ -83,9 +80,11 @@ pub async fn probe(client: &Arc<HttpClient>, plan: &ProbePlan) -> Result<Vec<Pro
             let t = ttft(client, &p, &format!("TTFT of a fresh {len}-token prompt")).await?;
             out.push(ProbeStep {
                 what: format!("TTFT, fresh prompt of {len}"),
-                prefill: vec![(len, 0)],
-                decode: vec![],
-                seconds: t,
+                step: StepSample {
+                    prefill: vec![(len, 0)],
+                    decode: vec![],
+                    seconds: t,
+                },
             });
         }
     }
@@ -103,9 +102,11 @@ pub async fn probe(client: &Arc<HttpClient>, plan: &ProbePlan) -> Result<Vec<Pro
             .await?;
             out.push(ProbeStep {
                 what: format!("TTFT, {s} tokens over {} cached", plan.cached_prefix),
-                prefill: vec![(s, plan.cached_prefix)],
-                decode: vec![],
-                seconds: t,
+                step: StepSample {
+                    prefill: vec![(s, plan.cached_prefix)],
+                    decode: vec![],
+                    seconds: t,
+                },
             });
         }
     }
@@ -140,9 +141,11 @@ pub async fn probe(client: &Arc<HttpClient>, plan: &ProbePlan) -> Result<Vec<Pro
         tpots.sort_by(f64::total_cmp);
         out.push(ProbeStep {
             what: format!("TPOT, {n} concurrent streams"),
-            prefill: vec![],
-            decode: vec![plan.decode_prompt + plan.decode_tokens / 2; n as usize],
-            seconds: tpots[tpots.len() / 2],
+            step: StepSample {
+                prefill: vec![],
+                decode: vec![plan.decode_prompt + plan.decode_tokens / 2; n as usize],
+                seconds: tpots[tpots.len() / 2],
+            },
         });
     }
     Ok(out)

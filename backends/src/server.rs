@@ -123,17 +123,14 @@ impl LocalServer {
 pub async fn spawn_local_server(cfg: ServeConfig) -> std::io::Result<LocalServer> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}", listener.local_addr()?);
+    // The router starts the engine: build it here so that a failure to start is this call's error.
     let router = router(cfg).map_err(std::io::Error::other)?;
-    let listener = listener.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(async move {
-        let _ = axum::serve(listener, router)
-            .with_graceful_shutdown(async move {
-                let _ = stopped.await;
-            })
-            .await;
+        let _ = serve_router(listener, router, async move {
+            let _ = stopped.await;
+        })
+        .await;
     });
     Ok(LocalServer { url, stop, task })
 }
@@ -141,11 +138,22 @@ pub async fn spawn_local_server(cfg: ServeConfig) -> std::io::Result<LocalServer
 /// Runs the engine thread and serves HTTP on `listener` until the process ends.
 pub async fn serve(listener: tokio::net::TcpListener, cfg: ServeConfig) -> std::io::Result<()> {
     let router = router(cfg).map_err(std::io::Error::other)?;
+    serve_router(listener, router, std::future::pending()).await
+}
+
+/// Serves `router` on `listener` until `shutdown` completes (open requests may finish).
+async fn serve_router(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     // Token chunks are small writes: without TCP_NODELAY, Nagle's algorithm and delayed ACKs hold them.
     let listener = listener.tap_io(|tcp| {
         let _ = tcp.set_nodelay(true);
     });
-    axum::serve(listener, router).await
+    axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown)
+        .await
 }
 
 /// Binds 127.0.0.1 on a free port and serves in the background; returns the base URL (for tests).

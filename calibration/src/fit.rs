@@ -120,27 +120,6 @@ pub fn parse_step_log(
     Ok(out)
 }
 
-/// The fitted coefficients: efficiencies and overheads, and the weight-streaming knee.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Coefficients {
-    /// Fixed seconds per step.
-    pub step_overhead_s: f64,
-    /// Seconds per sequence in the step.
-    pub per_sequence_overhead_s: f64,
-    /// Fraction of peak reached by the GEMMs.
-    pub gemm_efficiency: f64,
-    /// Fraction of peak bandwidth reached streaming weights.
-    pub memory_efficiency: f64,
-    /// Fraction of peak reached by attention compute.
-    pub attention_efficiency: f64,
-    /// Fraction of peak bandwidth reached by KV reads and writes.
-    pub kv_efficiency: f64,
-    /// Prefill attention's sweep, seconds per KV token per round of tiles.
-    pub attention_sweep_s_per_token: f64,
-    /// Attention tiles (× query heads) the GPU runs at once.
-    pub attention_parallel_tiles: f64,
-}
-
 /// Error of a fit on a set of steps.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct FitError {
@@ -155,9 +134,7 @@ pub struct FitError {
 /// The result of [`fit_profile`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct Fit {
-    /// The coefficients.
-    pub coefficients: Coefficients,
-    /// The profile (`step_time: kernel_sum`) carrying them; `fit` filled from the caller's provenance.
+    /// The fitted profile (`step_time: kernel_sum`); `fit` filled from the caller's provenance.
     pub profile: Profile,
     /// Error on the steps fitted.
     pub train: FitError,
@@ -314,30 +291,20 @@ pub fn fit_profile(samples: &[StepSample], setup: &FitSetup<'_>) -> Result<Fit, 
         waves_at,
     )
     .ok_or("no feasible fit: the steps are faster than the hardware's peaks allow")?;
-    let coefficients = Coefficients {
-        step_overhead_s: x[0],
-        per_sequence_overhead_s: x[1],
-        gemm_efficiency: 1.0 / x[2],
-        memory_efficiency: (weights / (shape.knee * per_token * x[2])).min(1.0),
-        attention_efficiency: 1.0 / x[3],
-        kv_efficiency: 1.0 / x[4],
-        attention_sweep_s_per_token: x[5],
-        attention_parallel_tiles: shape.slots,
-    };
     let mut profile = Profile {
         name: setup.name.clone(),
         hardware: setup.hardware.name.clone(),
         fitted: true,
-        gemm_efficiency: coefficients.gemm_efficiency,
+        gemm_efficiency: 1.0 / x[2],
         gemm_half_tokens: 0.0,
-        attention_efficiency: coefficients.attention_efficiency,
-        memory_efficiency: coefficients.memory_efficiency,
-        kv_efficiency: Some(coefficients.kv_efficiency),
-        attention_sweep_s_per_token: coefficients.attention_sweep_s_per_token,
+        attention_efficiency: 1.0 / x[3],
+        memory_efficiency: (weights / (shape.knee * per_token * x[2])).min(1.0),
+        kv_efficiency: Some(1.0 / x[4]),
+        attention_sweep_s_per_token: x[5],
         attention_tile_tokens: setup.attention_tile,
-        attention_parallel_tiles: coefficients.attention_parallel_tiles,
-        step_overhead_s: coefficients.step_overhead_s,
-        per_sequence_overhead_s: coefficients.per_sequence_overhead_s,
+        attention_parallel_tiles: shape.slots,
+        step_overhead_s: x[0],
+        per_sequence_overhead_s: x[1],
         step_time: StepTime::KernelSum,
         fit: None,
         ..setup.base.clone()
@@ -368,7 +335,6 @@ pub fn fit_profile(samples: &[StepSample], setup: &FitSetup<'_>) -> Result<Fit, 
     profile.fit = Some(record);
     profile.check()?;
     Ok(Fit {
-        coefficients,
         profile,
         train: train_err,
         held_out: held_err,
@@ -660,12 +626,7 @@ mod tests {
                 measured_on: "nowhere".into(),
                 fitted_at: "2026-11-30T00:00:00Z".into(),
                 target: Some("wall".into()),
-                steps_fitted: 0,
-                steps_held_out: 0,
-                held_out_median_ape: None,
-                held_out_p90_ape: None,
-                memory_efficiency_fixed: None,
-                notes: String::new(),
+                ..Default::default()
             },
         }
     }
@@ -727,7 +688,7 @@ mod tests {
             x.seconds = cost.step_seconds(&x.shape(None));
         }
         let fit = fit_profile(&samples, &s).unwrap();
-        let c = fit.coefficients;
+        let c = &fit.profile;
         let close = |name: &str, got: f64, want: f64| {
             assert!(
                 (got / want - 1.0).abs() < 0.01,
@@ -737,7 +698,7 @@ mod tests {
         close("gemm_efficiency", c.gemm_efficiency, 0.62);
         close("memory_efficiency", c.memory_efficiency, 0.78);
         close("attention_efficiency", c.attention_efficiency, 0.21);
-        close("kv_efficiency", c.kv_efficiency, 0.45);
+        close("kv_efficiency", c.kv_efficiency.unwrap(), 0.45);
         close("step_overhead_s", c.step_overhead_s, 2.5e-3);
         close("per_sequence_overhead_s", c.per_sequence_overhead_s, 40e-6);
         close(
@@ -771,7 +732,7 @@ mod tests {
         }
         let fit = fit_profile(&samples, &s).unwrap();
         assert!(fit.held_out.p90_ape < 0.025, "{:?}", fit.held_out);
-        assert!((fit.coefficients.gemm_efficiency / 0.80 - 1.0).abs() < 0.05);
+        assert!((fit.profile.gemm_efficiency / 0.80 - 1.0).abs() < 0.05);
     }
 
     #[test]

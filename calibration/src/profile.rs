@@ -70,7 +70,7 @@ pub enum StepTime {
 }
 
 /// Provenance and quality of a fitted profile.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FitRecord {
     /// The method (`step-log least squares`, `derived`, …).
