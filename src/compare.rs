@@ -67,6 +67,11 @@ pub struct SeedRanking {
 /// Runs the command.
 pub fn run(a: CompareArgs) -> Result<()> {
     let (d, cost) = inputs::resolved(&a.deployment)?;
+    if a.engine.step_log.is_some() {
+        bail!(
+            "--step-log: compare writes each run's step log to OUT/real/cC_sS/steps.jsonl itself"
+        );
+    }
     if a.concurrency.is_empty() || a.seeds.is_empty() {
         bail!("--concurrency and --seeds: give at least one value each");
     }
