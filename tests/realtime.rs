@@ -52,6 +52,8 @@ fn replay_against_the_emulator_agrees_with_the_simulator() {
     let g = Generator::new(WorkloadSpec::default(), 0, d.context_limit).unwrap();
     let sim = simulate(&d, &d.cost_model(None), &g, &run).unwrap().summary;
     let rt = runtime();
+    // 10 × real time, not 20 ×: at 20 × a step lasts ~1.2 ms of wall time and on a loaded 2-core machine
+    // the per-step work of client, server and engine no longer fits (p90 TTFT read 18–33 % high).
     // Wall-clock measurements on a shared 2-core machine can be disturbed by anything else running:
     // a second attempt is allowed, and the report of every attempt is printed.
     let mut reports = Vec::new();
@@ -60,7 +62,7 @@ fn replay_against_the_emulator_agrees_with_the_simulator() {
             let cfg = ServeConfig {
                 deployment: d.clone(),
                 cost: d.cost_model(None),
-                time_scale: 20.0,
+                time_scale: 10.0,
                 model_name: "m".into(),
                 vocab: 248_320,
                 cuda: None,
@@ -68,7 +70,7 @@ fn replay_against_the_emulator_agrees_with_the_simulator() {
             let url = spawn_local(cfg).await.unwrap();
             let real_cfg = RealConfig {
                 run,
-                time_scale: 20.0,
+                time_scale: 10.0,
                 vocab: Vocab::new(100, 248_320).unwrap(),
             };
             run_real(
