@@ -5,8 +5,6 @@
 use crate::deployment::{Deployment, EngineConfig, Policy, Preemption, Speculative};
 use crate::des::Time;
 use crate::kv::{KvManager, Match, ROOT};
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 use serverbench_calibration::{BatchShape, CostModel};
 use serverbench_workloads::hash::mix2;
 use serverbench_workloads::Blocks;
@@ -83,6 +81,8 @@ struct Seq {
     progress: SeqProgress,
     done: bool,
     kind: RequestKind,
+    /// Keys this request's speculative acceptance draws (a hash of the replica's seed and the tag).
+    draw_key: u64,
     /// Tokens whose KV sits in host memory after a swap-out (0 when not swapped).
     swapped: u32,
     /// Physical ids of the private blocks, in order (paging only).
@@ -94,6 +94,40 @@ impl Seq {
     fn known(&self) -> u32 {
         self.input + self.generated
     }
+}
+
+/// Index of a request kind in per-kind tables.
+fn kind_index(kind: RequestKind) -> usize {
+    match kind {
+        RequestKind::RootTurn => 0,
+        RequestKind::SubagentTurn => 1,
+        RequestKind::Compaction => 2,
+    }
+}
+
+/// Per request kind, the acceptance thresholds α^j · 2⁶⁴ (j = 1..=k) of [`Replica::draw_tokens`];
+/// empty without speculation.
+fn acceptance_thresholds(spec: Option<&Speculative>) -> [Vec<u64>; 3] {
+    let kinds = [
+        RequestKind::RootTurn,
+        RequestKind::SubagentTurn,
+        RequestKind::Compaction,
+    ];
+    kinds.map(|kind| {
+        spec.map_or_else(Vec::new, |sp| {
+            let alpha = sp.alpha(kind);
+            // `as` saturates: α = 1 gives u64::MAX (accepted but for one draw in 2⁶⁴).
+            (1..=sp.k)
+                .map(|j| (alpha.powi(j as i32) * 18_446_744_073_709_551_616.0) as u64)
+                .collect()
+        })
+    })
+}
+
+/// Drafts accepted for the uniform 64-bit draw `h`, given the thresholds α^j · 2⁶⁴ (j = 1..=k).
+#[inline]
+fn accepted_drafts(h: u64, below: &[u64]) -> u32 {
+    below.iter().filter(|&&t| h < t).count() as u32
 }
 
 /// The hash of engine block `i` of a prompt whose workload blocks are `chain` (each `wbs` tokens, ids prefix-identifying).
@@ -232,14 +266,15 @@ pub struct Replica {
     run_truncatable: bool,
     /// Tokens each step entry emits in each step of the run (step-major).
     run_emit: Vec<u32>,
-    /// The random stream's position after each step of the run.
-    run_rng: Vec<u128>,
     in_run: bool,
     last_preempted: bool,
     plain_steps: u32,
     plain_limit: u32,
     spec: Option<Speculative>,
-    rng: ChaCha8Rng,
+    /// Seeds the speculative acceptance draws (see [`Replica::draw_tokens`]).
+    spec_seed: u64,
+    /// Per request kind, α^j · 2⁶⁴ for j = 1..=k: a draw below the j-th accepts the j-th draft.
+    accept_below: [Vec<u64>; 3],
     kv_bytes_per_token: f64,
     host_bandwidth: f64,
     host_free_bytes: f64,
@@ -295,13 +330,13 @@ impl Replica {
             run_occupancy: 0.0,
             run_truncatable: false,
             run_emit: Vec::new(),
-            run_rng: Vec::new(),
             in_run: false,
             last_preempted: false,
             plain_steps: 0,
             plain_limit: 0,
             spec: d.engine.speculative.clone(),
-            rng: ChaCha8Rng::seed_from_u64(serverbench_workloads::hash::mix2(seed, 0x5BEC)),
+            spec_seed: serverbench_workloads::hash::mix2(seed, 0x5BEC),
+            accept_below: acceptance_thresholds(d.engine.speculative.as_ref()),
             kv_bytes_per_token: plan.kv_bytes_per_token,
             host_bandwidth: d.hardware_spec().host_bandwidth,
             host_free_bytes: d.engine.swap_space_gib * serverbench_calibration::GIB,
@@ -410,6 +445,7 @@ impl Replica {
             progress: SeqProgress::default(),
             done: false,
             kind: input.kind,
+            draw_key: serverbench_workloads::hash::mix2(self.spec_seed, input.tag),
             swapped: 0,
             table: Vec::new(),
         };
@@ -806,20 +842,25 @@ impl Replica {
         b
     }
 
-    /// Tokens a verify step emits for a sequence that still wants `left` tokens: accepted drafts (each
-    /// accepted with α until the first rejection, at most `k`) plus the verifier's own token.
-    fn draw_tokens(&mut self, kind: RequestKind, left: u32) -> u32 {
-        let sp = self.spec.as_ref().expect("speculative decoding is on");
-        let (alpha, k) = (sp.alpha(kind), sp.k);
-        // P(accepted ≥ j) = α^j, so one uniform draw decides them all: accepted = #{j ≤ k : u < α^j}
-        // (the same distribution as drawing each draft until the first rejection, with one draw).
-        let u = self.rng.random::<f64>();
-        let (mut accepted, mut p) = (0, alpha);
-        while accepted < k && u < p {
-            accepted += 1;
-            p *= alpha;
-        }
-        (accepted + 1).min(left)
+    /// Tokens a verify step emits for sequence `id` when it still wants `left` tokens: accepted drafts
+    /// (each accepted with α until the first rejection, at most `k`) plus the verifier's own token.
+    ///
+    /// The uniform behind the draw is a hash of the replica's seed, the request's tag and the output
+    /// position the step starts at, not the next number of a stream: the same request at the same
+    /// position always gets the same draw, whatever else shares the batch and however steps are
+    /// grouped into runs, so a run cut short needs no rewinding.
+    fn draw_tokens(&self, id: usize, left: u32) -> u32 {
+        let s = &self.seqs[id];
+        let position = (s.output - left) as u64;
+        // SplitMix64 at this position of the request's own sequence: a uniform 64-bit draw.
+        let h = serverbench_workloads::hash::mix64(
+            s.draw_key
+                .wrapping_add(position.wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+        );
+        // P(accepted ≥ j) = α^j, so one uniform decides them all: accepted = #{j ≤ k : u < α^j}
+        // (the same distribution as drawing each draft until the first rejection). Counted without
+        // an early exit, so the random outcome costs no mispredicted branch.
+        (accepted_drafts(h, &self.accept_below[kind_index(s.kind)]) + 1).min(left)
     }
 
     /// Tokens each scheduled decode sequence emits in the next step of a run (one, or a verify draw);
@@ -832,17 +873,11 @@ impl Replica {
         }
         let mut finished = false;
         for i in 0..self.step.len() {
-            let id = self.step[i].0 as usize;
-            let m = if self.spec.is_some() {
-                self.draw_tokens(self.seqs[id].kind, left[i])
-            } else {
-                1
-            };
+            let m = self.draw_tokens(self.step[i].0 as usize, left[i]);
             self.run_emit.push(m);
             left[i] -= m;
             finished |= left[i] == 0;
         }
-        self.run_rng.push(self.rng.get_word_pos());
         finished
     }
 
@@ -869,7 +904,6 @@ impl Replica {
         self.in_run = false;
         self.run_ends.clear();
         self.run_emit.clear();
-        self.run_rng.clear();
         let admission_blocked =
             self.waiting.is_empty() || (self.cfg.policy == Policy::Vllm && !self.last_preempted);
         if first.prefill_seqs > 0
@@ -935,13 +969,11 @@ impl Replica {
         self.run_ends[k - 1] - start.0
     }
 
-    /// Keeps the first `k` steps of the run (and the random draws they made).
+    /// Keeps the first `k` steps of the run (and the tokens they emit).
     fn keep_steps(&mut self, k: usize) {
         self.run_ends.truncate(k);
         if self.spec.is_some() {
             self.run_emit.truncate(k * self.step.len());
-            self.run_rng.truncate(k);
-            self.rng.set_word_pos(self.run_rng[k - 1]);
         }
     }
 
@@ -973,7 +1005,7 @@ impl Replica {
 
     /// Cuts a running decode run short because a request arrived at `at`: the run now ends with the
     /// first of its steps that ends at or after `at` (where a step-by-step engine would next look at
-    /// its queue). Frees the blocks of the dropped steps, rewinds the random draws they made, and
+    /// its queue). Frees the blocks of the dropped steps, forgets the tokens they would have emitted, and
     /// returns the new end, or `None` when the run already ends there.
     pub fn truncate_run(&mut self, at: Time) -> Option<Time> {
         if self.repeat <= 1 || !self.run_truncatable {
@@ -1050,8 +1082,8 @@ impl Replica {
             }
             let s = &mut self.seqs[id as usize];
             if self.spec.is_some() && n == 1 && Self::is_decoding(s) {
-                let (kind, left) = (s.kind, s.output - s.generated);
-                let m = self.draw_tokens(kind, left);
+                let left = s.output - s.generated;
+                let m = self.draw_tokens(id as usize, left);
                 self.stats.spec_verifies += 1;
                 self.stats.spec_tokens += m as u64;
                 any_done |= self.emit_decoded(id, m, self.report_tokens, events);
@@ -1216,6 +1248,42 @@ impl Replica {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    #[test]
+    fn hashed_acceptance_draws_follow_the_truncated_geometric_law() {
+        let spec = Speculative {
+            method: crate::deployment::SpecMethod::Mtp,
+            k: 3,
+            acceptance: 0.7,
+            acceptance_by_kind: Default::default(),
+            draft_params: None,
+        };
+        let below = &acceptance_thresholds(Some(&spec))[0];
+        let key = serverbench_workloads::hash::mix2(7, 42);
+        let n = 200_000u64;
+        let mut counts = [0u64; 4];
+        for pos in 0..n {
+            let h = serverbench_workloads::hash::mix64(
+                key.wrapping_add(pos.wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+            );
+            counts[accepted_drafts(h, below) as usize] += 1;
+        }
+        // P(accepted = j) = α^j (1 − α) for j < k, and α^k for j = k.
+        let want = [0.3, 0.21, 0.147, 0.343];
+        for (j, (&c, w)) in counts.iter().zip(want).enumerate() {
+            let got = c as f64 / n as f64;
+            assert!((got - w).abs() < 0.004, "accepted = {j}: {got} vs {w}");
+        }
+        let sure = Speculative {
+            acceptance: 1.0,
+            ..spec
+        };
+        let below = &acceptance_thresholds(Some(&sure))[0];
+        assert_eq!(accepted_drafts(u64::MAX - 1, below), 3);
+        assert!(acceptance_thresholds(None).iter().all(|t| t.is_empty()));
+    }
 
     #[test]
     fn engine_hashes_map_workload_blocks_onto_engine_blocks() {
