@@ -4,8 +4,8 @@
 use crate::cli::CalibrateArgs;
 use anyhow::{anyhow, bail, Context, Result};
 use serverbench_calibration::{
-    fit_profile, parse_step_log, Fit, FitRecord, FitSetup, FitTarget, HardwareSpec, ModelSpec,
-    Profile, StepSample,
+    check_profile, fit_profile, parse_step_log, Fit, FitRecord, FitSetup, FitTarget, HardwareSpec,
+    ModelSpec, Profile, StepSample,
 };
 use std::io::Read;
 use std::path::Path;
@@ -34,6 +34,9 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
         inputs.push(format!("{} ({} steps)", path.display(), steps.len()));
         samples.extend(steps);
     }
+    if let Some(name) = &a.check {
+        return check(&a, name, &samples);
+    }
     let fit = fit_steps(
         &a,
         &samples,
@@ -46,15 +49,48 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
     write_profile(&fit.profile, a.out.as_deref())
 }
 
-fn derive(a: &CalibrateArgs, from: &str) -> Result<()> {
-    let source = match Profile::preset(from) {
-        Some(p) => p,
+/// A profile preset by name, or a profile YAML file; `flag` names the option in errors.
+fn load_profile(flag: &str, name: &str) -> Result<Profile> {
+    match Profile::preset(name) {
+        Some(p) => Ok(p),
         None => {
-            let text = read_text(Path::new(from))
-                .with_context(|| format!("--derive-from: {from:?} is not a profile preset"))?;
-            Profile::from_yaml(from, &text)?
+            let text = read_text(Path::new(name))
+                .with_context(|| format!("{flag}: {name:?} is not a profile preset"))?;
+            Ok(Profile::from_yaml(name, &text)?)
         }
-    };
+    }
+}
+
+/// `--check`: the profile's error on the given steps, per class, as a table on stdout.
+fn check(a: &CalibrateArgs, name: &str, samples: &[StepSample]) -> Result<()> {
+    let profile = load_profile("--check", name)?;
+    let model = ModelSpec::preset(&a.model)
+        .ok_or_else(|| anyhow!("--model: no model preset {:?}", a.model))?;
+    let hardware = HardwareSpec::preset(&a.hardware)
+        .ok_or_else(|| anyhow!("--hardware: no hardware preset {:?}", a.hardware))?;
+    println!(
+        "profile {} against {} steps ({} time)\n",
+        profile.name,
+        samples.len(),
+        a.target
+    );
+    println!("| steps | count | median error | median abs error | p90 abs error |");
+    println!("|---|---:|---:|---:|---:|");
+    for c in check_profile(samples, &model, &hardware, &profile) {
+        println!(
+            "| {} | {} | {:+.2} % | {:.2} % | {:.2} % |",
+            c.class,
+            c.steps,
+            100.0 * c.median_error,
+            100.0 * c.abs.median_ape,
+            100.0 * c.abs.p90_ape
+        );
+    }
+    Ok(())
+}
+
+fn derive(a: &CalibrateArgs, from: &str) -> Result<()> {
+    let source = load_profile("--derive-from", from)?;
     if HardwareSpec::preset(&a.hardware).is_none() {
         bail!("--hardware: no hardware preset {:?}", a.hardware);
     }
@@ -158,7 +194,7 @@ pub fn report(fit: &Fit) {
     let c = &fit.profile;
     eprintln!(
         "fitted {} steps, held out {}: GEMM {:.1} %, weight streaming {:.1} %, attention {:.1} %, KV {:.1} % of peak; \
-         step overhead {:.3} ms, per sequence {:.1} µs; prefill sweep {:.2} µs per token per round of {:.0} tiles",
+         step overhead {:.3} ms, per sequence {:.1} µs; prefill attention {:.2} µs per token of span + {:.2} per round of {:.0} tiles",
         fit.train.steps,
         fit.held_out.steps,
         100.0 * c.gemm_efficiency,
@@ -167,6 +203,7 @@ pub fn report(fit: &Fit) {
         100.0 * c.kv_efficiency.unwrap_or(c.memory_efficiency),
         1e3 * c.step_overhead_s,
         1e6 * c.per_sequence_overhead_s,
+        1e6 * c.attention_span_s_per_token,
         1e6 * c.attention_sweep_s_per_token,
         c.attention_parallel_tiles
     );

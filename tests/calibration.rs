@@ -91,6 +91,11 @@ fn the_shipped_h200_fit_reproduces_from_the_shipped_step_logs() {
             shipped.attention_sweep_s_per_token,
         ),
         (
+            "attention_span_s_per_token",
+            refit.attention_span_s_per_token,
+            shipped.attention_span_s_per_token,
+        ),
+        (
             "attention_parallel_tiles",
             refit.attention_parallel_tiles,
             shipped.attention_parallel_tiles,
@@ -135,6 +140,52 @@ fn calibrate_names_the_line_and_field_of_a_bad_step_log() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("bad.jsonl: line 3: wall_ms"), "{err}");
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// `calibrate --check` predicts held-out steps (a fidelity run's step log, never fitted) per class of
+/// step, within the errors docs/calibration.md reports; a profile that is neither preset nor file is named.
+#[test]
+fn calibrate_check_reports_the_shipped_profile_on_held_out_steps() {
+    let log = repo("docs/fidelity/levels/real/c8_s0/steps.jsonl.gz");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_serverbench"))
+        .args(["calibrate", "--check", "h200-qwen3-8b-cuda", "--from-steps"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // | class | count | median error | median abs error | p90 abs error |
+    let row = |class: &str| -> Vec<f64> {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(&format!("| {class} |")))
+            .unwrap_or_else(|| panic!("no {class} row in\n{text}"));
+        line.split('|')
+            .skip(2)
+            .filter_map(|c| c.trim().trim_end_matches(" %").parse().ok())
+            .collect()
+    };
+    let all = row("all steps");
+    assert_eq!(all[0], 2282.0, "{text}");
+    assert!(all[2] < 2.0 && all[3] < 4.0, "{text}");
+    // Chunks of 513-2048 tokens over long prefixes: the first-round term of the prefill attention.
+    let mid = row("prefill 513-2048");
+    assert!(mid[2] < 8.0 && mid[3] < 12.0, "{text}");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_serverbench"))
+        .args(["calibrate", "--check", "no-such-profile", "--from-steps"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("--check: \"no-such-profile\" is not a profile preset"),
+        "{err}"
+    );
 }
 
 /// `compare --reuse` on the stored H200 measurements reproduces docs/fidelity.md's headline numbers.

@@ -115,6 +115,7 @@ pub struct CostModel {
     gemm_half_tokens: f64,
     full_s_per_pair: f64,
     sweep_s_per_token: f64,
+    span_s_per_token: f64,
     tile_tokens: f64,
     parallel_tiles: f64,
     q_heads: f64,
@@ -208,6 +209,7 @@ impl CostModel {
             gemm_half_tokens: p.gemm_half_tokens,
             full_s_per_pair: fa.flops_per_pair() / tp / attn_peak,
             sweep_s_per_token: p.attention_sweep_s_per_token,
+            span_s_per_token: p.attention_span_s_per_token,
             tile_tokens: p.attention_tile_tokens as f64,
             parallel_tiles: p.attention_parallel_tiles,
             q_heads: fa.q_heads.div_ceil(i.tp.max(1)) as f64,
@@ -271,7 +273,9 @@ impl CostModel {
             gemm_s: self.linear_s_per_token * n,
             weights_s: self.weights_s,
             attention_s: b.full_pairs * self.full_s_per_pair
-                + self.prefill_waves(b) * b.prefill_span_max as f64 * self.sweep_s_per_token
+                + (self.prefill_waves(b) * self.sweep_s_per_token
+                    + self.first_round(b) * self.span_s_per_token)
+                    * b.prefill_span_max as f64
                 + b.sliding_pairs * self.sliding_s_per_pair
                 + n * self.linear_attention_s_per_token,
             kv_s: (b.prefill_context + b.decode_context) as f64 * self.full_read_s_per_token
@@ -301,6 +305,16 @@ impl CostModel {
                 .max(1.0)
         } else {
             1.0
+        }
+    }
+
+    /// 1 for a step with prefill (its attention pays the first round's latency), 0 without.
+    #[inline]
+    fn first_round(&self, b: &BatchShape) -> f64 {
+        if b.prefill_seqs > 0 {
+            1.0
+        } else {
+            0.0
         }
     }
 

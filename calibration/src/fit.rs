@@ -163,7 +163,8 @@ pub struct FitSetup<'a> {
 }
 
 /// Lower and upper bounds of the fitted variables, in the order of [`Row::x`]: step overhead (s),
-/// per-sequence overhead (s), 1/gemm_eff, 1/attention_eff, 1/kv_eff, sweep seconds per token.
+/// per-sequence overhead (s), 1/gemm_eff, 1/attention_eff, 1/kv_eff, sweep seconds per token per round,
+/// first-round seconds per token.
 const BOUNDS: [(f64, f64); N] = [
     (0.0, 1.0),
     (0.0, 0.01),
@@ -171,10 +172,11 @@ const BOUNDS: [(f64, f64); N] = [
     (1.0, 100.0),
     (1.0, 100.0),
     (0.0, 1e-3),
+    (0.0, 1e-3),
 ];
 
 /// Variables fitted by least squares.
-const N: usize = 6;
+const N: usize = 7;
 
 /// One step's regressors with every efficiency at 1 and every overhead at 0.
 #[derive(Clone, Copy, Debug)]
@@ -203,6 +205,11 @@ impl Row {
             self.parts.attention_s,
             self.parts.kv_s,
             waves * self.shape.prefill_span_max as f64,
+            if self.shape.prefill_seqs > 0 {
+                self.shape.prefill_span_max as f64
+            } else {
+                0.0
+            },
         ]
     }
 }
@@ -217,6 +224,7 @@ fn unit_profile(base: &Profile) -> Profile {
         step_overhead_s: 0.0,
         per_sequence_overhead_s: 0.0,
         attention_sweep_s_per_token: 0.0,
+        attention_span_s_per_token: 0.0,
         attention_tile_tokens: 0,
         attention_parallel_tiles: 0.0,
         step_time: StepTime::KernelSum,
@@ -301,6 +309,7 @@ pub fn fit_profile(samples: &[StepSample], setup: &FitSetup<'_>) -> Result<Fit, 
         memory_efficiency: (weights / (shape.knee * per_token * x[2])).min(1.0),
         kv_efficiency: Some(1.0 / x[4]),
         attention_sweep_s_per_token: x[5],
+        attention_span_s_per_token: x[6],
         attention_tile_tokens: setup.attention_tile,
         attention_parallel_tiles: shape.slots,
         step_overhead_s: x[0],
@@ -339,6 +348,74 @@ pub fn fit_profile(samples: &[StepSample], setup: &FitSetup<'_>) -> Result<Fit, 
         train: train_err,
         held_out: held_err,
     })
+}
+
+/// How well a profile predicts one class of measured steps.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClassError {
+    /// The class: decode-only steps, or steps whose prefill chunks add up to a range of new tokens.
+    pub class: &'static str,
+    /// Steps in the class.
+    pub steps: usize,
+    /// Median of (predicted − measured) / measured: the bias (negative: the profile is fast).
+    pub median_error: f64,
+    /// Median and 90th-percentile absolute percentage error.
+    pub abs: FitError,
+}
+
+/// The step classes of [`check_profile`], by new prefill tokens in the step (upper bounds, inclusive).
+const CLASSES: [(&str, u32); 5] = [
+    ("decode only", 0),
+    ("prefill 1-512", 512),
+    ("prefill 513-2048", 2048),
+    ("prefill 2049-8192", 8192),
+    ("prefill > 8192", u32::MAX),
+];
+
+/// Predicts every measured step with `profile` (for `model` on `hardware`, bf16, tp 1) and reports the
+/// error per class of step and over all steps (last): a held-out check of a profile against new logs.
+pub fn check_profile(
+    samples: &[StepSample],
+    model: &ModelSpec,
+    hardware: &HardwareSpec,
+    profile: &Profile,
+) -> Vec<ClassError> {
+    let cost = CostModel::new(CostInputs {
+        model,
+        hardware,
+        profile,
+        dtype: WeightDtype::Bf16,
+        group_size: 128,
+        tp: 1,
+        draft_params: 0.0,
+    });
+    let mut by_class: Vec<Vec<f64>> = vec![Vec::new(); CLASSES.len()];
+    for s in samples {
+        let new_tokens: u32 = s.prefill.iter().map(|&(len, _)| len).sum();
+        let class = CLASSES
+            .iter()
+            .position(|&(_, upper)| new_tokens <= upper)
+            .expect("the last class has no upper bound");
+        let predicted = cost.step_seconds(&s.shape(cost.window));
+        by_class[class].push((predicted - s.seconds) / s.seconds);
+    }
+    let all: Vec<f64> = by_class.iter().flatten().copied().collect();
+    CLASSES
+        .iter()
+        .map(|&(class, _)| class)
+        .zip(by_class)
+        .chain(std::iter::once(("all steps", all)))
+        .filter(|(_, errors)| !errors.is_empty())
+        .map(|(class, mut errors)| {
+            errors.sort_by(f64::total_cmp);
+            ClassError {
+                class,
+                steps: errors.len(),
+                median_error: errors[(errors.len() - 1) / 2],
+                abs: summarize(errors.iter().map(|e| e.abs()).collect()),
+            }
+        })
+        .collect()
 }
 
 fn summarize(mut ape: Vec<f64>) -> FitError {
@@ -485,9 +562,11 @@ fn golden((mut lo, mut hi): (f64, f64), start: f64, f: impl Fn(f64) -> f64) -> f
     }
 }
 
-/// Minimises `Σ c² ((x·r − y) / y)²` (`c` a class weight) with every variable inside [`BOUNDS`], exactly:
-/// every assignment of each variable to free, lower or upper bound is solved and the best feasible one
-/// kept (3⁶ small systems).
+/// Minimises `Σ c² ((x·r − y) / y)²` (`c` a class weight) with every variable inside [`BOUNDS`], exactly.
+/// Each assignment of the variables to free, lower or upper bound is a small linear system; they are tried
+/// with the fewest bound variables first, and the first whose solution is feasible and satisfies the KKT
+/// conditions (the objective rises leaving each bound inwards) is the optimum of this convex problem. If
+/// rounding keeps every candidate from passing that test, the best feasible one of all 3⁷ is kept.
 fn weighted_bounded_lsq(
     rows: impl Iterator<Item = ([f64; N], f64, f64)>,
     bounds: &[(f64, f64); N],
@@ -518,13 +597,7 @@ fn weighted_bounded_lsq(
         v
     };
     let mut best: Option<([f64; N], f64)> = None;
-    for code in 0..3usize.pow(N as u32) {
-        let mut state = [0u8; N];
-        let mut c = code;
-        for s in state.iter_mut() {
-            *s = (c % 3) as u8;
-            c /= 3;
-        }
+    for state in active_sets() {
         let mut x = [0.0; N];
         for i in 0..N {
             x[i] = match state[i] {
@@ -560,12 +633,56 @@ fn weighted_bounded_lsq(
         if !inside {
             continue;
         }
+        // Rounding may leave a free variable a hair outside its bound.
+        for i in 0..N {
+            x[i] = x[i].clamp(bounds[i].0, bounds[i].1);
+        }
         let v = objective(&x);
+        if kkt_holds(&gram, &rhs, &x, state) {
+            return Some((x, v));
+        }
         if best.as_ref().map_or(true, |(_, bv)| v < *bv) {
             best = Some((x, v));
         }
     }
     best
+}
+
+/// Every assignment of the variables to free (0), lower bound (1) or upper bound (2), fewest bound first.
+fn active_sets() -> impl Iterator<Item = &'static [u8; N]> {
+    static SETS: std::sync::OnceLock<Vec<[u8; N]>> = std::sync::OnceLock::new();
+    SETS.get_or_init(|| {
+        let mut sets: Vec<[u8; N]> = (0..3usize.pow(N as u32))
+            .map(|code| {
+                let mut state = [0u8; N];
+                let mut c = code;
+                for s in state.iter_mut() {
+                    *s = (c % 3) as u8;
+                    c /= 3;
+                }
+                state
+            })
+            .collect();
+        sets.sort_by_key(|s| s.iter().filter(|&&v| v != 0).count());
+        sets
+    })
+    .iter()
+}
+
+/// Whether `x` is optimal: the half-gradient `gram·x − rhs` is (relatively) zero on free variables, not
+/// negative at a lower bound and not positive at an upper one.
+fn kkt_holds(gram: &[[f64; N]; N], rhs: &[f64; N], x: &[f64; N], state: &[u8; N]) -> bool {
+    (0..N).all(|i| {
+        let terms = (0..N).map(|j| gram[i][j] * x[j]);
+        let scale = rhs[i].abs() + terms.clone().map(f64::abs).sum::<f64>();
+        let g = terms.sum::<f64>() - rhs[i];
+        let tol = 1e-9 * scale.max(f64::MIN_POSITIVE);
+        match state[i] {
+            0 => g.abs() <= tol.max(1e-6 * scale),
+            1 => g >= -tol,
+            _ => g <= tol,
+        }
+    })
 }
 
 /// Solves a symmetric positive semi-definite system (a Gram matrix) by Gaussian elimination with partial
@@ -673,7 +790,8 @@ mod tests {
             memory_efficiency: 0.78,
             attention_efficiency: 0.21,
             kv_efficiency: Some(0.45),
-            attention_sweep_s_per_token: 3.7e-6,
+            attention_sweep_s_per_token: 2.8e-6,
+            attention_span_s_per_token: 1.1e-6,
             attention_tile_tokens: 64,
             attention_parallel_tiles: 396.0,
             step_overhead_s: 2.5e-3,
@@ -704,7 +822,12 @@ mod tests {
         close(
             "attention_sweep_s_per_token",
             c.attention_sweep_s_per_token,
-            3.7e-6,
+            2.8e-6,
+        );
+        close(
+            "attention_span_s_per_token",
+            c.attention_span_s_per_token,
+            1.1e-6,
         );
         assert!(fit.held_out.p90_ape < 1e-3, "{:?}", fit.held_out);
         assert_eq!(fit.held_out.steps, 120);
@@ -756,6 +879,57 @@ mod tests {
         let text = serde_yaml::to_string(&p).unwrap();
         assert!(text.contains("step_time: kernel_sum"), "{text}");
         assert_eq!(Profile::from_yaml("fitted.yaml", &text).unwrap(), p);
+    }
+
+    #[test]
+    fn bounded_least_squares_stops_at_the_constrained_optimum() {
+        // Random problems whose unconstrained optimum leaves the box in some coordinates: the answer
+        // must be feasible and no step along any coordinate (kept inside the box) may improve it.
+        let mut state = 0x2545_F491_4F6C_DD1Du64;
+        let mut uniform = move || {
+            state = splitmix(state);
+            (state >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let bounds: [(f64, f64); N] = [(0.0, 1.0); N];
+        for _ in 0..50 {
+            let truth: Vec<f64> = (0..N).map(|_| 2.0 * uniform() - 0.5).collect();
+            let rows: Vec<([f64; N], f64, f64)> = (0..40)
+                .map(|_| {
+                    let r: [f64; N] = std::array::from_fn(|_| 0.1 + uniform());
+                    let y = r.iter().zip(&truth).map(|(a, b)| a * b).sum::<f64>().abs() + 0.5;
+                    (r, y, 1.0)
+                })
+                .collect();
+            let objective = |x: &[f64; N]| -> f64 {
+                rows.iter()
+                    .map(|(r, y, _)| {
+                        let p: f64 = r.iter().zip(x).map(|(a, b)| a * b).sum();
+                        ((p - y) / y).powi(2)
+                    })
+                    .sum()
+            };
+            let (x, _) = weighted_bounded_lsq(rows.iter().copied(), &bounds).unwrap();
+            assert!(x.iter().all(|v| (0.0..=1.0).contains(v)), "{x:?}");
+            let best = objective(&x);
+            for i in 0..N {
+                for step in [-1e-3, 1e-3] {
+                    let mut y = x;
+                    y[i] = (y[i] + step).clamp(0.0, 1.0);
+                    assert!(
+                        objective(&y) >= best - 1e-12,
+                        "coordinate {i} improves {x:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// SplitMix64's finaliser, for the test's own random numbers.
+    fn splitmix(z: u64) -> u64 {
+        let z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        let z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
     }
 
     #[test]

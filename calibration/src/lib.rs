@@ -12,7 +12,10 @@ pub mod model;
 pub mod profile;
 
 pub use cost::{BatchShape, CostInputs, CostModel, StepParts};
-pub use fit::{fit_profile, parse_step_log, Fit, FitError, FitSetup, FitTarget, StepSample};
+pub use fit::{
+    check_profile, fit_profile, parse_step_log, ClassError, Fit, FitError, FitSetup, FitTarget,
+    StepSample,
+};
 pub use memory::{memory_plan, MemoryPlan};
 pub use model::{
     streamed_weight_bytes, weight_bytes, AttentionLayers, HardwareSpec, LinearLayers, ModelSpec,

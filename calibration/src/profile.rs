@@ -43,6 +43,11 @@ pub struct Profile {
     /// not its pairs; 0 means no sweep term.
     #[serde(default)]
     pub attention_sweep_s_per_token: f64,
+    /// Prefill attention's first-round latency: seconds per KV token of the longest span, once per step
+    /// with prefill, on top of the rounds' sweep (the kernel's blocks are latency-bound, so the first
+    /// round costs more than each further one); 0 means none.
+    #[serde(default)]
+    pub attention_span_s_per_token: f64,
     /// Query tokens per attention tile of the engine's prefill kernel (0: no tiling, one round per step).
     #[serde(default)]
     pub attention_tile_tokens: u32,
@@ -182,6 +187,7 @@ impl Profile {
                 fp8_compute_speedup: 1.6,
                 step_time: StepTime::Roofline,
                 attention_sweep_s_per_token: 0.0,
+                attention_span_s_per_token: 0.0,
                 attention_tile_tokens: 0,
                 attention_parallel_tiles: 0.0,
                 kv_efficiency: None,
@@ -204,6 +210,7 @@ impl Profile {
                 fp8_compute_speedup: 1.6,
                 step_time: StepTime::Roofline,
                 attention_sweep_s_per_token: 0.0,
+                attention_span_s_per_token: 0.0,
                 attention_tile_tokens: 0,
                 attention_parallel_tiles: 0.0,
                 kv_efficiency: None,
@@ -242,6 +249,10 @@ impl Profile {
             (
                 "attention_sweep_s_per_token",
                 self.attention_sweep_s_per_token,
+            ),
+            (
+                "attention_span_s_per_token",
+                self.attention_span_s_per_token,
             ),
             ("attention_parallel_tiles", self.attention_parallel_tiles),
         ];
