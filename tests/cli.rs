@@ -78,6 +78,18 @@ fn bad_files_get_an_error_naming_file_and_field_and_exit_2() {
         err.contains("dep.yaml") && err.contains("engine.max_num_seqs"),
         "{err}"
     );
+    // An engine override is merged into the deployment before it is read: the error names the user's
+    // file and the field, and no line of the merged document (which the user never saw).
+    let engine = dir.join("engine.yaml");
+    std::fs::write(&engine, "policy: vllm\nmax_num_seqz: 8\n").unwrap();
+    let o = serverbench(&["simulate", "--engine-config", engine.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("engine.yaml: max_num_seqz: unknown field `max_num_seqz`")
+            && !err.contains("line"),
+        "{err}"
+    );
     let trace = dir.join("t.jsonl");
     std::fs::write(&trace, "{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 1, \"hash_ids\": []}\n{\"timestamp\": 0, \"input_length\": 10}\n").unwrap();
     let o = serverbench(&["simulate", "--trace", trace.to_str().unwrap()]);

@@ -87,6 +87,24 @@ pub fn parse_yaml<T: for<'de> serde::Deserialize<'de>>(
         let line = e.inner().location().map_or(0, |l| l.line());
         let path = e.path().to_string();
         let field = if path == "." { String::new() } else { path };
-        ConfigError::new(file, line, field, e.into_inner().to_string())
+        let reason = without_location(&e.into_inner().to_string()).to_string();
+        ConfigError::new(file, line, field, reason)
     })
+}
+
+/// A YAML error message without its trailing ` at line N column M`: the line is reported on its own
+/// (and is dropped where it would point into a merged document the user never wrote).
+fn without_location(message: &str) -> &str {
+    let Some(at) = message.rfind(" at line ") else {
+        return message;
+    };
+    let rest = &message[at + " at line ".len()..];
+    let location = rest
+        .split_once(" column ")
+        .is_some_and(|(l, c)| l.parse::<u64>().is_ok() && c.parse::<u64>().is_ok());
+    if location {
+        &message[..at]
+    } else {
+        message
+    }
 }
