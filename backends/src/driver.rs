@@ -3,6 +3,7 @@
 
 use crate::client::{HttpClient, StreamResult};
 use crate::openai::{request_bytes, Api, BodyCache};
+use crate::timer::Timer;
 use serverbench_sim::{
     summarise, Deployment, EventQueue, Handle, Outcome, Ready, Record, Replay, RunConfig,
     StartMode, Summary, Time,
@@ -133,6 +134,10 @@ pub async fn run_real(
         start: Instant::now(),
         scale: cfg.time_scale,
     };
+    // Sub-millisecond wake-ups without spinning: at `--time-scale 10` a millisecond of wall clock is
+    // 10 ms of server time, and a dispatch loop that spins for its next deadline takes a core from the
+    // streams it serves.
+    let timer = Timer::new();
     let mut queue: EventQueue<Handle> = EventQueue::new();
     for r in ready.drain(..) {
         queue.schedule(r.at, r.handle).expect("never in the past");
@@ -208,7 +213,7 @@ pub async fn run_real(
                     queue.schedule(r.at, r.handle).expect("ready times follow the completion");
                 }
             }
-            _ = precise_sleep_until(clock.wall(wake)) => {}
+            _ = timer.sleep_until(clock.wall(wake)) => {}
         }
     }
     for (tag, f) in in_flight {
@@ -345,19 +350,6 @@ async fn warm_up(
         let _ = t.await;
     }
     n
-}
-
-/// Sleeps until `deadline` with sub-millisecond precision: the timer wheel (1 ms ticks) gets within a
-/// millisecond, then the task yields until the deadline. At `--time-scale 20` a millisecond of wall
-/// clock is 20 ms of server time, so this precision matters.
-async fn precise_sleep_until(deadline: Instant) {
-    let coarse = deadline.checked_sub(Duration::from_micros(2500));
-    if let Some(c) = coarse.filter(|&c| c > Instant::now()) {
-        tokio::time::sleep_until(c.into()).await;
-    }
-    while Instant::now() < deadline {
-        tokio::task::yield_now().await;
-    }
 }
 
 /// The natural-stop probe: one request without `ignore_eos`. Returns the finish reason and the

@@ -12,6 +12,7 @@ pub mod openai;
 pub mod probe;
 pub mod server;
 pub mod sse;
+pub mod timer;
 
 pub use client::{ClientConfig, HttpClient, StreamResult};
 pub use driver::{natural_stop_probe, run_real, ClientStats, RealConfig, RealOutput, RecordSink};
