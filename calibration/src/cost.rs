@@ -80,6 +80,15 @@ impl BatchShape {
     pub fn seqs(&self) -> u32 {
         self.prefill_seqs + self.decode_seqs
     }
+
+    /// The span the prefill attention's first round pays for: the longest span with prefill, 0 without.
+    pub fn first_round_span(&self) -> f64 {
+        if self.prefill_seqs > 0 {
+            self.prefill_span_max as f64
+        } else {
+            0.0
+        }
+    }
 }
 
 /// `Σ_{i=p}^{p+l-1} min(i + 1, w)`: the pairs a chunk's queries attend to under a window.
@@ -273,9 +282,8 @@ impl CostModel {
             gemm_s: self.linear_s_per_token * n,
             weights_s: self.weights_s,
             attention_s: b.full_pairs * self.full_s_per_pair
-                + (self.prefill_waves(b) * self.sweep_s_per_token
-                    + self.first_round(b) * self.span_s_per_token)
-                    * b.prefill_span_max as f64
+                + self.prefill_waves(b) * b.prefill_span_max as f64 * self.sweep_s_per_token
+                + b.first_round_span() * self.span_s_per_token
                 + b.sliding_pairs * self.sliding_s_per_pair
                 + n * self.linear_attention_s_per_token,
             kv_s: (b.prefill_context + b.decode_context) as f64 * self.full_read_s_per_token
@@ -305,16 +313,6 @@ impl CostModel {
                 .max(1.0)
         } else {
             1.0
-        }
-    }
-
-    /// 1 for a step with prefill (its attention pays the first round's latency), 0 without.
-    #[inline]
-    fn first_round(&self, b: &BatchShape) -> f64 {
-        if b.prefill_seqs > 0 {
-            1.0
-        } else {
-            0.0
         }
     }
 

@@ -205,11 +205,7 @@ impl Row {
             self.parts.attention_s,
             self.parts.kv_s,
             waves * self.shape.prefill_span_max as f64,
-            if self.shape.prefill_seqs > 0 {
-                self.shape.prefill_span_max as f64
-            } else {
-                0.0
-            },
+            self.shape.first_round_span(),
         ]
     }
 }
