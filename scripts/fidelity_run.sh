@@ -26,6 +26,9 @@ compare_part() {
   SERVERBENCH_NO_CUDA_GRAPHS=1 "$BIN" compare -d qwen3-8b-1xh200 --engine cuda "$@" \
     --out "$WORK/$name" 2>&1 | tee "$WORK/$name.log"
   for d in "$WORK/$name"/real/*/; do gzip -f "$d"/*.jsonl 2>/dev/null; done
+  # How the shipped profile predicts these new steps, per class of step (held out from its fit).
+  "$BIN" calibrate --check h200-qwen3-8b-cuda --from-steps "$WORK/$name"/real/*/steps.jsonl.gz \
+    > "$WORK/$name/check.md" 2>&1
   stop_packing; pack "$name"
 }
 for part in ${*:-micro levels seeds long}; do
