@@ -61,13 +61,19 @@ fn load_profile(flag: &str, name: &str) -> Result<Profile> {
     }
 }
 
-/// `--check`: the profile's error on the given steps, per class, as a table on stdout.
-fn check(a: &CalibrateArgs, name: &str, samples: &[StepSample]) -> Result<()> {
-    let profile = load_profile("--check", name)?;
+/// The `--model` and `--hardware` presets.
+fn model_and_hardware(a: &CalibrateArgs) -> Result<(ModelSpec, HardwareSpec)> {
     let model = ModelSpec::preset(&a.model)
         .ok_or_else(|| anyhow!("--model: no model preset {:?}", a.model))?;
     let hardware = HardwareSpec::preset(&a.hardware)
         .ok_or_else(|| anyhow!("--hardware: no hardware preset {:?}", a.hardware))?;
+    Ok((model, hardware))
+}
+
+/// `--check`: the profile's error on the given steps, per class, as a table on stdout.
+fn check(a: &CalibrateArgs, name: &str, samples: &[StepSample]) -> Result<()> {
+    let profile = load_profile("--check", name)?;
+    let (model, hardware) = model_and_hardware(a)?;
     println!(
         "profile {} against {} steps ({} time)\n",
         profile.name,
@@ -162,10 +168,7 @@ pub fn fit_steps(
     target: Option<FitTarget>,
     measured_on: &str,
 ) -> Result<Fit> {
-    let model = ModelSpec::preset(&a.model)
-        .ok_or_else(|| anyhow!("--model: no model preset {:?}", a.model))?;
-    let hardware = HardwareSpec::preset(&a.hardware)
-        .ok_or_else(|| anyhow!("--hardware: no hardware preset {:?}", a.hardware))?;
+    let (model, hardware) = model_and_hardware(a)?;
     let base = Profile::preset(&a.base_profile)
         .ok_or_else(|| anyhow!("--base-profile: no profile preset {:?}", a.base_profile))?;
     let setup = FitSetup {

@@ -1,8 +1,10 @@
 //! The shipped fitted profile reproduces from the shipped step logs; `calibrate` reports bad logs by line.
 
+use crate::{serverbench, stdout};
 use serverbench_calibration::{
     fit_profile, parse_step_log, FitTarget, HardwareSpec, ModelSpec, Profile, StepSample,
 };
+use std::ffi::OsStr;
 use std::io::Read;
 use std::path::PathBuf;
 
@@ -131,11 +133,11 @@ fn calibrate_names_the_line_and_field_of_a_bad_step_log() {
         format!("{good}\n{good}\n{}\n", good.replace("6.8", "\"6.8\"")),
     )
     .unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_serverbench"))
-        .args(["calibrate", "--from-steps"])
-        .arg(&log)
-        .output()
-        .unwrap();
+    let out = serverbench([
+        OsStr::new("calibrate"),
+        "--from-steps".as_ref(),
+        log.as_ref(),
+    ]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("bad.jsonl: line 3: wall_ms"), "{err}");
@@ -147,17 +149,16 @@ fn calibrate_names_the_line_and_field_of_a_bad_step_log() {
 #[test]
 fn calibrate_check_reports_the_shipped_profile_on_held_out_steps() {
     let log = repo("docs/fidelity/levels/real/c8_s0/steps.jsonl.gz");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_serverbench"))
-        .args(["calibrate", "--check", "h200-qwen3-8b-cuda", "--from-steps"])
-        .arg(&log)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let check = |profile: &str| {
+        serverbench([
+            OsStr::new("calibrate"),
+            "--check".as_ref(),
+            profile.as_ref(),
+            "--from-steps".as_ref(),
+            log.as_ref(),
+        ])
+    };
+    let text = stdout(&check("h200-qwen3-8b-cuda"));
     // | class | count | median error | median abs error | p90 abs error |
     let row = |class: &str| -> Vec<f64> {
         let line = text
@@ -175,11 +176,7 @@ fn calibrate_check_reports_the_shipped_profile_on_held_out_steps() {
     // Chunks of 513-2048 tokens over long prefixes: the first-round term of the prefill attention.
     let mid = row("prefill 513-2048");
     assert!(mid[2] < 8.0 && mid[3] < 12.0, "{text}");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_serverbench"))
-        .args(["calibrate", "--check", "no-such-profile", "--from-steps"])
-        .arg(&log)
-        .output()
-        .unwrap();
+    let out = check("no-such-profile");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(
@@ -204,25 +201,22 @@ fn compare_reproduces_the_documented_fidelity_from_stored_measurements() {
         )
         .unwrap();
     }
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_serverbench"))
-        .args([
-            "compare",
-            "-d",
-            "qwen3-8b-1xh200",
-            "-c",
-            "4",
-            "-s",
-            "1,2,3,4,5,6,7,8",
-        ])
-        .args(["-w", "35", "--reuse", "--out"])
-        .arg(&dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let args = [
+        "compare",
+        "-d",
+        "qwen3-8b-1xh200",
+        "-c",
+        "4",
+        "-s",
+        "1,2,3,4,5,6,7,8",
+        "-w",
+        "35",
+        "--reuse",
+        "--out",
+    ];
+    stdout(&serverbench(
+        args.iter().map(OsStr::new).chain([dir.as_os_str()]),
+    ));
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("compare.json")).unwrap()).unwrap();
     let rho = v["seed_rankings"][0]["spearman_d"].as_f64().unwrap();

@@ -1,28 +1,12 @@
 //! The binary as a user runs it.
 
+use crate::{serverbench, stdout};
 use std::path::Path;
-use std::process::{Command, Output};
-
-fn serverbench(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_serverbench"))
-        .args(args)
-        .output()
-        .expect("the binary runs")
-}
-
-fn stdout(o: &Output) -> String {
-    assert!(
-        o.status.success(),
-        "failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout.clone()).unwrap()
-}
 
 #[test]
 fn simulate_writes_records_and_summary_that_parse() {
     let dir = tempdir("simulate");
-    let o = serverbench(&[
+    let o = serverbench([
         "simulate",
         "-c",
         "4",
@@ -49,7 +33,7 @@ fn simulate_writes_records_and_summary_that_parse() {
 
 #[test]
 fn print_config_is_a_valid_deployment_file() {
-    let text = stdout(&serverbench(&[
+    let text = stdout(&serverbench([
         "simulate",
         "--deployment",
         "gemma4-e4b-1xl40",
@@ -71,7 +55,7 @@ fn bad_files_get_an_error_naming_file_and_field_and_exit_2() {
         "base: qwen3.5-9b-2xl40\nengine:\n  max_num_seqs: lots\n",
     )
     .unwrap();
-    let o = serverbench(&["simulate", "--deployment", yaml.to_str().unwrap()]);
+    let o = serverbench(["simulate", "--deployment", yaml.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
@@ -82,7 +66,7 @@ fn bad_files_get_an_error_naming_file_and_field_and_exit_2() {
     // file and the field, and no line of the merged document (which the user never saw).
     let engine = dir.join("engine.yaml");
     std::fs::write(&engine, "policy: vllm\nmax_num_seqz: 8\n").unwrap();
-    let o = serverbench(&["simulate", "--engine-config", engine.to_str().unwrap()]);
+    let o = serverbench(["simulate", "--engine-config", engine.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
@@ -92,7 +76,7 @@ fn bad_files_get_an_error_naming_file_and_field_and_exit_2() {
     );
     let trace = dir.join("t.jsonl");
     std::fs::write(&trace, "{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 1, \"hash_ids\": []}\n{\"timestamp\": 0, \"input_length\": 10}\n").unwrap();
-    let o = serverbench(&["simulate", "--trace", trace.to_str().unwrap()]);
+    let o = serverbench(["simulate", "--trace", trace.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
@@ -106,7 +90,7 @@ fn bad_files_get_an_error_naming_file_and_field_and_exit_2() {
     )
     .unwrap();
     let err = String::from_utf8_lossy(
-        &serverbench(&["workload", "stats", "--workload", spec.to_str().unwrap()]).stderr,
+        &serverbench(["workload", "stats", "--workload", spec.to_str().unwrap()]).stderr,
     )
     .to_string();
     assert!(
@@ -117,13 +101,13 @@ fn bad_files_get_an_error_naming_file_and_field_and_exit_2() {
 
 #[test]
 fn workload_commands_run_on_samples_and_generator() {
-    let text = stdout(&serverbench(&[
+    let text = stdout(&serverbench([
         "workload", "stats", "--seed", "3", "--trees", "50",
     ]));
     assert!(text.contains("prefix reuse"), "{text}");
     let weka = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../shared/data/weka/sample_trace_with_subagent.json");
-    let text = stdout(&serverbench(&[
+    let text = stdout(&serverbench([
         "workload",
         "stats",
         "--trace",
@@ -131,7 +115,7 @@ fn workload_commands_run_on_samples_and_generator() {
     ]));
     assert!(text.contains("sub-agents 4"), "{text}");
     let dir = tempdir("scan");
-    let text = stdout(&serverbench(&[
+    let text = stdout(&serverbench([
         "workload",
         "scan",
         "--seeds",
@@ -146,10 +130,10 @@ fn workload_commands_run_on_samples_and_generator() {
     assert!(text.contains("value offered"), "{text}");
     let csv = std::fs::read_to_string(dir.join("scan.csv")).unwrap();
     assert_eq!(csv.lines().count(), 5);
-    let a = stdout(&serverbench(&[
+    let a = stdout(&serverbench([
         "workload", "export", "--seed", "9", "--trees", "5",
     ]));
-    let b = stdout(&serverbench(&[
+    let b = stdout(&serverbench([
         "workload", "export", "--seed", "9", "--trees", "5",
     ]));
     assert_eq!(a, b);
@@ -201,7 +185,7 @@ fn svg(path: &Path) {
 fn sweep_output_does_not_depend_on_thread_count_and_parses() {
     let run = |threads: &str| {
         let dir = tempdir(&format!("sweep{threads}"));
-        stdout(&serverbench(&[
+        stdout(&serverbench([
             "sweep",
             "--concurrency",
             "1,4,8",
@@ -248,7 +232,7 @@ fn sweep_output_does_not_depend_on_thread_count_and_parses() {
 fn screen_rankings_are_stable_and_files_parse() {
     let run = |name: &str| {
         let dir = tempdir(name);
-        let text = stdout(&serverbench(&[
+        let text = stdout(&serverbench([
             "screen",
             "--seeds",
             "10",
@@ -288,7 +272,7 @@ fn screen_rankings_are_stable_and_files_parse() {
 fn slo_freezes_the_maximum_p90_into_a_deployment_file() {
     let dir = tempdir("slo");
     let out = dir.join("frozen.yaml");
-    let text = stdout(&serverbench(&[
+    let text = stdout(&serverbench([
         "slo",
         "--seeds",
         "3",
@@ -324,7 +308,7 @@ fn slo_freezes_the_maximum_p90_into_a_deployment_file() {
 #[test]
 fn timeline_files_parse() {
     let dir = tempdir("timeline");
-    stdout(&serverbench(&[
+    stdout(&serverbench([
         "simulate",
         "-c",
         "6",

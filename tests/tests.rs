@@ -6,7 +6,31 @@ mod importers;
 mod simulator;
 mod workload_model;
 
+use std::ffi::OsStr;
 use std::path::PathBuf;
+use std::process::{Command, Output};
+
+/// Runs the binary with these arguments.
+pub fn serverbench<I, S>(args: I) -> Output
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    Command::new(env!("CARGO_BIN_EXE_serverbench"))
+        .args(args)
+        .output()
+        .expect("the binary runs")
+}
+
+/// A successful run's standard output (the test fails with its standard error otherwise).
+pub fn stdout(o: &Output) -> String {
+    assert!(
+        o.status.success(),
+        "failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout.clone()).unwrap()
+}
 
 /// The shared test data beside the repository (`../shared/data`).
 pub fn shared_data(rel: &str) -> PathBuf {

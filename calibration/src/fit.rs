@@ -229,10 +229,11 @@ fn unit_profile(base: &Profile) -> Profile {
     }
 }
 
-fn cost_model(setup: &FitSetup<'_>, profile: &Profile) -> CostModel {
+/// The cost model of a profile for the engine the step logs come from: bf16 weights, one GPU.
+fn engine_cost(model: &ModelSpec, hardware: &HardwareSpec, profile: &Profile) -> CostModel {
     CostModel::new(CostInputs {
-        model: setup.model,
-        hardware: setup.hardware,
+        model,
+        hardware,
         profile,
         dtype: WeightDtype::Bf16,
         group_size: 128,
@@ -246,7 +247,7 @@ fn cost_model(setup: &FitSetup<'_>, profile: &Profile) -> CostModel {
 /// GEMMs turn from weight-streaming to compute bound is searched on a grid and refined by golden section.
 pub fn fit_profile(samples: &[StepSample], setup: &FitSetup<'_>) -> Result<Fit, String> {
     let unit = unit_profile(setup.base);
-    let unit_cost = cost_model(setup, &unit);
+    let unit_cost = engine_cost(setup.model, setup.hardware, &unit);
     let window = unit_cost.window;
     let rows: Vec<Row> = samples
         .iter()
@@ -284,7 +285,7 @@ pub fn fit_profile(samples: &[StepSample], setup: &FitSetup<'_>) -> Result<Fit, 
             attention_parallel_tiles: slots,
             ..unit.clone()
         };
-        let c = cost_model(setup, &tiled);
+        let c = engine_cost(setup.model, setup.hardware, &tiled);
         train.iter().map(|r| c.prefill_waves(&r.shape)).collect()
     };
     let (shape, x) = search(
@@ -314,7 +315,7 @@ pub fn fit_profile(samples: &[StepSample], setup: &FitSetup<'_>) -> Result<Fit, 
         fit: None,
         ..setup.base.clone()
     };
-    let fitted = cost_model(setup, &profile);
+    let fitted = engine_cost(setup.model, setup.hardware, &profile);
     let error = |idx: &mut dyn Iterator<Item = usize>| -> FitError {
         let ape: Vec<f64> = idx
             .map(|i| {
@@ -376,15 +377,7 @@ pub fn check_profile(
     hardware: &HardwareSpec,
     profile: &Profile,
 ) -> Vec<ClassError> {
-    let cost = CostModel::new(CostInputs {
-        model,
-        hardware,
-        profile,
-        dtype: WeightDtype::Bf16,
-        group_size: 128,
-        tp: 1,
-        draft_params: 0.0,
-    });
+    let cost = engine_cost(model, hardware, profile);
     let mut by_class: Vec<Vec<f64>> = vec![Vec::new(); CLASSES.len()];
     for s in samples {
         let new_tokens: u32 = s.prefill.iter().map(|&(len, _)| len).sum();
@@ -796,7 +789,7 @@ mod tests {
             ..base.clone()
         };
         let s = setup(&m, &h, &base);
-        let cost = cost_model(&s, &truth);
+        let cost = engine_cost(s.model, s.hardware, &truth);
         let mut samples = synthetic_shapes(600);
         for x in &mut samples {
             x.seconds = cost.step_seconds(&x.shape(None));
@@ -843,7 +836,7 @@ mod tests {
             ..base.clone()
         };
         let s = setup(&m, &h, &base);
-        let cost = cost_model(&s, &truth);
+        let cost = engine_cost(s.model, s.hardware, &truth);
         let mut samples = synthetic_shapes(500);
         for (i, x) in samples.iter_mut().enumerate() {
             let noise = 1.0 + 0.02 * ((i * 7919 % 101) as f64 / 50.0 - 1.0);
@@ -866,7 +859,7 @@ mod tests {
             step_time: StepTime::KernelSum,
             ..base.clone()
         };
-        let cost = cost_model(&s, &truth);
+        let cost = engine_cost(s.model, s.hardware, &truth);
         let mut samples = synthetic_shapes(100);
         for x in &mut samples {
             x.seconds = cost.step_seconds(&x.shape(None));

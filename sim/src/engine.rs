@@ -124,6 +124,15 @@ fn acceptance_thresholds(spec: Option<&Speculative>) -> [Vec<u64>; 3] {
     })
 }
 
+/// The uniform 64-bit draw of a request's verify step starting at output `position`: SplitMix64 at
+/// that position of the request's own sequence (`key` from the replica's seed and the request's tag).
+#[inline]
+fn acceptance_draw(key: u64, position: u64) -> u64 {
+    serverbench_workloads::hash::mix64(
+        key.wrapping_add(position.wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+    )
+}
+
 /// Drafts accepted for the uniform 64-bit draw `h`, given the thresholds α^j · 2⁶⁴ (j = 1..=k).
 #[inline]
 fn accepted_drafts(h: u64, below: &[u64]) -> u32 {
@@ -852,11 +861,7 @@ impl Replica {
     fn draw_tokens(&self, id: usize, left: u32) -> u32 {
         let s = &self.seqs[id];
         let position = (s.output - left) as u64;
-        // SplitMix64 at this position of the request's own sequence: a uniform 64-bit draw.
-        let h = serverbench_workloads::hash::mix64(
-            s.draw_key
-                .wrapping_add(position.wrapping_mul(0x9E37_79B9_7F4A_7C15)),
-        );
+        let h = acceptance_draw(s.draw_key, position);
         // P(accepted ≥ j) = α^j, so one uniform decides them all: accepted = #{j ≤ k : u < α^j}
         // (the same distribution as drawing each draft until the first rejection). Counted without
         // an early exit, so the random outcome costs no mispredicted branch.
@@ -1265,10 +1270,7 @@ mod tests {
         let n = 200_000u64;
         let mut counts = [0u64; 4];
         for pos in 0..n {
-            let h = serverbench_workloads::hash::mix64(
-                key.wrapping_add(pos.wrapping_mul(0x9E37_79B9_7F4A_7C15)),
-            );
-            counts[accepted_drafts(h, below) as usize] += 1;
+            counts[accepted_drafts(acceptance_draw(key, pos), below) as usize] += 1;
         }
         // P(accepted = j) = α^j (1 − α) for j < k, and α^k for j = k.
         let want = [0.3, 0.21, 0.147, 0.343];
