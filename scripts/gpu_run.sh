@@ -3,7 +3,9 @@
 # correctness against transformers, the engine's speed table, and replays against the CUDA engine
 # that write step logs for calibration and records for fidelity.
 # Usage (on the GPU machine, from the repo root, with the binary built elsewhere):
-#   BIN=.carry/serverbench OUT=/tmp/out bash scripts/gpu_run.sh [check] [bench] [replay]
+#   BIN=.carry/serverbench OUT=/tmp/out bash scripts/gpu_run.sh [check] [bench] [gemv] [profile] [replay]
+# gemv: the small-batch decode steps with the weight-streaming kernel limited to 0, 1, 2 and 4 rows
+# (0 = cuBLAS only). profile: Nsight Compute on the attention and GEMV kernels of three steps.
 set -u
 BIN=${BIN:-target/release/serverbench}
 OUT=${OUT:-/tmp/serverbench-gpu}
@@ -19,6 +21,24 @@ for p in $parts; do
     bench)
       "$BIN" cuda-bench --out "$OUT/bench" 2>&1
       cp "$OUT/bench/bench.json" "$OUT/bench.json"; gzip -c "$OUT/bench/steps.jsonl" > "$OUT/bench_steps.jsonl.gz" ;;
+    gemv)
+      for r in 0 1 2 4; do
+        echo "SERVERBENCH_GEMV_MAX_ROWS=$r"
+        SERVERBENCH_GEMV_MAX_ROWS=$r "$BIN" cuda-bench --cases decode:1:4096,decode:2:4096,decode:4:4096,decode:8:4096 \
+          --out "$OUT/gemv$r" 2>&1 | grep decode
+      done ;;
+    profile)
+      NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu | head -n 1)
+      sections="--section SpeedOfLight --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis"
+      for spec in attn_prefill:prefill:2048:32768 attn_prefill:prefill:2048:0 attn_decode_partial:decode:16:32768 gemv_small:decode:1:4096; do
+        k=${spec%%:*}; case=${spec#*:}
+        echo "== $k in $case"
+        "$NCU" --clock-control none --kernel-name "$k" --launch-skip 2 --launch-count 1 $sections \
+          "$BIN" cuda-bench --cases "$case" --reps 1 --out "$OUT/ncu_tmp" > "$OUT/ncu_${k}_${case//:/_}.txt" 2>&1
+        grep -E "Duration|Throughput|Registers|Achieved Occupancy|Theoretical Occupancy|Block Limit|Warp Cycles Per Issued|Stall|L2 Hit|Mem Busy|Max Bandwidth|Issue Slots Busy|Executed Ipc" \
+          "$OUT/ncu_${k}_${case//:/_}.txt" | head -n 40
+      done
+      rm -rf "$OUT/ncu_tmp" ;;
     replay)
       for c in ${CONCURRENCY:-4 16 64}; do
         "$BIN" replay --engine cuda -d qwen3-8b-1xh200 -c "$c" -w "$WINDOW" --no-probe \

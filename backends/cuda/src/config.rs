@@ -154,6 +154,12 @@ impl ModelConfig {
                 "num_hidden_layers, intermediate_size and vocab_size must be positive".into(),
             );
         }
+        if self.intermediate_size % 8 != 0 {
+            return Err(format!(
+                "intermediate_size: {} must be a multiple of 8 (the SwiGLU kernel moves 8 at a time)",
+                self.intermediate_size
+            ));
+        }
         Ok(())
     }
 }

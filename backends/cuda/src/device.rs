@@ -13,7 +13,7 @@ use std::sync::Arc;
 /// The kernels' source.
 pub const KERNELS: &str = include_str!("kernels.cu");
 
-const KERNEL_NAMES: [&str; 9] = [
+const KERNEL_NAMES: [&str; 10] = [
     "gather_rows",
     "add_rmsnorm",
     "qk_norm_rope_store",
@@ -23,7 +23,28 @@ const KERNEL_NAMES: [&str; 9] = [
     "attn_prefill",
     "argmax_rows",
     "fill_random",
+    "gemv_small",
 ];
+
+/// Shared-memory row stride of the attention kernels' K/V tiles, in bf16 (`KS` = head dim + 8).
+const TILE_STRIDE: u32 = 128 + 8;
+/// Dynamic shared memory of the kernels that use more than the default 48 KiB, bytes: the decode
+/// attention holds two chunks of 64 keys (K and V) and a 16-row query tile (`DEC_SMEM`); the prefill
+/// attention two tiles of 64 keys (`PF_SMEM`).
+pub const DYNAMIC_SMEM: [(&str, u32); 2] = [
+    ("attn_decode_partial", (4 * 64 + 16) * TILE_STRIDE * 2),
+    ("attn_prefill", 4 * 64 * TILE_STRIDE * 2),
+];
+
+/// Most rows a linear layer may have to run as [`Device::linear`]'s weight-streaming kernel (the kernel's
+/// `GV_MAXT`); more go to cuBLAS.
+const GEMV_MAX_ROWS: u32 = 4;
+/// Rows below which [`Device::linear`] uses `gemv_small` unless `SERVERBENCH_GEMV_MAX_ROWS` says
+/// otherwise: on the H200 it beats cuBLAS at one row (4.92 against 5.03 ms for a batch-1 decode step at
+/// 4K context) and loses at two or more (docs/cuda-engine.md).
+const GEMV_DEFAULT_ROWS: u32 = 1;
+/// Most bytes of input rows `gemv_small` stages in shared memory (4 rows of 16,384 bf16).
+const GEMV_SMEM_MAX: u32 = 128 << 10;
 
 /// A device buffer and its address (buffers live as long as the engine; kernels take addresses).
 pub struct Buffer<T> {
@@ -61,6 +82,11 @@ pub struct Device {
     blas: CudaBlas,
     _blas_workspace: CudaSlice<u8>,
     kernels: Vec<CudaFunction>,
+    /// Linear layers of at most this many rows stream their weights with `gemv_small` instead of cuBLAS
+    /// (`SERVERBENCH_GEMV_MAX_ROWS`, 0 to 4; default 1).
+    pub gemv_max_rows: u32,
+    /// Streaming multiprocessors (sizes the grid of grid-stride kernels).
+    pub sms: u32,
     /// Device name.
     pub name: String,
 }
@@ -108,6 +134,19 @@ impl Device {
             .iter()
             .map(|n| module.load_function(n))
             .collect::<std::result::Result<Vec<_>, _>>()?;
+        for (name, bytes) in DYNAMIC_SMEM {
+            let i = kernel_index(name)?;
+            kernels[i].set_attribute(
+                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                bytes as i32,
+            )?;
+        }
+        kernels[kernel_index("gemv_small")?].set_attribute(
+            sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            GEMV_SMEM_MAX as i32,
+        )?;
+        let sms = ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?
+            as u32;
         // A stream of our own: the legacy default stream cannot be captured into a CUDA graph.
         let stream = ctx.new_stream()?;
         let blas = CudaBlas::new(stream.clone())?;
@@ -128,6 +167,8 @@ impl Device {
             blas,
             _blas_workspace: workspace,
             kernels,
+            gemv_max_rows: gemv_max_rows()?,
+            sms,
             name,
         })
     }
@@ -173,7 +214,8 @@ impl Device {
         Ok(out)
     }
 
-    /// Launches kernel `name` with `args` (each a device address or a scalar).
+    /// Launches kernel `name` with `args` (each a device address or a scalar), with the dynamic shared
+    /// memory [`DYNAMIC_SMEM`] gives it (none if not listed).
     pub fn launch(
         &self,
         name: &str,
@@ -181,10 +223,23 @@ impl Device {
         block: u32,
         args: &[Arg],
     ) -> Result<()> {
-        let i = KERNEL_NAMES
+        let smem = DYNAMIC_SMEM
             .iter()
-            .position(|n| *n == name)
-            .ok_or_else(|| CudaError::Config(format!("no kernel named {name}")))?;
+            .find(|(n, _)| *n == name)
+            .map_or(0, |(_, b)| *b);
+        self.launch_with_smem(name, grid, block, smem, args)
+    }
+
+    /// Launches kernel `name` with `smem` bytes of dynamic shared memory.
+    pub fn launch_with_smem(
+        &self,
+        name: &str,
+        grid: (u32, u32, u32),
+        block: u32,
+        shared_mem_bytes: u32,
+        args: &[Arg],
+    ) -> Result<()> {
+        let i = kernel_index(name)?;
         if grid.0 == 0 || grid.1 == 0 || grid.2 == 0 {
             return Ok(());
         }
@@ -201,7 +256,7 @@ impl Device {
         let cfg = LaunchConfig {
             grid_dim: grid,
             block_dim: (block, 1, 1),
-            shared_mem_bytes: 0,
+            shared_mem_bytes,
         };
         // SAFETY: every pointer argument is the address of a live buffer of this engine, sized by the
         // caller for the launch's grid; scalars match the kernel's parameter types in order.
@@ -210,9 +265,26 @@ impl Device {
     }
 
     /// Row-major `y[t, n] = x[t, k] · w[n, k]ᵀ` in bf16 with fp32 accumulation (a PyTorch `Linear`).
+    /// A few rows (decode) stream the weights through `gemv_small`; more go to cuBLAS.
     pub fn linear(&self, x: u64, w: u64, y: u64, t: u32, n: u32, k: u32) -> Result<()> {
         if t == 0 {
             return Ok(());
+        }
+        let staged = t * k * 2;
+        if t <= self.gemv_max_rows && k % 8 == 0 && staged <= GEMV_SMEM_MAX {
+            // As many blocks as fit on the GPU at once (by shared memory, at most 3 per SM), each
+            // staging x once; no more than there are groups of 8 rows.
+            let per_sm = (220 * 1024 / (staged + 1024)).clamp(1, 3);
+            let blocks = n.div_ceil(8).min(self.sms * per_sm);
+            let args = [
+                Arg::Ptr(x),
+                Arg::Ptr(w),
+                Arg::Ptr(y),
+                Arg::I32(t as i32),
+                Arg::I32(n as i32),
+                Arg::I32(k as i32),
+            ];
+            return self.launch_with_smem("gemv_small", (blocks, 1, 1), 256, staged, &args);
         }
         let (alpha, beta) = (1.0f32, 0.0f32);
         // Column-major view: Y (n × t) = Wᵀ (n × k) · X (k × t).
@@ -259,6 +331,26 @@ impl Device {
     /// Free and total device memory, bytes.
     pub fn memory(&self) -> Result<(usize, usize)> {
         Ok(self.ctx.mem_get_info()?)
+    }
+}
+
+fn kernel_index(name: &str) -> Result<usize> {
+    KERNEL_NAMES
+        .iter()
+        .position(|n| *n == name)
+        .ok_or_else(|| CudaError::Config(format!("no kernel named {name}")))
+}
+
+/// `SERVERBENCH_GEMV_MAX_ROWS` (0 to 4), default 1.
+fn gemv_max_rows() -> Result<u32> {
+    match std::env::var("SERVERBENCH_GEMV_MAX_ROWS") {
+        Err(_) => Ok(GEMV_DEFAULT_ROWS),
+        Ok(v) => match v.parse::<u32>() {
+            Ok(n) if n <= GEMV_MAX_ROWS => Ok(n),
+            _ => Err(CudaError::Config(format!(
+                "SERVERBENCH_GEMV_MAX_ROWS={v}: expected a whole number from 0 to {GEMV_MAX_ROWS}"
+            ))),
+        },
     }
 }
 
@@ -314,5 +406,24 @@ mod tests {
                 "skipped: NVRTC is not installed on this machine (no CUDA libraries to load)"
             ),
         }
+    }
+
+    /// The shared-memory sizes the host asks for are the ones the kernels' tile shapes need.
+    #[test]
+    fn dynamic_shared_memory_matches_the_kernels_tile_shapes() {
+        for line in [
+            "#define KS (HD + 8)",
+            "#define HD 128",
+            "#define DCH 64",
+            "#define BK 64",
+            "#define DEC_SMEM ((4 * DCH + 16) * KS * 2)",
+            "#define PF_SMEM (4 * BK * KS * 2)",
+            "#define GV_MAXT 4",
+        ] {
+            assert!(super::KERNELS.contains(line), "kernels.cu lost `{line}`");
+        }
+        assert_eq!(super::DYNAMIC_SMEM[0].1, (4 * 64 + 16) * 136 * 2);
+        assert_eq!(super::DYNAMIC_SMEM[1].1, 4 * 64 * 136 * 2);
+        assert_eq!(super::GEMV_MAX_ROWS, 4);
     }
 }

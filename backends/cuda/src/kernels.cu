@@ -28,21 +28,36 @@ extern "C" __global__ void gather_rows(const int* ids, const bf16* table, bf16* 
   for (int i = threadIdx.x; i < width / 8; i += blockDim.x) dst[i] = src[i];
 }
 
-// out = rmsnorm(x) * w, one block per row. With `delta` non-null: x += delta first (x is the residual
-// stream, updated in place, rounded to bf16 as the reference adds in bf16).
+// out = rmsnorm(x) * w, one block per row, 8 elements per thread and pass (hidden a multiple of 8).
+// With `delta` non-null: x += delta first (x is the residual stream, updated in place, rounded to bf16
+// as the reference adds in bf16).
 extern "C" __global__ void add_rmsnorm(const bf16* delta, bf16* x, const bf16* w, bf16* out, int hidden, float eps) {
   __shared__ float sh[32];
   long long row = (long long)blockIdx.x * hidden;
+  uint4* xr = (uint4*)(x + row);
   float ss = 0.f;
-  for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
-    float v = __bfloat162float(x[row + i]);
-    if (delta) { v = rb(v + __bfloat162float(delta[row + i])); x[row + i] = __float2bfloat16(v); }
-    ss += v * v;
+  for (int i = threadIdx.x; i < hidden / 8; i += blockDim.x) {
+    uint4 xv = xr[i];
+    bf16* xe = (bf16*)&xv;
+    if (delta) {
+      uint4 dv = ((const uint4*)(delta + row))[i];
+      const bf16* de = (const bf16*)&dv;
+#pragma unroll
+      for (int e = 0; e < 8; e++) xe[e] = __float2bfloat16(__bfloat162float(xe[e]) + __bfloat162float(de[e]));
+      xr[i] = xv;
+    }
+#pragma unroll
+    for (int e = 0; e < 8; e++) { float v = __bfloat162float(xe[e]); ss += v * v; }
   }
   float r = rsqrtf(block_sum(ss, sh) / hidden + eps);
-  for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
-    float n = rb(__bfloat162float(x[row + i]) * r);
-    out[row + i] = __float2bfloat16(__bfloat162float(w[i]) * n);
+  for (int i = threadIdx.x; i < hidden / 8; i += blockDim.x) {
+    uint4 xv = xr[i], wv = ((const uint4*)w)[i], ov;
+    const bf16* xe = (const bf16*)&xv;
+    const bf16* we = (const bf16*)&wv;
+    bf16* oe = (bf16*)&ov;
+#pragma unroll
+    for (int e = 0; e < 8; e++) oe[e] = __float2bfloat16(__bfloat162float(we[e]) * rb(__bfloat162float(xe[e]) * r));
+    ((uint4*)(out + row))[i] = ov;
   }
 }
 
@@ -76,28 +91,91 @@ extern "C" __global__ void qk_norm_rope_store(const bf16* qkv, const bf16* q_nor
   dst[i] = __float2bfloat16(y1); dst[i + HD / 2] = __float2bfloat16(y2);
 }
 
-// act[t, j] = silu(gate[t, j]) * up[t, j]; gate_up is [T, 2*inter] (gate first).
-extern "C" __global__ void swiglu(const bf16* gate_up, bf16* act, int inter, long long n) {
-  long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-  if (k >= n) return;
-  long long t = k / inter, j = k % inter;
-  float g = __bfloat162float(gate_up[t * 2 * inter + j]);
-  float u = __bfloat162float(gate_up[t * 2 * inter + inter + j]);
-  act[k] = __float2bfloat16(rb(g / (1.f + expf(-g))) * u);
+// act[t, j] = silu(gate[t, j]) * up[t, j]; gate_up is [T, 2*inter] (gate first), inter a multiple of 8.
+// grid (T, ceil(inter / 8 / 256)), 256 threads, 8 elements per thread.
+extern "C" __global__ void swiglu(const bf16* gate_up, bf16* act, int inter) {
+  int c = blockIdx.y * blockDim.x + threadIdx.x;
+  if (c >= inter / 8) return;
+  long long t = blockIdx.x;
+  uint4 gv = ((const uint4*)(gate_up + t * 2 * inter))[c];
+  uint4 uv = ((const uint4*)(gate_up + t * 2 * inter + inter))[c];
+  const bf16* g = (const bf16*)&gv;
+  const bf16* u = (const bf16*)&uv;
+  uint4 ov;
+  bf16* o = (bf16*)&ov;
+#pragma unroll
+  for (int e = 0; e < 8; e++) {
+    float x = __bfloat162float(g[e]);
+    o[e] = __float2bfloat16(rb(x / (1.f + expf(-x))) * __bfloat162float(u[e]));
+  }
+  ((uint4*)(act + t * inter))[c] = ov;
 }
 
-// ---- decode attention: split-K over the context, GQA groups share each K/V read ----
+// ---- tensor-core and async-copy helpers (sm_80+) ----
+__device__ __forceinline__ u32 smem_addr(const void* p) { return (u32)__cvta_generic_to_shared(p); }
+// 16-byte global -> shared copy that bypasses registers; zero-fills the destination when !valid.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+// Four 8x8 bf16 matrices from shared memory; lane l gives the address of row l%8 of matrix l/8.
+__device__ __forceinline__ void ldsm4(u32* r, const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_addr(p)));
+}
+// The same, each matrix transposed (B fragments of a row-major [k][n] tile).
+__device__ __forceinline__ void ldsm4t(u32* r, const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ u32 pack2(float a, float b) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(a, b);
+  return *(u32*)&v;
+}
+// c += a (16x16, row-major) * b (16x8, column-major); bf16 inputs, fp32 accumulators.
+__device__ __forceinline__ void mma16816(float* c, const u32* a, u32 b0, u32 b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+#define KS (HD + 8)  // shared-memory row stride of K/V/Q tiles: conflict-free ldmatrix
+
+// Copies `rows` keys (K and V rows of KV head g) starting at key position k0 into shared tiles
+// ks/vs (row stride KS); keys at or past `end` are zero-filled. 128 threads; each thread copies
+// 16-byte chunk tid % 16 of keys tid / 16 + 8 i. bs (tokens per KV block) is a power of two.
+__device__ __forceinline__ void load_kv_tile(bf16* ks, bf16* vs, const bf16* kc, const bf16* vc, const int* table,
+    int bs, int hkv, int g, int k0, int end, int rows) {
+  int sh = __ffs(bs) - 1, c = threadIdx.x & 15;
+  for (int key = threadIdx.x >> 4; key < rows; key += 8) {
+    int kp = k0 + key;
+    bool ok = kp < end;
+    int slot = ok ? (table[kp >> sh] << sh) | (kp & (bs - 1)) : 0;
+    long long off = ((long long)slot * hkv + g) * HD + c * 8;
+    cp_async16(ks + key * KS + c * 8, kc + off, ok);
+    cp_async16(vs + key * KS + c * 8, vc + off, ok);
+  }
+}
+
+// ---- decode attention: split-K over the context on tensor cores ----
+// The query heads of one GQA group are the rows of one 16-row mma tile (rows past the group are zero),
+// so every K/V element is read once per group. Each split of SPLIT keys goes through shared memory in
+// chunks of DCH keys, double-buffered with cp.async; each warp takes DCH/4 keys of a chunk and keeps
+// its own online softmax, and the four warps merge at the end.
 #define SPLIT 256
+#define DCH 64
 #define MAXG 8
-// grid (decode seqs, hkv, splits), 128 threads.
+#define DEC_SMEM ((4 * DCH + 16) * KS * 2)
+// grid (decode seqs, hkv, splits), 128 threads, DEC_SMEM bytes of dynamic shared memory.
 extern "C" __global__ void __launch_bounds__(128) attn_decode_partial(const bf16* q, const bf16* kc, const bf16* vc,
     const int* qtok, const int* ctx_len, const int* tables, int max_blocks, int bs, int hq, int hkv,
     float scale_log2, int nsplit, float* part_o, float* part_ml) {
-  __shared__ float qs[MAXG][HD];
-  __shared__ float p[MAXG][SPLIT];
-  __shared__ long long offs[SPLIT];
-  __shared__ float mh[MAXG];
+  extern __shared__ __align__(16) unsigned char smem[];
+  bf16* kbuf = (bf16*)smem;                 // [2][DCH][KS]
+  bf16* vbuf = kbuf + 2 * DCH * KS;         // [2][DCH][KS]
+  bf16* qs = vbuf + 2 * DCH * KS;           // [16][KS]
   int j = blockIdx.x, g = blockIdx.y, sp = blockIdx.z, tid = threadIdx.x;
+  int warp = tid >> 5, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
   int group = hq / hkv;
   int L = ctx_len[j];
   int s0 = sp * SPLIT, s1 = min(L, s0 + SPLIT), n = s1 - s0;
@@ -106,65 +184,108 @@ extern "C" __global__ void __launch_bounds__(128) attn_decode_partial(const bf16
     if (tid < group) { part_ml[(pbase + (long long)tid * nsplit) * 2] = NEG_INF; part_ml[(pbase + (long long)tid * nsplit) * 2 + 1] = 0.f; }
     return;
   }
-  for (int h = 0; h < group; h++)
-    qs[h][tid] = __bfloat162float(q[((long long)qtok[j] * hq + g * group + h) * HD + tid]) * scale_log2;
-  __syncthreads();
   const int* table = tables + (long long)j * max_blocks;
-  for (int k = tid; k < n; k += 128) {
-    int kp = s0 + k;
-    long long off = (((long long)table[kp / bs] * bs + kp % bs) * hkv + g) * HD;
-    offs[k] = off;
-    const uint4* kr = (const uint4*)(kc + off);
-    float acc[MAXG];
+  load_kv_tile(kbuf, vbuf, kc, vc, table, bs, hkv, g, s0, s1, DCH);
+  cp_async_commit();
+  for (int idx = tid; idx < 16 * 16; idx += 128) {
+    int r = idx >> 4, c = idx & 15;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (r < group) v = *(const uint4*)(q + ((long long)qtok[j] * hq + g * group + r) * HD + c * 8);
+    *(uint4*)(qs + r * KS + c * 8) = v;
+  }
+  __syncthreads();
+  u32 qf[8][4];
 #pragma unroll
-    for (int h = 0; h < MAXG; h++) acc[h] = 0.f;
-#pragma unroll 4
-    for (int c = 0; c < HD / 8; c++) {
-      uint4 u = kr[c];
-      const __nv_bfloat162* b2 = (const __nv_bfloat162*)&u;
+  for (int kk = 0; kk < 8; kk++) ldsm4(qf[kk], qs + ((lane >> 3 & 1) * 8 + (lane & 7)) * KS + kk * 16 + (lane >> 4) * 8);
+  float o[16][4];
 #pragma unroll
-      for (int e = 0; e < 4; e++) {
-        float2 f = __bfloat1622float2(b2[e]);
-#pragma unroll
-        for (int h = 0; h < MAXG; h++)
-          if (h < group) acc[h] += f.x * qs[h][c * 8 + 2 * e] + f.y * qs[h][c * 8 + 2 * e + 1];
-      }
+  for (int d = 0; d < 16; d++) { o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.f; }
+  float m = NEG_INF, l = 0.f;
+  int chunks = (n + DCH - 1) / DCH;
+  for (int ch = 0; ch < chunks; ch++) {
+    if (ch + 1 < chunks) {
+      int nb = (ch + 1) & 1;
+      load_kv_tile(kbuf + nb * DCH * KS, vbuf + nb * DCH * KS, kc, vc, table, bs, hkv, g, s0 + (ch + 1) * DCH, s1, DCH);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
     }
+    __syncthreads();
+    const bf16* ks = kbuf + (ch & 1) * DCH * KS + warp * 16 * KS;
+    const bf16* vs = vbuf + (ch & 1) * DCH * KS + warp * 16 * KS;
+    // scores of this warp's 16 keys: two n-tiles of 8
+    float s[2][4];
 #pragma unroll
-    for (int h = 0; h < MAXG; h++) if (h < group) p[h][k] = acc[h];
+    for (int nt = 0; nt < 2; nt++) { s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f; }
+#pragma unroll
+    for (int kk = 0; kk < 8; kk++) {
+      u32 b[4];  // keys 0-7 dims kk*16 (+8), keys 8-15 dims kk*16 (+8)
+      ldsm4(b, ks + ((lane >> 4) * 8 + (lane & 7)) * KS + kk * 16 + (lane >> 3 & 1) * 8);
+      mma16816(s[0], qf[kk], b[0], b[1]);
+      mma16816(s[1], qf[kk], b[2], b[3]);
+    }
+    int kbase = ch * DCH + warp * 16;
+    float mx = NEG_INF;
+#pragma unroll
+    for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+      for (int e = 0; e < 2; e++) {
+        float v = kbase + nt * 8 + 2 * tig + e < n ? s[nt][e] * scale_log2 : NEG_INF;
+        s[nt][e] = v;
+        mx = fmaxf(mx, v);
+      }
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
+    float mn = fmaxf(m, mx);
+    float use = mn == NEG_INF ? 0.f : mn;
+    float corr = exp2f(m - use);
+    m = mn;
+    float sum = 0.f;
+#pragma unroll
+    for (int nt = 0; nt < 2; nt++) {
+      s[nt][0] = exp2f(s[nt][0] - use); s[nt][1] = exp2f(s[nt][1] - use);
+      sum += s[nt][0] + s[nt][1];
+    }
+    l = l * corr + sum;
+    u32 a[4] = {pack2(s[0][0], s[0][1]), 0u, pack2(s[1][0], s[1][1]), 0u};
+#pragma unroll
+    for (int d = 0; d < 16; d += 2) {
+      u32 b[4];  // keys 0-7 / 8-15 of dims d*8 and (d+1)*8
+      ldsm4t(b, vs + ((lane >> 3 & 1) * 8 + (lane & 7)) * KS + d * 8 + (lane >> 4) * 8);
+      o[d][0] *= corr; o[d][1] *= corr; o[d + 1][0] *= corr; o[d + 1][1] *= corr;
+      mma16816(o[d], a, b[0], b[1]);
+      mma16816(o[d + 1], a, b[2], b[3]);
+    }
+    __syncthreads();
+  }
+  // merge the four warps: row gid of each warp holds head gid's (m, l, o) over that warp's keys
+  l += __shfl_xor_sync(0xffffffff, l, 1);
+  l += __shfl_xor_sync(0xffffffff, l, 2);
+  float* wo = (float*)smem;                  // [4][MAXG][HD]
+  float* wm = wo + 4 * MAXG * HD;            // [4][MAXG]
+  float* wl = wm + 4 * MAXG;                 // [4][MAXG]
+  if (gid < group) {
+#pragma unroll
+    for (int d = 0; d < 16; d++) {
+      wo[(warp * MAXG + gid) * HD + d * 8 + 2 * tig] = o[d][0];
+      wo[(warp * MAXG + gid) * HD + d * 8 + 2 * tig + 1] = o[d][1];
+    }
+    if (tig == 0) { wm[warp * MAXG + gid] = m; wl[warp * MAXG + gid] = l; }
   }
   __syncthreads();
-  int warp = tid >> 5, lane = tid & 31;
-  for (int h = warp; h < group; h += 4) {
-    float m = NEG_INF;
-    for (int k = lane; k < n; k += 32) m = fmaxf(m, p[h][k]);
-    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, o));
-    float l = 0.f;
-    for (int k = lane; k < n; k += 32) { float e = exp2f(p[h][k] - m); p[h][k] = e; l += e; }
-    for (int o = 16; o > 0; o >>= 1) l += __shfl_xor_sync(0xffffffff, l, o);
-    if (lane == 0) { mh[h] = m; part_ml[(pbase + (long long)h * nsplit) * 2] = m; part_ml[(pbase + (long long)h * nsplit) * 2 + 1] = l; }
+  for (int h = 0; h < group; h++) {
+    float M = fmaxf(fmaxf(wm[h], wm[MAXG + h]), fmaxf(wm[2 * MAXG + h], wm[3 * MAXG + h]));
+    float num = 0.f, den = 0.f;
+#pragma unroll
+    for (int w = 0; w < 4; w++) {
+      float f = exp2f(wm[w * MAXG + h] - M);  // a warp with no keys has m = -inf: weight 0
+      num += wo[(w * MAXG + h) * HD + tid] * f;
+      den += wl[w * MAXG + h] * f;
+    }
+    part_o[(pbase + (long long)h * nsplit) * HD + tid] = num;
+    if (tid == 0) { part_ml[(pbase + (long long)h * nsplit) * 2] = M; part_ml[(pbase + (long long)h * nsplit) * 2 + 1] = den; }
   }
-  __syncthreads();
-  float o[MAXG];
-#pragma unroll
-  for (int h = 0; h < MAXG; h++) o[h] = 0.f;
-  int k = 0;
-  for (; k + 8 <= n; k += 8) {  // eight independent loads in flight per thread
-    float v[8];
-#pragma unroll
-    for (int u = 0; u < 8; u++) v[u] = __bfloat162float(vc[offs[k + u] + tid]);
-#pragma unroll
-    for (int u = 0; u < 8; u++)
-#pragma unroll
-      for (int h = 0; h < MAXG; h++) if (h < group) o[h] += p[h][k + u] * v[u];
-  }
-  for (; k < n; k++) {
-    float v = __bfloat162float(vc[offs[k] + tid]);
-#pragma unroll
-    for (int h = 0; h < MAXG; h++) if (h < group) o[h] += p[h][k] * v;
-  }
-#pragma unroll
-  for (int h = 0; h < MAXG; h++) if (h < group) part_o[(pbase + (long long)h * nsplit) * HD + tid] = o[h];
 }
 
 // grid (decode seqs, hq), HD threads: combines the splits into attn_out[qtok[j], h, :].
@@ -185,37 +306,30 @@ extern "C" __global__ void attn_decode_reduce(const float* part_o, const float* 
 }
 
 // ---- prefill attention: flash attention on tensor cores (mma.sync m16n8k16, bf16 -> fp32) ----
+// K/V tiles of BK keys are double-buffered in shared memory with cp.async (the next tile loads while
+// this one is computed); fragments come out of shared memory with ldmatrix.
 #define BQ 64
 #define BK 64
-#define KS (HD + 8)
+#define PF_SMEM (4 * BK * KS * 2)
 
-__device__ __forceinline__ u32 pack2(float a, float b) {
-  __nv_bfloat162 v = __floats2bfloat162_rn(a, b);
-  return *(u32*)&v;
-}
-__device__ __forceinline__ u32 pack2h(bf16 a, bf16 b) {
-  __nv_bfloat162 v; v.x = a; v.y = b;
-  return *(u32*)&v;
-}
-__device__ __forceinline__ void mma16816(float* c, const u32* a, u32 b0, u32 b1) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// grid (tiles, hq), 128 threads (4 warps x 16 query rows). Tile i covers queries
-// tile_q0[i] .. +64 of prefill sequence tile_seq[i]; that sequence's queries are batch tokens
-// seq_qstart .. +seq_qlen at positions seq_pos0 .. ; keys are positions 0 ..= query position.
-extern "C" __global__ void __launch_bounds__(128) attn_prefill(const bf16* q, const bf16* kc, const bf16* vc, bf16* out,
+// grid (tiles, hq), 128 threads (4 warps x 16 query rows), PF_SMEM bytes of dynamic shared memory.
+// Tile i covers queries tile_q0[i] .. +64 of prefill sequence tile_seq[i]; that sequence's queries are
+// batch tokens seq_qstart .. +seq_qlen at positions seq_pos0 .. ; keys are positions 0 ..= query position.
+extern "C" __global__ void __launch_bounds__(128, 3) attn_prefill(const bf16* q, const bf16* kc, const bf16* vc, bf16* out,
     const int* tile_seq, const int* tile_q0, const int* seq_qstart, const int* seq_qlen, const int* seq_pos0,
     const int* tables, int max_blocks, int bs, int hq, int hkv, float scale_log2) {
-  __shared__ __align__(16) bf16 ks[BK * KS];
-  __shared__ __align__(16) bf16 vs[BK * KS];
+  extern __shared__ __align__(16) unsigned char smem[];
+  bf16* kbuf = (bf16*)smem;          // [2][BK][KS]
+  bf16* vbuf = kbuf + 2 * BK * KS;   // [2][BK][KS]
   int h = blockIdx.y, gkv = h / (hq / hkv);
   int sq = tile_seq[blockIdx.x], q0 = tile_q0[blockIdx.x];
   int qstart = seq_qstart[sq], qlen = seq_qlen[sq], pos0 = seq_pos0[sq];
   const int* table = tables + (long long)sq * max_blocks;
   int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3;
+  int kv_len = pos0 + min(q0 + BQ, qlen);
+  int tiles = (kv_len + BK - 1) / BK;
+  load_kv_tile(kbuf, vbuf, kc, vc, table, bs, hkv, gkv, 0, kv_len, BK);
+  cp_async_commit();
   int row0 = q0 + warp * 16;
   int ra = row0 + gid, rbw = ra + 8;
   bool va = ra < qlen, vb = rbw < qlen;
@@ -235,76 +349,86 @@ extern "C" __global__ void __launch_bounds__(128) attn_prefill(const bf16* q, co
   for (int d = 0; d < 16; d++) { o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.f; }
   float m_a = NEG_INF, m_b = NEG_INF, l_a = 0.f, l_b = 0.f;
   int qpos_a = pos0 + ra, qpos_b = pos0 + rbw;
-  int kv_len = pos0 + min(q0 + BQ, qlen);
   int warp_last = pos0 + min(row0 + 15, qlen - 1);
-  for (int k0 = 0; k0 < kv_len; k0 += BK) {
-    __syncthreads();
-#pragma unroll
-    for (int it = 0; it < 8; it++) {
-      int idx = threadIdx.x + 128 * it, key = idx >> 4, c = idx & 15, kp = k0 + key;
-      uint4 kv4 = make_uint4(0, 0, 0, 0), vv4 = make_uint4(0, 0, 0, 0);
-      if (kp < kv_len) {
-        long long off = (((long long)table[kp / bs] * bs + kp % bs) * hkv + gkv) * HD + c * 8;
-        kv4 = *(const uint4*)(kc + off);
-        vv4 = *(const uint4*)(vc + off);
-      }
-      *(uint4*)(ks + key * KS + c * 8) = kv4;
-      *(uint4*)(vs + key * KS + c * 8) = vv4;
+  for (int t = 0; t < tiles; t++) {
+    int k0 = t * BK;
+    if (t + 1 < tiles) {
+      int nb = (t + 1) & 1;
+      load_kv_tile(kbuf + nb * BK * KS, vbuf + nb * BK * KS, kc, vc, table, bs, hkv, gkv, k0 + BK, kv_len, BK);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
     }
     __syncthreads();
-    if (k0 > warp_last) continue;
-    float s[8][4];
+    if (k0 <= warp_last) {
+      const bf16* ks = kbuf + (t & 1) * BK * KS;
+      const bf16* vs = vbuf + (t & 1) * BK * KS;
+      float s[8][4];
 #pragma unroll
-    for (int nt = 0; nt < 8; nt++) {
-      s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
-      const bf16* kr = ks + (nt * 8 + gid) * KS + 2 * tig;
+      for (int nt = 0; nt < 8; nt++) { s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f; }
 #pragma unroll
-      for (int kk = 0; kk < 8; kk++)
-        mma16816(s[nt], qf[kk], *(const u32*)(kr + kk * 16), *(const u32*)(kr + kk * 16 + 8));
-    }
-    float mx_a = NEG_INF, mx_b = NEG_INF;
+      for (int np = 0; np < 4; np++)  // pairs of n-tiles: keys np*16 .. +16
 #pragma unroll
-    for (int nt = 0; nt < 8; nt++)
+        for (int kk = 0; kk < 8; kk++) {
+          u32 b[4];
+          ldsm4(b, ks + (np * 16 + (lane >> 4) * 8 + (lane & 7)) * KS + kk * 16 + (lane >> 3 & 1) * 8);
+          mma16816(s[2 * np], qf[kk], b[0], b[1]);
+          mma16816(s[2 * np + 1], qf[kk], b[2], b[3]);
+        }
+      // raw scores; the scale goes into the exponent (one FFMA per score)
+      float mx_a = NEG_INF, mx_b = NEG_INF;
+      if (k0 + BK - 1 <= pos0 + row0 && k0 + BK <= kv_len) {  // every key visible to every row
 #pragma unroll
-      for (int e = 0; e < 4; e++) {
-        int key = k0 + nt * 8 + 2 * tig + (e & 1);
-        int qp = e < 2 ? qpos_a : qpos_b;
-        float v = s[nt][e] * scale_log2;
-        if (key > qp || key >= kv_len) v = NEG_INF;
-        s[nt][e] = v;
-        if (e < 2) mx_a = fmaxf(mx_a, v); else mx_b = fmaxf(mx_b, v);
+        for (int nt = 0; nt < 8; nt++) {
+          mx_a = fmaxf(mx_a, fmaxf(s[nt][0], s[nt][1]));
+          mx_b = fmaxf(mx_b, fmaxf(s[nt][2], s[nt][3]));
+        }
+      } else {
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+          for (int e = 0; e < 4; e++) {
+            int key = k0 + nt * 8 + 2 * tig + (e & 1);
+            int qp = e < 2 ? qpos_a : qpos_b;
+            if (key > qp || key >= kv_len) s[nt][e] = NEG_INF;
+            if (e < 2) mx_a = fmaxf(mx_a, s[nt][e]); else mx_b = fmaxf(mx_b, s[nt][e]);
+          }
       }
-    mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffff, mx_a, 1));
-    mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffff, mx_a, 2));
-    mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffff, mx_b, 1));
-    mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffff, mx_b, 2));
-    float mn_a = fmaxf(m_a, mx_a), mn_b = fmaxf(m_b, mx_b);
-    float use_a = mn_a == NEG_INF ? 0.f : mn_a, use_b = mn_b == NEG_INF ? 0.f : mn_b;
-    float corr_a = exp2f(m_a - use_a), corr_b = exp2f(m_b - use_b);
-    m_a = mn_a; m_b = mn_b;
-    float sum_a = 0.f, sum_b = 0.f;
+      mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffff, mx_a, 1));
+      mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffff, mx_a, 2));
+      mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffff, mx_b, 1));
+      mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffff, mx_b, 2));
+      float mn_a = fmaxf(m_a, mx_a), mn_b = fmaxf(m_b, mx_b);
+      float use_a = mn_a == NEG_INF ? 0.f : mn_a * scale_log2, use_b = mn_b == NEG_INF ? 0.f : mn_b * scale_log2;
+      float corr_a = exp2f(m_a * scale_log2 - use_a), corr_b = exp2f(m_b * scale_log2 - use_b);
+      m_a = mn_a; m_b = mn_b;
+      float sum_a = 0.f, sum_b = 0.f;
 #pragma unroll
-    for (int nt = 0; nt < 8; nt++) {
-      s[nt][0] = exp2f(s[nt][0] - use_a); s[nt][1] = exp2f(s[nt][1] - use_a);
-      s[nt][2] = exp2f(s[nt][2] - use_b); s[nt][3] = exp2f(s[nt][3] - use_b);
-      sum_a += s[nt][0] + s[nt][1]; sum_b += s[nt][2] + s[nt][3];
-    }
-    l_a = l_a * corr_a + sum_a; l_b = l_b * corr_b + sum_b;
+      for (int nt = 0; nt < 8; nt++) {
+        s[nt][0] = exp2f(fmaf(s[nt][0], scale_log2, -use_a)); s[nt][1] = exp2f(fmaf(s[nt][1], scale_log2, -use_a));
+        s[nt][2] = exp2f(fmaf(s[nt][2], scale_log2, -use_b)); s[nt][3] = exp2f(fmaf(s[nt][3], scale_log2, -use_b));
+        sum_a += s[nt][0] + s[nt][1]; sum_b += s[nt][2] + s[nt][3];
+      }
+      l_a = l_a * corr_a + sum_a; l_b = l_b * corr_b + sum_b;
+      if (__any_sync(0xffffffff, corr_a != 1.f || corr_b != 1.f)) {  // a row's maximum moved
 #pragma unroll
-    for (int d = 0; d < 16; d++) { o[d][0] *= corr_a; o[d][1] *= corr_a; o[d][2] *= corr_b; o[d][3] *= corr_b; }
+        for (int d = 0; d < 16; d++) { o[d][0] *= corr_a; o[d][1] *= corr_a; o[d][2] *= corr_b; o[d][3] *= corr_b; }
+      }
 #pragma unroll
-    for (int kt = 0; kt < 4; kt++) {
-      u32 a[4] = {pack2(s[2 * kt][0], s[2 * kt][1]), pack2(s[2 * kt][2], s[2 * kt][3]),
-                  pack2(s[2 * kt + 1][0], s[2 * kt + 1][1]), pack2(s[2 * kt + 1][2], s[2 * kt + 1][3])};
-      const bf16* v0 = vs + (kt * 16 + 2 * tig) * KS + gid;
+      for (int kt = 0; kt < 4; kt++) {
+        u32 a[4] = {pack2(s[2 * kt][0], s[2 * kt][1]), pack2(s[2 * kt][2], s[2 * kt][3]),
+                    pack2(s[2 * kt + 1][0], s[2 * kt + 1][1]), pack2(s[2 * kt + 1][2], s[2 * kt + 1][3])};
 #pragma unroll
-      for (int d = 0; d < 16; d++) {
-        const bf16* vp = v0 + d * 8;
-        u32 b0 = pack2h(vp[0], vp[KS]);
-        u32 b1 = pack2h(vp[8 * KS], vp[9 * KS]);
-        mma16816(o[d], a, b0, b1);
+        for (int d = 0; d < 16; d += 2) {
+          u32 b[4];
+          ldsm4t(b, vs + (kt * 16 + (lane >> 3 & 1) * 8 + (lane & 7)) * KS + d * 8 + (lane >> 4) * 8);
+          mma16816(o[d], a, b[0], b[1]);
+          mma16816(o[d + 1], a, b[2], b[3]);
+        }
       }
     }
+    __syncthreads();
   }
   l_a += __shfl_xor_sync(0xffffffff, l_a, 1); l_a += __shfl_xor_sync(0xffffffff, l_a, 2);
   l_b += __shfl_xor_sync(0xffffffff, l_b, 1); l_b += __shfl_xor_sync(0xffffffff, l_b, 2);
@@ -314,6 +438,59 @@ extern "C" __global__ void __launch_bounds__(128) attn_prefill(const bf16* q, co
   for (int d = 0; d < 16; d++) {
     if (va) *(__nv_bfloat162*)(oa + d * 8) = __floats2bfloat162_rn(o[d][0] / l_a, o[d][1] / l_a);
     if (vb) *(__nv_bfloat162*)(ob + d * 8) = __floats2bfloat162_rn(o[d][2] / l_b, o[d][3] / l_b);
+  }
+}
+
+// ---- small-batch linear layer (decode): y[t, n] = x[t, :] · w[n, :] for T <= GV_MAXT rows ----
+// x (T x K bf16) is staged once per block in dynamic shared memory; the block's 8 warps then take
+// output rows in turn (grid-stride, the grid sized to the GPU), each streaming its weight row with
+// 16-byte loads, GV_UNROLL of them in flight per lane. fp32 accumulation, bf16 output (as cuBLAS).
+// 256 threads, T * K * 2 bytes of dynamic shared memory.
+#define GV_MAXT 4
+#define GV_UNROLL 8
+extern "C" __global__ void __launch_bounds__(256) gemv_small(const bf16* x, const bf16* w, bf16* y, int T, int N, int K) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  uint4* xs = (uint4*)smem;
+  int n8 = K / 8, lane = threadIdx.x & 31;
+  for (int i = threadIdx.x; i < T * n8; i += blockDim.x) xs[i] = ((const uint4*)x)[i];
+  __syncthreads();
+  for (int row = blockIdx.x * 8 + (threadIdx.x >> 5); row < N; row += gridDim.x * 8) {
+    const uint4* wr = (const uint4*)(w + (long long)row * K);
+    float acc[GV_MAXT];
+#pragma unroll
+    for (int t = 0; t < GV_MAXT; t++) acc[t] = 0.f;
+    for (int base = 0; base < n8; base += 32 * GV_UNROLL) {
+      uint4 wv[GV_UNROLL];
+#pragma unroll
+      for (int u = 0; u < GV_UNROLL; u++) {
+        int i = base + u * 32 + lane;
+        wv[u] = i < n8 ? __ldcs(wr + i) : make_uint4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int u = 0; u < GV_UNROLL; u++) {
+        int i = base + u * 32 + lane;
+        if (i >= n8) break;
+        const __nv_bfloat162* w2 = (const __nv_bfloat162*)&wv[u];
+#pragma unroll
+        for (int t = 0; t < GV_MAXT; t++) {
+          if (t >= T) break;
+          uint4 xv = xs[t * n8 + i];
+          const __nv_bfloat162* x2 = (const __nv_bfloat162*)&xv;
+#pragma unroll
+          for (int e = 0; e < 4; e++) {
+            float2 wf = __bfloat1622float2(w2[e]), xf = __bfloat1622float2(x2[e]);
+            acc[t] += wf.x * xf.x + wf.y * xf.y;
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int t = 0; t < GV_MAXT; t++) {
+      if (t >= T) break;
+      float v = acc[t];
+      for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffff, v, o);
+      if (lane == 0) y[(long long)t * N + row] = __float2bfloat16(v);
+    }
   }
 }
 

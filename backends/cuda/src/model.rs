@@ -95,6 +95,12 @@ impl Model {
     /// Loads or generates the weights and allocates the KV pool and activations.
     pub fn load(dev: Device, cfg: ModelConfig, weights: &Weights, cap: Capacity) -> Result<Model> {
         cfg.check().map_err(CudaError::Config)?;
+        if !cap.block_size.is_power_of_two() {
+            return Err(CudaError::Config(format!(
+                "engine.block_size: {} tokens; the CUDA engine needs a power of two (its attention kernels find a key's KV block with a shift)",
+                cap.block_size
+            )));
+        }
         let (h, i) = (cfg.hidden_size as usize, cfg.intermediate_size as usize);
         let (hq, hkv, d) = (
             cfg.num_attention_heads as usize,
@@ -441,16 +447,14 @@ impl Model {
             dev.linear(a.attn.ptr, w.o.ptr, a.delta.ptr, t, h, hq * d)?;
             norm(a.delta.ptr, a.res.ptr, w.post_norm.ptr, a.xn.ptr, t)?;
             dev.linear(a.xn.ptr, w.gate_up.ptr, a.gate_up.ptr, t, 2 * inter, h)?;
-            let n = t as i64 * inter as i64;
             dev.launch(
                 "swiglu",
-                (((n + 255) / 256) as u32, 1, 1),
+                (t, (inter / 8).div_ceil(256), 1),
                 256,
                 &[
                     Arg::Ptr(a.gate_up.ptr),
                     Arg::Ptr(a.act.ptr),
                     Arg::I32(inter as i32),
-                    Arg::I64(n),
                 ],
             )?;
             dev.linear(a.act.ptr, w.down.ptr, a.delta.ptr, t, h, inter)?;
