@@ -171,11 +171,11 @@ fn calibrate_check_reports_the_shipped_profile_on_held_out_steps() {
             .collect()
     };
     let all = row("all steps");
-    assert_eq!(all[0], 2282.0, "{text}");
-    assert!(all[2] < 2.0 && all[3] < 4.0, "{text}");
-    // Chunks of 513-2048 tokens over long prefixes: the first-round term of the prefill attention.
+    assert_eq!(all[0], 5107.0, "{text}");
+    // The profile fitted to the engine before its session-5 kernels is 86 % off here (median).
+    assert!(all[2] < 4.0 && all[3] < 6.0, "{text}");
     let mid = row("prefill 513-2048");
-    assert!(mid[2] < 8.0 && mid[3] < 12.0, "{text}");
+    assert!(mid[2] < 5.0 && mid[3] < 12.0, "{text}");
     let out = check("no-such-profile");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
@@ -220,7 +220,7 @@ fn compare_reproduces_the_documented_fidelity_from_stored_measurements() {
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("compare.json")).unwrap()).unwrap();
     let rho = v["seed_rankings"][0]["spearman_d"].as_f64().unwrap();
-    assert!((rho - 0.929).abs() < 5e-4, "Spearman {rho}");
+    assert!((rho - 0.976).abs() < 5e-4, "Spearman {rho}");
     assert!(rho >= 0.9, "the seed-screening target");
     // The simulated side is deterministic: the table in the docs is exactly what the tool prints.
     let fresh = std::fs::read_to_string(dir.join("compare.md")).unwrap();

@@ -8,6 +8,13 @@ typedef unsigned long long u64;
 #define HD 128
 #define NEG_INF __int_as_float(0xff800000)
 
+// 2^x in one MUFU instruction (flushes subnormal results to zero; softmax weights that small are 0).
+__device__ __forceinline__ float ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 __device__ __forceinline__ float rb(float x) { return __bfloat162float(__float2bfloat16(x)); }
 
 __device__ __forceinline__ float block_sum(float v, float* sh) {
@@ -143,17 +150,21 @@ __device__ __forceinline__ void mma16816(float* c, const u32* a, u32 b0, u32 b1)
 
 // Copies `rows` keys (K and V rows of KV head g) starting at key position k0 into shared tiles
 // ks/vs (row stride KS); keys at or past `end` are zero-filled. 128 threads; each thread copies
-// 16-byte chunk tid % 16 of keys tid / 16 + 8 i. bs (tokens per KV block) is a power of two.
+// 16-byte chunk tid % 16 of keys tid / 16 + 8 i. bs (tokens per KV block) is a power of two, and a
+// layer's cache holds fewer than 2^31 elements (the host checks both), so offsets are 32-bit.
+template <int ROWS>
 __device__ __forceinline__ void load_kv_tile(bf16* ks, bf16* vs, const bf16* kc, const bf16* vc, const int* table,
-    int bs, int hkv, int g, int k0, int end, int rows) {
+    int bs, int hkv, int g, int k0, int end) {
   int sh = __ffs(bs) - 1, c = threadIdx.x & 15;
-  for (int key = threadIdx.x >> 4; key < rows; key += 8) {
-    int kp = k0 + key;
-    bool ok = kp < end;
-    int slot = ok ? (table[kp >> sh] << sh) | (kp & (bs - 1)) : 0;
-    long long off = ((long long)slot * hkv + g) * HD + c * 8;
-    cp_async16(ks + key * KS + c * 8, kc + off, ok);
-    cp_async16(vs + key * KS + c * 8, vc + off, ok);
+  unsigned stride = (unsigned)hkv * HD;
+  const bf16* kb = kc + g * HD + c * 8;
+  const bf16* vb = vc + g * HD + c * 8;
+#pragma unroll
+  for (int i = 0; i < ROWS / 8; i++) {
+    int key = (threadIdx.x >> 4) + 8 * i, kp = k0 + key, kq = min(kp, end - 1);
+    unsigned off = (((unsigned)table[kq >> sh] << sh) | (unsigned)(kq & (bs - 1))) * stride;
+    cp_async16(ks + key * KS + c * 8, kb + off, kp < end);
+    cp_async16(vs + key * KS + c * 8, vb + off, kp < end);
   }
 }
 
@@ -185,7 +196,7 @@ extern "C" __global__ void __launch_bounds__(128) attn_decode_partial(const bf16
     return;
   }
   const int* table = tables + (long long)j * max_blocks;
-  load_kv_tile(kbuf, vbuf, kc, vc, table, bs, hkv, g, s0, s1, DCH);
+  load_kv_tile<DCH>(kbuf, vbuf, kc, vc, table, bs, hkv, g, s0, s1);
   cp_async_commit();
   for (int idx = tid; idx < 16 * 16; idx += 128) {
     int r = idx >> 4, c = idx & 15;
@@ -205,7 +216,7 @@ extern "C" __global__ void __launch_bounds__(128) attn_decode_partial(const bf16
   for (int ch = 0; ch < chunks; ch++) {
     if (ch + 1 < chunks) {
       int nb = (ch + 1) & 1;
-      load_kv_tile(kbuf + nb * DCH * KS, vbuf + nb * DCH * KS, kc, vc, table, bs, hkv, g, s0 + (ch + 1) * DCH, s1, DCH);
+      load_kv_tile<DCH>(kbuf + nb * DCH * KS, vbuf + nb * DCH * KS, kc, vc, table, bs, hkv, g, s0 + (ch + 1) * DCH, s1);
       cp_async_commit();
       cp_async_wait<1>();
     } else {
@@ -328,7 +339,7 @@ extern "C" __global__ void __launch_bounds__(128, 3) attn_prefill(const bf16* q,
   int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3;
   int kv_len = pos0 + min(q0 + BQ, qlen);
   int tiles = (kv_len + BK - 1) / BK;
-  load_kv_tile(kbuf, vbuf, kc, vc, table, bs, hkv, gkv, 0, kv_len, BK);
+  load_kv_tile<BK>(kbuf, vbuf, kc, vc, table, bs, hkv, gkv, 0, kv_len);
   cp_async_commit();
   int row0 = q0 + warp * 16;
   int ra = row0 + gid, rbw = ra + 8;
@@ -354,7 +365,7 @@ extern "C" __global__ void __launch_bounds__(128, 3) attn_prefill(const bf16* q,
     int k0 = t * BK;
     if (t + 1 < tiles) {
       int nb = (t + 1) & 1;
-      load_kv_tile(kbuf + nb * BK * KS, vbuf + nb * BK * KS, kc, vc, table, bs, hkv, gkv, k0 + BK, kv_len, BK);
+      load_kv_tile<BK>(kbuf + nb * BK * KS, vbuf + nb * BK * KS, kc, vc, table, bs, hkv, gkv, k0 + BK, kv_len);
       cp_async_commit();
       cp_async_wait<1>();
     } else {
@@ -376,40 +387,44 @@ extern "C" __global__ void __launch_bounds__(128, 3) attn_prefill(const bf16* q,
           mma16816(s[2 * np], qf[kk], b[0], b[1]);
           mma16816(s[2 * np + 1], qf[kk], b[2], b[3]);
         }
-      // raw scores; the scale goes into the exponent (one FFMA per score)
-      float mx_a = NEG_INF, mx_b = NEG_INF;
-      if (k0 + BK - 1 <= pos0 + row0 && k0 + BK <= kv_len) {  // every key visible to every row
-#pragma unroll
-        for (int nt = 0; nt < 8; nt++) {
-          mx_a = fmaxf(mx_a, fmaxf(s[nt][0], s[nt][1]));
-          mx_b = fmaxf(mx_b, fmaxf(s[nt][2], s[nt][3]));
-        }
-      } else {
+      // masks only on tiles that cross the diagonal or the end; the scale goes into the exponent (one FFMA)
+      if (!(k0 + BK - 1 <= pos0 + row0 && k0 + BK <= kv_len)) {  // some key hidden from some row
 #pragma unroll
         for (int nt = 0; nt < 8; nt++)
 #pragma unroll
           for (int e = 0; e < 4; e++) {
             int key = k0 + nt * 8 + 2 * tig + (e & 1);
-            int qp = e < 2 ? qpos_a : qpos_b;
-            if (key > qp || key >= kv_len) s[nt][e] = NEG_INF;
-            if (e < 2) mx_a = fmaxf(mx_a, s[nt][e]); else mx_b = fmaxf(mx_b, s[nt][e]);
+            if (key > (e < 2 ? qpos_a : qpos_b) || key >= kv_len) s[nt][e] = NEG_INF;
           }
       }
+      // row maxima as trees (short dependency chains)
+      float ta[4], tb[4];
+#pragma unroll
+      for (int i = 0; i < 4; i++) {
+        ta[i] = fmaxf(fmaxf(s[2 * i][0], s[2 * i][1]), fmaxf(s[2 * i + 1][0], s[2 * i + 1][1]));
+        tb[i] = fmaxf(fmaxf(s[2 * i][2], s[2 * i][3]), fmaxf(s[2 * i + 1][2], s[2 * i + 1][3]));
+      }
+      float mx_a = fmaxf(fmaxf(ta[0], ta[1]), fmaxf(ta[2], ta[3]));
+      float mx_b = fmaxf(fmaxf(tb[0], tb[1]), fmaxf(tb[2], tb[3]));
       mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffff, mx_a, 1));
       mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffff, mx_a, 2));
       mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffff, mx_b, 1));
       mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffff, mx_b, 2));
       float mn_a = fmaxf(m_a, mx_a), mn_b = fmaxf(m_b, mx_b);
       float use_a = mn_a == NEG_INF ? 0.f : mn_a * scale_log2, use_b = mn_b == NEG_INF ? 0.f : mn_b * scale_log2;
-      float corr_a = exp2f(m_a * scale_log2 - use_a), corr_b = exp2f(m_b * scale_log2 - use_b);
+      float corr_a = ex2(m_a * scale_log2 - use_a), corr_b = ex2(m_b * scale_log2 - use_b);
       m_a = mn_a; m_b = mn_b;
-      float sum_a = 0.f, sum_b = 0.f;
 #pragma unroll
       for (int nt = 0; nt < 8; nt++) {
-        s[nt][0] = exp2f(fmaf(s[nt][0], scale_log2, -use_a)); s[nt][1] = exp2f(fmaf(s[nt][1], scale_log2, -use_a));
-        s[nt][2] = exp2f(fmaf(s[nt][2], scale_log2, -use_b)); s[nt][3] = exp2f(fmaf(s[nt][3], scale_log2, -use_b));
-        sum_a += s[nt][0] + s[nt][1]; sum_b += s[nt][2] + s[nt][3];
+        s[nt][0] = ex2(fmaf(s[nt][0], scale_log2, -use_a)); s[nt][1] = ex2(fmaf(s[nt][1], scale_log2, -use_a));
+        s[nt][2] = ex2(fmaf(s[nt][2], scale_log2, -use_b)); s[nt][3] = ex2(fmaf(s[nt][3], scale_log2, -use_b));
       }
+#pragma unroll
+      for (int i = 0; i < 4; i++) {
+        ta[i] = (s[2 * i][0] + s[2 * i][1]) + (s[2 * i + 1][0] + s[2 * i + 1][1]);
+        tb[i] = (s[2 * i][2] + s[2 * i][3]) + (s[2 * i + 1][2] + s[2 * i + 1][3]);
+      }
+      float sum_a = (ta[0] + ta[1]) + (ta[2] + ta[3]), sum_b = (tb[0] + tb[1]) + (tb[2] + tb[3]);
       l_a = l_a * corr_a + sum_a; l_b = l_b * corr_b + sum_b;
       if (__any_sync(0xffffffff, corr_a != 1.f || corr_b != 1.f)) {  // a row's maximum moved
 #pragma unroll

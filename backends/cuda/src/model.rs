@@ -189,6 +189,11 @@ impl Model {
             Some(make(&dev, &[("lm_head.weight", v, h)], false)?)
         };
         let slots = cap.num_blocks as usize * cap.block_size as usize;
+        if slots * hkv * d >= 1 << 31 {
+            return Err(CudaError::Config(format!(
+                "KV pool of {slots} tokens: one layer's cache would hold 2^31 or more elements, more than the attention kernels' 32-bit offsets reach"
+            )));
+        }
         let kv_len = cfg.num_hidden_layers as usize * slots * hkv * d;
         let k_cache = dev.zeros::<bf16>(kv_len)?;
         let v_cache = dev.zeros::<bf16>(kv_len)?;
