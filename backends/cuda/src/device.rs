@@ -344,9 +344,13 @@ fn kernel_index(name: &str) -> Result<usize> {
 
 /// `SERVERBENCH_GEMV_MAX_ROWS` (0 to 4), default 1.
 fn gemv_max_rows() -> Result<u32> {
-    match std::env::var("SERVERBENCH_GEMV_MAX_ROWS") {
-        Err(_) => Ok(GEMV_DEFAULT_ROWS),
-        Ok(v) => match v.parse::<u32>() {
+    parse_gemv_max_rows(std::env::var("SERVERBENCH_GEMV_MAX_ROWS").ok().as_deref())
+}
+
+fn parse_gemv_max_rows(value: Option<&str>) -> Result<u32> {
+    match value {
+        None => Ok(GEMV_DEFAULT_ROWS),
+        Some(v) => match v.trim().parse::<u32>() {
             Ok(n) if n <= GEMV_MAX_ROWS => Ok(n),
             _ => Err(CudaError::Config(format!(
                 "SERVERBENCH_GEMV_MAX_ROWS={v}: expected a whole number from 0 to {GEMV_MAX_ROWS}"
@@ -406,6 +410,23 @@ mod tests {
             Err(_) => eprintln!(
                 "skipped: NVRTC is not installed on this machine (no CUDA libraries to load)"
             ),
+        }
+    }
+
+    /// The GEMV switch defaults to one row, takes 0 to 4, and names the variable when it is bad.
+    #[test]
+    fn gemv_row_limit_parses_its_environment_variable() {
+        assert_eq!(super::parse_gemv_max_rows(None).unwrap(), 1);
+        assert_eq!(super::parse_gemv_max_rows(Some("0")).unwrap(), 0);
+        assert_eq!(super::parse_gemv_max_rows(Some(" 4")).unwrap(), 4);
+        for bad in ["5", "-1", "two", ""] {
+            let e = super::parse_gemv_max_rows(Some(bad))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("SERVERBENCH_GEMV_MAX_ROWS") && e.contains("0 to 4"),
+                "{e}"
+            );
         }
     }
 

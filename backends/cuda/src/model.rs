@@ -95,12 +95,7 @@ impl Model {
     /// Loads or generates the weights and allocates the KV pool and activations.
     pub fn load(dev: Device, cfg: ModelConfig, weights: &Weights, cap: Capacity) -> Result<Model> {
         cfg.check().map_err(CudaError::Config)?;
-        if !cap.block_size.is_power_of_two() {
-            return Err(CudaError::Config(format!(
-                "engine.block_size: {} tokens; the CUDA engine needs a power of two (its attention kernels find a key's KV block with a shift)",
-                cap.block_size
-            )));
-        }
+        check_capacity(&cfg, &cap)?;
         let (h, i) = (cfg.hidden_size as usize, cfg.intermediate_size as usize);
         let (hq, hkv, d) = (
             cfg.num_attention_heads as usize,
@@ -189,11 +184,6 @@ impl Model {
             Some(make(&dev, &[("lm_head.weight", v, h)], false)?)
         };
         let slots = cap.num_blocks as usize * cap.block_size as usize;
-        if slots * hkv * d >= 1 << 31 {
-            return Err(CudaError::Config(format!(
-                "KV pool of {slots} tokens: one layer's cache would hold 2^31 or more elements, more than the attention kernels' 32-bit offsets reach"
-            )));
-        }
         let kv_len = cfg.num_hidden_layers as usize * slots * hkv * d;
         let k_cache = dev.zeros::<bf16>(kv_len)?;
         let v_cache = dev.zeros::<bf16>(kv_len)?;
@@ -517,6 +507,25 @@ impl Model {
     }
 }
 
+/// What the kernels assume of the KV pool: blocks of a power-of-two number of tokens (a key's block is
+/// found with a shift) and fewer than 2^31 elements per layer and cache (32-bit offsets).
+fn check_capacity(cfg: &ModelConfig, cap: &Capacity) -> Result<()> {
+    if !cap.block_size.is_power_of_two() {
+        return Err(CudaError::Config(format!(
+            "engine.block_size: {} tokens; the CUDA engine needs a power of two (its attention kernels find a key's KV block with a shift)",
+            cap.block_size
+        )));
+    }
+    let slots = cap.num_blocks as u64 * cap.block_size as u64;
+    let per_layer = slots * cfg.num_key_value_heads as u64 * cfg.head_dim() as u64;
+    if per_layer >= 1 << 31 {
+        return Err(CudaError::Config(format!(
+            "KV pool of {slots} tokens: one layer's cache would hold 2^31 or more elements, more than the attention kernels' 32-bit offsets reach"
+        )));
+    }
+    Ok(())
+}
+
 /// What a captured graph bakes in: the step's sizes and where each index array sits in the upload.
 fn graph_key(p: &Packed) -> Vec<usize> {
     let ranges = [
@@ -616,5 +625,38 @@ impl TensorFiles {
         Err(CudaError::Config(format!(
             "weights: tensor {name} is in none of the safetensors files"
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cap(num_blocks: u32, block_size: u32) -> Capacity {
+        Capacity {
+            num_blocks,
+            block_size,
+            max_tokens: 2048,
+            max_seqs: 64,
+            max_context: 40_960,
+        }
+    }
+
+    /// The pool the kernels can address: power-of-two blocks, under 2^31 elements per layer.
+    #[test]
+    fn the_kv_pool_must_suit_the_kernels() {
+        let q = ModelConfig::qwen3_8b();
+        assert!(check_capacity(&q, &cap(32_784, 16)).is_ok());
+        let e = check_capacity(&q, &cap(1000, 12)).unwrap_err().to_string();
+        assert!(
+            e.contains("engine.block_size: 12") && e.contains("power of two"),
+            "{e}"
+        );
+        // 8 KV heads × 128 = 1,024 elements a token: 2^21 tokens reach 2^31.
+        assert!(check_capacity(&q, &cap((1 << 17) - 1, 16)).is_ok());
+        let e = check_capacity(&q, &cap(1 << 17, 16))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("2097152 tokens") && e.contains("32-bit"), "{e}");
     }
 }
