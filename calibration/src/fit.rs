@@ -369,8 +369,18 @@ const CLASSES: [(&str, u32); 5] = [
     ("prefill > 8192", u32::MAX),
 ];
 
+/// Decode-only steps split by batch size (engines switch kernels with the batch: a GEMV at one row, GEMMs
+/// above), each class's largest batch.
+const DECODE_BATCHES: [(&str, usize); 4] = [
+    ("decode batch 1", 1),
+    ("decode batch 2-8", 8),
+    ("decode batch 9-32", 32),
+    ("decode batch > 32", usize::MAX),
+];
+
 /// Predicts every measured step with `profile` (for `model` on `hardware`, bf16, tp 1) and reports the
-/// error per class of step and over all steps (last): a held-out check of a profile against new logs.
+/// error per class of step (decode only, then by decode batch size, then prefill by new tokens) and over
+/// all steps (last): a held-out check of a profile against new logs.
 pub fn check_profile(
     samples: &[StepSample],
     model: &ModelSpec,
@@ -379,6 +389,7 @@ pub fn check_profile(
 ) -> Vec<ClassError> {
     let cost = engine_cost(model, hardware, profile);
     let mut by_class: Vec<Vec<f64>> = vec![Vec::new(); CLASSES.len()];
+    let mut by_batch: Vec<Vec<f64>> = vec![Vec::new(); DECODE_BATCHES.len()];
     for s in samples {
         let new_tokens: u32 = s.prefill.iter().map(|&(len, _)| len).sum();
         let class = CLASSES
@@ -386,14 +397,25 @@ pub fn check_profile(
             .position(|&(_, upper)| new_tokens <= upper)
             .expect("the last class has no upper bound");
         let predicted = cost.step_seconds(&s.shape(cost.window));
-        by_class[class].push((predicted - s.seconds) / s.seconds);
+        let error = (predicted - s.seconds) / s.seconds;
+        by_class[class].push(error);
+        if class == 0 {
+            let batch = DECODE_BATCHES
+                .iter()
+                .position(|&(_, upper)| s.decode.len() <= upper)
+                .expect("the last batch class has no upper bound");
+            by_batch[batch].push(error);
+        }
     }
     let all: Vec<f64> = by_class.iter().flatten().copied().collect();
-    CLASSES
-        .iter()
-        .map(|&(class, _)| class)
-        .zip(by_class)
-        .chain(std::iter::once(("all steps", all)))
+    let mut groups: Vec<(&'static str, Vec<f64>)> = Vec::new();
+    let mut classes = CLASSES.iter().map(|&(c, _)| c).zip(by_class);
+    groups.extend(classes.next());
+    groups.extend(DECODE_BATCHES.iter().map(|&(c, _)| c).zip(by_batch));
+    groups.extend(classes);
+    groups.push(("all steps", all));
+    groups
+        .into_iter()
         .filter(|(_, errors)| !errors.is_empty())
         .map(|(class, mut errors)| {
             errors.sort_by(f64::total_cmp);
