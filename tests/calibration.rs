@@ -174,6 +174,14 @@ fn calibrate_check_reports_the_shipped_profile_on_held_out_steps() {
     assert_eq!(all[0], 5107.0, "{text}");
     // The profile fitted to the engine before its session-5 kernels is 86 % off here (median).
     assert!(all[2] < 4.0 && all[3] < 6.0, "{text}");
+    // Decode steps by batch size partition the decode-only steps.
+    let by_batch: f64 = ["1", "2-8", "9-32", "> 32"]
+        .iter()
+        .filter(|b| text.contains(&format!("| decode batch {b} |")))
+        .map(|b| row(&format!("decode batch {b}"))[0])
+        .sum();
+    assert_eq!(by_batch, row("decode only")[0], "{text}");
+    assert!(row("decode batch 2-8")[0] > 1000.0, "{text}");
     let mid = row("prefill 513-2048");
     assert!(mid[2] < 5.0 && mid[3] < 12.0, "{text}");
     let out = check("no-such-profile");
