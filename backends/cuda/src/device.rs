@@ -39,7 +39,7 @@ pub const DYNAMIC_SMEM: [(&str, u32); 2] = [
 /// Most rows a linear layer may have to run as [`Device::linear`]'s weight-streaming kernel (the kernel's
 /// `GV_MAXT`); more go to cuBLAS.
 const GEMV_MAX_ROWS: u32 = 4;
-/// Rows below which [`Device::linear`] uses `gemv_small` unless `SERVERBENCH_GEMV_MAX_ROWS` says
+/// Rows up to which [`Device::linear`] uses `gemv_small` unless `SERVERBENCH_GEMV_MAX_ROWS` says
 /// otherwise: on the H200 it beats cuBLAS at one row (4.92 against 5.03 ms for a batch-1 decode step at
 /// 4K context) and loses at two or more (docs/cuda-engine.md).
 const GEMV_DEFAULT_ROWS: u32 = 1;
@@ -231,7 +231,7 @@ impl Device {
         self.launch_with_smem(name, grid, block, smem, args)
     }
 
-    /// Launches kernel `name` with `smem` bytes of dynamic shared memory.
+    /// Launches kernel `name` with `shared_mem_bytes` of dynamic shared memory.
     pub fn launch_with_smem(
         &self,
         name: &str,
