@@ -21,9 +21,15 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
     if let Some(from) = &a.derive_from {
         return derive(&a, from);
     }
-    if let Some(m) = a.memory_efficiency {
-        if !(m > 0.0 && m <= 1.0) {
-            bail!("--memory-efficiency: must be in (0, 1], got {m}");
+    for (flag, value) in [
+        ("--memory-efficiency", a.memory_efficiency),
+        (
+            "--single-row-memory-efficiency",
+            a.single_row_memory_efficiency,
+        ),
+    ] {
+        if let Some(m) = value.filter(|m| !(0.01..=1.0).contains(m)) {
+            bail!("{flag}: must be in [0.01, 1], got {m}");
         }
     }
     let target = parse_target(&a.target)?;
@@ -109,6 +115,8 @@ fn derive(a: &CalibrateArgs, from: &str) -> Result<()> {
         fitted_at: now(),
         target: measured.and_then(|r| r.target.clone()),
         memory_efficiency_fixed: measured.and_then(|r| r.memory_efficiency_fixed),
+        single_row_memory_efficiency_fixed: measured
+            .and_then(|r| r.single_row_memory_efficiency_fixed),
         notes: a.notes.clone(),
         ..Default::default()
     };
@@ -178,6 +186,7 @@ pub fn fit_steps(
         name: a.name.clone(),
         attention_tile: a.attention_tile,
         memory_efficiency: a.memory_efficiency,
+        single_row_memory_efficiency: a.single_row_memory_efficiency,
         record: FitRecord {
             method: method.into(),
             inputs,
@@ -196,12 +205,13 @@ pub fn fit_steps(
 pub fn report(fit: &Fit) {
     let c = &fit.profile;
     eprintln!(
-        "fitted {} steps, held out {}: GEMM {:.1} %, weight streaming {:.1} %, attention {:.1} %, KV {:.1} % of peak; \
+        "fitted {} steps, held out {}: GEMM {:.1} %, weight streaming {:.1} % ({:.1} % at one token), attention {:.1} %, KV {:.1} % of peak; \
          step overhead {:.3} ms, per sequence {:.1} µs; prefill attention {:.2} µs per token of span + {:.2} per round of {:.0} tiles",
         fit.train.steps,
         fit.held_out.steps,
         100.0 * c.gemm_efficiency,
         100.0 * c.memory_efficiency,
+        100.0 * c.single_row_memory_efficiency.unwrap_or(c.memory_efficiency),
         100.0 * c.attention_efficiency,
         100.0 * c.kv_efficiency.unwrap_or(c.memory_efficiency),
         1e3 * c.step_overhead_s,

@@ -443,6 +443,10 @@ pub struct CalibrateArgs {
     /// fitting it (decode steps alone cannot separate it from the fixed step overhead).
     #[arg(long)]
     pub memory_efficiency: Option<f64>,
+    /// Fix the weight-streaming efficiency of one-token steps (batch-1 decode: an engine's GEMV path) at a
+    /// measured value; with it fixed, `--memory-efficiency` can be left to the fit.
+    #[arg(long)]
+    pub single_row_memory_efficiency: Option<f64>,
     /// Where the measurements were taken (written to the profile).
     #[arg(long, default_value = "unknown")]
     pub measured_on: String,

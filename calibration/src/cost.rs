@@ -106,7 +106,8 @@ fn windowed_pairs(p: u64, l: u64, w: u64) -> f64 {
 pub struct StepParts {
     /// Linear layers at the GEMM efficiency: `2 · params · tokens / (peak · gemm_efficiency)`.
     pub gemm_s: f64,
-    /// Streaming the weights once at `memory_efficiency`.
+    /// Streaming the weights once at `memory_efficiency` (`single_row_memory_efficiency` in a step of
+    /// exactly one token).
     pub weights_s: f64,
     /// Attention of prefill chunks and verify tokens (and sliding/linear layers): compute at
     /// `attention_efficiency`, plus the prefill sweep (see [`CostModel::prefill_waves`]).
@@ -131,6 +132,8 @@ pub struct CostModel {
     sliding_s_per_pair: f64,
     linear_attention_s_per_token: f64,
     weights_s: f64,
+    /// `weights_s` for a step of exactly one token (the profile's single-row efficiency).
+    weights_single_row_s: f64,
     full_read_s_per_token: f64,
     sliding_read_s_per_token: f64,
     kv_write_s_per_token: f64,
@@ -189,6 +192,9 @@ impl CostModel {
             WeightDtype::Int4 => bw * p.int4_bandwidth_efficiency,
             _ => bw,
         };
+        let single_row_bw = weight_bw
+            * p.single_row_memory_efficiency
+                .map_or(1.0, |e| e / p.memory_efficiency);
         let fa = &m.full_attention;
         let full_shard = kv_shard(fa, i.tp);
         let per_layer = fa.kv_bytes_per_token_per_layer() as f64;
@@ -225,6 +231,9 @@ impl CostModel {
             sliding_s_per_pair,
             linear_attention_s_per_token,
             weights_s: streamed_weight_bytes(m, i.dtype, i.group_size) / tp / weight_bw,
+            weights_single_row_s: streamed_weight_bytes(m, i.dtype, i.group_size)
+                / tp
+                / single_row_bw,
             full_read_s_per_token: fa.layers as f64 * per_layer * full_shard / kv_bw,
             sliding_read_s_per_token: sliding_read,
             kv_write_s_per_token: fa.kv_layers as f64 * per_layer * full_shard / kv_bw
@@ -280,7 +289,11 @@ impl CostModel {
         };
         StepParts {
             gemm_s: self.linear_s_per_token * n,
-            weights_s: self.weights_s,
+            weights_s: if n == 1.0 {
+                self.weights_single_row_s
+            } else {
+                self.weights_s
+            },
             attention_s: b.full_pairs * self.full_s_per_pair
                 + self.prefill_waves(b) * b.prefill_span_max as f64 * self.sweep_s_per_token
                 + b.first_round_span() * self.span_s_per_token

@@ -158,13 +158,16 @@ pub struct FitSetup<'a> {
     /// Weight-streaming efficiency measured elsewhere (a microbenchmark): fixes it instead of fitting it.
     /// Decode steps of one model cannot tell a fixed step overhead from slow weight streaming.
     pub memory_efficiency: Option<f64>,
+    /// The same for steps of exactly one token (an engine's GEMV path). With one of the two fixed, the
+    /// other is fitted against it.
+    pub single_row_memory_efficiency: Option<f64>,
     /// Provenance written to the profile; its error fields are filled by the fit.
     pub record: FitRecord,
 }
 
 /// Lower and upper bounds of the fitted variables, in the order of [`Row::x`]: step overhead (s),
 /// per-sequence overhead (s), 1/gemm_eff, 1/attention_eff, 1/kv_eff, sweep seconds per token per round,
-/// first-round seconds per token.
+/// first-round seconds per token, 1/single-row memory efficiency.
 const BOUNDS: [(f64, f64); N] = [
     (0.0, 1.0),
     (0.0, 0.01),
@@ -173,10 +176,11 @@ const BOUNDS: [(f64, f64); N] = [
     (1.0, 100.0),
     (0.0, 1e-3),
     (0.0, 1e-3),
+    (1.0, 100.0),
 ];
 
 /// Variables fitted by least squares.
-const N: usize = 7;
+const N: usize = 8;
 
 /// One step's regressors with every efficiency at 1 and every overhead at 0.
 #[derive(Clone, Copy, Debug)]
@@ -196,16 +200,28 @@ struct Shape {
 }
 
 impl Row {
+    /// The regressors at this knee and prefill rounds. A one-token step streams the weights at the
+    /// single-row efficiency (last column) instead of `max(weights, GEMM)` at the shared one.
     fn x(&self, knee: f64, waves: f64, per_token: f64) -> [f64; N] {
         let gemm_tokens = self.parts.gemm_s / per_token;
+        let single_row = self.shape.tokens() == 1;
         [
             1.0,
             self.shape.seqs() as f64,
-            per_token * gemm_tokens.max(knee),
+            if single_row {
+                0.0
+            } else {
+                per_token * gemm_tokens.max(knee)
+            },
             self.parts.attention_s,
             self.parts.kv_s,
             waves * self.shape.prefill_span_max as f64,
             self.shape.first_round_span(),
+            if single_row {
+                self.parts.weights_s
+            } else {
+                0.0
+            },
         ]
     }
 }
@@ -217,6 +233,7 @@ fn unit_profile(base: &Profile) -> Profile {
         attention_efficiency: 1.0,
         memory_efficiency: 1.0,
         kv_efficiency: Some(1.0),
+        single_row_memory_efficiency: None,
         step_overhead_s: 0.0,
         per_sequence_overhead_s: 0.0,
         attention_sweep_s_per_token: 0.0,
@@ -288,11 +305,29 @@ pub fn fit_profile(samples: &[StepSample], setup: &FitSetup<'_>) -> Result<Fit, 
         let c = engine_cost(setup.model, setup.hardware, &tiled);
         train.iter().map(|r| c.prefill_waves(&r.shape)).collect()
     };
+    for (name, fixed) in [
+        ("memory efficiency", setup.memory_efficiency),
+        (
+            "single-row memory efficiency",
+            setup.single_row_memory_efficiency,
+        ),
+    ] {
+        if let Some(e) = fixed.filter(|e| !(0.01..=1.0).contains(e)) {
+            return Err(format!("the fixed {name} must be in [0.01, 1], got {e}"));
+        }
+    }
+    // Without one-token steps the single-row column is empty: pin it (and write no such efficiency).
+    let single_rows = train.iter().any(|r| r.shape.tokens() == 1);
+    let single_row_fixed = if single_rows {
+        setup.single_row_memory_efficiency
+    } else {
+        Some(1.0)
+    };
     let (shape, x) = search(
         &train,
         per_token,
         weights,
-        setup.memory_efficiency,
+        (setup.memory_efficiency, single_row_fixed),
         waves_at,
     )
     .ok_or("no feasible fit: the steps are faster than the hardware's peaks allow")?;
@@ -305,6 +340,7 @@ pub fn fit_profile(samples: &[StepSample], setup: &FitSetup<'_>) -> Result<Fit, 
         attention_efficiency: 1.0 / x[3],
         memory_efficiency: (weights / (shape.knee * per_token * x[2])).min(1.0),
         kv_efficiency: Some(1.0 / x[4]),
+        single_row_memory_efficiency: single_rows.then(|| 1.0 / x[7]),
         attention_sweep_s_per_token: x[5],
         attention_span_s_per_token: x[6],
         attention_tile_tokens: setup.attention_tile,
@@ -330,6 +366,7 @@ pub fn fit_profile(samples: &[StepSample], setup: &FitSetup<'_>) -> Result<Fit, 
     let mut record = setup.record.clone();
     record.steps_fitted = train_err.steps;
     record.memory_efficiency_fixed = setup.memory_efficiency;
+    record.single_row_memory_efficiency_fixed = setup.single_row_memory_efficiency;
     record.steps_held_out = held_err.steps;
     record.held_out_median_ape = Some(held_err.median_ape);
     record.held_out_p90_ape = Some(held_err.p90_ape);
@@ -452,7 +489,7 @@ fn search(
     rows: &[Row],
     per_token: f64,
     weights: f64,
-    memory_efficiency: Option<f64>,
+    (memory_efficiency, single_row_efficiency): (Option<f64>, Option<f64>),
     waves_at: impl Fn(f64) -> Vec<f64>,
 ) -> Option<(Shape, [f64; N])> {
     // knee = (weights / memory_eff) / (per_token / gemm_eff) ≥ (weights / per_token) · gemm_eff.
@@ -482,6 +519,9 @@ fn search(
                 return None;
             }
             bounds[2] = (g, g);
+        }
+        if let Some(e) = single_row_efficiency {
+            bounds[7] = (1.0 / e, 1.0 / e);
         }
         let (x, cost) = weighted_bounded_lsq(
             rows.iter()
@@ -747,6 +787,7 @@ mod tests {
             name: "fitted".into(),
             attention_tile: 64,
             memory_efficiency: None,
+            single_row_memory_efficiency: None,
             record: FitRecord {
                 method: "step-log least squares".into(),
                 inputs: vec!["synthetic".into()],
@@ -799,6 +840,7 @@ mod tests {
             gemm_efficiency: 0.62,
             gemm_half_tokens: 0.0,
             memory_efficiency: 0.78,
+            single_row_memory_efficiency: Some(0.85),
             attention_efficiency: 0.21,
             kv_efficiency: Some(0.45),
             attention_sweep_s_per_token: 2.8e-6,
@@ -826,6 +868,11 @@ mod tests {
         };
         close("gemm_efficiency", c.gemm_efficiency, 0.62);
         close("memory_efficiency", c.memory_efficiency, 0.78);
+        close(
+            "single_row_memory_efficiency",
+            c.single_row_memory_efficiency.unwrap(),
+            0.85,
+        );
         close("attention_efficiency", c.attention_efficiency, 0.21);
         close("kv_efficiency", c.kv_efficiency.unwrap(), 0.45);
         close("step_overhead_s", c.step_overhead_s, 2.5e-3);

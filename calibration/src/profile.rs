@@ -57,6 +57,10 @@ pub struct Profile {
     /// Fraction of peak memory bandwidth reached by attention reading and writing KV (`memory_efficiency` if absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv_efficiency: Option<f64>,
+    /// Fraction of peak memory bandwidth reached streaming weights in a step of exactly one token (a
+    /// batch-1 decode), for engines that switch to a GEMV kernel there (`memory_efficiency` if absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub single_row_memory_efficiency: Option<f64>,
     /// How a fitted profile was obtained: the inputs, where and when, and the error of the fit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fit: Option<FitRecord>,
@@ -106,6 +110,9 @@ pub struct FitRecord {
     /// The weight-streaming efficiency the fit was given (measured elsewhere) instead of fitting it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_efficiency_fixed: Option<f64>,
+    /// The one-token steps' weight-streaming efficiency the fit was given instead of fitting it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub single_row_memory_efficiency_fixed: Option<f64>,
     /// Free-text notes: assumptions, uncertainty.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub notes: String,
@@ -191,6 +198,7 @@ impl Profile {
                 attention_tile_tokens: 0,
                 attention_parallel_tiles: 0.0,
                 kv_efficiency: None,
+                single_row_memory_efficiency: None,
                 fit: None,
             },
             Profile {
@@ -214,6 +222,7 @@ impl Profile {
                 attention_tile_tokens: 0,
                 attention_parallel_tiles: 0.0,
                 kv_efficiency: None,
+                single_row_memory_efficiency: None,
                 fit: None,
             },
         ]
@@ -237,7 +246,12 @@ impl Profile {
             "kv_efficiency",
             self.kv_efficiency.unwrap_or(self.memory_efficiency),
         );
-        for (name, v) in fractions.into_iter().chain([kv]) {
+        let single_row = (
+            "single_row_memory_efficiency",
+            self.single_row_memory_efficiency
+                .unwrap_or(self.memory_efficiency),
+        );
+        for (name, v) in fractions.into_iter().chain([kv, single_row]) {
             if !(v > 0.0 && v <= 1.0) {
                 return Err(format!("{name}: must be in (0, 1], got {v}"));
             }

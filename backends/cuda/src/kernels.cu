@@ -148,7 +148,7 @@ __device__ __forceinline__ void mma16816(float* c, const u32* a, u32 b0, u32 b1)
 }
 #define KS (HD + 8)  // shared-memory row stride of K/V/Q tiles: conflict-free ldmatrix
 
-// Copies `rows` keys (K and V rows of KV head g) starting at key position k0 into shared tiles
+// Copies ROWS keys (K and V rows of KV head g) starting at key position k0 into shared tiles
 // ks/vs (row stride KS); keys at or past `end` are zero-filled. 128 threads; each thread copies
 // 16-byte chunk tid % 16 of keys tid / 16 + 8 i. bs (tokens per KV block) is a power of two, and a
 // layer's cache holds fewer than 2^31 elements (the host checks both), so offsets are 32-bit.
