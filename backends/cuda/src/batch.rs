@@ -32,6 +32,11 @@ pub struct StepFeatures {
     pub prefill: Vec<(u32, u32)>,
     /// Decode sequences: context before the new token.
     pub decode: Vec<u32>,
+    /// KV tokens the decode sequences read, counting each physical block once (distinct blocks × block
+    /// size): below the sum of the contexts when sequences share prefix blocks. Logged for a cost model
+    /// that charges shared blocks once; absent in logs written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decode_kv_distinct: Option<u64>,
 }
 
 /// A step packed for upload: every index array lives in `data`, at the ranges below.
@@ -98,6 +103,23 @@ fn table_rows(data: &mut Vec<i32>, tables: &[&[u32]], width: u32) -> Range<usize
         data.extend(std::iter::repeat(0).take(width as usize - t.len()));
     }
     a..data.len()
+}
+
+/// Physical blocks that appear in at least one of `tables` (a block shared by several sequences counts once).
+fn distinct_blocks(tables: &[&[u32]]) -> u64 {
+    let top = tables
+        .iter()
+        .flat_map(|t| t.iter())
+        .max()
+        .map_or(0, |&b| b as usize + 1);
+    let mut seen = vec![false; top];
+    let mut count = 0;
+    for &b in tables.iter().flat_map(|t| t.iter()) {
+        if !std::mem::replace(&mut seen[b as usize], true) {
+            count += 1;
+        }
+    }
+    count
 }
 
 /// Packs a step. Entries with one token use the decode kernel, longer ones the prefill kernel.
@@ -181,6 +203,9 @@ pub fn pack_padded(entries: &[Entry], block_size: u32, max_context: Option<u32>)
     }
     p.dc_splits = max_ctx.div_ceil(DECODE_SPLIT);
     let tables: Vec<&[u32]> = dc.iter().map(|x| x.2).collect();
+    if !tables.is_empty() {
+        p.features.decode_kv_distinct = Some(distinct_blocks(&tables) * block_size as u64);
+    }
     p.dc_tables = table_rows(d, &tables, p.dc_max_blocks);
     p.sample_rows = push(d, rows);
     p
@@ -240,6 +265,7 @@ mod tests {
         assert_eq!(p.sample_tags, vec![1, 2]);
         assert_eq!(p.features.prefill, vec![(130, 20), (64, 0)]);
         assert_eq!(p.features.decode, vec![33]);
+        assert_eq!(p.features.decode_kv_distinct, Some(3 * 16));
     }
 
     #[test]
@@ -291,5 +317,41 @@ mod tests {
             emits: true,
         });
         assert_eq!(pack_padded(&mixed, 16, Some(40_960)).dc_splits, 5);
+    }
+
+    /// Decode sequences that share prefix blocks read them once: the distinct count is below the sum of
+    /// the contexts, and a step without decodes records none.
+    #[test]
+    fn shared_prefix_blocks_count_once_in_the_distinct_kv_feature() {
+        let prompt = [1u32];
+        let entries = [
+            // Two sub-agents over the same 3-block prefix (blocks 5, 6, 7), each with a private tail.
+            Entry {
+                tag: 1,
+                start: 60,
+                tokens: &prompt,
+                table: &[5, 6, 7, 8],
+                emits: true,
+            },
+            Entry {
+                tag: 2,
+                start: 50,
+                tokens: &prompt,
+                table: &[5, 6, 7, 9],
+                emits: true,
+            },
+        ];
+        let p = pack(&entries, 16);
+        assert_eq!(p.features.decode, vec![60, 50]);
+        assert_eq!(p.features.decode_kv_distinct, Some(5 * 16));
+        let chunk: Vec<u32> = (0..20).collect();
+        let prefill_only = [Entry {
+            tag: 3,
+            start: 0,
+            tokens: &chunk,
+            table: &[1, 2],
+            emits: false,
+        }];
+        assert_eq!(pack(&prefill_only, 16).features.decode_kv_distinct, None);
     }
 }

@@ -26,6 +26,7 @@ impl BenchCase {
             features: StepFeatures {
                 prefill: Vec::new(),
                 decode: vec![ctx; batch as usize],
+                decode_kv_distinct: None,
             },
         }
     }
@@ -37,6 +38,7 @@ impl BenchCase {
             features: StepFeatures {
                 prefill: vec![(len, cached)],
                 decode: Vec::new(),
+                decode_kv_distinct: None,
             },
         }
     }
@@ -189,7 +191,7 @@ pub fn run(
                 start_s: 0.0,
                 gpu_ms: t,
                 wall_ms: t,
-                features: f.clone(),
+                features: packed.features.clone(),
             });
         }
     }
