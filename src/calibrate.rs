@@ -21,17 +21,6 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
     if let Some(from) = &a.derive_from {
         return derive(&a, from);
     }
-    for (flag, value) in [
-        ("--memory-efficiency", a.memory_efficiency),
-        (
-            "--single-row-memory-efficiency",
-            a.single_row_memory_efficiency,
-        ),
-    ] {
-        if let Some(m) = value.filter(|m| !(0.01..=1.0).contains(m)) {
-            bail!("{flag}: must be in [0.01, 1], got {m}");
-        }
-    }
     let target = parse_target(&a.target)?;
     let mut samples = Vec::new();
     let mut inputs = Vec::new();

@@ -409,7 +409,8 @@ pub struct CalibrateArgs {
     #[arg(long, conflicts_with_all = ["from_steps", "microbench", "endpoint"])]
     pub derive_from: Option<String>,
     /// Fit nothing: predict every step of `--from-steps` with this profile (preset name or YAML) and
-    /// report its error per class of step (decode only, prefill by new tokens): a held-out check.
+    /// report its error per class of step (decode only and by decode batch, prefill by new tokens): a
+    /// held-out check.
     #[arg(long, requires = "from_steps", conflicts_with_all = ["microbench", "endpoint"])]
     pub check: Option<String>,
     /// Notes written to the profile (assumptions, uncertainty).

@@ -192,6 +192,7 @@ impl CostModel {
             WeightDtype::Int4 => bw * p.int4_bandwidth_efficiency,
             _ => bw,
         };
+        let weight_bytes = streamed_weight_bytes(m, i.dtype, i.group_size) / tp;
         let single_row_bw = weight_bw
             * p.single_row_memory_efficiency
                 .map_or(1.0, |e| e / p.memory_efficiency);
@@ -230,10 +231,8 @@ impl CostModel {
             q_heads: fa.q_heads.div_ceil(i.tp.max(1)) as f64,
             sliding_s_per_pair,
             linear_attention_s_per_token,
-            weights_s: streamed_weight_bytes(m, i.dtype, i.group_size) / tp / weight_bw,
-            weights_single_row_s: streamed_weight_bytes(m, i.dtype, i.group_size)
-                / tp
-                / single_row_bw,
+            weights_s: weight_bytes / weight_bw,
+            weights_single_row_s: weight_bytes / single_row_bw,
             full_read_s_per_token: fa.layers as f64 * per_layer * full_shard / kv_bw,
             sliding_read_s_per_token: sliding_read,
             kv_write_s_per_token: fa.kv_layers as f64 * per_layer * full_shard / kv_bw
