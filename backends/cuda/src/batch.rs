@@ -5,8 +5,11 @@
 use serde::Serialize;
 use std::ops::Range;
 
-/// Queries per prefill attention tile (the kernel's `BQ`).
-pub const PREFILL_TILE: u32 = 64;
+/// Units per prefill attention block (the kernel's `PU`): a unit is [`PREFILL_UNIT_QUERIES`] queries of
+/// one query head, and a block's units share one KV head.
+pub const PREFILL_BLOCK_UNITS: u32 = 8;
+/// Queries per prefill attention unit (one warp's rows).
+pub const PREFILL_UNIT_QUERIES: u32 = 16;
 /// Keys per decode split (the kernel's `SPLIT`).
 pub const DECODE_SPLIT: u32 = 256;
 
@@ -58,8 +61,9 @@ pub struct Packed {
     pub tiles: u32,
     /// Per tile: prefill sequence index.
     pub tile_seq: Range<usize>,
-    /// Per tile: first query (within the sequence's chunk).
-    pub tile_q0: Range<usize>,
+    /// Per tile: first unit (unit `u` is queries 16 (u / group) .. +16 of the group's query head u % group,
+    /// within the sequence's chunk).
+    pub tile_u0: Range<usize>,
     /// Per prefill sequence: first batch token.
     pub pf_qstart: Range<usize>,
     /// Per prefill sequence: queries.
@@ -122,9 +126,10 @@ fn distinct_blocks(tables: &[&[u32]]) -> u64 {
     count
 }
 
-/// Packs a step. Entries with one token use the decode kernel, longer ones the prefill kernel.
-pub fn pack(entries: &[Entry], block_size: u32) -> Packed {
-    pack_padded(entries, block_size, None)
+/// Packs a step. Entries with one token use the decode kernel, longer ones the prefill kernel;
+/// `query_group` is the model's query heads per KV head (the prefill tiles depend on it).
+pub fn pack(entries: &[Entry], block_size: u32, query_group: u32) -> Packed {
+    pack_padded(entries, block_size, query_group, None)
 }
 
 /// Decode contexts are padded to a multiple of this for the launch shape of decode-only steps, so that
@@ -134,7 +139,12 @@ pub const DECODE_BUCKET: u32 = 1024;
 /// Like [`pack`]; a decode-only step's table stride and split count are those of its longest context
 /// rounded up to [`DECODE_BUCKET`] tokens (never past `max_context`), so the launch shape changes only
 /// every 1,024 tokens of context. The kernels read each sequence's real context from the step's data.
-pub fn pack_padded(entries: &[Entry], block_size: u32, max_context: Option<u32>) -> Packed {
+pub fn pack_padded(
+    entries: &[Entry],
+    block_size: u32,
+    query_group: u32,
+    max_context: Option<u32>,
+) -> Packed {
     let mut p = Packed::default();
     let (mut ids, mut pos, mut slot) = (Vec::new(), Vec::new(), Vec::new());
     let mut pf: Vec<(i32, i32, i32, &[u32])> = Vec::new();
@@ -173,16 +183,17 @@ pub fn pack_padded(entries: &[Entry], block_size: u32, max_context: Option<u32>)
     p.pos = push(d, pos);
     p.slot = push(d, slot);
     p.prefill_seqs = pf.len() as u32;
-    let (mut tseq, mut tq0) = (Vec::new(), Vec::new());
+    let (mut tseq, mut tu0) = (Vec::new(), Vec::new());
     for (i, &(_, n, _, _)) in pf.iter().enumerate() {
-        for q in (0..n).step_by(PREFILL_TILE as usize) {
+        let units = (n as u32).div_ceil(PREFILL_UNIT_QUERIES) * query_group;
+        for u in (0..units).step_by(PREFILL_BLOCK_UNITS as usize) {
             tseq.push(i as i32);
-            tq0.push(q);
+            tu0.push(u as i32);
         }
     }
     p.tiles = tseq.len() as u32;
     p.tile_seq = push(d, tseq);
-    p.tile_q0 = push(d, tq0);
+    p.tile_u0 = push(d, tu0);
     p.pf_qstart = push(d, pf.iter().map(|x| x.0));
     p.pf_qlen = push(d, pf.iter().map(|x| x.1));
     p.pf_pos0 = push(d, pf.iter().map(|x| x.2));
@@ -244,7 +255,7 @@ mod tests {
                 emits: false,
             },
         ];
-        let p = pack(&entries, 16);
+        let p = pack(&entries, 16, 4);
         assert_eq!(p.tokens, 130 + 1 + 64);
         let d = &p.data;
         assert_eq!(d[p.pos.clone()][0], 20);
@@ -252,9 +263,11 @@ mod tests {
         assert_eq!(d[p.slot.clone()][0], 3 * 16 + 4);
         assert_eq!(d[p.slot.clone()][130], 17);
         assert_eq!((p.prefill_seqs, p.decode_seqs), (2, 1));
-        // 130 queries -> 3 tiles, 64 -> 1 tile.
-        assert_eq!(&d[p.tile_seq.clone()], &[0, 0, 0, 1]);
-        assert_eq!(&d[p.tile_q0.clone()], &[0, 64, 128, 0]);
+        // 130 queries, 4 heads per KV head -> 9 groups of 16 x 4 = 36 units -> 5 tiles of 8 units;
+        // 64 queries -> 16 units -> 2 tiles.
+        assert_eq!(&d[p.tile_seq.clone()], &[0, 0, 0, 0, 0, 1, 1]);
+        assert_eq!(&d[p.tile_u0.clone()], &[0, 8, 16, 24, 32, 0, 8]);
+        assert_eq!(p.tiles, 7);
         assert_eq!(&d[p.pf_qstart.clone()], &[0, 131]);
         assert_eq!(p.pf_max_blocks, 10);
         assert_eq!(&d[p.pf_tables.clone()][10..14], &[13, 14, 15, 16]);
@@ -269,6 +282,23 @@ mod tests {
     }
 
     #[test]
+    fn prefill_tiles_cover_every_unit_when_the_group_does_not_divide_the_warps() {
+        // Qwen3-14B's shape: 5 query heads per KV head. 40 queries -> 3 groups of 16 x 5 = 15 units.
+        let prompt: Vec<u32> = (0..40).collect();
+        let table: Vec<u32> = (0..3).collect();
+        let entries = [Entry {
+            tag: 0,
+            start: 0,
+            tokens: &prompt,
+            table: &table,
+            emits: true,
+        }];
+        let p = pack(&entries, 16, 5);
+        assert_eq!(&p.data[p.tile_u0.clone()], &[0, 8]);
+        assert_eq!(p.tiles, 2);
+    }
+
+    #[test]
     #[should_panic(expected = "covers")]
     fn a_table_too_short_for_the_step_is_refused() {
         pack(
@@ -280,6 +310,7 @@ mod tests {
                 emits: true,
             }],
             16,
+            4,
         );
     }
 
@@ -297,14 +328,14 @@ mod tests {
                 emits: true,
             })
             .collect();
-        let plain = pack(&entries, 16);
+        let plain = pack(&entries, 16, 4);
         assert_eq!((plain.dc_max_blocks, plain.dc_splits), (69, 5));
-        let padded = pack_padded(&entries, 16, Some(40_960));
+        let padded = pack_padded(&entries, 16, 4, Some(40_960));
         // 1,101 tokens → a 2,048-token bucket: 128 blocks of 16, 8 splits of 256.
         assert_eq!((padded.dc_max_blocks, padded.dc_splits), (128, 8));
         assert_eq!(padded.dc_tables.len(), 2 * 128);
         // Never past the engine's context.
-        let near = pack_padded(&entries, 16, Some(1200));
+        let near = pack_padded(&entries, 16, 4, Some(1200));
         assert_eq!(near.dc_splits, 5);
         // Steps with prefill keep their exact shape.
         let pf_toks = vec![1u32; 20];
@@ -316,7 +347,7 @@ mod tests {
             table: &tables[1],
             emits: true,
         });
-        assert_eq!(pack_padded(&mixed, 16, Some(40_960)).dc_splits, 5);
+        assert_eq!(pack_padded(&mixed, 16, 4, Some(40_960)).dc_splits, 5);
     }
 
     /// Decode sequences that share prefix blocks read them once: the distinct count is below the sum of
@@ -341,7 +372,7 @@ mod tests {
                 emits: true,
             },
         ];
-        let p = pack(&entries, 16);
+        let p = pack(&entries, 16, 4);
         assert_eq!(p.features.decode, vec![60, 50]);
         assert_eq!(p.features.decode_kv_distinct, Some(5 * 16));
         let chunk: Vec<u32> = (0..20).collect();
@@ -352,6 +383,6 @@ mod tests {
             table: &[1, 2],
             emits: false,
         }];
-        assert_eq!(pack(&prefill_only, 16).features.decode_kv_distinct, None);
+        assert_eq!(pack(&prefill_only, 16, 4).features.decode_kv_distinct, None);
     }
 }

@@ -161,7 +161,7 @@ pub fn run(
                 emits: true,
             })
             .collect();
-        let packed = pack(&entries, bs);
+        let packed = pack(&entries, bs, model.cfg.query_group());
         let mut times = Vec::new();
         for k in 0..reps + 2 {
             let a = model.dev.mark()?;

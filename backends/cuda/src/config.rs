@@ -85,6 +85,11 @@ impl ModelConfig {
         Ok(cfg)
     }
 
+    /// Query heads per KV head (grouped-query attention).
+    pub fn query_group(&self) -> u32 {
+        self.num_attention_heads / self.num_key_value_heads.max(1)
+    }
+
     /// Head width.
     pub fn head_dim(&self) -> u32 {
         self.head_dim

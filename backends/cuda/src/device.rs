@@ -30,10 +30,10 @@ const KERNEL_NAMES: [&str; 10] = [
 const TILE_STRIDE: u32 = 128 + 8;
 /// Dynamic shared memory of the kernels that use more than the default 48 KiB, bytes: the decode
 /// attention holds two chunks of 64 keys (K and V) and a 16-row query tile (`DEC_SMEM`); the prefill
-/// attention two tiles of 64 keys (`PF_SMEM`).
+/// attention two tiles of 32 keys and the query rows of its eight units (`PF_SMEM`).
 pub const DYNAMIC_SMEM: [(&str, u32); 2] = [
     ("attn_decode_partial", (4 * 64 + 16) * TILE_STRIDE * 2),
-    ("attn_prefill", 4 * 64 * TILE_STRIDE * 2),
+    ("attn_prefill", (4 * 32 + 8 * 16) * TILE_STRIDE * 2),
 ];
 
 /// Most rows a linear layer may have to run as [`Device::linear`]'s weight-streaming kernel (the kernel's
@@ -437,15 +437,17 @@ mod tests {
             "#define KS (HD + 8)",
             "#define HD 128",
             "#define DCH 64",
-            "#define BK 64",
+            "#define BK 32",
+            "#define PU 8  // units per block",
             "#define DEC_SMEM ((4 * DCH + 16) * KS * 2)",
-            "#define PF_SMEM (4 * BK * KS * 2)",
+            "#define PF_SMEM ((4 * BK + PU * 16) * KS * 2)",
             "#define GV_MAXT 4",
         ] {
             assert!(super::KERNELS.contains(line), "kernels.cu lost `{line}`");
         }
         assert_eq!(super::DYNAMIC_SMEM[0].1, (4 * 64 + 16) * 136 * 2);
-        assert_eq!(super::DYNAMIC_SMEM[1].1, 4 * 64 * 136 * 2);
+        assert_eq!(super::DYNAMIC_SMEM[1].1, (4 * 32 + 8 * 16) * 136 * 2);
+        assert_eq!(crate::batch::PREFILL_BLOCK_UNITS, 8);
         assert_eq!(super::GEMV_MAX_ROWS, 4);
     }
 }

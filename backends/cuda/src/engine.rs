@@ -111,6 +111,7 @@ impl CudaEngine {
         let packed = pack_padded(
             &batch,
             self.model.cap.block_size,
+            self.model.cfg.query_group(),
             Some(self.model.cap.max_context),
         );
         let before = self.model.dev.mark()?;

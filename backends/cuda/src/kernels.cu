@@ -149,10 +149,10 @@ __device__ __forceinline__ void mma16816(float* c, const u32* a, u32 b0, u32 b1)
 #define KS (HD + 8)  // shared-memory row stride of K/V/Q tiles: conflict-free ldmatrix
 
 // Copies ROWS keys (K and V rows of KV head g) starting at key position k0 into shared tiles
-// ks/vs (row stride KS); keys at or past `end` are zero-filled. 128 threads; each thread copies
-// 16-byte chunk tid % 16 of keys tid / 16 + 8 i. bs (tokens per KV block) is a power of two, and a
+// ks/vs (row stride KS); keys at or past `end` are zero-filled. THREADS threads; each copies
+// 16-byte chunk tid % 16 of keys tid / 16 + (THREADS / 16) i. bs (tokens per KV block) is a power of two, and a
 // layer's cache holds fewer than 2^31 elements (the host checks both), so offsets are 32-bit.
-template <int ROWS>
+template <int ROWS, int THREADS = 128>
 __device__ __forceinline__ void load_kv_tile(bf16* ks, bf16* vs, const bf16* kc, const bf16* vc, const int* table,
     int bs, int hkv, int g, int k0, int end) {
   int sh = __ffs(bs) - 1, c = threadIdx.x & 15;
@@ -160,8 +160,8 @@ __device__ __forceinline__ void load_kv_tile(bf16* ks, bf16* vs, const bf16* kc,
   const bf16* kb = kc + g * HD + c * 8;
   const bf16* vb = vc + g * HD + c * 8;
 #pragma unroll
-  for (int i = 0; i < ROWS / 8; i++) {
-    int key = (threadIdx.x >> 4) + 8 * i, kp = k0 + key, kq = min(kp, end - 1);
+  for (int i = 0; i < ROWS * 16 / THREADS; i++) {
+    int key = (threadIdx.x >> 4) + THREADS / 16 * i, kp = k0 + key, kq = min(kp, end - 1);
     unsigned off = (((unsigned)table[kq >> sh] << sh) | (unsigned)(kq & (bs - 1))) * stride;
     cp_async16(ks + key * KS + c * 8, kb + off, kp < end);
     cp_async16(vs + key * KS + c * 8, vb + off, kp < end);
@@ -317,55 +317,82 @@ extern "C" __global__ void attn_decode_reduce(const float* part_o, const float* 
 }
 
 // ---- prefill attention: flash attention on tensor cores (mma.sync m16n8k16, bf16 -> fp32) ----
-// K/V tiles of BK keys are double-buffered in shared memory with cp.async (the next tile loads while
-// this one is computed); fragments come out of shared memory with ldmatrix.
-#define BQ 64
-#define BK 64
-#define PF_SMEM (4 * BK * KS * 2)
+// A block serves one KV head with four warps; each warp takes two "units" of 16 queries of one query
+// head of that KV head's GQA group (32 rows), so the group's heads share every K/V tile the block loads
+// and each K/V fragment a warp reads from shared memory feeds two MMAs (units are numbered token group
+// major: unit u is queries 16 (u / group) .. +16 of head u % group). K/V tiles of BK keys are
+// double-buffered in shared memory with cp.async (the next tile loads while this one is computed); the
+// query rows wait in shared memory too, and fragments come out with ldmatrix. Measured on the H200
+// against 16 rows per warp (eight warps) and 64-key tiles: docs/cuda-engine.md.
+#define PU 8  // units per block
+#define BK 32
+#define PF_SMEM ((4 * BK + PU * 16) * KS * 2)
 
-// grid (tiles, hq), 128 threads (4 warps x 16 query rows), PF_SMEM bytes of dynamic shared memory.
-// Tile i covers queries tile_q0[i] .. +64 of prefill sequence tile_seq[i]; that sequence's queries are
+__device__ __forceinline__ void tree_max(float* t, int n) {
+#pragma unroll
+  for (int w = n / 2; w >= 1; w >>= 1)
+#pragma unroll
+    for (int i = 0; i < w; i++) t[i] = fmaxf(t[i], t[i + w]);
+}
+__device__ __forceinline__ void tree_sum(float* t, int n) {
+#pragma unroll
+  for (int w = n / 2; w >= 1; w >>= 1)
+#pragma unroll
+    for (int i = 0; i < w; i++) t[i] += t[i + w];
+}
+
+// grid (tiles, hkv), 128 threads, PF_SMEM bytes of dynamic shared memory.
+// Tile i covers units tile_u0[i] .. +PU of prefill sequence tile_seq[i]; that sequence's queries are
 // batch tokens seq_qstart .. +seq_qlen at positions seq_pos0 .. ; keys are positions 0 ..= query position.
-extern "C" __global__ void __launch_bounds__(128, 3) attn_prefill(const bf16* q, const bf16* kc, const bf16* vc, bf16* out,
-    const int* tile_seq, const int* tile_q0, const int* seq_qstart, const int* seq_qlen, const int* seq_pos0,
+extern "C" __global__ void __launch_bounds__(128, 2) attn_prefill(const bf16* q, const bf16* kc, const bf16* vc, bf16* out,
+    const int* tile_seq, const int* tile_u0, const int* seq_qstart, const int* seq_qlen, const int* seq_pos0,
     const int* tables, int max_blocks, int bs, int hq, int hkv, float scale_log2) {
+  constexpr int NT = BK / 8;  // n-tiles of 8 keys per K/V tile
   extern __shared__ __align__(16) unsigned char smem[];
-  bf16* kbuf = (bf16*)smem;          // [2][BK][KS]
-  bf16* vbuf = kbuf + 2 * BK * KS;   // [2][BK][KS]
-  int h = blockIdx.y, gkv = h / (hq / hkv);
-  int sq = tile_seq[blockIdx.x], q0 = tile_q0[blockIdx.x];
+  bf16* kbuf = (bf16*)smem;         // [2][BK][KS]
+  bf16* vbuf = kbuf + 2 * BK * KS;  // [2][BK][KS]
+  bf16* qs = vbuf + 2 * BK * KS;    // [PU * 16][KS]
+  int gkv = blockIdx.y, group = hq / hkv;
+  int sq = tile_seq[blockIdx.x], u0 = tile_u0[blockIdx.x];
   int qstart = seq_qstart[sq], qlen = seq_qlen[sq], pos0 = seq_pos0[sq];
   const int* table = tables + (long long)sq * max_blocks;
   int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3;
-  int kv_len = pos0 + min(q0 + BQ, qlen);
+  int units = ((qlen + 15) >> 4) * group;
+  int kv_len = pos0 + min(((min(u0 + PU, units) - 1) / group + 1) * 16, qlen);
   int tiles = (kv_len + BK - 1) / BK;
-  load_kv_tile<BK>(kbuf, vbuf, kc, vc, table, bs, hkv, gkv, 0, kv_len);
-  cp_async_commit();
-  int row0 = q0 + warp * 16;
-  int ra = row0 + gid, rbw = ra + 8;
-  bool va = ra < qlen, vb = rbw < qlen;
-  const bf16* qa_p = q + ((long long)(qstart + (va ? ra : 0)) * hq + h) * HD;
-  const bf16* qb_p = q + ((long long)(qstart + (vb ? rbw : 0)) * hq + h) * HD;
-  u32 qf[8][4];
+  bool active[2];
+  int h[2], row0[2], warp_last = -1;
 #pragma unroll
-  for (int kk = 0; kk < 8; kk++) {
-    int c = kk * 16 + 2 * tig;
-    qf[kk][0] = va ? *(const u32*)(qa_p + c) : 0u;
-    qf[kk][1] = vb ? *(const u32*)(qb_p + c) : 0u;
-    qf[kk][2] = va ? *(const u32*)(qa_p + c + 8) : 0u;
-    qf[kk][3] = vb ? *(const u32*)(qb_p + c + 8) : 0u;
+  for (int mt = 0; mt < 2; mt++) {
+    int u = u0 + 2 * warp + mt, tg = u / group;
+    active[mt] = u < units;
+    h[mt] = gkv * group + (u - tg * group);
+    row0[mt] = tg * 16;
+    if (active[mt]) warp_last = max(warp_last, pos0 + min(row0[mt] + 15, qlen - 1));
   }
-  float o[16][4];
+  bf16* qw = qs + warp * 32 * KS;  // this warp's 32 query rows (two units), zeros past the chunk
+  for (int i = lane; i < 32 * 16; i += 32) {
+    int r = i >> 4, c = i & 15;
+    bool hi = r >= 16;  // second unit (selects, not indexing: the arrays stay in registers)
+    int row = (hi ? row0[1] : row0[0]) + (r & 15), head = hi ? h[1] : h[0];
+    bool ok = (hi ? active[1] : active[0]) && row < qlen;
+    cp_async16(qw + r * KS + c * 8, q + ((long long)(qstart + (ok ? row : 0)) * hq + head) * HD + c * 8, ok);
+  }
+  load_kv_tile<BK, 128>(kbuf, vbuf, kc, vc, table, bs, hkv, gkv, 0, kv_len);
+  cp_async_commit();
+  float o[2][16][4];
 #pragma unroll
-  for (int d = 0; d < 16; d++) { o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.f; }
-  float m_a = NEG_INF, m_b = NEG_INF, l_a = 0.f, l_b = 0.f;
-  int qpos_a = pos0 + ra, qpos_b = pos0 + rbw;
-  int warp_last = pos0 + min(row0 + 15, qlen - 1);
+  for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+    for (int d = 0; d < 16; d++) { o[mt][d][0] = o[mt][d][1] = o[mt][d][2] = o[mt][d][3] = 0.f; }
+  float m[2][2], l[2][2];
+#pragma unroll
+  for (int mt = 0; mt < 2; mt++) { m[mt][0] = m[mt][1] = NEG_INF; l[mt][0] = l[mt][1] = 0.f; }
   for (int t = 0; t < tiles; t++) {
     int k0 = t * BK;
     if (t + 1 < tiles) {
       int nb = (t + 1) & 1;
-      load_kv_tile<BK>(kbuf + nb * BK * KS, vbuf + nb * BK * KS, kc, vc, table, bs, hkv, gkv, k0 + BK, kv_len);
+      load_kv_tile<BK, 128>(kbuf + nb * BK * KS, vbuf + nb * BK * KS, kc, vc, table, bs, hkv, gkv, k0 + BK, kv_len);
       cp_async_commit();
       cp_async_wait<1>();
     } else {
@@ -375,84 +402,112 @@ extern "C" __global__ void __launch_bounds__(128, 3) attn_prefill(const bf16* q,
     if (k0 <= warp_last) {
       const bf16* ks = kbuf + (t & 1) * BK * KS;
       const bf16* vs = vbuf + (t & 1) * BK * KS;
-      float s[8][4];
+      float s[2][NT][4];
 #pragma unroll
-      for (int nt = 0; nt < 8; nt++) { s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f; }
+      for (int mt = 0; mt < 2; mt++)
 #pragma unroll
-      for (int np = 0; np < 4; np++)  // pairs of n-tiles: keys np*16 .. +16
+        for (int nt = 0; nt < NT; nt++) { s[mt][nt][0] = s[mt][nt][1] = s[mt][nt][2] = s[mt][nt][3] = 0.f; }
 #pragma unroll
-        for (int kk = 0; kk < 8; kk++) {
+      for (int kk = 0; kk < 8; kk++) {
+        u32 a[2][4];
+#pragma unroll
+        for (int mt = 0; mt < 2; mt++)
+          ldsm4(a[mt], qw + (mt * 16 + (lane >> 3 & 1) * 8 + (lane & 7)) * KS + kk * 16 + (lane >> 4) * 8);
+#pragma unroll
+        for (int np = 0; np < NT / 2; np++) {
           u32 b[4];
           ldsm4(b, ks + (np * 16 + (lane >> 4) * 8 + (lane & 7)) * KS + kk * 16 + (lane >> 3 & 1) * 8);
-          mma16816(s[2 * np], qf[kk], b[0], b[1]);
-          mma16816(s[2 * np + 1], qf[kk], b[2], b[3]);
-        }
-      // masks only on tiles that cross the diagonal or the end; the scale goes into the exponent (one FFMA)
-      if (!(k0 + BK - 1 <= pos0 + row0 && k0 + BK <= kv_len)) {  // some key hidden from some row
 #pragma unroll
-        for (int nt = 0; nt < 8; nt++)
-#pragma unroll
-          for (int e = 0; e < 4; e++) {
-            int key = k0 + nt * 8 + 2 * tig + (e & 1);
-            if (key > (e < 2 ? qpos_a : qpos_b) || key >= kv_len) s[nt][e] = NEG_INF;
+          for (int mt = 0; mt < 2; mt++) {
+            mma16816(s[mt][2 * np], a[mt], b[0], b[1]);
+            mma16816(s[mt][2 * np + 1], a[mt], b[2], b[3]);
           }
+        }
       }
-      // row maxima as trees (short dependency chains)
-      float ta[4], tb[4];
+      u32 pa[2][NT / 2][4];
 #pragma unroll
-      for (int i = 0; i < 4; i++) {
-        ta[i] = fmaxf(fmaxf(s[2 * i][0], s[2 * i][1]), fmaxf(s[2 * i + 1][0], s[2 * i + 1][1]));
-        tb[i] = fmaxf(fmaxf(s[2 * i][2], s[2 * i][3]), fmaxf(s[2 * i + 1][2], s[2 * i + 1][3]));
+      for (int mt = 0; mt < 2; mt++) {
+        if (!(k0 + BK - 1 <= pos0 + row0[mt] && k0 + BK <= kv_len)) {  // some key hidden from some row
+          int qpos_a = pos0 + row0[mt] + gid, qpos_b = qpos_a + 8;
+#pragma unroll
+          for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+              int key = k0 + nt * 8 + 2 * tig + (e & 1);
+              if (key > (e < 2 ? qpos_a : qpos_b) || key >= kv_len) s[mt][nt][e] = NEG_INF;
+            }
+        }
+        float ta[NT / 2], tb[NT / 2];
+#pragma unroll
+        for (int i = 0; i < NT / 2; i++) {
+          ta[i] = fmaxf(fmaxf(s[mt][2 * i][0], s[mt][2 * i][1]), fmaxf(s[mt][2 * i + 1][0], s[mt][2 * i + 1][1]));
+          tb[i] = fmaxf(fmaxf(s[mt][2 * i][2], s[mt][2 * i][3]), fmaxf(s[mt][2 * i + 1][2], s[mt][2 * i + 1][3]));
+        }
+        tree_max(ta, NT / 2);
+        tree_max(tb, NT / 2);
+        float mx_a = ta[0], mx_b = tb[0];
+        mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffff, mx_a, 1));
+        mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffff, mx_a, 2));
+        mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffff, mx_b, 1));
+        mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffff, mx_b, 2));
+        float mn_a = fmaxf(m[mt][0], mx_a), mn_b = fmaxf(m[mt][1], mx_b);
+        float use_a = mn_a == NEG_INF ? 0.f : mn_a * scale_log2, use_b = mn_b == NEG_INF ? 0.f : mn_b * scale_log2;
+        float corr_a = ex2(m[mt][0] * scale_log2 - use_a), corr_b = ex2(m[mt][1] * scale_log2 - use_b);
+        m[mt][0] = mn_a; m[mt][1] = mn_b;
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++) {
+          s[mt][nt][0] = ex2(fmaf(s[mt][nt][0], scale_log2, -use_a)); s[mt][nt][1] = ex2(fmaf(s[mt][nt][1], scale_log2, -use_a));
+          s[mt][nt][2] = ex2(fmaf(s[mt][nt][2], scale_log2, -use_b)); s[mt][nt][3] = ex2(fmaf(s[mt][nt][3], scale_log2, -use_b));
+        }
+#pragma unroll
+        for (int i = 0; i < NT / 2; i++) {
+          ta[i] = (s[mt][2 * i][0] + s[mt][2 * i][1]) + (s[mt][2 * i + 1][0] + s[mt][2 * i + 1][1]);
+          tb[i] = (s[mt][2 * i][2] + s[mt][2 * i][3]) + (s[mt][2 * i + 1][2] + s[mt][2 * i + 1][3]);
+        }
+        tree_sum(ta, NT / 2);
+        tree_sum(tb, NT / 2);
+        l[mt][0] = l[mt][0] * corr_a + ta[0]; l[mt][1] = l[mt][1] * corr_b + tb[0];
+        if (__any_sync(0xffffffff, corr_a != 1.f || corr_b != 1.f)) {  // a row's maximum moved
+#pragma unroll
+          for (int d = 0; d < 16; d++) { o[mt][d][0] *= corr_a; o[mt][d][1] *= corr_a; o[mt][d][2] *= corr_b; o[mt][d][3] *= corr_b; }
+        }
+#pragma unroll
+        for (int kt = 0; kt < NT / 2; kt++) {
+          pa[mt][kt][0] = pack2(s[mt][2 * kt][0], s[mt][2 * kt][1]);
+          pa[mt][kt][1] = pack2(s[mt][2 * kt][2], s[mt][2 * kt][3]);
+          pa[mt][kt][2] = pack2(s[mt][2 * kt + 1][0], s[mt][2 * kt + 1][1]);
+          pa[mt][kt][3] = pack2(s[mt][2 * kt + 1][2], s[mt][2 * kt + 1][3]);
+        }
       }
-      float mx_a = fmaxf(fmaxf(ta[0], ta[1]), fmaxf(ta[2], ta[3]));
-      float mx_b = fmaxf(fmaxf(tb[0], tb[1]), fmaxf(tb[2], tb[3]));
-      mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffff, mx_a, 1));
-      mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffff, mx_a, 2));
-      mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffff, mx_b, 1));
-      mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffff, mx_b, 2));
-      float mn_a = fmaxf(m_a, mx_a), mn_b = fmaxf(m_b, mx_b);
-      float use_a = mn_a == NEG_INF ? 0.f : mn_a * scale_log2, use_b = mn_b == NEG_INF ? 0.f : mn_b * scale_log2;
-      float corr_a = ex2(m_a * scale_log2 - use_a), corr_b = ex2(m_b * scale_log2 - use_b);
-      m_a = mn_a; m_b = mn_b;
 #pragma unroll
-      for (int nt = 0; nt < 8; nt++) {
-        s[nt][0] = ex2(fmaf(s[nt][0], scale_log2, -use_a)); s[nt][1] = ex2(fmaf(s[nt][1], scale_log2, -use_a));
-        s[nt][2] = ex2(fmaf(s[nt][2], scale_log2, -use_b)); s[nt][3] = ex2(fmaf(s[nt][3], scale_log2, -use_b));
-      }
-#pragma unroll
-      for (int i = 0; i < 4; i++) {
-        ta[i] = (s[2 * i][0] + s[2 * i][1]) + (s[2 * i + 1][0] + s[2 * i + 1][1]);
-        tb[i] = (s[2 * i][2] + s[2 * i][3]) + (s[2 * i + 1][2] + s[2 * i + 1][3]);
-      }
-      float sum_a = (ta[0] + ta[1]) + (ta[2] + ta[3]), sum_b = (tb[0] + tb[1]) + (tb[2] + tb[3]);
-      l_a = l_a * corr_a + sum_a; l_b = l_b * corr_b + sum_b;
-      if (__any_sync(0xffffffff, corr_a != 1.f || corr_b != 1.f)) {  // a row's maximum moved
-#pragma unroll
-        for (int d = 0; d < 16; d++) { o[d][0] *= corr_a; o[d][1] *= corr_a; o[d][2] *= corr_b; o[d][3] *= corr_b; }
-      }
-#pragma unroll
-      for (int kt = 0; kt < 4; kt++) {
-        u32 a[4] = {pack2(s[2 * kt][0], s[2 * kt][1]), pack2(s[2 * kt][2], s[2 * kt][3]),
-                    pack2(s[2 * kt + 1][0], s[2 * kt + 1][1]), pack2(s[2 * kt + 1][2], s[2 * kt + 1][3])};
+      for (int kt = 0; kt < NT / 2; kt++)
 #pragma unroll
         for (int d = 0; d < 16; d += 2) {
           u32 b[4];
           ldsm4t(b, vs + (kt * 16 + (lane >> 3 & 1) * 8 + (lane & 7)) * KS + d * 8 + (lane >> 4) * 8);
-          mma16816(o[d], a, b[0], b[1]);
-          mma16816(o[d + 1], a, b[2], b[3]);
+#pragma unroll
+          for (int mt = 0; mt < 2; mt++) {
+            mma16816(o[mt][d], pa[mt][kt], b[0], b[1]);
+            mma16816(o[mt][d + 1], pa[mt][kt], b[2], b[3]);
+          }
         }
-      }
     }
     __syncthreads();
   }
-  l_a += __shfl_xor_sync(0xffffffff, l_a, 1); l_a += __shfl_xor_sync(0xffffffff, l_a, 2);
-  l_b += __shfl_xor_sync(0xffffffff, l_b, 1); l_b += __shfl_xor_sync(0xffffffff, l_b, 2);
-  bf16* oa = out + ((long long)(qstart + ra) * hq + h) * HD + 2 * tig;
-  bf16* ob = out + ((long long)(qstart + rbw) * hq + h) * HD + 2 * tig;
 #pragma unroll
-  for (int d = 0; d < 16; d++) {
-    if (va) *(__nv_bfloat162*)(oa + d * 8) = __floats2bfloat162_rn(o[d][0] / l_a, o[d][1] / l_a);
-    if (vb) *(__nv_bfloat162*)(ob + d * 8) = __floats2bfloat162_rn(o[d][2] / l_b, o[d][3] / l_b);
+  for (int mt = 0; mt < 2; mt++) {
+    if (!active[mt]) continue;
+    float la = l[mt][0], lb = l[mt][1];
+    la += __shfl_xor_sync(0xffffffff, la, 1); la += __shfl_xor_sync(0xffffffff, la, 2);
+    lb += __shfl_xor_sync(0xffffffff, lb, 1); lb += __shfl_xor_sync(0xffffffff, lb, 2);
+    int ra = row0[mt] + gid, rbw = ra + 8;
+    bf16* oa = out + ((long long)(qstart + ra) * hq + h[mt]) * HD + 2 * tig;
+    bf16* ob = out + ((long long)(qstart + rbw) * hq + h[mt]) * HD + 2 * tig;
+#pragma unroll
+    for (int d = 0; d < 16; d++) {
+      if (ra < qlen) *(__nv_bfloat162*)(oa + d * 8) = __floats2bfloat162_rn(o[mt][d][0] / la, o[mt][d][1] / la);
+      if (rbw < qlen) *(__nv_bfloat162*)(ob + d * 8) = __floats2bfloat162_rn(o[mt][d][2] / lb, o[mt][d][3] / lb);
+    }
   }
 }
 

@@ -381,7 +381,7 @@ impl Model {
             if p.prefill_seqs > 0 {
                 dev.launch(
                     "attn_prefill",
-                    (p.tiles, hq, 1),
+                    (p.tiles, hkv, 1),
                     128,
                     &[
                         Arg::Ptr(a.q.ptr),
@@ -389,7 +389,7 @@ impl Model {
                         Arg::Ptr(vc),
                         Arg::Ptr(a.attn.ptr),
                         ix(&p.tile_seq),
-                        ix(&p.tile_q0),
+                        ix(&p.tile_u0),
                         ix(&p.pf_qstart),
                         ix(&p.pf_qlen),
                         ix(&p.pf_pos0),
