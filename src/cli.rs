@@ -437,8 +437,9 @@ pub struct CalibrateArgs {
     /// Name of the new profile.
     #[arg(long, default_value = "fitted")]
     pub name: String,
-    /// Query tokens per tile of the engine's prefill attention kernel (64: serverbench's CUDA engine).
-    #[arg(long, default_value_t = 64)]
+    /// Query tokens per tile of the engine's prefill attention kernel, per query head (128: a block of
+    /// serverbench's CUDA engine covers 128 (query, head) rows of one GQA group).
+    #[arg(long, default_value_t = 128)]
     pub attention_tile: u32,
     /// Fix the weight-streaming efficiency (fraction of peak bandwidth) at a measured value instead of
     /// fitting it (decode steps alone cannot separate it from the fixed step overhead).

@@ -332,6 +332,7 @@ pub fn microbench_calibrate(a: &crate::cli::CalibrateArgs) -> Result<()> {
         .map(|r| serverbench_calibration::StepSample {
             prefill: r.features.prefill.clone(),
             decode: r.features.decode.clone(),
+            decode_kv_distinct: r.features.decode_kv_distinct,
             seconds: match target {
                 serverbench_calibration::FitTarget::Wall => r.wall_ms,
                 serverbench_calibration::FitTarget::Gpu => r.gpu_ms,

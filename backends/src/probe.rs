@@ -83,6 +83,7 @@ pub async fn probe(client: &Arc<HttpClient>, plan: &ProbePlan) -> Result<Vec<Pro
                 step: StepSample {
                     prefill: vec![(len, 0)],
                     decode: vec![],
+                    decode_kv_distinct: None,
                     seconds: t,
                 },
             });
@@ -105,6 +106,7 @@ pub async fn probe(client: &Arc<HttpClient>, plan: &ProbePlan) -> Result<Vec<Pro
                 step: StepSample {
                     prefill: vec![(s, plan.cached_prefix)],
                     decode: vec![],
+                    decode_kv_distinct: None,
                     seconds: t,
                 },
             });
@@ -144,6 +146,7 @@ pub async fn probe(client: &Arc<HttpClient>, plan: &ProbePlan) -> Result<Vec<Pro
             step: StepSample {
                 prefill: vec![],
                 decode: vec![plan.decode_prompt + plan.decode_tokens / 2; n as usize],
+                decode_kv_distinct: None,
                 seconds: tpots[tpots.len() / 2],
             },
         });

@@ -29,6 +29,9 @@ pub struct BatchShape {
     pub draft_passes: u32,
     /// The longest mean KV span of a prefill chunk's queries (`prefix + len / 2`), tokens.
     pub prefill_span_max: u32,
+    /// Of `decode_context`, the tokens another decode sequence of the step reads too (the repeats of shared
+    /// prefix blocks: the sum of the contexts minus the distinct tokens read); 0 when unknown.
+    pub decode_shared: u64,
 }
 
 impl BatchShape {
@@ -112,7 +115,8 @@ pub struct StepParts {
     /// Attention of prefill chunks and verify tokens (and sliding/linear layers): compute at
     /// `attention_efficiency`, plus the prefill sweep (see [`CostModel::prefill_waves`]).
     pub attention_s: f64,
-    /// KV (and recurrent state) read and written at `kv_efficiency`.
+    /// KV (and recurrent state) read and written at `kv_efficiency`; decode re-reads of blocks another
+    /// sequence of the step reads too at `shared_kv_efficiency`.
     pub kv_s: f64,
     /// Terms no efficiency of the fit scales: fixed step overhead, collectives, speculative drafts.
     pub fixed_s: f64,
@@ -135,6 +139,8 @@ pub struct CostModel {
     /// `weights_s` for a step of exactly one token (the profile's single-row efficiency).
     weights_single_row_s: f64,
     full_read_s_per_token: f64,
+    /// `full_read_s_per_token` for a re-read of a block another decode of the step reads too.
+    shared_read_s_per_token: f64,
     sliding_read_s_per_token: f64,
     kv_write_s_per_token: f64,
     state_s_per_seq: f64,
@@ -180,7 +186,9 @@ impl CostModel {
         let (m, hw, p) = (i.model, i.hardware, i.profile);
         let tp = i.tp.max(1) as f64;
         let bw = hw.memory_bandwidth * p.memory_efficiency;
-        let kv_bw = hw.memory_bandwidth * p.kv_efficiency.unwrap_or(p.memory_efficiency);
+        let kv_eff = p.kv_efficiency.unwrap_or(p.memory_efficiency);
+        let kv_bw = hw.memory_bandwidth * kv_eff;
+        let shared_bw = hw.memory_bandwidth * p.shared_kv_efficiency.unwrap_or(kv_eff);
         let peak = hw.bf16_flops * p.gemm_efficiency;
         let attn_peak = hw.bf16_flops * p.attention_efficiency;
         let compute_factor = match i.dtype {
@@ -234,6 +242,7 @@ impl CostModel {
             weights_s: weight_bytes / weight_bw,
             weights_single_row_s: weight_bytes / single_row_bw,
             full_read_s_per_token: fa.layers as f64 * per_layer * full_shard / kv_bw,
+            shared_read_s_per_token: fa.layers as f64 * per_layer * full_shard / shared_bw,
             sliding_read_s_per_token: sliding_read,
             kv_write_s_per_token: fa.kv_layers as f64 * per_layer * full_shard / kv_bw
                 + sliding_write,
@@ -298,7 +307,9 @@ impl CostModel {
                 + b.first_round_span() * self.span_s_per_token
                 + b.sliding_pairs * self.sliding_s_per_pair
                 + n * self.linear_attention_s_per_token,
-            kv_s: (b.prefill_context + b.decode_context) as f64 * self.full_read_s_per_token
+            kv_s: (b.prefill_context + b.decode_context.saturating_sub(b.decode_shared)) as f64
+                * self.full_read_s_per_token
+                + b.decode_shared as f64 * self.shared_read_s_per_token
                 + b.sliding_context as f64 * self.sliding_read_s_per_token
                 + n * self.kv_write_s_per_token
                 + b.seqs() as f64 * self.state_s_per_seq,

@@ -4,7 +4,7 @@
 
 use crate::cost::{BatchShape, CostInputs, CostModel, StepParts};
 use crate::model::{HardwareSpec, ModelSpec, WeightDtype};
-use crate::profile::{FitRecord, Profile, StepTime};
+use crate::profile::{FitRecord, Profile, StepTime, MAX_SHARED_KV_EFFICIENCY};
 use crate::ConfigError;
 use serde::Deserialize;
 
@@ -15,6 +15,9 @@ pub struct StepSample {
     pub prefill: Vec<(u32, u32)>,
     /// Decode sequences' contexts.
     pub decode: Vec<u32>,
+    /// KV tokens the decode sequences read with each shared block counted once (the log's
+    /// `decode_kv_distinct`), if recorded.
+    pub decode_kv_distinct: Option<u64>,
     /// Measured duration, seconds.
     pub seconds: f64,
 }
@@ -29,6 +32,10 @@ impl StepSample {
         for &ctx in &self.decode {
             b.add_decode(ctx, window);
         }
+        // Distinct tokens count whole blocks, so a step without sharing records at least its contexts.
+        b.decode_shared = self
+            .decode_kv_distinct
+            .map_or(0, |d| b.decode_context.saturating_sub(d));
         b
     }
 }
@@ -58,6 +65,8 @@ struct LogLine {
     wall_ms: f64,
     prefill: Vec<(u32, u32)>,
     decode: Vec<u32>,
+    #[serde(default)]
+    decode_kv_distinct: Option<u64>,
 }
 
 /// Parses a step log (JSON lines as the CUDA engine writes them); the error names the file, line and field.
@@ -114,6 +123,7 @@ pub fn parse_step_log(
         out.push(StepSample {
             prefill: l.prefill,
             decode: l.decode,
+            decode_kv_distinct: l.decode_kv_distinct,
             seconds: ms / 1e3,
         });
     }
@@ -167,7 +177,8 @@ pub struct FitSetup<'a> {
 
 /// Lower and upper bounds of the fitted variables, in the order of [`Row::x`]: step overhead (s),
 /// per-sequence overhead (s), 1/gemm_eff, 1/attention_eff, 1/kv_eff, sweep seconds per token per round,
-/// first-round seconds per token, 1/single-row memory efficiency.
+/// first-round seconds per token, 1/single-row memory efficiency, 1/shared-KV efficiency (re-reads may
+/// come from cache, faster than memory: efficiency up to [`MAX_SHARED_KV_EFFICIENCY`]).
 const BOUNDS: [(f64, f64); N] = [
     (0.0, 1.0),
     (0.0, 0.01),
@@ -177,15 +188,18 @@ const BOUNDS: [(f64, f64); N] = [
     (0.0, 1e-3),
     (0.0, 1e-3),
     (1.0, 100.0),
+    (1.0 / MAX_SHARED_KV_EFFICIENCY, 100.0),
 ];
 
 /// Variables fitted by least squares.
-const N: usize = 8;
+const N: usize = 9;
 
 /// One step's regressors with every efficiency at 1 and every overhead at 0.
 #[derive(Clone, Copy, Debug)]
 struct Row {
     parts: StepParts,
+    /// The part of `parts.kv_s` that re-reads blocks another decode of the step reads too.
+    shared_kv_s: f64,
     shape: BatchShape,
     y: f64,
 }
@@ -214,7 +228,7 @@ impl Row {
                 per_token * gemm_tokens.max(knee)
             },
             self.parts.attention_s,
-            self.parts.kv_s,
+            self.parts.kv_s - self.shared_kv_s,
             waves * self.shape.prefill_span_max as f64,
             self.shape.first_round_span(),
             if single_row {
@@ -222,6 +236,7 @@ impl Row {
             } else {
                 0.0
             },
+            self.shared_kv_s,
         ]
     }
 }
@@ -234,6 +249,7 @@ fn unit_profile(base: &Profile) -> Profile {
         memory_efficiency: 1.0,
         kv_efficiency: Some(1.0),
         single_row_memory_efficiency: None,
+        shared_kv_efficiency: None,
         step_overhead_s: 0.0,
         per_sequence_overhead_s: 0.0,
         attention_sweep_s_per_token: 0.0,
@@ -266,6 +282,12 @@ pub fn fit_profile(samples: &[StepSample], setup: &FitSetup<'_>) -> Result<Fit, 
     let unit = unit_profile(setup.base);
     let unit_cost = engine_cost(setup.model, setup.hardware, &unit);
     let window = unit_cost.window;
+    let read_s_per_token = {
+        let (mut a, mut b) = (BatchShape::default(), BatchShape::default());
+        a.add_decode(1, None);
+        b.add_decode(0, None);
+        unit_cost.parts(&a).kv_s - unit_cost.parts(&b).kv_s
+    };
     let rows: Vec<Row> = samples
         .iter()
         .map(|s| {
@@ -274,6 +296,7 @@ pub fn fit_profile(samples: &[StepSample], setup: &FitSetup<'_>) -> Result<Fit, 
             parts.fixed_s = 0.0;
             Row {
                 parts,
+                shared_kv_s: b.decode_shared as f64 * read_s_per_token,
                 shape: b,
                 y: s.seconds,
             }
@@ -323,11 +346,13 @@ pub fn fit_profile(samples: &[StepSample], setup: &FitSetup<'_>) -> Result<Fit, 
     } else {
         Some(1.0)
     };
+    // Likewise without shared decode reads (logs that do not record them, or no shared prefixes).
+    let shared_reads = train.iter().any(|r| r.shape.decode_shared > 0);
     let (shape, x) = search(
         &train,
         per_token,
         weights,
-        (setup.memory_efficiency, single_row_fixed),
+        (setup.memory_efficiency, single_row_fixed, shared_reads),
         waves_at,
     )
     .ok_or("no feasible fit: the steps are faster than the hardware's peaks allow")?;
@@ -341,6 +366,7 @@ pub fn fit_profile(samples: &[StepSample], setup: &FitSetup<'_>) -> Result<Fit, 
         memory_efficiency: (weights / (shape.knee * per_token * x[2])).min(1.0),
         kv_efficiency: Some(1.0 / x[4]),
         single_row_memory_efficiency: single_rows.then(|| 1.0 / x[7]),
+        shared_kv_efficiency: shared_reads.then(|| 1.0 / x[8]),
         attention_sweep_s_per_token: x[5],
         attention_span_s_per_token: x[6],
         attention_tile_tokens: setup.attention_tile,
@@ -489,7 +515,7 @@ fn search(
     rows: &[Row],
     per_token: f64,
     weights: f64,
-    (memory_efficiency, single_row_efficiency): (Option<f64>, Option<f64>),
+    (memory_efficiency, single_row_efficiency, shared_reads): (Option<f64>, Option<f64>, bool),
     waves_at: impl Fn(f64) -> Vec<f64>,
 ) -> Option<(Shape, [f64; N])> {
     // knee = (weights / memory_eff) / (per_token / gemm_eff) ≥ (weights / per_token) · gemm_eff.
@@ -522,6 +548,9 @@ fn search(
         }
         if let Some(e) = single_row_efficiency {
             bounds[7] = (1.0 / e, 1.0 / e);
+        }
+        if !shared_reads {
+            bounds[8] = (1.0, 1.0);
         }
         let (x, cost) = weighted_bounded_lsq(
             rows.iter()
@@ -617,7 +646,7 @@ fn golden((mut lo, mut hi): (f64, f64), start: f64, f: impl Fn(f64) -> f64) -> f
 /// Each assignment of the variables to free, lower or upper bound is a small linear system; they are tried
 /// with the fewest bound variables first, and the first whose solution is feasible and satisfies the KKT
 /// conditions (the objective rises leaving each bound inwards) is the optimum of this convex problem. If
-/// rounding keeps every candidate from passing that test, the best feasible one of all 3⁷ is kept.
+/// rounding keeps every candidate from passing that test, the best feasible one of all 3⁹ is kept.
 fn weighted_bounded_lsq(
     rows: impl Iterator<Item = ([f64; N], f64, f64)>,
     bounds: &[(f64, f64); N],
@@ -814,11 +843,17 @@ mod tests {
                 let mut s = StepSample {
                     prefill: vec![],
                     decode: vec![],
+                    decode_kv_distinct: None,
                     seconds: 0.0,
                 };
                 if i % 3 != 0 {
                     for _ in 0..1 + next(64) {
                         s.decode.push(50 + next(40_000));
+                    }
+                    if i % 4 == 1 {
+                        // sequences sharing prefixes: up to 60 % of the decode reads repeat a block
+                        let sum: u64 = s.decode.iter().map(|&c| c as u64).sum();
+                        s.decode_kv_distinct = Some(sum - sum * (i as u64 * 37 % 60) / 100);
                     }
                 }
                 if i % 3 != 1 {
@@ -843,6 +878,7 @@ mod tests {
             single_row_memory_efficiency: Some(0.85),
             attention_efficiency: 0.21,
             kv_efficiency: Some(0.45),
+            shared_kv_efficiency: Some(3.0),
             attention_sweep_s_per_token: 2.8e-6,
             attention_span_s_per_token: 1.1e-6,
             attention_tile_tokens: 64,
@@ -875,6 +911,7 @@ mod tests {
         );
         close("attention_efficiency", c.attention_efficiency, 0.21);
         close("kv_efficiency", c.kv_efficiency.unwrap(), 0.45);
+        close("shared_kv_efficiency", c.shared_kv_efficiency.unwrap(), 3.0);
         close("step_overhead_s", c.step_overhead_s, 2.5e-3);
         close("per_sequence_overhead_s", c.per_sequence_overhead_s, 40e-6);
         close(
@@ -998,10 +1035,17 @@ mod tests {
         assert_eq!(parsed.len(), 2);
         assert_eq!(parsed[0].seconds, 6.8e-3);
         assert_eq!(parsed[0].prefill, vec![(10, 0)]);
-        // Logs since session 5 also carry the distinct KV the decodes read; older readers' fields still parse.
+        // Logs since session 5 also carry the distinct KV the decodes read (older logs do not).
         let newer = r#"{"step":0,"start_s":0.0,"gpu_ms":6.7,"wall_ms":6.8,"prefill":[],"decode":[40,50],"decode_kv_distinct":64}"#;
         let parsed = parse_step_log("s.jsonl", newer, FitTarget::Wall).unwrap();
         assert_eq!(parsed[0].decode, vec![40, 50]);
+        assert_eq!(parsed[0].decode_kv_distinct, Some(64));
+        // 90 context tokens, 64 distinct: 26 are re-reads of a shared block.
+        assert_eq!(parsed[0].shape(None).decode_shared, 26);
+        assert_eq!(
+            parse_step_log("s.jsonl", good, FitTarget::Wall).unwrap()[0].decode_kv_distinct,
+            None
+        );
         let cases = [
             (
                 r#"{"gpu_ms":6.7,"wall_ms":"x","prefill":[],"decode":[1]}"#,

@@ -3,6 +3,10 @@
 use crate::ConfigError;
 use serde::{Deserialize, Serialize};
 
+/// Highest `shared_kv_efficiency` a profile may give: re-reads served from cache at 100× the memory
+/// bandwidth are as good as free.
+pub const MAX_SHARED_KV_EFFICIENCY: f64 = 100.0;
+
 /// Efficiencies and overheads of one engine on one kind of GPU.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -61,6 +65,11 @@ pub struct Profile {
     /// batch-1 decode), for engines that switch to a GEMV kernel there (`memory_efficiency` if absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub single_row_memory_efficiency: Option<f64>,
+    /// Fraction of peak memory bandwidth at which decode attention re-reads KV blocks that another decode
+    /// sequence of the same step also reads (a shared prefix: after the first read the block comes from
+    /// L2, so this may exceed 1). `kv_efficiency` if absent: every read counts as a read from memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared_kv_efficiency: Option<f64>,
     /// How a fitted profile was obtained: the inputs, where and when, and the error of the fit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fit: Option<FitRecord>,
@@ -199,6 +208,7 @@ impl Profile {
                 attention_parallel_tiles: 0.0,
                 kv_efficiency: None,
                 single_row_memory_efficiency: None,
+                shared_kv_efficiency: None,
                 fit: None,
             },
             Profile {
@@ -223,6 +233,7 @@ impl Profile {
                 attention_parallel_tiles: 0.0,
                 kv_efficiency: None,
                 single_row_memory_efficiency: None,
+                shared_kv_efficiency: None,
                 fit: None,
             },
         ]
@@ -273,6 +284,13 @@ impl Profile {
         for (name, v) in non_negative {
             if !(v >= 0.0 && v.is_finite()) {
                 return Err(format!("{name}: must be a non-negative number, got {v}"));
+            }
+        }
+        if let Some(e) = self.shared_kv_efficiency {
+            if !(e > 0.0 && e <= MAX_SHARED_KV_EFFICIENCY) {
+                return Err(format!(
+                    "shared_kv_efficiency: must be in (0, {MAX_SHARED_KV_EFFICIENCY}], got {e}"
+                ));
             }
         }
         if !(self.int4_compute_penalty >= 1.0 && self.fp8_compute_speedup >= 1.0) {

@@ -546,7 +546,22 @@ impl Replica {
         if self.step.is_empty() {
             return None;
         }
-        Some(self.shape())
+        let mut b = self.shape();
+        if b.decode_seqs > 1 && self.window.is_none() {
+            b.decode_shared = self.decode_shared_tokens();
+        }
+        Some(b)
+    }
+
+    /// Context tokens the step's decode sequences read that another of them reads too: the repeats of
+    /// the cached prefix blocks they share (what an engine reads once and then finds in L2).
+    fn decode_shared_tokens(&mut self) -> u64 {
+        let (seqs, step) = (&self.seqs, &self.step);
+        let decoding = step.iter().filter_map(|&(id, n, prefix)| {
+            let s = &seqs[id as usize];
+            Self::is_decode_entry(s, n, prefix).then_some(s.kv_node)
+        });
+        self.kv.cache.repeated_path_blocks(decoding) * self.cfg.block_size as u64
     }
 
     /// Time the last scheduled step spends moving swapped KV over the host link, ns (taken once).
@@ -563,6 +578,13 @@ impl Replica {
     #[inline]
     fn is_decoding(s: &Seq) -> bool {
         s.generated > 0 && s.known() - s.computed == 1
+    }
+
+    /// Whether a step entry of `n` tokens after `prefix` is a decode (its last output token's KV), not a
+    /// prefill chunk.
+    #[inline]
+    fn is_decode_entry(s: &Seq, n: u32, prefix: u32) -> bool {
+        n == 1 && s.generated > 0 && prefix + 1 == s.known()
     }
 
     /// vLLM: running decodes, then running prefill chunks, then (if nothing was preempted) waiting
@@ -834,7 +856,7 @@ impl Replica {
         let mut b = BatchShape::default();
         for &(id, n, prefix) in &self.step {
             let s = &self.seqs[id as usize];
-            if n == 1 && s.generated > 0 && prefix + 1 == s.known() {
+            if Self::is_decode_entry(s, n, prefix) {
                 match &self.spec {
                     Some(sp) => b.add_verify(prefix, sp.k, self.window),
                     None => b.add_decode(prefix, self.window),
@@ -1304,7 +1326,10 @@ mod tests {
     }
 
     /// A small paged replica under pressure: shared prefixes, chunked prefill, preemption, eviction.
-    fn paged_run(total_blocks: u64, seed: u64) -> Vec<(u64, Vec<u32>)> {
+    /// A paged run's block tables (tag, table) per step entry, and per step the decode re-reads the
+    /// scheduler's shape counts beside those its block tables show (Σ decode blocks − distinct blocks).
+    #[allow(clippy::type_complexity)]
+    fn paged_run(total_blocks: u64, seed: u64) -> (Vec<(u64, Vec<u32>)>, Vec<(u64, u64)>) {
         let cfg = EngineConfig {
             block_size: 4,
             max_num_batched_tokens: 24,
@@ -1315,6 +1340,8 @@ mod tests {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let mut events = Vec::new();
         let mut tables = Vec::new();
+        let mut shared = Vec::new();
+        let mut inputs = std::collections::HashMap::new();
         let mut next_tag = 0u64;
         for _ in 0..400 {
             if r.running() + r.waiting() < 8 && rng.random::<f64>() < 0.3 {
@@ -1327,6 +1354,7 @@ mod tests {
                 }
                 let blocks = serverbench_workloads::hash::chain_ids(&chain, 0);
                 let input = chain.len() as u32 * 4 + rng.random_range(0..4u32);
+                inputs.insert(next_tag, input);
                 r.submit(SeqInput {
                     tag: next_tag,
                     blocks: Blocks::from_vec(blocks),
@@ -1337,23 +1365,30 @@ mod tests {
                 });
                 next_tag += 1;
             }
-            if r.schedule().is_none() {
+            let Some(shape) = r.schedule() else {
                 continue;
-            }
+            };
             let entries: Vec<StepEntry> = r.step_entries().collect();
+            let (mut read, mut distinct) = (0u64, std::collections::HashSet::new());
             for e in entries {
                 let mut t = Vec::new();
                 r.block_table(e.seq, &mut t);
+                let used = (e.start + e.tokens).div_ceil(4) as usize;
                 assert!(
-                    t.len() as u32 >= (e.start + e.tokens).div_ceil(4),
+                    t.len() >= used,
                     "the table covers every position the step writes"
                 );
+                if e.tokens == 1 && e.start >= inputs[&e.tag] {
+                    read += used as u64;
+                    distinct.extend(t[..used].iter().copied());
+                }
                 tables.push((e.tag, t));
             }
+            shared.push((shape.decode_shared, (read - distinct.len() as u64) * 4));
             r.finish_step(&mut events);
             r.audit().unwrap();
         }
-        tables
+        (tables, shared)
     }
 
     #[test]
@@ -1364,8 +1399,18 @@ mod tests {
     }
 
     #[test]
+    fn decode_steps_count_the_shared_prefix_reads_their_block_tables_show() {
+        let (_, shared) = paged_run(400, 3);
+        for (i, &(sim, tables)) in shared.iter().enumerate() {
+            assert_eq!(sim, tables, "step {i}: repeated decode reads");
+        }
+        let sharing = shared.iter().filter(|s| s.0 > 0).count();
+        assert!(sharing > 20, "only {sharing} steps re-read a shared block");
+    }
+
+    #[test]
     fn sequences_with_a_cached_prefix_read_the_same_physical_blocks() {
-        let tables = paged_run(400, 3);
+        let (tables, _) = paged_run(400, 3);
         // The shared 3-block system prefix (12 tokens = 3 engine blocks) sits in the same blocks for
         // every sequence that found it cached.
         let firsts: std::collections::HashSet<Vec<u32>> = tables

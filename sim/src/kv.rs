@@ -40,6 +40,10 @@ struct Node {
     refs: u32,
     children: u32,
     last_use: u64,
+    /// Blocks from the root through this node's last block.
+    end: u32,
+    /// The last [`PrefixCache::repeated_path_blocks`] call that walked through this node.
+    mark: u32,
 }
 
 /// The result of looking a prompt up in the cache.
@@ -68,6 +72,8 @@ pub struct PrefixCache {
     paged: bool,
     /// Physical blocks the cache let go of (evicted, or duplicates at insert), for the pool to take back.
     released: Vec<u32>,
+    /// Calls of [`PrefixCache::repeated_path_blocks`] so far (the value nodes are marked with).
+    walks: u32,
 }
 
 impl Default for PrefixCache {
@@ -80,6 +86,8 @@ impl Default for PrefixCache {
                 refs: 0,
                 children: 0,
                 last_use: 0,
+                end: 0,
+                mark: 0,
             }],
             free_nodes: Vec::new(),
             children: Map::default(),
@@ -89,6 +97,7 @@ impl Default for PrefixCache {
             clock: 0,
             paged: false,
             released: Vec::new(),
+            walks: 0,
         }
     }
 }
@@ -213,7 +222,8 @@ impl PrefixCache {
             let tail = old.phys.split_off(k as usize);
             std::mem::replace(&mut old.phys, tail)
         };
-        let (parent, refs, last_use) = (old.parent, old.refs, old.last_use);
+        let (parent, refs, last_use, mark) = (old.parent, old.refs, old.last_use, old.mark);
+        let end = old.end - old.hashes.len() as u32;
         let head = self.new_node(Node {
             parent,
             hashes: head_hashes,
@@ -221,6 +231,8 @@ impl PrefixCache {
             refs,
             children: 1,
             last_use,
+            end,
+            mark,
         });
         let first_of_head = self.nodes[head as usize].hashes[0];
         let first_of_tail = self.nodes[node as usize].hashes[0];
@@ -269,6 +281,7 @@ impl PrefixCache {
         if pos < n {
             let hashes: Vec<u64> = (pos..n).map(&h).collect();
             self.clock += 1;
+            let end = self.nodes[deepest as usize].end + (n - pos);
             let id = self.new_node(Node {
                 parent: deepest,
                 hashes,
@@ -276,6 +289,8 @@ impl PrefixCache {
                 refs: 1,
                 children: 0,
                 last_use: self.clock,
+                end,
+                mark: 0,
             });
             self.children.insert(key(deepest, h(pos)), id);
             if deepest != ROOT {
@@ -289,6 +304,33 @@ impl PrefixCache {
             deepest = id;
         }
         deepest
+    }
+
+    /// Of the paths from each node of `deepest` up to the root, the blocks that an earlier path of the
+    /// list covers too, summed: what the sequences referencing those nodes read more than once when a
+    /// step reads all their prefixes. Walks each path only up to the first node an earlier one reached
+    /// (all of that node's path was counted then), so a step costs the distinct nodes of its paths.
+    pub fn repeated_path_blocks(&mut self, deepest: impl IntoIterator<Item = u32>) -> u64 {
+        self.walks = self.walks.wrapping_add(1);
+        if self.walks == 0 {
+            // the marks wrapped around: clear them so that no stale mark equals a new walk
+            self.nodes.iter_mut().for_each(|n| n.mark = 0);
+            self.walks = 1;
+        }
+        let mut repeated = 0u64;
+        for d in deepest {
+            let mut n = d;
+            while n != ROOT {
+                let node = &mut self.nodes[n as usize];
+                if node.mark == self.walks {
+                    repeated += node.end as u64;
+                    break;
+                }
+                node.mark = self.walks;
+                n = node.parent;
+            }
+        }
+        repeated
     }
 
     /// Appends the physical blocks of the path from the root down to `node`, in order (paging only).
@@ -338,6 +380,15 @@ impl PrefixCache {
             }
             if node.hashes.is_empty() {
                 return Err(format!("node {id} is empty"));
+            }
+            let parent_end = self.nodes[node.parent as usize].end;
+            if node.end != parent_end + node.hashes.len() as u32 {
+                return Err(format!(
+                    "node {id} ends {} blocks from the root, its parent {} and it hold {}",
+                    node.end,
+                    parent_end,
+                    node.hashes.len()
+                ));
             }
             if self.paged && node.phys.len() != node.hashes.len() {
                 return Err(format!(
@@ -390,6 +441,7 @@ impl PrefixCache {
             }
             if take < len {
                 node.hashes.truncate((len - take) as usize);
+                node.end -= take as u32;
                 continue;
             }
             self.lru.remove(&(lu, id));
@@ -625,6 +677,28 @@ mod tests {
         c.evict(2);
         assert_eq!(c.lookup(ROOT, 0, 6, &a).blocks, 4, "a's tail went first");
         assert_eq!(c.lookup(ROOT, 0, 6, &b).blocks, 6);
+    }
+
+    #[test]
+    fn repeated_path_blocks_count_shared_prefixes_once_per_extra_reader() {
+        let mut c = PrefixCache::default();
+        let (a, b) = (chain(1), chain(2));
+        let na = c.insert(ROOT, 0, 10, &a, Vec::new());
+        let m = c.lookup(ROOT, 0, 8, &b);
+        let d = c.acquire(&m, ROOT); // splits a's node after the shared 4 blocks
+        let nb = c.insert(d, 4, 8, &b, Vec::new());
+        c.audit(&[na, nb]).unwrap();
+        // a: 10 blocks, b: 8; they share 4, which the second reader repeats.
+        assert_eq!(c.repeated_path_blocks([na, nb]), 4);
+        assert_eq!(c.repeated_path_blocks([nb, na]), 4);
+        assert_eq!(c.repeated_path_blocks([na]), 0);
+        // a third reader of b's whole path repeats all 8 of its blocks; the same node twice repeats it all.
+        assert_eq!(c.repeated_path_blocks([na, nb, nb]), 12);
+        assert_eq!(c.repeated_path_blocks([d, nb]), 4);
+        // eviction shortens a leaf; the path lengths follow.
+        c.release(na);
+        assert_eq!(c.evict(2), 2);
+        c.audit(&[nb]).unwrap();
     }
 
     #[test]
