@@ -169,6 +169,7 @@ pub async fn spawn_local(cfg: ServeConfig) -> std::io::Result<String> {
 fn router(cfg: ServeConfig) -> Result<Router, String> {
     let mut replica = Replica::new(&cfg.deployment, 0).map_err(|e| e.to_string())?;
     replica.report_tokens = true;
+    replica.count_shared_reads = cfg.cost.prices_shared_reads();
     let (tx, rx) = std_mpsc::channel();
     let metrics = Arc::new(Mutex::new(Metrics::default()));
     let (cost, scale, m2) = (cfg.cost.clone(), cfg.time_scale, metrics.clone());

@@ -264,6 +264,12 @@ impl CostModel {
         }
     }
 
+    /// Whether a step's [`BatchShape::decode_shared`] changes its time (the profile gives shared re-reads
+    /// their own efficiency); callers may skip counting them otherwise.
+    pub fn prices_shared_reads(&self) -> bool {
+        self.shared_read_s_per_token != self.full_read_s_per_token
+    }
+
     /// Seconds one step takes; 0 for an empty batch.
     #[inline]
     pub fn step_seconds(&self, b: &BatchShape) -> f64 {
@@ -390,6 +396,35 @@ mod tests {
         assert!(
             c.step_seconds(&decode(16, 32_768)) > 4.0 * t,
             "KV reads dominate at 16 × 32K"
+        );
+    }
+
+    #[test]
+    fn shared_prefix_rereads_cost_what_the_profile_says() {
+        // 16 decodes of 20K context, 15 of which re-read a shared 16K prefix.
+        let mut shared = decode(16, 20_000);
+        shared.decode_shared = 15 * 16_384;
+        let fitted = model(
+            "qwen3-8b",
+            "h200",
+            "h200-qwen3-8b-cuda",
+            1,
+            WeightDtype::Bf16,
+        );
+        let p = Profile::preset("h200-qwen3-8b-cuda").unwrap();
+        let (kv, re) = (p.kv_efficiency.unwrap(), p.shared_kv_efficiency.unwrap());
+        assert!(fitted.prices_shared_reads());
+        // Exactly the re-read tokens move from the KV efficiency to the shared one.
+        let (plain, with) = (fitted.parts(&decode(16, 20_000)), fitted.parts(&shared));
+        let per_token = 36.0 * 2.0 * 8.0 * 128.0 * 2.0 / 4.8e12; // bytes of K and V per token / peak
+        let moved = 15.0 * 16_384.0 * per_token * (1.0 / kv - 1.0 / re);
+        assert!(((plain.kv_s - with.kv_s) / moved - 1.0).abs() < 1e-9);
+        // A profile without the term prices every read alike, so callers need not count them.
+        let sheet = model("qwen3-8b", "h200", "h200-datasheet", 1, WeightDtype::Bf16);
+        assert!(!sheet.prices_shared_reads());
+        assert_eq!(
+            sheet.step_seconds(&shared),
+            sheet.step_seconds(&decode(16, 20_000))
         );
     }
 

@@ -294,6 +294,10 @@ pub struct Replica {
     pub timeline: Option<Vec<StepSample>>,
     /// Report every emitted token ([`SeqEvent::Emitted`]), for servers that stream them.
     pub report_tokens: bool,
+    /// Count the decode re-reads of shared prefix blocks ([`BatchShape::decode_shared`]) in every step's
+    /// shape: set it when the cost model prices them ([`CostModel::prices_shared_reads`]); it costs a walk
+    /// over the step's prefix paths.
+    pub count_shared_reads: bool,
 }
 
 impl Replica {
@@ -353,6 +357,7 @@ impl Replica {
             stats: EngineStats::default(),
             timeline: None,
             report_tokens: false,
+            count_shared_reads: false,
         })
     }
 
@@ -547,7 +552,7 @@ impl Replica {
             return None;
         }
         let mut b = self.shape();
-        if b.decode_seqs > 1 && self.window.is_none() {
+        if self.count_shared_reads && b.decode_seqs > 1 && self.window.is_none() {
             b.decode_shared = self.decode_shared_tokens();
         }
         Some(b)
@@ -1337,6 +1342,7 @@ mod tests {
             ..EngineConfig::default()
         };
         let mut r = Replica::paged(&cfg, total_blocks, seed).unwrap();
+        r.count_shared_reads = true;
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let mut events = Vec::new();
         let mut tables = Vec::new();

@@ -106,6 +106,7 @@ pub fn simulate(
     let mut replicas = Vec::new();
     for r in 0..deployment.dp {
         let mut replica = Replica::new(deployment, mix2(cfg.seed, r as u64))?;
+        replica.count_shared_reads = cost.prices_shared_reads();
         if cfg.timeline {
             replica.timeline = Some(Vec::new());
         }
