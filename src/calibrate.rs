@@ -187,14 +187,19 @@ pub fn fit_steps(
             ..Default::default()
         },
     };
-    fit_profile(samples, &setup).map_err(|e| anyhow!("cannot fit: {e}"))
+    let mut fit = fit_profile(samples, &setup).map_err(|e| anyhow!("cannot fit: {e}"))?;
+    fit.profile.request_latency_s = a.request_latency_ms / 1e3;
+    fit.profile
+        .check()
+        .map_err(|e| anyhow!("--request-latency-ms: {e}"))?;
+    Ok(fit)
 }
 
 /// Prints the coefficients and the fit's error to stderr.
 pub fn report(fit: &Fit) {
     let c = &fit.profile;
     eprintln!(
-        "fitted {} steps, held out {}: GEMM {:.1} %, weight streaming {:.1} % ({:.1} % at one token), attention {:.1} %, KV {:.1} % of peak; \
+        "fitted {} steps, held out {}: GEMM {:.1} %, weight streaming {:.1} % ({:.1} % at one token), attention {:.1} %, KV {:.1} % ({:.1} % for shared re-reads) of peak; \
          step overhead {:.3} ms, per sequence {:.1} µs; prefill attention {:.2} µs per token of span + {:.2} per round of {:.0} tiles",
         fit.train.steps,
         fit.held_out.steps,
@@ -203,6 +208,10 @@ pub fn report(fit: &Fit) {
         100.0 * c.single_row_memory_efficiency.unwrap_or(c.memory_efficiency),
         100.0 * c.attention_efficiency,
         100.0 * c.kv_efficiency.unwrap_or(c.memory_efficiency),
+        100.0
+            * c.shared_kv_efficiency
+                .or(c.kv_efficiency)
+                .unwrap_or(c.memory_efficiency),
         1e3 * c.step_overhead_s,
         1e6 * c.per_sequence_overhead_s,
         1e6 * c.attention_span_s_per_token,

@@ -449,6 +449,10 @@ pub struct CalibrateArgs {
     /// measured value; with it fixed, `--memory-efficiency` can be left to the fit.
     #[arg(long)]
     pub single_row_memory_efficiency: Option<f64>,
+    /// The front end's latency per request in ms (client send to the engine seeing it), measured outside
+    /// the step log (docs/calibration.md says how); written to the profile as `request_latency_s`.
+    #[arg(long, default_value_t = 0.0)]
+    pub request_latency_ms: f64,
     /// Where the measurements were taken (written to the profile).
     #[arg(long, default_value = "unknown")]
     pub measured_on: String,

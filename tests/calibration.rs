@@ -132,6 +132,87 @@ fn the_shipped_h200_fit_reproduces_from_the_shipped_step_logs() {
     );
 }
 
+/// Time to first token of each completed request, by (tree, request), from records JSON lines.
+fn ttfts(text: &str) -> std::collections::HashMap<(u64, u64), f64> {
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|r| r["outcome"] == "completed")
+        .map(|r| {
+            let ns = |k: &str| r[k].as_u64().unwrap() as f64;
+            let key = (r["tree"].as_u64().unwrap(), r["request"].as_u64().unwrap());
+            (key, (ns("first_token_ns") - ns("send_ns")) / 1e6)
+        })
+        .collect()
+}
+
+/// The median of measured − simulated TTFT (ms) over the fit's four replays, simulated with `profile`.
+fn ttft_offset_ms(profile: &std::path::Path, dir: &std::path::Path) -> f64 {
+    let mut diffs = Vec::new();
+    for c in [1, 4, 16, 64] {
+        let out = dir.join(format!("c{c}"));
+        stdout(&serverbench(
+            [
+                "simulate",
+                "-d",
+                "qwen3-8b-1xh200",
+                "-w",
+                "45",
+                "-s",
+                "0",
+                "-c",
+                &c.to_string(),
+            ]
+            .iter()
+            .map(OsStr::new)
+            .chain([
+                OsStr::new("--profile"),
+                profile.as_os_str(),
+                OsStr::new("--out"),
+                out.as_os_str(),
+            ]),
+        ));
+        let sim = ttfts(&std::fs::read_to_string(out.join("records.jsonl")).unwrap());
+        let mut text = String::new();
+        let bytes = std::fs::read(repo(&format!("profiles/steps/records_c{c}.jsonl.gz"))).unwrap();
+        flate2::read::GzDecoder::new(bytes.as_slice())
+            .read_to_string(&mut text)
+            .unwrap();
+        for (key, real) in ttfts(&text) {
+            if let Some(s) = sim.get(&key) {
+                diffs.push(real - s);
+            }
+        }
+    }
+    assert_eq!(diffs.len(), 228, "requests completed in both");
+    diffs.sort_by(f64::total_cmp);
+    (diffs[113] + diffs[114]) / 2.0
+}
+
+/// The shipped profile's request latency is where the fit's replays put it (docs/calibration.md): with
+/// it, measured and simulated TTFT agree at the median; without it the simulator is ~9.5 ms early.
+#[test]
+fn the_request_latency_reproduces_from_the_fit_replays() {
+    let dir = std::env::temp_dir().join(format!("sb-latency-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let shipped = Profile::preset("h200-qwen3-8b-cuda").unwrap();
+    assert_eq!(shipped.request_latency_s, 0.0045);
+    let write = |name: &str, p: &Profile| {
+        let path = dir.join(name);
+        std::fs::write(&path, serde_yaml::to_string(p).unwrap()).unwrap();
+        path
+    };
+    let with = ttft_offset_ms(&write("with.yaml", &shipped), &dir.join("with"));
+    assert!(with.abs() < 0.5, "median offset {with} ms with the latency");
+    let none = Profile {
+        request_latency_s: 0.0,
+        ..shipped
+    };
+    let without = ttft_offset_ms(&write("none.yaml", &none), &dir.join("none"));
+    assert!(without > 5.0, "median offset {without} ms without it");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 #[test]
 fn calibrate_names_the_line_and_field_of_a_bad_step_log() {
     let dir = std::env::temp_dir().join(format!("sb-calib-{}", std::process::id()));

@@ -151,6 +151,7 @@ pub struct CostModel {
     draft_weights_s: f64,
     draft_s_per_token: f64,
     kernel_sum: bool,
+    request_latency_ns: u64,
     /// The sliding window of the model, if it has sliding layers.
     pub window: Option<u32>,
 }
@@ -260,8 +261,14 @@ impl CostModel {
             draft_weights_s: 2.0 * i.draft_params / tp / bw,
             draft_s_per_token: 2.0 * i.draft_params / tp / peak,
             kernel_sum: p.step_time == StepTime::KernelSum,
+            request_latency_ns: (p.request_latency_s * 1e9).round() as u64,
             window: m.sliding_attention.as_ref().and_then(|s| s.window),
         }
+    }
+
+    /// Time from a client's send to the engine seeing the request, ns (the profile's `request_latency_s`).
+    pub fn request_latency_ns(&self) -> u64 {
+        self.request_latency_ns
     }
 
     /// Whether a step's [`BatchShape::decode_shared`] changes its time (the profile gives shared re-reads

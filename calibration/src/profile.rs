@@ -31,6 +31,10 @@ pub struct Profile {
     pub allreduce_efficiency: f64,
     /// Fixed cost of one step (scheduling, launch, sampling set-up), seconds.
     pub step_overhead_s: f64,
+    /// Time from a client sending a request to the engine seeing it (HTTP, parsing the prompt, the hand-over
+    /// to the engine's loop), seconds; the simulator delays each request's arrival by it. 0 if absent.
+    #[serde(default)]
+    pub request_latency_s: f64,
     /// Extra cost per sequence in the step (logits, sampling, bookkeeping), seconds.
     pub per_sequence_overhead_s: f64,
     /// Effective bandwidth of int4 (W4A16) GEMM kernels relative to bf16 ones (dequantisation costs).
@@ -197,6 +201,7 @@ impl Profile {
                 memory_efficiency: 0.80,
                 allreduce_efficiency: 0.70,
                 step_overhead_s: 0.002,
+                request_latency_s: 0.0,
                 per_sequence_overhead_s: 20e-6,
                 int4_bandwidth_efficiency: 0.75,
                 int4_compute_penalty: 1.12,
@@ -222,6 +227,7 @@ impl Profile {
                 memory_efficiency: 0.90,
                 allreduce_efficiency: 0.70,
                 step_overhead_s: 0.0015,
+                request_latency_s: 0.0,
                 per_sequence_overhead_s: 10e-6,
                 int4_bandwidth_efficiency: 0.75,
                 int4_compute_penalty: 1.12,
@@ -270,6 +276,7 @@ impl Profile {
         let non_negative = [
             ("gemm_half_tokens", self.gemm_half_tokens),
             ("step_overhead_s", self.step_overhead_s),
+            ("request_latency_s", self.request_latency_s),
             ("per_sequence_overhead_s", self.per_sequence_overhead_s),
             (
                 "attention_sweep_s_per_token",

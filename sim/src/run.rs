@@ -73,6 +73,8 @@ pub struct RunOutput {
 
 enum Event {
     Due(Handle),
+    /// A request sent earlier (its record's tag) reaches the engine after the profile's request latency.
+    Arrive(Handle, u64),
     /// A replica's step (or run of decode steps) ends; the generation tells a cut-short run's stale end apart.
     StepEnd(u32, u64),
 }
@@ -87,8 +89,11 @@ struct Sim<'a> {
     replicas: Vec<Replica>,
     busy: Vec<bool>,
     generation: Vec<u64>,
-    /// Times of the `Due` events in the queue (how many at each), so a decode run can stop at the next one.
+    /// Times of the `Due` and `Arrive` events in the queue (how many at each), so a decode run can stop at
+    /// the next one.
     dues: std::collections::BTreeMap<u64, u32>,
+    /// Time from a client's send to the engine seeing the request (the profile's `request_latency_s`).
+    request_latency_ns: u64,
     next_replica: u32,
     queue: EventQueue<Event>,
     records: Vec<Record>,
@@ -122,6 +127,7 @@ pub fn simulate(
         busy: vec![false; replicas.len()],
         generation: vec![0; replicas.len()],
         dues: Default::default(),
+        request_latency_ns: cost.request_latency_ns(),
         replicas,
         next_replica: 0,
         queue: EventQueue::new(),
@@ -132,13 +138,14 @@ pub fn simulate(
     sim.start(cfg.start);
     let window = sim.window;
     while let Some((t, ev)) = sim.queue.pop() {
-        if let Event::Due(_) = ev {
+        if let Event::Due(_) | Event::Arrive(..) = ev {
             sim.popped_due(t);
         }
         match ev {
-            Event::Due(_) if t >= window => continue,
+            Event::Due(_) | Event::Arrive(..) if t >= window => continue,
             _ if t > window => break,
             Event::Due(h) => sim.dispatch(h, t),
+            Event::Arrive(h, tag) => sim.arrive(h, tag, t),
             Event::StepEnd(r, g) if g != sim.generation[r as usize] => continue,
             Event::StepEnd(r, _) => sim.step_end(r as usize, t),
         }
@@ -219,29 +226,43 @@ impl Sim<'_> {
         }
     }
 
+    /// The client sends request `h` now: its record starts; it reaches the engine now or after the
+    /// profile's request latency ([`Sim::arrive`]).
     fn dispatch(&mut self, h: Handle, t: Time) {
-        let (tree, index) = self.replay.tree(h.lane);
-        let block_size = tree.block_size;
+        let (_, index) = self.replay.tree(h.lane);
         let req = self.replay.request(h).clone();
         let tag = self.records.len() as u64;
         let overflow = req.input_tokens as u64 + req.output_tokens as u64
             > self.deployment.context_limit as u64;
-        let replica = if overflow {
-            0
-        } else {
-            self.route(h.lane, &req, block_size)
-        };
-        let mut record = Record::sent(index, h.lane, replica as u32, &req, t.0);
+        let mut record = Record::sent(index, h.lane, 0, &req, t.0);
         if overflow {
             record.outcome = Outcome::ContextOverflow;
-        }
-        self.records.push(record);
-        if overflow {
-            self.records[tag as usize].finish_ns = Some(t.0);
+            record.finish_ns = Some(t.0);
+            self.records.push(record);
             self.replay.complete(h, t, &mut self.ready);
             self.flush_ready();
             return;
         }
+        self.records.push(record);
+        if self.request_latency_ns == 0 {
+            self.arrive(h, tag, t);
+        } else {
+            // The client sent it now; the engine sees it a front end's latency later (decode runs stop there).
+            let at = t.plus(self.request_latency_ns);
+            *self.dues.entry(at.0).or_insert(0) += 1;
+            self.queue
+                .schedule(at, Event::Arrive(h, tag))
+                .expect("arrivals are in the future");
+        }
+    }
+
+    /// Request `tag` reaches the engine: routed to a replica (the router decides now) and submitted; a
+    /// decode run in progress on that replica is cut at `t`.
+    fn arrive(&mut self, h: Handle, tag: u64, t: Time) {
+        let block_size = self.replay.tree(h.lane).0.block_size;
+        let req = self.replay.request(h).clone();
+        let replica = self.route(h.lane, &req, block_size);
+        self.records[tag as usize].replica = replica as u32;
         let input = SeqInput {
             tag,
             blocks: req.blocks,
