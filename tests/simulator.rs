@@ -298,6 +298,16 @@ fn merged_decode_runs_give_the_same_records_as_step_by_step() {
     let mut sglang = default_deployment();
     sglang.engine.policy = Policy::Sglang;
     variants.push((sglang, 12, 8));
+    // The fitted H200 profile: requests reach the engine after its front-end latency, and decode steps
+    // count their shared prefix re-reads.
+    let fitted = Deployment::preset("qwen3-8b-1xh200").unwrap();
+    let cost = fitted.cost_model(None);
+    assert!(cost.request_latency_ns() > 0 && cost.prices_shared_reads());
+    variants.push((fitted.clone(), 8, 9));
+    let mut fitted_dp = fitted;
+    fitted_dp.dp = 2;
+    fitted_dp.router = Router::RoundRobin;
+    variants.push((fitted_dp, 16, 10));
     for (d, c, seed) in variants {
         let mut cfg = RunConfig::new(c, seed, 500.0);
         let merged = run(&d, &cfg);
