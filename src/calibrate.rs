@@ -4,8 +4,8 @@
 use crate::cli::CalibrateArgs;
 use anyhow::{anyhow, bail, Context, Result};
 use serverbench_calibration::{
-    check_profile, fit_profile, parse_step_log, Fit, FitRecord, FitSetup, FitTarget, HardwareSpec,
-    ModelSpec, Profile, StepSample,
+    check_profile, fit_profile, parse_step_log, predict_steps, Fit, FitRecord, FitSetup, FitTarget,
+    HardwareSpec, ModelSpec, Profile, StepSample,
 };
 use std::io::Read;
 use std::path::Path;
@@ -87,7 +87,36 @@ fn check(a: &CalibrateArgs, name: &str, samples: &[StepSample]) -> Result<()> {
             100.0 * c.abs.p90_ape
         );
     }
+    if let Some(path) = &a.per_step {
+        let predicted = predict_steps(samples, &model, &hardware, &profile);
+        std::fs::write(path, per_step_csv(samples, &predicted))
+            .with_context(|| format!("--per-step: cannot write {}", path.display()))?;
+        eprintln!("wrote {}", path.display());
+    }
     Ok(())
+}
+
+/// One CSV row per step: its features, the measured and the predicted time and the relative error.
+fn per_step_csv(samples: &[StepSample], predicted: &[f64]) -> String {
+    let mut out = String::from(
+        "index,prefill_chunks,prefill_new_tokens,prefill_cached_max,decode_seqs,decode_context,decode_shared,measured_ms,predicted_ms,error_pct\n",
+    );
+    for (i, (s, p)) in samples.iter().zip(predicted).enumerate() {
+        let b = s.shape(None);
+        let cached = s.prefill.iter().map(|&(_, c)| c).max().unwrap_or(0);
+        out += &format!(
+            "{i},{},{},{cached},{},{},{},{:.4},{:.4},{:.3}\n",
+            s.prefill.len(),
+            b.prefill_tokens,
+            b.decode_seqs,
+            b.decode_context,
+            b.decode_shared,
+            1e3 * s.seconds,
+            1e3 * p,
+            100.0 * (p - s.seconds) / s.seconds
+        );
+    }
+    out
 }
 
 fn derive(a: &CalibrateArgs, from: &str) -> Result<()> {

@@ -413,6 +413,10 @@ pub struct CalibrateArgs {
     /// held-out check.
     #[arg(long, requires = "from_steps", conflicts_with_all = ["microbench", "endpoint"])]
     pub check: Option<String>,
+    /// With `--check`: also write every step's features, measured and predicted time to this CSV file (one
+    /// row per step, in the order of the logs given).
+    #[arg(long, requires = "check")]
+    pub per_step: Option<PathBuf>,
     /// Notes written to the profile (assumptions, uncertainty).
     #[arg(long, default_value = "")]
     pub notes: String,

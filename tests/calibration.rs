@@ -277,6 +277,33 @@ fn calibrate_check_reports_the_shipped_profile_on_held_out_steps() {
     assert!(row("decode batch 2-8")[0] > 1000.0, "{text}");
     let mid = row("prefill 513-2048");
     assert!(mid[2] < 5.0 && mid[3] < 12.0, "{text}");
+    // --per-step writes one CSV row per step whose error column is (predicted − measured) / measured.
+    let csv = std::env::temp_dir().join(format!("sb-per-step-{}.csv", std::process::id()));
+    stdout(&serverbench([
+        OsStr::new("calibrate"),
+        "--check".as_ref(),
+        "h200-qwen3-8b-cuda".as_ref(),
+        "--from-steps".as_ref(),
+        log.as_ref(),
+        "--per-step".as_ref(),
+        csv.as_os_str(),
+    ]));
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let rows: Vec<Vec<f64>> = lines
+        .map(|l| l.split(',').map(|v| v.parse().unwrap()).collect())
+        .collect();
+    assert_eq!(rows.len(), 5089);
+    let (m, p, e) = (col("measured_ms"), col("predicted_ms"), col("error_pct"));
+    for r in &rows {
+        assert!((r[e] - 100.0 * (r[p] - r[m]) / r[m]).abs() < 0.01, "{r:?}");
+    }
+    let mut abs: Vec<f64> = rows.iter().map(|r| r[e].abs()).collect();
+    abs.sort_by(f64::total_cmp);
+    assert!((abs[abs.len() / 2] - all[2]).abs() < 0.01, "the table's median");
+    std::fs::remove_file(&csv).ok();
     let out = check("no-such-profile");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());

@@ -423,6 +423,20 @@ pub struct ClassError {
     pub abs: FitError,
 }
 
+/// Each measured step's time as `profile` predicts it (for `model` on `hardware`, bf16, tp 1), seconds.
+pub fn predict_steps(
+    samples: &[StepSample],
+    model: &ModelSpec,
+    hardware: &HardwareSpec,
+    profile: &Profile,
+) -> Vec<f64> {
+    let cost = engine_cost(model, hardware, profile);
+    samples
+        .iter()
+        .map(|s| cost.step_seconds(&s.shape(cost.window)))
+        .collect()
+}
+
 /// The step classes of [`check_profile`], by new prefill tokens in the step (upper bounds, inclusive).
 const CLASSES: [(&str, u32); 5] = [
     ("decode only", 0),
@@ -450,16 +464,15 @@ pub fn check_profile(
     hardware: &HardwareSpec,
     profile: &Profile,
 ) -> Vec<ClassError> {
-    let cost = engine_cost(model, hardware, profile);
+    let predicted = predict_steps(samples, model, hardware, profile);
     let mut by_class: Vec<Vec<f64>> = vec![Vec::new(); CLASSES.len()];
     let mut by_batch: Vec<Vec<f64>> = vec![Vec::new(); DECODE_BATCHES.len()];
-    for s in samples {
+    for (s, predicted) in samples.iter().zip(predicted) {
         let new_tokens: u32 = s.prefill.iter().map(|&(len, _)| len).sum();
         let class = CLASSES
             .iter()
             .position(|&(_, upper)| new_tokens <= upper)
             .expect("the last class has no upper bound");
-        let predicted = cost.step_seconds(&s.shape(cost.window));
         let error = (predicted - s.seconds) / s.seconds;
         by_class[class].push(error);
         if class == 0 {

@@ -13,8 +13,8 @@ pub mod profile;
 
 pub use cost::{BatchShape, CostInputs, CostModel, StepParts};
 pub use fit::{
-    check_profile, fit_profile, parse_step_log, ClassError, Fit, FitError, FitSetup, FitTarget,
-    StepSample,
+    check_profile, fit_profile, parse_step_log, predict_steps, ClassError, Fit, FitError, FitSetup,
+    FitTarget, StepSample,
 };
 pub use memory::{memory_plan, MemoryPlan};
 pub use model::{
