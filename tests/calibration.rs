@@ -302,7 +302,10 @@ fn calibrate_check_reports_the_shipped_profile_on_held_out_steps() {
     }
     let mut abs: Vec<f64> = rows.iter().map(|r| r[e].abs()).collect();
     abs.sort_by(f64::total_cmp);
-    assert!((abs[abs.len() / 2] - all[2]).abs() < 0.01, "the table's median");
+    assert!(
+        (abs[abs.len() / 2] - all[2]).abs() < 0.01,
+        "the table's median"
+    );
     std::fs::remove_file(&csv).ok();
     let out = check("no-such-profile");
     let err = String::from_utf8_lossy(&out.stderr);
