@@ -77,7 +77,8 @@ fn check(a: &CalibrateArgs, name: &str, samples: &[StepSample]) -> Result<()> {
     );
     println!("| steps | count | median error | median abs error | p90 abs error |");
     println!("|---|---:|---:|---:|---:|");
-    for c in check_profile(samples, &model, &hardware, &profile) {
+    let predicted = predict_steps(samples, &model, &hardware, &profile);
+    for c in check_profile(samples, &predicted) {
         println!(
             "| {} | {} | {:+.2} % | {:.2} % | {:.2} % |",
             c.class,
@@ -88,7 +89,6 @@ fn check(a: &CalibrateArgs, name: &str, samples: &[StepSample]) -> Result<()> {
         );
     }
     if let Some(path) = &a.per_step {
-        let predicted = predict_steps(samples, &model, &hardware, &profile);
         std::fs::write(path, per_step_csv(samples, &predicted))
             .with_context(|| format!("--per-step: cannot write {}", path.display()))?;
         eprintln!("wrote {}", path.display());

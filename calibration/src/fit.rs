@@ -455,19 +455,14 @@ const DECODE_BATCHES: [(&str, usize); 4] = [
     ("decode batch > 32", usize::MAX),
 ];
 
-/// Predicts every measured step with `profile` (for `model` on `hardware`, bf16, tp 1) and reports the
-/// error per class of step (decode only, then by decode batch size, then prefill by new tokens) and over
+/// The error of `predicted` (seconds, one per step, as [`predict_steps`] gives them) on the measured
+/// steps, per class of step (decode only, then by decode batch size, then prefill by new tokens) and over
 /// all steps (last): a held-out check of a profile against new logs.
-pub fn check_profile(
-    samples: &[StepSample],
-    model: &ModelSpec,
-    hardware: &HardwareSpec,
-    profile: &Profile,
-) -> Vec<ClassError> {
-    let predicted = predict_steps(samples, model, hardware, profile);
+pub fn check_profile(samples: &[StepSample], predicted: &[f64]) -> Vec<ClassError> {
+    assert_eq!(samples.len(), predicted.len(), "one prediction per step");
     let mut by_class: Vec<Vec<f64>> = vec![Vec::new(); CLASSES.len()];
     let mut by_batch: Vec<Vec<f64>> = vec![Vec::new(); DECODE_BATCHES.len()];
-    for (s, predicted) in samples.iter().zip(predicted) {
+    for (s, &predicted) in samples.iter().zip(predicted) {
         let new_tokens: u32 = s.prefill.iter().map(|&(len, _)| len).sum();
         let class = CLASSES
             .iter()

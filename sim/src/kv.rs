@@ -664,14 +664,22 @@ mod tests {
         assert_eq!((c.cached_blocks(), c.evictable_blocks()), (0, 0));
     }
 
-    #[test]
-    fn eviction_takes_the_least_recently_used_leaf_first() {
+    /// A cache holding chain a (`a_len` blocks) and chain b (`b_len`), which share their first 4 blocks:
+    /// the cache, a's and b's deepest nodes, and the node that ends the shared part.
+    fn two_chains(a_len: u32, b_len: u32) -> (PrefixCache, u32, u32, u32) {
         let mut c = PrefixCache::default();
         let (a, b) = (chain(1), chain(2));
-        let na = c.insert(ROOT, 0, 6, &a, Vec::new());
-        let m = c.lookup(ROOT, 0, 6, &b);
-        let d = c.acquire(&m, ROOT);
-        let nb = c.insert(d, 4, 6, &b, Vec::new());
+        let na = c.insert(ROOT, 0, a_len, &a, Vec::new());
+        let m = c.lookup(ROOT, 0, b_len, &b);
+        let shared = c.acquire(&m, ROOT); // splits a's node after the shared 4 blocks
+        let nb = c.insert(shared, 4, b_len, &b, Vec::new());
+        (c, na, nb, shared)
+    }
+
+    #[test]
+    fn eviction_takes_the_least_recently_used_leaf_first() {
+        let (a, b) = (chain(1), chain(2));
+        let (mut c, na, nb, _) = two_chains(6, 6);
         c.release(na);
         c.release(nb); // b's tail is used more recently
         c.evict(2);
@@ -681,12 +689,7 @@ mod tests {
 
     #[test]
     fn repeated_path_blocks_count_shared_prefixes_once_per_extra_reader() {
-        let mut c = PrefixCache::default();
-        let (a, b) = (chain(1), chain(2));
-        let na = c.insert(ROOT, 0, 10, &a, Vec::new());
-        let m = c.lookup(ROOT, 0, 8, &b);
-        let d = c.acquire(&m, ROOT); // splits a's node after the shared 4 blocks
-        let nb = c.insert(d, 4, 8, &b, Vec::new());
+        let (mut c, na, nb, d) = two_chains(10, 8);
         c.audit(&[na, nb]).unwrap();
         // a: 10 blocks, b: 8; they share 4, which the second reader repeats.
         assert_eq!(c.repeated_path_blocks([na, nb]), 4);

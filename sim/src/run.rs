@@ -92,8 +92,6 @@ struct Sim<'a> {
     /// Times of the `Due` and `Arrive` events in the queue (how many at each), so a decode run can stop at
     /// the next one.
     dues: std::collections::BTreeMap<u64, u32>,
-    /// Time from a client's send to the engine seeing the request (the profile's `request_latency_s`).
-    request_latency_ns: u64,
     next_replica: u32,
     queue: EventQueue<Event>,
     records: Vec<Record>,
@@ -127,7 +125,6 @@ pub fn simulate(
         busy: vec![false; replicas.len()],
         generation: vec![0; replicas.len()],
         dues: Default::default(),
-        request_latency_ns: cost.request_latency_ns(),
         replicas,
         next_replica: 0,
         queue: EventQueue::new(),
@@ -230,11 +227,11 @@ impl Sim<'_> {
     /// profile's request latency ([`Sim::arrive`]).
     fn dispatch(&mut self, h: Handle, t: Time) {
         let (_, index) = self.replay.tree(h.lane);
-        let req = self.replay.request(h).clone();
+        let req = self.replay.request(h);
         let tag = self.records.len() as u64;
         let overflow = req.input_tokens as u64 + req.output_tokens as u64
             > self.deployment.context_limit as u64;
-        let mut record = Record::sent(index, h.lane, 0, &req, t.0);
+        let mut record = Record::sent(index, h.lane, 0, req, t.0);
         if overflow {
             record.outcome = Outcome::ContextOverflow;
             record.finish_ns = Some(t.0);
@@ -244,11 +241,12 @@ impl Sim<'_> {
             return;
         }
         self.records.push(record);
-        if self.request_latency_ns == 0 {
+        let latency = self.cost.request_latency_ns();
+        if latency == 0 {
             self.arrive(h, tag, t);
         } else {
             // The client sent it now; the engine sees it a front end's latency later (decode runs stop there).
-            let at = t.plus(self.request_latency_ns);
+            let at = t.plus(latency);
             *self.dues.entry(at.0).or_insert(0) += 1;
             self.queue
                 .schedule(at, Event::Arrive(h, tag))
