@@ -240,7 +240,7 @@ fn calibrate_names_the_line_and_field_of_a_bad_step_log() {
 /// step, within the errors docs/calibration.md reports; a profile that is neither preset nor file is named.
 #[test]
 fn calibrate_check_reports_the_shipped_profile_on_held_out_steps() {
-    let log = repo("docs/fidelity/levels/real/c8_s0/steps.jsonl.gz");
+    let log = repo("docs/fidelity/levels-60s/real/c8_s0/steps.jsonl.gz");
     let check = |profile: &str| {
         serverbench([
             OsStr::new("calibrate"),
