@@ -304,6 +304,17 @@ fn merged_decode_runs_give_the_same_records_as_step_by_step() {
     let cost = fitted.cost_model(None);
     assert!(cost.request_latency_ns() > 0 && cost.prices_shared_reads());
     variants.push((fitted.clone(), 8, 9));
+    let mut fitted_spec = fitted.clone();
+    fitted_spec.engine.speculative = Some(Speculative {
+        method: SpecMethod::Draft,
+        k: 4,
+        acceptance: 0.8,
+        acceptance_by_kind: Default::default(),
+        draft_params: None,
+    });
+    variants.push((fitted_spec, 8, 11));
+    let gemma = Deployment::preset("gemma4-e4b-1xl40").unwrap();
+    variants.push((gemma.clone(), 8, 12));
     let mut fitted_dp = fitted;
     fitted_dp.dp = 2;
     fitted_dp.router = Router::RoundRobin;

@@ -280,20 +280,47 @@ impl CostModel {
     /// Seconds one step takes; 0 for an empty batch.
     #[inline]
     pub fn step_seconds(&self, b: &BatchShape) -> f64 {
+        self.clock(b).seconds(b.decode_context)
+    }
+
+    /// The step's time as a function of its decode context sum alone ([`StepClock`]): what a run of
+    /// decode steps needs, whose shapes differ only in that sum.
+    #[inline]
+    pub fn clock(&self, b: &BatchShape) -> StepClock {
         let parts = self.parts(b);
-        if b.tokens() == 0 {
-            return 0.0;
-        }
-        let body = if self.kernel_sum {
-            parts.weights_s.max(parts.gemm_s) + parts.attention_s + parts.kv_s
+        let head = if self.kernel_sum {
+            parts.weights_s.max(parts.gemm_s) + parts.attention_s
         } else {
-            let compute = parts.gemm_s
-                + self.linear_s_per_token * self.gemm_half_tokens
-                + parts.attention_s
-                + (b.decode_context + b.decode_seqs as u64) as f64 * self.full_s_per_pair;
-            compute.max(parts.weights_s + parts.kv_s)
+            parts.gemm_s + self.linear_s_per_token * self.gemm_half_tokens + parts.attention_s
         };
-        body + parts.fixed_s + b.seqs() as f64 * self.per_sequence_overhead_s
+        StepClock {
+            empty: b.tokens() == 0,
+            kernel_sum: self.kernel_sum,
+            kv: self.kv_read(b),
+            head,
+            decode_seqs: b.decode_seqs as u64,
+            full_s_per_pair: self.full_s_per_pair,
+            weights_s: parts.weights_s,
+            fixed_s: parts.fixed_s,
+            overhead_s: b.seqs() as f64 * self.per_sequence_overhead_s,
+        }
+    }
+
+    /// The KV read and write terms of a step ([`StepParts::kv_s`]).
+    #[inline]
+    fn kv_read(&self, b: &BatchShape) -> KvRead {
+        let n = b.tokens() as f64;
+        KvRead {
+            prefill_context: b.prefill_context,
+            decode_shared: b.decode_shared,
+            full_read_s_per_token: self.full_read_s_per_token,
+            rest: [
+                b.decode_shared as f64 * self.shared_read_s_per_token,
+                b.sliding_context as f64 * self.sliding_read_s_per_token,
+                n * self.kv_write_s_per_token,
+                b.seqs() as f64 * self.state_s_per_seq,
+            ],
+        }
     }
 
     /// The step's time split into the terms a profile's efficiencies scale (see [`StepParts`]).
@@ -320,12 +347,7 @@ impl CostModel {
                 + b.first_round_span() * self.span_s_per_token
                 + b.sliding_pairs * self.sliding_s_per_pair
                 + n * self.linear_attention_s_per_token,
-            kv_s: (b.prefill_context + b.decode_context.saturating_sub(b.decode_shared)) as f64
-                * self.full_read_s_per_token
-                + b.decode_shared as f64 * self.shared_read_s_per_token
-                + b.sliding_context as f64 * self.sliding_read_s_per_token
-                + n * self.kv_write_s_per_token
-                + b.seqs() as f64 * self.state_s_per_seq,
+            kv_s: self.kv_read(b).seconds(b.decode_context),
             fixed_s: draft
                 + self.allreduce_s
                 + n * self.allreduce_s_per_token
@@ -355,7 +377,73 @@ impl CostModel {
     /// Step time in integer nanoseconds (at least 1 for a non-empty batch).
     #[inline]
     pub fn step_ns(&self, b: &BatchShape) -> u64 {
-        let s = self.step_seconds(b);
+        self.clock(b).ns(b.decode_context)
+    }
+}
+
+/// A step's KV terms as a function of its decode context sum: the context's reads (less the shared
+/// re-reads) at the full rate, then the shared re-reads, sliding-window reads, writes and recurrent
+/// state, added in that order.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct KvRead {
+    prefill_context: u64,
+    decode_shared: u64,
+    full_read_s_per_token: f64,
+    rest: [f64; 4],
+}
+
+impl KvRead {
+    #[inline]
+    fn seconds(&self, decode_context: u64) -> f64 {
+        let [shared, sliding, write, state] = self.rest;
+        (self.prefill_context + decode_context.saturating_sub(self.decode_shared)) as f64
+            * self.full_read_s_per_token
+            + shared
+            + sliding
+            + write
+            + state
+    }
+}
+
+/// One step's time with everything but the decode context sum fixed ([`CostModel::clock`]). A run of
+/// decode steps changes only that sum, so the simulator evaluates each step of the run with a few
+/// operations; [`CostModel::step_seconds`] is this clock at the shape's own sum, so both give the same
+/// bits.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StepClock {
+    empty: bool,
+    kernel_sum: bool,
+    kv: KvRead,
+    /// Kernel sum: `max(weights, gemm) + attention`; otherwise the compute terms before decode attention.
+    head: f64,
+    decode_seqs: u64,
+    full_s_per_pair: f64,
+    weights_s: f64,
+    fixed_s: f64,
+    overhead_s: f64,
+}
+
+impl StepClock {
+    /// Seconds the step takes when its decode contexts sum to `decode_context`; 0 for an empty batch.
+    #[inline]
+    pub fn seconds(&self, decode_context: u64) -> f64 {
+        if self.empty {
+            return 0.0;
+        }
+        let kv = self.kv.seconds(decode_context);
+        let body = if self.kernel_sum {
+            self.head + kv
+        } else {
+            let attention = (decode_context + self.decode_seqs) as f64 * self.full_s_per_pair;
+            (self.head + attention).max(self.weights_s + kv)
+        };
+        body + self.fixed_s + self.overhead_s
+    }
+
+    /// [`StepClock::seconds`] in whole nanoseconds, at least 1 for a non-empty step.
+    #[inline]
+    pub fn ns(&self, decode_context: u64) -> u64 {
+        let s = self.seconds(decode_context);
         if s <= 0.0 {
             0
         } else {
@@ -404,6 +492,28 @@ mod tests {
             c.step_seconds(&decode(16, 32_768)) > 4.0 * t,
             "KV reads dominate at 16 × 32K"
         );
+    }
+
+    #[test]
+    fn a_step_clock_gives_the_step_time_at_every_context_sum() {
+        // Decode runs time each step with the first step's clock at a larger context sum; that must be
+        // bit for bit the time of the step's own shape, with either composition of the terms.
+        for (name, hw, profile) in [
+            ("qwen3.5-9b", "l40", "l40-datasheet"),
+            ("qwen3-8b", "h200", "h200-qwen3-8b-cuda"),
+        ] {
+            let c = model(name, hw, profile, 1, WeightDtype::Bf16);
+            let mut first = decode(12, 9_000);
+            first.decode_shared = 11 * 4_096;
+            let clock = c.clock(&first);
+            for grown in (0..5_000u64).step_by(7) {
+                let mut b = first;
+                b.decode_context += grown;
+                assert_eq!(clock.ns(b.decode_context), c.step_ns(&b), "{profile} +{grown}");
+                assert_eq!(clock.seconds(b.decode_context), c.step_seconds(&b));
+            }
+            assert_eq!(c.clock(&BatchShape::default()).ns(0), 0, "an empty step takes no time");
+        }
     }
 
     #[test]

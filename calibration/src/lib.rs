@@ -11,7 +11,7 @@ pub mod memory;
 pub mod model;
 pub mod profile;
 
-pub use cost::{BatchShape, CostInputs, CostModel, StepParts};
+pub use cost::{BatchShape, CostInputs, CostModel, StepClock, StepParts};
 pub use fit::{
     check_profile, fit_profile, parse_step_log, predict_steps, ClassError, Fit, FitError, FitSetup,
     FitTarget, StepSample,

@@ -258,6 +258,15 @@ pub struct StepEntry {
 /// Longest run of decode steps one event stands for.
 const MAX_RUN: usize = 4096;
 
+/// Where a decode run being planned must stop (ns): at the first step ending at or after `stop` (the
+/// next request due), by `quiet` (the next event of any kind) if it evicts, and before `window_end`.
+#[derive(Clone, Copy, Debug)]
+struct RunLimits {
+    stop: u64,
+    quiet: u64,
+    window_end: u64,
+}
+
 /// One engine replica.
 pub struct Replica {
     cfg: EngineConfig,
@@ -275,6 +284,8 @@ pub struct Replica {
     run_truncatable: bool,
     /// Tokens each step entry emits in each step of the run (step-major).
     run_emit: Vec<u32>,
+    /// Each decode entry's context at the run's step being planned (runs with per-entry shapes only).
+    run_ctx: Vec<u32>,
     in_run: bool,
     last_preempted: bool,
     plain_steps: u32,
@@ -343,6 +354,7 @@ impl Replica {
             run_occupancy: 0.0,
             run_truncatable: false,
             run_emit: Vec::new(),
+            run_ctx: Vec::new(),
             in_run: false,
             last_preempted: false,
             plain_steps: 0,
@@ -862,20 +874,54 @@ impl Replica {
         for &(id, n, prefix) in &self.step {
             let s = &self.seqs[id as usize];
             if Self::is_decode_entry(s, n, prefix) {
-                match &self.spec {
-                    Some(sp) => b.add_verify(prefix, sp.k, self.window),
-                    None => b.add_decode(prefix, self.window),
-                }
+                self.add_decode_entry(&mut b, prefix);
             } else {
                 b.add_prefill(n, prefix, self.window);
             }
         }
+        self.add_draft_passes(&mut b);
+        b
+    }
+
+    /// Adds one decode entry after `context` tokens: a plain decode, or a verify of `k` drafts.
+    #[inline]
+    fn add_decode_entry(&self, b: &mut BatchShape, context: u32) {
+        match &self.spec {
+            Some(sp) => b.add_verify(context, sp.k, self.window),
+            None => b.add_decode(context, self.window),
+        }
+    }
+
+    #[inline]
+    fn add_draft_passes(&self, b: &mut BatchShape) {
         if let Some(sp) = &self.spec {
             if b.decode_seqs > 0 {
                 b.draft_passes = sp.draft_passes();
             }
         }
-        b
+    }
+
+    /// The shape of the next step of a decode run whose first step is `first`, built from scratch as a
+    /// step-by-step engine would build it: each entry's context grows by the tokens the run's last step
+    /// emitted for it. Verify attention pairs and sliding-window reads follow each entry's context, not
+    /// only the total, so they are summed entry by entry.
+    fn next_run_shape(&mut self, first: &BatchShape) -> BatchShape {
+        let b = self.step.len();
+        let last = self.run_emit.len().saturating_sub(b);
+        for i in 0..b {
+            self.run_ctx[i] += if self.spec.is_some() {
+                self.run_emit[last + i]
+            } else {
+                1
+            };
+        }
+        let mut shape = BatchShape::default();
+        for &c in &self.run_ctx {
+            self.add_decode_entry(&mut shape, c);
+        }
+        self.add_draft_passes(&mut shape);
+        shape.decode_shared = first.decode_shared;
+        shape
     }
 
     /// Tokens a verify step emits for sequence `id` when it still wants `left` tokens: accepted drafts
@@ -898,6 +944,7 @@ impl Replica {
     /// Tokens each scheduled decode sequence emits in the next step of a run (one, or a verify draw);
     /// true when one of them is done. Without speculation every step emits one token per sequence
     /// and nothing is recorded.
+    #[inline]
     fn emit_step(&mut self, left: &mut [u32]) -> bool {
         if self.spec.is_none() {
             self.plain_steps += 1;
@@ -954,26 +1001,31 @@ impl Replica {
             .collect();
         self.plain_steps = 0;
         self.plain_limit = left.iter().copied().min().unwrap_or(1);
-        let stop = stop_at.map_or(u64::MAX, |t| t.0);
-        let b = self.step.len();
-        let mut shape = *first;
-        let mut end = start.0 + first_ns;
+        let limits = RunLimits {
+            stop: stop_at.map_or(u64::MAX, |t| t.0),
+            quiet: next_event.map_or(u64::MAX, |t| t.0),
+            window_end: window_end.0,
+        };
+        let end = start.0 + first_ns;
         self.run_ends.push(end);
-        let mut finished = self.emit_step(&mut left);
-        while !finished && self.run_ends.len() < MAX_RUN && end < stop {
-            let emitted: u32 = if self.spec.is_some() {
-                self.run_emit[self.run_emit.len() - b..].iter().sum()
-            } else {
-                b as u32
-            };
-            shape.decode_context += emitted as u64;
-            let next = end + cost.step_ns(&shape);
-            if next > window_end.0 {
-                break;
-            }
-            end = next;
-            self.run_ends.push(end);
-            finished = self.emit_step(&mut left);
+        let finished = self.emit_step(&mut left);
+        if self.spec.is_some() || self.window.is_some() {
+            // Verify attention pairs and sliding-window reads follow each entry's own context.
+            self.run_ctx.clear();
+            self.run_ctx
+                .extend(self.step.iter().map(|&(_, _, prefix)| prefix));
+            self.plan_run(end, limits, &mut left, finished, |r| {
+                cost.step_ns(&r.next_run_shape(first))
+            });
+        } else {
+            // Otherwise a step's shape depends on its entries' contexts only through their sum, which
+            // grows by one token per entry and step: the clock times each step from that sum alone.
+            let (clock, b) = (cost.clock(first), self.step.len() as u64);
+            let mut context = first.decode_context;
+            self.plan_run(end, limits, &mut left, finished, |_| {
+                context += b;
+                clock.ns(context)
+            });
         }
         self.run_truncatable = true;
         let mut k = self.run_ends.len();
@@ -981,8 +1033,7 @@ impl Replica {
             // The run would evict cached blocks: keep it inside the quiet time before the next event of
             // any kind, so no arrival can cut it short after an eviction a step-by-step engine would
             // not yet have made.
-            let quiet = next_event.map_or(u64::MAX, |t| t.0);
-            k = self.run_ends.partition_point(|&e| e <= quiet).max(1);
+            k = self.run_ends.partition_point(|&e| e <= limits.quiet).max(1);
             self.keep_steps(k);
             self.run_truncatable = false;
         }
@@ -991,7 +1042,7 @@ impl Replica {
             self.keep_steps(1);
         }
         if k > 1 {
-            for i in 0..b {
+            for i in 0..self.step.len() {
                 let id = self.step[i].0 as usize;
                 let add = self.blocks_to_add(&self.seqs[id], self.run_reach(i, k));
                 self.seqs[id].private += add;
@@ -999,6 +1050,36 @@ impl Replica {
         }
         self.repeat = k as u32;
         self.run_ends[k - 1] - start.0
+    }
+
+    /// Plans the run's further steps after the first (which ends at `end`), each lasting what
+    /// `next_ns` says, until a sequence finishes, the run reaches [`MAX_RUN`] steps or `limits.stop`, or
+    /// a step would end after `limits.window_end`. A run that needs more blocks than are free must end
+    /// by `limits.quiet` ([`Replica::extend_decode_run`] cuts it there): checked as the run doubles, so
+    /// that few steps are planned past that only to be dropped.
+    #[inline]
+    fn plan_run(
+        &mut self,
+        mut end: u64,
+        limits: RunLimits,
+        left: &mut [u32],
+        mut finished: bool,
+        mut next_ns: impl FnMut(&mut Self) -> u64,
+    ) {
+        let mut stop = limits.stop;
+        while !finished && self.run_ends.len() < MAX_RUN && end < stop {
+            let next = end + next_ns(self);
+            if next > limits.window_end {
+                break;
+            }
+            end = next;
+            self.run_ends.push(end);
+            finished = self.emit_step(left);
+            let k = self.run_ends.len();
+            if k.is_power_of_two() && stop > limits.quiet && self.run_blocks(k) > self.kv.free() {
+                stop = limits.quiet;
+            }
+        }
     }
 
     /// Keeps the first `k` steps of the run (and the tokens they emit).
