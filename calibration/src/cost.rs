@@ -509,10 +509,18 @@ mod tests {
             for grown in (0..5_000u64).step_by(7) {
                 let mut b = first;
                 b.decode_context += grown;
-                assert_eq!(clock.ns(b.decode_context), c.step_ns(&b), "{profile} +{grown}");
+                assert_eq!(
+                    clock.ns(b.decode_context),
+                    c.step_ns(&b),
+                    "{profile} +{grown}"
+                );
                 assert_eq!(clock.seconds(b.decode_context), c.step_seconds(&b));
             }
-            assert_eq!(c.clock(&BatchShape::default()).ns(0), 0, "an empty step takes no time");
+            assert_eq!(
+                c.clock(&BatchShape::default()).ns(0),
+                0,
+                "an empty step takes no time"
+            );
         }
     }
 

@@ -4,9 +4,8 @@
 
 use crate::deployment::{Deployment, EngineConfig, Policy, Preemption, Speculative};
 use crate::des::Time;
-use crate::kv::{KvManager, Match, ROOT};
+use crate::kv::{KvManager, Match, PromptBlocks, ROOT};
 use serverbench_calibration::{BatchShape, CostModel};
-use serverbench_workloads::hash::mix2;
 use serverbench_workloads::Blocks;
 use serverbench_workloads::RequestKind;
 use std::collections::VecDeque;
@@ -66,8 +65,7 @@ pub struct SeqProgress {
 #[derive(Clone, Debug)]
 struct Seq {
     tag: u64,
-    blocks: Blocks,
-    wbs: u32,
+    prompt: PromptBlocks,
     hashable: u32,
     input: u32,
     output: u32,
@@ -137,14 +135,6 @@ fn acceptance_draw(key: u64, position: u64) -> u64 {
 #[inline]
 fn accepted_drafts(h: u64, below: &[u64]) -> u32 {
     below.iter().filter(|&&t| h < t).count() as u32
-}
-
-/// The hash of engine block `i` of a prompt whose workload blocks are `chain` (each `wbs` tokens, ids prefix-identifying).
-#[inline]
-fn engine_hash(chain: &[u64], wbs: u32, ebs: u32, i: u32) -> u64 {
-    let end = (i as u64 + 1) * ebs as u64;
-    let w = ((end - 1) / wbs as u64) as usize;
-    mix2(chain[w], end % wbs as u64)
 }
 
 /// One step's sample, for timelines.
@@ -451,14 +441,12 @@ impl Replica {
 
     /// Hands a request to the scheduler; returns its sequence id.
     pub fn submit(&mut self, input: SeqInput) -> u32 {
-        let ebs = self.cfg.block_size;
-        let hashable =
-            (input.blocks.len() as u64 * input.workload_block_size as u64 / ebs as u64) as u32;
+        let prompt =
+            PromptBlocks::new(input.blocks, input.workload_block_size, self.cfg.block_size);
         let seq = Seq {
             tag: input.tag,
-            blocks: input.blocks,
-            wbs: input.workload_block_size,
-            hashable,
+            hashable: prompt.engine_blocks(),
+            prompt,
             input: input.input,
             output: input.output,
             computed: 0,
@@ -511,14 +499,10 @@ impl Replica {
         if !self.cfg.prefix_caching {
             return 0;
         }
-        let ebs = self.cfg.block_size;
-        let chain = blocks.as_slice();
-        let n = (chain.len() as u64 * workload_block_size as u64 / ebs as u64) as u32;
+        let prompt = PromptBlocks::new(blocks.clone(), workload_block_size, self.cfg.block_size);
         self.kv
             .cache
-            .lookup(ROOT, 0, n, |i| {
-                engine_hash(chain, workload_block_size, ebs, i)
-            })
+            .lookup(ROOT, 0, prompt.engine_blocks(), &prompt)
             .blocks
     }
 
@@ -528,22 +512,16 @@ impl Replica {
         if !self.cfg.prefix_caching || self.kv.is_paged() {
             return;
         }
-        let ebs = self.cfg.block_size;
-        let chain = blocks.as_slice();
-        let n = (chain.len() as u64 * workload_block_size as u64 / ebs as u64) as u32;
-        let h = |i| engine_hash(chain, workload_block_size, ebs, i);
-        let m = self.kv.cache.lookup(ROOT, 0, n, h);
+        let prompt = PromptBlocks::new(blocks.clone(), workload_block_size, self.cfg.block_size);
+        let n = prompt.engine_blocks();
+        let m = self.kv.cache.lookup(ROOT, 0, n, &prompt);
         let room = self.kv.free();
         let n = n.min(m.blocks + room as u32);
         if n <= m.blocks {
             return;
         }
-        let node = self.kv.cache.insert(ROOT, 0, n, h, Vec::new());
+        let node = self.kv.cache.insert(ROOT, 0, n, &prompt, Vec::new());
         self.kv.cache.release(node);
-    }
-
-    fn seq_hash<'a>(seq: &'a Seq, ebs: u32) -> impl Fn(u32) -> u64 + 'a {
-        move |i| engine_hash(seq.blocks.as_slice(), seq.wbs, ebs, i)
     }
 
     /// Blocks a sequence must add to hold `tokens` computed tokens.
@@ -692,17 +670,13 @@ impl Replica {
         if self.waiting.len() < 2 || self.waiting.len() > 128 || !self.cfg.prefix_caching {
             return;
         }
-        let ebs = self.cfg.block_size;
         let mut keyed: Vec<(u32, u32)> = self
             .waiting
             .iter()
             .map(|&id| {
                 let s = &self.seqs[id as usize];
                 (
-                    self.kv
-                        .cache
-                        .lookup(ROOT, 0, s.hashable, Self::seq_hash(s, ebs))
-                        .blocks,
+                    self.kv.cache.lookup(ROOT, 0, s.hashable, &s.prompt).blocks,
                     id,
                 )
             })
@@ -798,9 +772,7 @@ impl Replica {
             }
             let s = &self.seqs[id as usize];
             let m = if self.cfg.prefix_caching {
-                self.kv
-                    .cache
-                    .lookup(ROOT, 0, s.hashable, Self::seq_hash(s, ebs))
+                self.kv.cache.lookup(ROOT, 0, s.hashable, &s.prompt)
             } else {
                 Match::default()
             };
@@ -1216,10 +1188,7 @@ impl Replica {
                     Vec::new()
                 };
                 let s = &self.seqs[id as usize];
-                let node =
-                    self.kv
-                        .cache
-                        .insert(s.kv_node, start, end, Self::seq_hash(s, ebs), phys);
+                let node = self.kv.cache.insert(s.kv_node, start, end, &s.prompt, phys);
                 let moved = end - start;
                 self.kv.private_became_cached(moved as u64);
                 let s = &mut self.seqs[id as usize];
@@ -1363,6 +1332,7 @@ mod tests {
     use super::*;
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;
+    use serverbench_workloads::hash::mix2;
 
     #[test]
     fn hashed_acceptance_draws_follow_the_truncated_geometric_law() {
@@ -1397,6 +1367,9 @@ mod tests {
 
     #[test]
     fn engine_hashes_map_workload_blocks_onto_engine_blocks() {
+        let engine_hash = |chain: &[u64], wbs, ebs, i| {
+            PromptBlocks::new(Blocks::from_vec(chain.to_vec()), wbs, ebs).hash(i)
+        };
         let chain = [11u64, 22, 33];
         // 64-token workload blocks, 16-token engine blocks: 4 engine blocks per workload block.
         let hs: Vec<u64> = (0..12).map(|i| engine_hash(&chain, 64, 16, i)).collect();

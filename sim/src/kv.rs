@@ -1,10 +1,12 @@
-//! Paged KV memory with a prefix cache: a radix tree of block-hash runs with reference counts,
+//! Paged KV memory with a prefix cache: a radix tree of block runs with reference counts,
 //! eviction of unreferenced leaves in least-recently-used order, and block accounting that never
-//! exceeds capacity. With physical paging on (the CUDA engine), every block also has a physical id,
+//! exceeds capacity. A node names its blocks by a prompt they came from (hashes computed on demand),
+//! so caching a long prompt costs no per-block work. With physical paging on (the CUDA engine), every block also has a physical id,
 //! so sequences get real block tables and cached prefixes are reused in place.
 //! Pure bookkeeping: no time, no IO.
 
 use serverbench_workloads::hash::mix2;
+use serverbench_workloads::Blocks;
 use std::collections::{BTreeSet, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 
@@ -31,11 +33,54 @@ impl Hasher for PassThrough {
 
 type Map = HashMap<u64, u32, BuildHasherDefault<PassThrough>>;
 
+/// A prompt's engine blocks, named by hashes: engine block `i` (`engine_block_size` tokens) by the
+/// workload block holding its last token (the workload's chain ids identify their whole prefix) and its
+/// offset there. Cheap to clone (the chain is shared), so a cache node keeps one and computes its
+/// blocks' hashes when a lookup compares them.
+#[derive(Clone, Debug)]
+pub struct PromptBlocks {
+    chain: Blocks,
+    workload_block_size: u32,
+    engine_block_size: u32,
+}
+
+impl PromptBlocks {
+    /// The engine blocks of a prompt whose workload blocks (`workload_block_size` tokens each) are `chain`.
+    pub fn new(chain: Blocks, workload_block_size: u32, engine_block_size: u32) -> PromptBlocks {
+        PromptBlocks {
+            chain,
+            workload_block_size,
+            engine_block_size,
+        }
+    }
+
+    /// Whole engine blocks the prompt's workload blocks cover.
+    pub fn engine_blocks(&self) -> u32 {
+        (self.chain.len() as u64 * self.workload_block_size as u64 / self.engine_block_size as u64)
+            as u32
+    }
+
+    /// The hash of engine block `i`.
+    #[inline]
+    pub fn hash(&self, i: u32) -> u64 {
+        let (wbs, ebs) = (
+            self.workload_block_size as u64,
+            self.engine_block_size as u64,
+        );
+        let end = (i as u64 + 1) * ebs;
+        mix2(self.chain.as_slice()[((end - 1) / wbs) as usize], end % wbs)
+    }
+}
+
 #[derive(Clone, Debug)]
 struct Node {
     parent: u32,
-    hashes: Vec<u64>,
-    /// Physical block ids, parallel to `hashes` (empty unless paging is on).
+    /// The prompt this node's blocks came from (`None` for the root and free nodes)...
+    prompt: Option<PromptBlocks>,
+    /// ...and where in it they are: engine blocks `first..first + len`.
+    first: u32,
+    len: u32,
+    /// Physical block ids, one per block (empty unless paging is on).
     phys: Vec<u32>,
     refs: u32,
     children: u32,
@@ -76,12 +121,25 @@ pub struct PrefixCache {
     walks: u32,
 }
 
+impl Node {
+    /// The hash of the node's `j`-th block.
+    #[inline]
+    fn hash(&self, j: u32) -> u64 {
+        self.prompt
+            .as_ref()
+            .expect("a live node below the root")
+            .hash(self.first + j)
+    }
+}
+
 impl Default for PrefixCache {
     fn default() -> Self {
         PrefixCache {
             nodes: vec![Node {
                 parent: ROOT,
-                hashes: Vec::new(),
+                prompt: None,
+                first: 0,
+                len: 0,
                 phys: Vec::new(),
                 refs: 0,
                 children: 0,
@@ -118,8 +176,10 @@ impl PrefixCache {
         self.evictable
     }
 
-    /// Longest cached prefix of the chain `h(start..n)` below `from` (which covers blocks `0..start`).
-    pub fn lookup(&self, from: u32, start: u32, n: u32, h: impl Fn(u32) -> u64) -> Match {
+    /// Longest cached prefix of blocks `start..n` of `prompt` below `from` (which covers blocks
+    /// `0..start`).
+    pub fn lookup(&self, from: u32, start: u32, n: u32, prompt: &PromptBlocks) -> Match {
+        let h = |i| prompt.hash(i);
         let mut m = Match {
             node: from,
             blocks: 0,
@@ -133,19 +193,19 @@ impl PrefixCache {
                 break;
             };
             let c = &self.nodes[child as usize];
-            if c.hashes[0] != first {
+            if c.hash(0) != first {
                 break; // a key collision, not a match
             }
-            let len = c.hashes.len() as u32;
+            let len = c.len;
             let avail = len.min(n - pos);
-            let k = if h(pos + avail - 1) == c.hashes[avail as usize - 1] {
+            let k = if h(pos + avail - 1) == c.hash(avail - 1) {
                 avail
             } else {
                 // Chained hashes: equality at i implies equality before i, so the match is a prefix.
                 let (mut lo, mut hi) = (1u32, avail - 1); // h(pos+lo-1) matches; find the largest such lo
                 while lo < hi {
                     let mid = (lo + hi).div_ceil(2);
-                    if h(pos + mid - 1) == c.hashes[mid as usize - 1] {
+                    if h(pos + mid - 1) == c.hash(mid - 1) {
                         lo = mid;
                     } else {
                         hi = mid - 1;
@@ -179,7 +239,7 @@ impl PrefixCache {
         while n != stop && n != ROOT {
             let node = &mut self.nodes[n as usize];
             if node.refs == 0 {
-                self.evictable -= node.hashes.len() as u64;
+                self.evictable -= node.len as u64;
                 if node.children == 0 {
                     self.lru.remove(&(node.last_use, n));
                 }
@@ -201,7 +261,7 @@ impl PrefixCache {
             node.refs -= 1;
             node.last_use = self.clock;
             if node.refs == 0 {
-                self.evictable += node.hashes.len() as u64;
+                self.evictable += node.len as u64;
                 if node.children == 0 {
                     self.lru.insert((node.last_use, n));
                 }
@@ -214,8 +274,9 @@ impl PrefixCache {
     /// so the tail's children keep their keys).
     fn split(&mut self, node: u32, k: u32) -> u32 {
         let old = &mut self.nodes[node as usize];
-        let tail = old.hashes.split_off(k as usize);
-        let head_hashes = std::mem::replace(&mut old.hashes, tail);
+        let (prompt, first) = (old.prompt.clone(), old.first);
+        old.first += k;
+        old.len -= k;
         let head_phys = if old.phys.is_empty() {
             Vec::new()
         } else {
@@ -223,10 +284,12 @@ impl PrefixCache {
             std::mem::replace(&mut old.phys, tail)
         };
         let (parent, refs, last_use, mark) = (old.parent, old.refs, old.last_use, old.mark);
-        let end = old.end - old.hashes.len() as u32;
+        let end = old.end - old.len;
         let head = self.new_node(Node {
             parent,
-            hashes: head_hashes,
+            prompt,
+            first,
+            len: k,
             phys: head_phys,
             refs,
             children: 1,
@@ -234,8 +297,8 @@ impl PrefixCache {
             end,
             mark,
         });
-        let first_of_head = self.nodes[head as usize].hashes[0];
-        let first_of_tail = self.nodes[node as usize].hashes[0];
+        let first_of_head = self.nodes[head as usize].hash(0);
+        let first_of_tail = self.nodes[node as usize].hash(0);
         self.children.insert(key(parent, first_of_head), head);
         self.children.insert(key(head, first_of_tail), node);
         self.nodes[node as usize].parent = head;
@@ -255,7 +318,7 @@ impl PrefixCache {
         }
     }
 
-    /// Adds blocks `start..n` of a chain below `parent` (which the caller references), reusing what
+    /// Adds blocks `start..n` of `prompt` below `parent` (which the caller references), reusing what
     /// another sequence cached meanwhile. Returns the new deepest node; the caller references all of it.
     /// With paging, `phys` holds the caller's physical blocks for `start..n`: those another sequence
     /// cached meanwhile are duplicates and are released, the rest move into the new node.
@@ -264,10 +327,10 @@ impl PrefixCache {
         parent: u32,
         start: u32,
         n: u32,
-        h: impl Fn(u32) -> u64,
+        prompt: &PromptBlocks,
         mut phys: Vec<u32>,
     ) -> u32 {
-        let m = self.lookup(parent, start, n, &h);
+        let m = self.lookup(parent, start, n, prompt);
         let mut deepest = self.acquire(&m, parent);
         let pos = start + m.blocks;
         if self.paged {
@@ -279,12 +342,13 @@ impl PrefixCache {
             self.released.extend(phys.drain(..m.blocks as usize));
         }
         if pos < n {
-            let hashes: Vec<u64> = (pos..n).map(&h).collect();
             self.clock += 1;
             let end = self.nodes[deepest as usize].end + (n - pos);
             let id = self.new_node(Node {
                 parent: deepest,
-                hashes,
+                prompt: Some(prompt.clone()),
+                first: pos,
+                len: n - pos,
                 phys,
                 refs: 1,
                 children: 0,
@@ -292,7 +356,7 @@ impl PrefixCache {
                 end,
                 mark: 0,
             });
-            self.children.insert(key(deepest, h(pos)), id);
+            self.children.insert(key(deepest, prompt.hash(pos)), id);
             if deepest != ROOT {
                 let p = &mut self.nodes[deepest as usize];
                 if p.refs == 0 && p.children == 0 {
@@ -368,9 +432,9 @@ impl PrefixCache {
                 continue;
             }
             children[node.parent as usize] += 1;
-            cached += node.hashes.len() as u64;
+            cached += node.len as u64;
             if node.refs == 0 {
-                evictable += node.hashes.len() as u64;
+                evictable += node.len as u64;
             }
             if node.refs != refs[id] {
                 return Err(format!(
@@ -378,22 +442,20 @@ impl PrefixCache {
                     node.refs, refs[id]
                 ));
             }
-            if node.hashes.is_empty() {
+            if node.len == 0 {
                 return Err(format!("node {id} is empty"));
             }
             let parent_end = self.nodes[node.parent as usize].end;
-            if node.end != parent_end + node.hashes.len() as u32 {
+            if node.end != parent_end + node.len {
                 return Err(format!(
                     "node {id} ends {} blocks from the root, its parent {} and it hold {}",
-                    node.end,
-                    parent_end,
-                    node.hashes.len()
+                    node.end, parent_end, node.len
                 ));
             }
-            if self.paged && node.phys.len() != node.hashes.len() {
+            if self.paged && node.phys.len() != node.len as usize {
                 return Err(format!(
                     "node {id} holds {} blocks but {} physical ids",
-                    node.hashes.len(),
+                    node.len,
                     node.phys.len()
                 ));
             }
@@ -430,7 +492,7 @@ impl PrefixCache {
                 break;
             };
             let node = &mut self.nodes[id as usize];
-            let len = node.hashes.len() as u64;
+            let len = node.len as u64;
             let take = len.min(want - freed);
             freed += take;
             self.cached -= take;
@@ -440,13 +502,14 @@ impl PrefixCache {
                 self.released.extend(node.phys.drain(keep..));
             }
             if take < len {
-                node.hashes.truncate((len - take) as usize);
+                node.len -= take as u32;
                 node.end -= take as u32;
                 continue;
             }
             self.lru.remove(&(lu, id));
-            let (parent, first) = (node.parent, node.hashes[0]);
-            node.hashes = Vec::new();
+            let (parent, first) = (node.parent, node.hash(0));
+            node.prompt = None;
+            node.len = 0;
             node.phys = Vec::new();
             self.children.remove(&key(parent, first));
             self.free_nodes.push(id);
@@ -628,14 +691,19 @@ impl KvManager {
 mod tests {
     use super::*;
 
-    fn chain(prefix: u64) -> impl Fn(u32) -> u64 {
-        move |i| {
-            if i < 4 {
-                1000 + i as u64
-            } else {
-                prefix * 1_000_000 + i as u64
-            }
-        }
+    /// A 12-block prompt (one engine block per workload block) whose first 4 blocks every `prefix`
+    /// shares.
+    fn chain(prefix: u64) -> PromptBlocks {
+        let ids: Vec<u64> = (0..12)
+            .map(|i| {
+                if i < 4 {
+                    1000 + i
+                } else {
+                    prefix * 1_000_000 + i
+                }
+            })
+            .collect();
+        PromptBlocks::new(Blocks::from_vec(ids), 16, 16)
     }
 
     #[test]
