@@ -276,6 +276,8 @@ pub struct Replica {
     run_emit: Vec<u32>,
     /// Each decode entry's context at the run's step being planned (runs with per-entry shapes only).
     run_ctx: Vec<u32>,
+    /// Tokens each decode entry still wants while a run is planned (kept for its allocation).
+    run_left: Vec<u32>,
     in_run: bool,
     last_preempted: bool,
     plain_steps: u32,
@@ -345,6 +347,7 @@ impl Replica {
             run_truncatable: false,
             run_emit: Vec::new(),
             run_ctx: Vec::new(),
+            run_left: Vec::new(),
             in_run: false,
             last_preempted: false,
             plain_steps: 0,
@@ -966,11 +969,12 @@ impl Replica {
             return first_ns;
         }
         self.in_run = true;
-        let mut left: Vec<u32> = self
-            .step
-            .iter()
-            .map(|&(id, _, _)| self.seqs[id as usize].output - self.seqs[id as usize].generated)
-            .collect();
+        let mut left = std::mem::take(&mut self.run_left);
+        left.clear();
+        left.extend(self.step.iter().map(|&(id, _, _)| {
+            let s = &self.seqs[id as usize];
+            s.output - s.generated
+        }));
         self.plain_steps = 0;
         self.plain_limit = left.iter().copied().min().unwrap_or(1);
         let limits = RunLimits {
@@ -999,17 +1003,20 @@ impl Replica {
                 clock.ns(context)
             });
         }
+        self.run_left = left;
         self.run_truncatable = true;
         let mut k = self.run_ends.len();
-        if k > 1 && self.run_blocks(k) > self.kv.free() {
+        let mut need = if k > 1 { self.run_blocks(k) } else { 0 };
+        if k > 1 && need > self.kv.free() {
             // The run would evict cached blocks: keep it inside the quiet time before the next event of
             // any kind, so no arrival can cut it short after an eviction a step-by-step engine would
             // not yet have made.
             k = self.run_ends.partition_point(|&e| e <= limits.quiet).max(1);
             self.keep_steps(k);
             self.run_truncatable = false;
+            need = if k > 1 { self.run_blocks(k) } else { 0 };
         }
-        if k > 1 && !self.kv.allocate(self.run_blocks(k)) {
+        if k > 1 && !self.kv.allocate(need) {
             k = 1;
             self.keep_steps(1);
         }
