@@ -274,8 +274,6 @@ pub struct Replica {
     run_truncatable: bool,
     /// Tokens each step entry emits in each step of the run (step-major).
     run_emit: Vec<u32>,
-    /// Each decode entry's context at the run's step being planned (runs with per-entry shapes only).
-    run_ctx: Vec<u32>,
     /// Tokens each decode entry still wants while a run is planned (kept for its allocation).
     run_left: Vec<u32>,
     in_run: bool,
@@ -346,7 +344,6 @@ impl Replica {
             run_occupancy: 0.0,
             run_truncatable: false,
             run_emit: Vec::new(),
-            run_ctx: Vec::new(),
             run_left: Vec::new(),
             in_run: false,
             last_preempted: false,
@@ -876,29 +873,6 @@ impl Replica {
         }
     }
 
-    /// The shape of the next step of a decode run whose first step is `first`, built from scratch as a
-    /// step-by-step engine would build it: each entry's context grows by the tokens the run's last step
-    /// emitted for it. Verify attention pairs and sliding-window reads follow each entry's context, not
-    /// only the total, so they are summed entry by entry.
-    fn next_run_shape(&mut self, first: &BatchShape) -> BatchShape {
-        let b = self.step.len();
-        let last = self.run_emit.len().saturating_sub(b);
-        for i in 0..b {
-            self.run_ctx[i] += if self.spec.is_some() {
-                self.run_emit[last + i]
-            } else {
-                1
-            };
-        }
-        let mut shape = BatchShape::default();
-        for &c in &self.run_ctx {
-            self.add_decode_entry(&mut shape, c);
-        }
-        self.add_draft_passes(&mut shape);
-        shape.decode_shared = first.decode_shared;
-        shape
-    }
-
     /// Tokens a verify step emits for sequence `id` when it still wants `left` tokens: accepted drafts
     /// (each accepted with α until the first rejection, at most `k`) plus the verifier's own token.
     ///
@@ -919,12 +893,17 @@ impl Replica {
     /// Tokens each scheduled decode sequence emits in the next step of a run (one, or a verify draw);
     /// true when one of them is done. Without speculation every step emits one token per sequence
     /// and nothing is recorded.
-    #[inline]
+    #[inline(always)]
     fn emit_step(&mut self, left: &mut [u32]) -> bool {
         if self.spec.is_none() {
             self.plain_steps += 1;
             return self.plain_steps >= self.plain_limit;
         }
+        self.emit_verify_step(left)
+    }
+
+    /// [`Replica::emit_step`] with speculation: one verify draw per sequence.
+    fn emit_verify_step(&mut self, left: &mut [u32]) -> bool {
         let mut finished = false;
         for i in 0..self.step.len() {
             let m = self.draw_tokens(self.step[i].0 as usize, left[i]);
@@ -985,21 +964,24 @@ impl Replica {
         let end = start.0 + first_ns;
         self.run_ends.push(end);
         let finished = self.emit_step(&mut left);
-        if self.spec.is_some() || self.window.is_some() {
-            // Verify attention pairs and sliding-window reads follow each entry's own context.
-            self.run_ctx.clear();
-            self.run_ctx
-                .extend(self.step.iter().map(|&(_, _, prefix)| prefix));
+        let b = self.step.len();
+        if let Some(k) = self.spec.as_ref().map(|sp| sp.k as f64) {
+            // A verify of k drafts after context c attends k(c + 1) + k(k + 1)/2 pairs: whole numbers,
+            // which f64 adds exactly, so the pairs grow by k per emitted token in any order of summing.
+            let mut shape = *first;
             self.plan_run(end, limits, &mut left, finished, |r| {
-                cost.step_ns(&r.next_run_shape(first))
+                let emitted: u32 = r.run_emit[r.run_emit.len() - b..].iter().sum();
+                shape.decode_context += emitted as u64;
+                shape.full_pairs += k * emitted as f64;
+                cost.step_ns(&shape)
             });
         } else {
             // Otherwise a step's shape depends on its entries' contexts only through their sum, which
             // grows by one token per entry and step: the clock times each step from that sum alone.
-            let (clock, b) = (cost.clock(first), self.step.len() as u64);
+            let clock = cost.clock(first);
             let mut context = first.decode_context;
             self.plan_run(end, limits, &mut left, finished, |_| {
-                context += b;
+                context += b as u64;
                 clock.ns(context)
             });
         }
@@ -1070,6 +1052,7 @@ impl Replica {
     }
 
     /// Tokens entry `i` of the step emits in the first `k` steps of the run.
+    #[inline]
     fn run_emitted(&self, i: usize, k: usize) -> u32 {
         if self.spec.is_none() {
             return k as u32;
@@ -1080,6 +1063,7 @@ impl Replica {
 
     /// Tokens entry `i` of the step must have KV room for during the first `k` steps of the run: its
     /// computed tokens before the last of them, plus the last step's reservation.
+    #[inline]
     fn run_reach(&self, i: usize, k: usize) -> u32 {
         self.seqs[self.step[i].0 as usize].computed
             + self.run_emitted(i, k - 1)
