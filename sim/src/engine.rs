@@ -1356,25 +1356,6 @@ mod tests {
         assert!(acceptance_thresholds(None).iter().all(|t| t.is_empty()));
     }
 
-    #[test]
-    fn engine_hashes_map_workload_blocks_onto_engine_blocks() {
-        let engine_hash = |chain: &[u64], wbs, ebs, i| {
-            PromptBlocks::new(Blocks::from_vec(chain.to_vec()), wbs, ebs).hash(i)
-        };
-        let chain = [11u64, 22, 33];
-        // 64-token workload blocks, 16-token engine blocks: 4 engine blocks per workload block.
-        let hs: Vec<u64> = (0..12).map(|i| engine_hash(&chain, 64, 16, i)).collect();
-        assert_eq!(
-            hs.iter().collect::<std::collections::HashSet<_>>().len(),
-            12
-        );
-        let other = [11u64, 22, 99];
-        assert_eq!(engine_hash(&other, 64, 16, 7), hs[7]);
-        assert_ne!(engine_hash(&other, 64, 16, 8), hs[8]);
-        // 16-token workload blocks, 32-token engine blocks: each engine block ends on an odd workload block.
-        assert_eq!(engine_hash(&[1, 2, 3, 4], 16, 32, 1), mix2(4, 0));
-    }
-
     /// A small paged replica under pressure: shared prefixes, chunked prefill, preemption, eviction.
     /// A paged run's block tables (tag, table) per step entry, and per step the decode re-reads the
     /// scheduler's shape counts beside those its block tables show (Σ decode blocks − distinct blocks).

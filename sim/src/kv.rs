@@ -1,8 +1,9 @@
 //! Paged KV memory with a prefix cache: a radix tree of block runs with reference counts,
 //! eviction of unreferenced leaves in least-recently-used order, and block accounting that never
 //! exceeds capacity. A node names its blocks by a prompt they came from (hashes computed on demand),
-//! so caching a long prompt costs no per-block work. With physical paging on (the CUDA engine), every block also has a physical id,
-//! so sequences get real block tables and cached prefixes are reused in place.
+//! so caching a long prompt costs no per-block work. With physical paging on (the CUDA engine), every
+//! block also has a physical id, so sequences get real block tables and cached prefixes are reused in
+//! place.
 //! Pure bookkeeping: no time, no IO.
 
 use serverbench_workloads::hash::mix2;
@@ -770,6 +771,25 @@ mod tests {
         c.release(na);
         assert_eq!(c.evict(2), 2);
         c.audit(&[nb]).unwrap();
+    }
+
+    #[test]
+    fn engine_hashes_map_workload_blocks_onto_engine_blocks() {
+        let engine_hash = |chain: &[u64], wbs, ebs, i| {
+            PromptBlocks::new(Blocks::from_vec(chain.to_vec()), wbs, ebs).hash(i)
+        };
+        let chain = [11u64, 22, 33];
+        // 64-token workload blocks, 16-token engine blocks: 4 engine blocks per workload block.
+        let hs: Vec<u64> = (0..12).map(|i| engine_hash(&chain, 64, 16, i)).collect();
+        assert_eq!(
+            hs.iter().collect::<std::collections::HashSet<_>>().len(),
+            12
+        );
+        let other = [11u64, 22, 99];
+        assert_eq!(engine_hash(&other, 64, 16, 7), hs[7]);
+        assert_ne!(engine_hash(&other, 64, 16, 8), hs[8]);
+        // 16-token workload blocks, 32-token engine blocks: each engine block ends on an odd workload block.
+        assert_eq!(engine_hash(&[1, 2, 3, 4], 16, 32, 1), mix2(4, 0));
     }
 
     #[test]
