@@ -24,6 +24,7 @@ pub const KNOBS: &[(&str, &str)] = &[
     ),
     ("weights: int4 (W4A16)", "weights: int4"),
     ("weights: fp8", "weights: fp8"),
+    ("linear-attention state: fp32", "state_dtype: fp32"),
     (
         "tp 1 × dp 2, session affinity",
         "tp: 1\ndp: 2\nrouter: session_affinity",

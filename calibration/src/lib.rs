@@ -19,7 +19,7 @@ pub use fit::{
 pub use memory::{memory_plan, MemoryPlan};
 pub use model::{
     streamed_weight_bytes, weight_bytes, AttentionLayers, HardwareSpec, LinearLayers, ModelSpec,
-    WeightDtype, GIB, MIB,
+    StateDtype, WeightDtype, GIB, MIB,
 };
 pub use profile::{FitRecord, Profile, StepTime};
 

@@ -339,6 +339,39 @@ impl WeightDtype {
     }
 }
 
+/// Precision of the recurrent state of linear-attention (Gated DeltaNet) layers, like vLLM's
+/// `mamba_ssm_cache_dtype`. [`LinearLayers::state_bytes_per_layer`] is the state at bf16.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StateDtype {
+    /// bfloat16 (the model's own precision).
+    #[default]
+    Bf16,
+    /// float32: twice the bytes to hold, read and write per sequence.
+    Fp32,
+}
+
+impl StateDtype {
+    /// Bytes per state value.
+    pub fn bytes(self) -> u64 {
+        match self {
+            StateDtype::Bf16 => 2,
+            StateDtype::Fp32 => 4,
+        }
+    }
+}
+
+impl ModelSpec {
+    /// The model with its linear-attention state held at `dtype` (the whole per-layer state, recurrent
+    /// and convolution, is scaled; the convolution part is a few percent of it).
+    pub fn with_state_dtype(mut self, dtype: StateDtype) -> ModelSpec {
+        if let Some(l) = &mut self.linear_attention {
+            l.state_bytes_per_layer = l.state_bytes_per_layer * dtype.bytes() / 2;
+        }
+        self
+    }
+}
+
 /// Weight bytes held in memory, all GPUs together.
 pub fn weight_bytes(model: &ModelSpec, dtype: WeightDtype, group_size: u32) -> f64 {
     if let (WeightDtype::Int4, Some(b)) = (dtype, model.int4_weight_bytes) {

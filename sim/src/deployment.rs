@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serverbench_calibration::{
     memory_plan, parse_yaml, ConfigError, CostInputs, CostModel, HardwareSpec, MemoryPlan,
-    ModelSpec, Profile, WeightDtype, GIB,
+    ModelSpec, Profile, StateDtype, WeightDtype, GIB,
 };
 use serverbench_workloads::RequestKind;
 
@@ -239,6 +239,9 @@ pub struct Deployment {
     pub weights: WeightDtype,
     /// Quantisation group size (int4).
     pub quant_group_size: u32,
+    /// Precision of linear-attention (Gated DeltaNet) state: `bf16` or `fp32`.
+    #[serde(default)]
+    pub state_dtype: StateDtype,
     /// Longest prompt + output the deployment accepts, tokens.
     pub context_limit: u32,
     /// Token prices.
@@ -287,6 +290,7 @@ impl Deployment {
             router: Router::RoundRobin,
             weights,
             quant_group_size: 128,
+            state_dtype: StateDtype::Bf16,
             context_limit: ctx,
             prices: Prices {
                 input_per_m: prices.0,
@@ -510,9 +514,11 @@ impl Deployment {
         }
     }
 
-    /// The model spec.
+    /// The model spec, with the deployment's state precision.
     pub fn model_spec(&self) -> ModelSpec {
-        ModelSpec::preset(&self.model).expect("checked model")
+        ModelSpec::preset(&self.model)
+            .expect("checked model")
+            .with_state_dtype(self.state_dtype)
     }
 
     /// The hardware spec.
@@ -596,6 +602,50 @@ fn merge(base: &mut serde_yaml::Value, over: serde_yaml::Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serverbench_calibration::BatchShape;
+
+    #[test]
+    fn an_fp32_linear_attention_state_costs_memory_and_step_time() {
+        // The default model is hybrid (Gated DeltaNet layers): its per-sequence state doubles in fp32,
+        // so fewer sequences fit beside the KV and every decode step reads and writes twice the state.
+        let bf16 = Deployment::preset(DEFAULT_DEPLOYMENT).unwrap();
+        let fp32 = bf16
+            .clone()
+            .with_overrides("fp32.yaml", "state_dtype: fp32")
+            .unwrap();
+        let (a, b) = (bf16.memory_plan(), fp32.memory_plan());
+        assert!((b.state_bytes_per_seq / a.state_bytes_per_seq - 2.0).abs() < 1e-9);
+        assert_eq!(
+            a.kv_pool_bytes, b.kv_pool_bytes,
+            "the pool is the same; more of it per sequence"
+        );
+        let mut decode = BatchShape::default();
+        for _ in 0..16 {
+            decode.add_decode(40_000, None);
+        }
+        let (ta, tb) = (
+            bf16.cost_model(None).step_seconds(&decode),
+            fp32.cost_model(None).step_seconds(&decode),
+        );
+        assert!(
+            tb > ta * 1.01,
+            "batch-16 decode {ta} s with bf16 state, {tb} s with fp32"
+        );
+        // A dense model has no such state: the knob changes nothing.
+        let dense = Deployment::preset("qwen3-8b-1xh200").unwrap();
+        let dense32 = dense
+            .clone()
+            .with_overrides("d.yaml", "state_dtype: fp32")
+            .unwrap();
+        assert_eq!(dense.memory_plan().state_bytes_per_seq, 0.0);
+        assert_eq!(dense32.memory_plan().state_bytes_per_seq, 0.0);
+        assert!(
+            Deployment::from_yaml("bad.yaml", "base: qwen3.5-9b-2xl40\nstate_dtype: fp64\n")
+                .unwrap_err()
+                .to_string()
+                .contains("state_dtype")
+        );
+    }
 
     #[test]
     fn presets_are_valid_and_overridable() {
