@@ -18,6 +18,17 @@ fn default_deployment() -> Deployment {
     Deployment::preset("qwen3.5-9b-2xl40").unwrap()
 }
 
+/// Speculative decoding with `k` drafts accepted with probability `acceptance` each.
+fn speculative(method: SpecMethod, k: u32, acceptance: f64) -> Option<Speculative> {
+    Some(Speculative {
+        method,
+        k,
+        acceptance,
+        acceptance_by_kind: Default::default(),
+        draft_params: None,
+    })
+}
+
 #[test]
 fn same_seed_gives_byte_identical_records() {
     let d = default_deployment();
@@ -140,7 +151,7 @@ proptest! {
         d.engine.preemption = if swap { Preemption::Swap } else { Preemption::Recompute };
         d.engine.swap_space_gib = 2.0;
         if spec {
-            d.engine.speculative = Some(Speculative { method: SpecMethod::Mtp, k: 3, acceptance: 0.7, acceptance_by_kind: Default::default(), draft_params: None });
+            d.engine.speculative = speculative(SpecMethod::Mtp, 3, 0.7);
         }
         d.dp = dp;
         d.router = if seed % 2 == 0 { Router::PrefixAware } else { Router::LeastLoaded };
@@ -281,13 +292,7 @@ fn merged_decode_runs_give_the_same_records_as_step_by_step() {
     small.engine.gpu_memory_utilization = 0.33; // a full cache: runs that evict
     variants.push((small, 24, 4));
     let mut spec = default_deployment();
-    spec.engine.speculative = Some(Speculative {
-        method: SpecMethod::Mtp,
-        k: 3,
-        acceptance: 0.7,
-        acceptance_by_kind: Default::default(),
-        draft_params: None,
-    });
+    spec.engine.speculative = speculative(SpecMethod::Mtp, 3, 0.7);
     variants.push((spec.clone(), 12, 5));
     spec.dp = 2;
     spec.router = Router::PrefixAware;
@@ -305,16 +310,10 @@ fn merged_decode_runs_give_the_same_records_as_step_by_step() {
     assert!(cost.request_latency_ns() > 0 && cost.prices_shared_reads());
     variants.push((fitted.clone(), 8, 9));
     let mut fitted_spec = fitted.clone();
-    fitted_spec.engine.speculative = Some(Speculative {
-        method: SpecMethod::Draft,
-        k: 4,
-        acceptance: 0.8,
-        acceptance_by_kind: Default::default(),
-        draft_params: None,
-    });
+    fitted_spec.engine.speculative = speculative(SpecMethod::Draft, 4, 0.8);
     variants.push((fitted_spec, 8, 11));
     let gemma = Deployment::preset("gemma4-e4b-1xl40").unwrap();
-    variants.push((gemma.clone(), 8, 12));
+    variants.push((gemma, 8, 12));
     let mut fitted_dp = fitted;
     fitted_dp.dp = 2;
     fitted_dp.router = Router::RoundRobin;
@@ -352,13 +351,7 @@ fn mean_over_seeds(d: &Deployment, c: u32, f: impl Fn(&serverbench_sim::Summary)
 fn speculative_decoding_lowers_tpot_at_batch_one() {
     let base = default_deployment();
     let mut spec = base.clone();
-    spec.engine.speculative = Some(Speculative {
-        method: SpecMethod::Draft,
-        k: 4,
-        acceptance: 0.9,
-        acceptance_by_kind: Default::default(),
-        draft_params: None,
-    });
+    spec.engine.speculative = speculative(SpecMethod::Draft, 4, 0.9);
     let (t0, t1) = (
         mean_over_seeds(&base, 1, |s| s.tpot_s.p50),
         mean_over_seeds(&spec, 1, |s| s.tpot_s.p50),

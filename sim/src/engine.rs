@@ -846,31 +846,20 @@ impl Replica {
         for &(id, n, prefix) in &self.step {
             let s = &self.seqs[id as usize];
             if Self::is_decode_entry(s, n, prefix) {
-                self.add_decode_entry(&mut b, prefix);
+                match &self.spec {
+                    Some(sp) => b.add_verify(prefix, sp.k, self.window),
+                    None => b.add_decode(prefix, self.window),
+                }
             } else {
                 b.add_prefill(n, prefix, self.window);
             }
         }
-        self.add_draft_passes(&mut b);
-        b
-    }
-
-    /// Adds one decode entry after `context` tokens: a plain decode, or a verify of `k` drafts.
-    #[inline]
-    fn add_decode_entry(&self, b: &mut BatchShape, context: u32) {
-        match &self.spec {
-            Some(sp) => b.add_verify(context, sp.k, self.window),
-            None => b.add_decode(context, self.window),
-        }
-    }
-
-    #[inline]
-    fn add_draft_passes(&self, b: &mut BatchShape) {
         if let Some(sp) = &self.spec {
             if b.decode_seqs > 0 {
                 b.draft_passes = sp.draft_passes();
             }
         }
+        b
     }
 
     /// Tokens a verify step emits for sequence `id` when it still wants `left` tokens: accepted drafts
