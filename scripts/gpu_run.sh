@@ -3,9 +3,10 @@
 # correctness against transformers, the engine's speed table, and replays against the CUDA engine
 # that write step logs for calibration and records for fidelity.
 # Usage (on the GPU machine, from the repo root, with the binary built elsewhere):
-#   BIN=.carry/serverbench OUT=/tmp/out bash scripts/gpu_run.sh [check] [bench] [gemv] [profile] [replay]
+#   BIN=.carry/serverbench OUT=/tmp/out bash scripts/gpu_run.sh [check] [bench] [gemv] [profile] [attn] [replay]
 # gemv: the small-batch decode steps with the weight-streaming kernel limited to 0, 1, 2 and 4 rows
-# (0 = cuBLAS only). profile: Nsight Compute on the attention and GEMV kernels of three steps.
+# (0 = cuBLAS only). attn: each prefill attention kernel in VARIANTS checked and timed (CASES, REPS).
+# profile: Nsight Compute on the attention and GEMV kernels of three steps.
 set -u
 BIN=${BIN:-target/release/serverbench}
 OUT=${OUT:-/tmp/serverbench-gpu}
@@ -39,6 +40,18 @@ for p in $parts; do
           "$OUT/ncu_${k}_${case//:/_}.txt" | head -n 40
       done
       rm -rf "$OUT/ncu_tmp" ;;
+    attn)
+      # each prefill attention kernel (SERVERBENCH_PREFILL_ATTN) checked against transformers, then timed
+      for v in ${VARIANTS:-mma wg wg_pp wg_pipe wg_fa}; do
+        echo "== SERVERBENCH_PREFILL_ATTN=$v"
+        SERVERBENCH_PREFILL_ATTN=$v PYTHONUNBUFFERED=1 timeout 150 python3 scripts/cuda_check.py --bin "$BIN" \
+          --out "$OUT/check_$v" 2>&1 | grep -E "^(case|alone|batch|chunked|prefix)|rror|failed|Traceback" | head -n 12
+        cp "$OUT/check_$v/check.json" "$OUT/check_$v.json" 2>/dev/null
+        SERVERBENCH_PREFILL_ATTN=$v timeout 150 "$BIN" cuda-bench --reps ${REPS:-5} \
+          --cases ${CASES:-prefill:2048:32768,prefill:2048:0,prefill:512:16384,prefill:8192:0,prefill:512:0} \
+          --out "$OUT/bench_$v" 2>&1 | grep prefill
+        cp "$OUT/bench_$v/bench.json" "$OUT/bench_$v.json" 2>/dev/null
+      done ;;
     replay)
       for c in ${CONCURRENCY:-4 16 64}; do
         "$BIN" replay --engine cuda -d qwen3-8b-1xh200 -c "$c" -w "$WINDOW" --no-probe \

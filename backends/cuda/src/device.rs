@@ -13,7 +13,7 @@ use std::sync::Arc;
 /// The kernels' source.
 pub const KERNELS: &str = include_str!("kernels.cu");
 
-const KERNEL_NAMES: [&str; 10] = [
+const KERNEL_NAMES: [&str; 11] = [
     "gather_rows",
     "add_rmsnorm",
     "qk_norm_rope_store",
@@ -21,6 +21,7 @@ const KERNEL_NAMES: [&str; 10] = [
     "attn_decode_partial",
     "attn_decode_reduce",
     "attn_prefill",
+    "attn_prefill_wg",
     "argmax_rows",
     "fill_random",
     "gemv_small",
@@ -31,10 +32,14 @@ const TILE_STRIDE: u32 = 128 + 8;
 /// Dynamic shared memory of the kernels that use more than the default 48 KiB, bytes: the decode
 /// attention holds two chunks of 64 keys (K and V) and a 16-row query tile (`DEC_SMEM`); the prefill
 /// attention two tiles of 32 keys and the query rows of its eight units (`PF_SMEM`).
-pub const DYNAMIC_SMEM: [(&str, u32); 2] = [
+/// The Hopper prefill attention (`WG_SMEM`): 1 KiB of alignment slack, two warpgroups' 64 query rows,
+/// four stages of a 64-key K and V tile, and the stages' two mbarriers.
+pub const DYNAMIC_SMEM: [(&str, u32); 3] = [
     ("attn_decode_partial", (4 * 64 + 16) * TILE_STRIDE * 2),
     ("attn_prefill", (4 * 32 + 8 * 16) * TILE_STRIDE * 2),
+    ("attn_prefill_wg", WG_SMEM),
 ];
+const WG_SMEM: u32 = 1024 + 2 * 64 * 128 * 2 + 4 * 2 * 64 * 128 * 2 + 2 * 4 * 8;
 
 /// Most rows a linear layer may have to run as [`Device::linear`]'s weight-streaming kernel (the kernel's
 /// `GV_MAXT`); more go to cuBLAS.
@@ -85,6 +90,8 @@ pub struct Device {
     /// Linear layers of at most this many rows stream their weights with `gemv_small` instead of cuBLAS
     /// (`SERVERBENCH_GEMV_MAX_ROWS`, 0 to 4; default 1).
     pub gemv_max_rows: u32,
+    /// The prefill attention kernel and its threads per block (`SERVERBENCH_PREFILL_ATTN`).
+    pub prefill_attn: (&'static str, u32),
     /// Streaming multiprocessors (sizes the grid of grid-stride kernels).
     pub sms: u32,
     /// Device name.
@@ -117,7 +124,7 @@ impl Device {
         })??;
         let (major, minor) = ctx.compute_capability()?;
         let arch: &'static str = match (major, minor) {
-            (9, 0) => "compute_90",
+            (9, 0) => "compute_90a",
             (8, 9) => "compute_89",
             (8, 6) => "compute_86",
             (8, 0) => "compute_80",
@@ -169,6 +176,10 @@ impl Device {
             _blas_workspace: workspace,
             kernels,
             gemv_max_rows: gemv_max_rows()?,
+            prefill_attn: parse_prefill_attn(
+                std::env::var("SERVERBENCH_PREFILL_ATTN").ok().as_deref(),
+                arch == "compute_90a",
+            )?,
             sms,
             name,
         })
@@ -359,6 +370,29 @@ fn parse_gemv_max_rows(value: Option<&str>) -> Result<u32> {
     }
 }
 
+/// The prefill attention kernels, by `SERVERBENCH_PREFILL_ATTN` name: `wg` (Hopper's warpgroup MMA with a
+/// producer warpgroup; sm_90 only, the default there) and `mma` (`mma.sync`; any GPU the engine runs on,
+/// the default elsewhere). Kernel and threads per block.
+const PREFILL_ATTN: [(&str, &str, u32); 2] =
+    [("wg", "attn_prefill_wg", 384), ("mma", "attn_prefill", 128)];
+
+fn parse_prefill_attn(value: Option<&str>, hopper: bool) -> Result<(&'static str, u32)> {
+    let want = value
+        .map(str::trim)
+        .unwrap_or(if hopper { "wg" } else { "mma" });
+    let (_, kernel, threads) = PREFILL_ATTN.iter().find(|k| k.0 == want).ok_or_else(|| {
+        CudaError::Config(format!(
+            "SERVERBENCH_PREFILL_ATTN={want}: expected wg or mma"
+        ))
+    })?;
+    if want == "wg" && !hopper {
+        return Err(CudaError::Config(
+            "SERVERBENCH_PREFILL_ATTN=wg: the warpgroup kernel needs an sm_90 GPU (H100, H200); use mma".into(),
+        ));
+    }
+    Ok((kernel, *threads))
+}
+
 /// A kernel argument.
 #[derive(Clone, Copy, Debug)]
 pub enum Arg {
@@ -395,9 +429,19 @@ mod tests {
     /// Compiles the kernels where NVRTC can be loaded (it needs no GPU); says it was skipped otherwise.
     #[test]
     fn kernels_compile_with_nvrtc_when_it_is_installed() {
-        let loaded = std::panic::catch_unwind(|| super::compile_kernels("compute_90"));
+        for arch in ["compute_90", "compute_90a"] {
+            kernels_compile_for(arch);
+        }
+    }
+
+    /// One architecture of the test above; `SERVERBENCH_PTX_DUMP=DIR` keeps the PTX (for `ptxas -v`).
+    fn kernels_compile_for(arch: &'static str) {
+        let loaded = std::panic::catch_unwind(|| super::compile_kernels(arch));
         match loaded {
             Ok(Ok(ptx)) => {
+                if let Ok(dir) = std::env::var("SERVERBENCH_PTX_DUMP") {
+                    std::fs::write(format!("{dir}/{arch}.ptx"), &ptx).unwrap();
+                }
                 for k in super::KERNEL_NAMES {
                     assert!(ptx.contains(k), "{k} missing from the PTX");
                 }
@@ -405,6 +449,10 @@ mod tests {
                     ptx.contains("mma.sync.aligned.m16n8k16"),
                     "the prefill attention uses tensor cores"
                 );
+                if arch == "compute_90a" {
+                    assert!(ptx.contains("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16"));
+                    assert!(ptx.contains("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16"));
+                }
             }
             Ok(Err(e)) => panic!("the kernels do not compile: {e}"),
             Err(_) => eprintln!(
@@ -430,6 +478,26 @@ mod tests {
         }
     }
 
+    /// The prefill attention defaults to the warpgroup kernel on Hopper only, takes either name, and
+    /// names the variable and the choices when the value is bad or the GPU cannot run it.
+    #[test]
+    fn prefill_attention_kernel_follows_the_gpu_and_its_environment_variable() {
+        use super::parse_prefill_attn as pick;
+        assert_eq!(pick(None, true).unwrap(), ("attn_prefill_wg", 384));
+        assert_eq!(pick(None, false).unwrap(), ("attn_prefill", 128));
+        assert_eq!(pick(Some(" mma"), true).unwrap(), ("attn_prefill", 128));
+        let e = pick(Some("wg"), false).unwrap_err().to_string();
+        assert!(
+            e.contains("SERVERBENCH_PREFILL_ATTN") && e.contains("sm_90"),
+            "{e}"
+        );
+        let e = pick(Some("flash"), true).unwrap_err().to_string();
+        assert!(
+            e.contains("SERVERBENCH_PREFILL_ATTN=flash") && e.contains("wg or mma"),
+            "{e}"
+        );
+    }
+
     /// The shared-memory sizes the host asks for are the ones the kernels' tile shapes need.
     #[test]
     fn dynamic_shared_memory_matches_the_kernels_tile_shapes() {
@@ -442,11 +510,20 @@ mod tests {
             "#define DEC_SMEM ((4 * DCH + 16) * KS * 2)",
             "#define PF_SMEM ((4 * BK + PU * 16) * KS * 2)",
             "#define GV_MAXT 4",
+            "#define WBK 64",
+            "#define WST 4",
+            "#define WTILE (WBK * HD * 2)",
+            "#define WQ (64 * HD * 2)",
+            "#define WG_SMEM (1024 + 2 * WQ + WST * 2 * WTILE + 2 * WST * 8)",
         ] {
             assert!(super::KERNELS.contains(line), "kernels.cu lost `{line}`");
         }
         assert_eq!(super::DYNAMIC_SMEM[0].1, (4 * 64 + 16) * 136 * 2);
         assert_eq!(super::DYNAMIC_SMEM[1].1, (4 * 32 + 8 * 16) * 136 * 2);
+        assert_eq!(
+            super::DYNAMIC_SMEM[2].1,
+            1024 + 2 * 16384 + 4 * 2 * 16384 + 64
+        );
         assert_eq!(crate::batch::PREFILL_BLOCK_UNITS, 8);
         assert_eq!(super::GEMV_MAX_ROWS, 4);
     }

@@ -511,6 +511,261 @@ extern "C" __global__ void __launch_bounds__(128, 2) attn_prefill(const bf16* q,
   }
 }
 
+// ---- prefill attention on Hopper (sm_90a): warpgroup MMA, a producer warpgroup, an mbarrier ring ----
+// The same work split as attn_prefill (a block = one KV head and PU units of 16 queries x one query head),
+// in three warpgroups. Warpgroup 0 copies K/V tiles of WBK keys from the paged cache into a ring of WST
+// shared-memory stages (cp.async; each copying thread waits for its own copies WLAG tiles later, fences
+// them for the async proxy and arrives on the stage's "full" barrier). Warpgroups 1 and 2 take four units
+// each (64 rows) and, per tile: S = Q K^T with wgmma from shared memory (m64n64k16), the online softmax in
+// registers, O += P V with P from registers (m64n128k16), then each warp arrives on the stage's "empty"
+// barrier. The two consumer warpgroups are not synchronised with each other, so one's softmax overlaps the
+// other's matrix products. Tiles are stored in the 128-byte swizzled layout wgmma reads without bank
+// conflicts: two halves of 64 dims, one 128-byte line per key (or query row), 16-byte chunk c of line r at
+// position c ^ (r % 8). Every tile is computed by both consumer warpgroups (keys past a row's position are
+// masked), so no wgmma sits on a path ptxas must treat as divergent (it would serialise them). Measured on
+// the H200 against the mma.sync kernel and three variants (turn-taking, next tile's S issued early):
+// docs/cuda-engine.md.
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define WG_ARCH 1
+#endif
+#define WBK 64
+#define WST 4
+#define WLAG 2                  // tiles a producer thread keeps in flight before it signals one
+#define WTILE (WBK * HD * 2)    // bytes of one K or V tile
+#define WQ (64 * HD * 2)        // bytes of one consumer warpgroup's query rows
+#define WG_SMEM (1024 + 2 * WQ + WST * 2 * WTILE + 2 * WST * 8)
+
+__device__ __forceinline__ u32 sw_off(int row, int c) { return ((c >> 3) << 13) | (row << 7) | (((c & 7) ^ (row & 7)) << 4); }
+// Shared-memory matrix descriptor, 128-byte swizzle, 8-row groups 1024 bytes apart.
+__device__ __forceinline__ u64 sw_desc(u32 addr, u32 lbo) {
+  return (u64)((addr & 0x3FFFF) >> 4) | ((u64)(lbo >> 4) << 16) | ((u64)(1024 >> 4) << 32) | (1ull << 62);
+}
+__device__ __forceinline__ void cp_async16s(u32 dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void mbar_init(u32 bar, u32 n) { asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(n)); }
+__device__ __forceinline__ void mbar_arrive(u32 bar) {
+  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
+  asm volatile("{\n.reg .pred p;\nWAIT:\nmbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n@!p bra WAIT;\n}\n" ::"r"(bar), "r"(parity) : "memory");
+}
+__device__ __forceinline__ void named_sync(int id, int n) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
+__device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
+// Keeps the compiler from moving register reads or writes across an asynchronous wgmma's issue or wait.
+template <int N> __device__ __forceinline__ void reg_fence(float* r) {
+#pragma unroll
+  for (int i = 0; i < N; i++) asm volatile("" : "+f"(r[i])::"memory");
+}
+template <int N> __device__ __forceinline__ void reg_fence(u32* r) {
+#pragma unroll
+  for (int i = 0; i < N; i++) asm volatile("" : "+r"(r[i])::"memory");
+}
+// D (64 x 64 fp32, the accumulator layout of m64n64) = A (64 x 16 bf16, K-major in shared memory) * B
+// (16 x 64, K-major in shared memory), + D when acc != 0. Asynchronous: fence, commit and wait around it.
+__device__ __forceinline__ void wg_m64n64_ss(float* d, u64 da, u64 db, int acc) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+               : "l"(da), "l"(db), "r"(acc));
+}
+// D (64 x 128 fp32) += A (64 x 16 bf16 in registers, the m16n8k16 A layout per warp) * B (16 x 128,
+// N-major in shared memory). Asynchronous.
+__device__ __forceinline__ void wg_m64n128_rs(float* d, const u32* a, u64 db) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+}
+
+// Online softmax of one 64-key tile for this thread's two rows (a = gid, b = gid + 8 of its warp's unit):
+// masks keys past the query's position or past kv_len where the tile crosses them, updates m and l,
+// and leaves P (bf16, the A layout of m64nNk16) in pa; returns the factors O must be rescaled by.
+__device__ __forceinline__ void wg_softmax(float* sc, u32 (*pa)[4], float* m, float* l, float2& corr, int k0, int qa,
+    int kv_len, int tig, float scale_log2) {
+  if (k0 + WBK - 1 > qa || k0 + WBK > kv_len) {  // some key of the tile hidden from some row
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        int key = k0 + j * 8 + 2 * tig + (e & 1);
+        if (key > (e < 2 ? qa : qa + 8) || key >= kv_len) sc[4 * j + e] = NEG_INF;
+      }
+  }
+  float ta[4], tb[4];
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    ta[i] = fmaxf(fmaxf(sc[8 * i], sc[8 * i + 1]), fmaxf(sc[8 * i + 4], sc[8 * i + 5]));
+    tb[i] = fmaxf(fmaxf(sc[8 * i + 2], sc[8 * i + 3]), fmaxf(sc[8 * i + 6], sc[8 * i + 7]));
+  }
+  tree_max(ta, 4);
+  tree_max(tb, 4);
+  float mx_a = ta[0], mx_b = tb[0];
+  mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffff, mx_a, 1));
+  mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffff, mx_a, 2));
+  mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffff, mx_b, 1));
+  mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffff, mx_b, 2));
+  float mn_a = fmaxf(m[0], mx_a), mn_b = fmaxf(m[1], mx_b);
+  float use_a = mn_a == NEG_INF ? 0.f : mn_a * scale_log2, use_b = mn_b == NEG_INF ? 0.f : mn_b * scale_log2;
+  corr.x = ex2(m[0] * scale_log2 - use_a);
+  corr.y = ex2(m[1] * scale_log2 - use_b);
+  m[0] = mn_a; m[1] = mn_b;
+#pragma unroll
+  for (int j = 0; j < 8; j++) {
+    sc[4 * j] = ex2(fmaf(sc[4 * j], scale_log2, -use_a)); sc[4 * j + 1] = ex2(fmaf(sc[4 * j + 1], scale_log2, -use_a));
+    sc[4 * j + 2] = ex2(fmaf(sc[4 * j + 2], scale_log2, -use_b)); sc[4 * j + 3] = ex2(fmaf(sc[4 * j + 3], scale_log2, -use_b));
+  }
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    ta[i] = (sc[8 * i] + sc[8 * i + 1]) + (sc[8 * i + 4] + sc[8 * i + 5]);
+    tb[i] = (sc[8 * i + 2] + sc[8 * i + 3]) + (sc[8 * i + 6] + sc[8 * i + 7]);
+  }
+  tree_sum(ta, 4);
+  tree_sum(tb, 4);
+  l[0] = l[0] * corr.x + ta[0];
+  l[1] = l[1] * corr.y + tb[0];
+#pragma unroll
+  for (int kk = 0; kk < 4; kk++) {
+    pa[kk][0] = pack2(sc[8 * kk], sc[8 * kk + 1]);
+    pa[kk][1] = pack2(sc[8 * kk + 2], sc[8 * kk + 3]);
+    pa[kk][2] = pack2(sc[8 * kk + 4], sc[8 * kk + 5]);
+    pa[kk][3] = pack2(sc[8 * kk + 6], sc[8 * kk + 7]);
+  }
+}
+
+__device__ __forceinline__ void wg_rescale(float* o, float2 corr) {
+  if (__any_sync(0xffffffff, corr.x != 1.f || corr.y != 1.f)) {
+#pragma unroll
+    for (int d = 0; d < 16; d++) { o[4 * d] *= corr.x; o[4 * d + 1] *= corr.x; o[4 * d + 2] *= corr.y; o[4 * d + 3] *= corr.y; }
+  }
+}
+
+// S = Q K^T for K/V stage s (eight k-steps of 16 dims; the second 64-dim half is 8 KB further on).
+__device__ __forceinline__ void wg_issue_s(float* sc, u32 qb, u32 kb) {
+  wg_fence();
+#pragma unroll
+  for (int kk = 0; kk < 8; kk++) {
+    u32 off = (kk >> 2) * 8192 + (kk & 3) * 32;
+    wg_m64n64_ss(sc, sw_desc(qb + off, 16), sw_desc(kb + off, 16), kk);
+  }
+  wg_commit();
+}
+
+// O += P V for stage s (four k-steps of 16 keys, 2 KB apart; the 64-dim halves of V are 8 KB apart).
+__device__ __forceinline__ void wg_issue_pv(float* o, u32 (*pa)[4], u32 vb) {
+  reg_fence<64>(o);
+  wg_fence();
+#pragma unroll
+  for (int kk = 0; kk < 4; kk++) wg_m64n128_rs(o, pa[kk], sw_desc(vb + kk * 2048, 8192));
+  wg_commit();
+}
+
+// grid (tiles, hkv), 384 threads, WG_SMEM bytes of dynamic shared memory; arguments as attn_prefill's.
+extern "C" __global__ void __launch_bounds__(384, 1) attn_prefill_wg(const bf16* q, const bf16* kc, const bf16* vc, bf16* out,
+    const int* tile_seq, const int* tile_u0, const int* seq_qstart, const int* seq_qlen, const int* seq_pos0,
+    const int* tables, int max_blocks, int bs, int hq, int hkv, float scale_log2) {
+#ifdef WG_ARCH
+  extern __shared__ __align__(16) unsigned char smem[];
+  u32 base = (smem_addr(smem) + 1023) & ~1023u;
+  u32 qbase = base, kbase = base + 2 * WQ, vbase = kbase + WST * WTILE, full = vbase + WST * WTILE, empty = full + WST * 8;
+  int tid = threadIdx.x, wg = tid >> 7, t128 = tid & 127;
+  int gkv = blockIdx.y, group = hq / hkv;
+  int sq = tile_seq[blockIdx.x], u0 = tile_u0[blockIdx.x];
+  int qstart = seq_qstart[sq], qlen = seq_qlen[sq], pos0 = seq_pos0[sq];
+  const int* table = tables + (long long)sq * max_blocks;
+  int units = ((qlen + 15) >> 4) * group;
+  int kv_len = pos0 + min(((min(u0 + PU, units) - 1) / group + 1) * 16, qlen);
+  int tiles = (kv_len + WBK - 1) / WBK;
+  if (tid == 0) {
+    for (int s = 0; s < WST; s++) { mbar_init(full + 8 * s, 128); mbar_init(empty + 8 * s, 8); }
+  }
+  __syncthreads();
+  if (wg == 0) {  // producer
+    int c = t128 & 15, sh = __ffs(bs) - 1;
+    unsigned stride = (unsigned)hkv * HD;
+    const bf16* kb = kc + gkv * HD + c * 8;
+    const bf16* vb = vc + gkv * HD + c * 8;
+    for (int t = 0; t < tiles; t++) {
+      int s = t % WST, k0 = t * WBK;
+      if (t >= WST) mbar_wait(empty + 8 * s, ((t / WST) - 1) & 1);
+#pragma unroll
+      for (int i = 0; i < WBK / 8; i++) {
+        int key = (t128 >> 4) + 8 * i, kp = k0 + key, kq = min(kp, kv_len - 1);
+        unsigned off = (((unsigned)table[kq >> sh] << sh) | (unsigned)(kq & (bs - 1))) * stride;
+        u32 so = sw_off(key, c);
+        cp_async16s(kbase + s * WTILE + so, kb + off, kp < kv_len);
+        cp_async16s(vbase + s * WTILE + so, vb + off, kp < kv_len);
+      }
+      cp_async_commit();
+      if (t >= WLAG) {
+        cp_async_wait<WLAG>();
+        fence_async_smem();
+        mbar_arrive(full + 8 * ((t - WLAG) % WST));
+      }
+    }
+    cp_async_wait<0>();
+    fence_async_smem();
+    for (int t = max(0, tiles - WLAG); t < tiles; t++) mbar_arrive(full + 8 * (t % WST));
+    return;
+  }
+  int g = wg - 1, warp = t128 >> 5, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
+  int u = u0 + 4 * g + warp, tg = u / group;
+  bool active = u < units;
+  int h = gkv * group + (u - tg * group), row0 = tg * 16;
+  int qa = pos0 + row0 + gid;  // this thread's first row's position (the second is qa + 8)
+  u32 qb = qbase + g * WQ;
+#pragma unroll
+  for (int i = 0; i < 8; i++) {
+    int idx = t128 + 128 * i, r = idx >> 4, c = idx & 15;
+    int uu = u0 + 4 * g + (r >> 4), ttg = uu / group, hh = gkv * group + (uu - ttg * group), row = ttg * 16 + (r & 15);
+    bool ok = uu < units && row < qlen;
+    cp_async16s(qb + sw_off(r, c), q + ((long long)(qstart + (ok ? row : 0)) * hq + (ok ? hh : 0)) * HD + c * 8, ok);
+  }
+  cp_async_commit();
+  cp_async_wait<0>();
+  fence_async_smem();
+  named_sync(1 + g, 128);  // this warpgroup's query rows are in place
+  float o[64];
+#pragma unroll
+  for (int i = 0; i < 64; i++) o[i] = 0.f;
+  float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.f, 0.f};
+  u32 pa[4][4];
+  for (int t = 0; t < tiles; t++) {
+    int s = t % WST, k0 = t * WBK;
+    mbar_wait(full + 8 * s, (t / WST) & 1);
+    float sc[32];
+    wg_issue_s(sc, qb, kbase + s * WTILE);
+    wg_wait<0>();
+    reg_fence<32>(sc);
+    float2 corr;
+    wg_softmax(sc, pa, m, l, corr, k0, qa, kv_len, tig, scale_log2);
+    wg_rescale(o, corr);
+    wg_issue_pv(o, pa, vbase + s * WTILE);
+    wg_wait<0>();
+    reg_fence<64>(o);
+    reg_fence<16>(&pa[0][0]);
+    __syncwarp();
+    if (lane == 0) mbar_arrive(empty + 8 * s);
+  }
+  if (!active) return;
+  float la = l[0], lb = l[1];
+  la += __shfl_xor_sync(0xffffffff, la, 1); la += __shfl_xor_sync(0xffffffff, la, 2);
+  lb += __shfl_xor_sync(0xffffffff, lb, 1); lb += __shfl_xor_sync(0xffffffff, lb, 2);
+  int ra = row0 + gid, rbw = ra + 8;
+  bf16* oa = out + ((long long)(qstart + ra) * hq + h) * HD + 2 * tig;
+  bf16* ob = out + ((long long)(qstart + rbw) * hq + h) * HD + 2 * tig;
+#pragma unroll
+  for (int d = 0; d < 16; d++) {
+    if (ra < qlen) *(__nv_bfloat162*)(oa + d * 8) = __floats2bfloat162_rn(o[4 * d] / la, o[4 * d + 1] / la);
+    if (rbw < qlen) *(__nv_bfloat162*)(ob + d * 8) = __floats2bfloat162_rn(o[4 * d + 2] / lb, o[4 * d + 3] / lb);
+  }
+#endif
+}
+
+
 // ---- small-batch linear layer (decode): y[t, n] = x[t, :] · w[n, :] for T <= GV_MAXT rows ----
 // x (T x K bf16) is staged once per block in dynamic shared memory; the block's 8 warps then take
 // output rows in turn (grid-stride, the grid sized to the GPU), each streaming its weight row with

@@ -379,10 +379,11 @@ impl Model {
                 ],
             )?;
             if p.prefill_seqs > 0 {
+                let (kernel, threads) = dev.prefill_attn;
                 dev.launch(
-                    "attn_prefill",
+                    kernel,
                     (p.tiles, hkv, 1),
-                    128,
+                    threads,
                     &[
                         Arg::Ptr(a.q.ptr),
                         Arg::Ptr(kc),
