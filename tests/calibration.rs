@@ -184,9 +184,9 @@ fn ttft_offset_ms(profile: &std::path::Path, dir: &std::path::Path) -> f64 {
             }
         }
     }
-    assert_eq!(diffs.len(), 228, "requests completed in both");
+    assert_eq!(diffs.len(), 246, "requests completed in both");
     diffs.sort_by(f64::total_cmp);
-    (diffs[113] + diffs[114]) / 2.0
+    (diffs[122] + diffs[123]) / 2.0
 }
 
 /// The shipped profile's request latency is where the fit's replays put it (docs/calibration.md): with
@@ -196,7 +196,7 @@ fn the_request_latency_reproduces_from_the_fit_replays() {
     let dir = std::env::temp_dir().join(format!("sb-latency-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let shipped = Profile::preset("h200-qwen3-8b-cuda").unwrap();
-    assert_eq!(shipped.request_latency_s, 0.0045);
+    assert_eq!(shipped.request_latency_s, 0.0025);
     let write = |name: &str, p: &Profile| {
         let path = dir.join(name);
         std::fs::write(&path, serde_yaml::to_string(p).unwrap()).unwrap();
@@ -209,7 +209,7 @@ fn the_request_latency_reproduces_from_the_fit_replays() {
         ..shipped
     };
     let without = ttft_offset_ms(&write("none.yaml", &none), &dir.join("none"));
-    assert!(without > 5.0, "median offset {without} ms without it");
+    assert!(without > 3.0, "median offset {without} ms without it");
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -240,7 +240,7 @@ fn calibrate_names_the_line_and_field_of_a_bad_step_log() {
 /// step, within the errors docs/calibration.md reports; a profile that is neither preset nor file is named.
 #[test]
 fn calibrate_check_reports_the_shipped_profile_on_held_out_steps() {
-    let log = repo("docs/fidelity/levels-60s/real/c8_s0/steps.jsonl.gz");
+    let log = repo("docs/fidelity/levels/real/c8_s0/steps.jsonl.gz");
     let check = |profile: &str| {
         serverbench([
             OsStr::new("calibrate"),
@@ -263,9 +263,9 @@ fn calibrate_check_reports_the_shipped_profile_on_held_out_steps() {
             .collect()
     };
     let all = row("all steps");
-    assert_eq!(all[0], 5089.0, "{text}");
-    // Session 5's profile (the previous prefill kernel, no shared-read term) is 0.91 % / 2.52 % here; the
-    // profile fitted before session 5's kernels was 86 % off (median).
+    assert_eq!(all[0], 10412.0, "{text}");
+    // 1.54 % / 3.07 % (docs/fidelity.md); session 6's profile, fitted to the previous prefill kernel,
+    // predicts this run's prefill steps 38-86 % slow (median per class).
     assert!(all[2] < 2.0 && all[3] < 4.0, "{text}");
     // Decode steps by batch size partition the decode-only steps.
     let by_batch: f64 = ["1", "2-8", "9-32", "> 32"]
@@ -276,7 +276,7 @@ fn calibrate_check_reports_the_shipped_profile_on_held_out_steps() {
     assert_eq!(by_batch, row("decode only")[0], "{text}");
     assert!(row("decode batch 2-8")[0] > 1000.0, "{text}");
     let mid = row("prefill 513-2048");
-    assert!(mid[2] < 5.0 && mid[3] < 12.0, "{text}");
+    assert!(mid[2] < 8.0 && mid[3] < 15.0, "{text}");
     // --per-step writes one CSV row per step whose error column is (predicted − measured) / measured.
     let csv = std::env::temp_dir().join(format!("sb-per-step-{}.csv", std::process::id()));
     stdout(&serverbench([
@@ -295,7 +295,7 @@ fn calibrate_check_reports_the_shipped_profile_on_held_out_steps() {
     let rows: Vec<Vec<f64>> = lines
         .map(|l| l.split(',').map(|v| v.parse().unwrap()).collect())
         .collect();
-    assert_eq!(rows.len(), 5089);
+    assert_eq!(rows.len(), 10412);
     let (m, p, e) = (col("measured_ms"), col("predicted_ms"), col("error_pct"));
     for r in &rows {
         assert!((r[e] - 100.0 * (r[p] - r[m]) / r[m]).abs() < 0.01, "{r:?}");
@@ -351,7 +351,7 @@ fn compare_reproduces_the_documented_fidelity_from_stored_measurements() {
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("compare.json")).unwrap()).unwrap();
     let rho = v["seed_rankings"][0]["spearman_d"].as_f64().unwrap();
-    assert!((rho - 1.0).abs() < 5e-4, "Spearman {rho}");
+    assert!((rho - 0.976).abs() < 5e-4, "Spearman {rho}");
     assert!(rho >= 0.9, "the seed-screening target");
     // The simulated side is deterministic: the table in the docs is exactly what the tool prints.
     let fresh = std::fs::read_to_string(dir.join("compare.md")).unwrap();

@@ -114,6 +114,64 @@ fn replay_against_the_emulator_agrees_with_the_simulator() {
     );
 }
 
+/// A request over the context limit is not sent to a real server either: it fails as
+/// `context_overflow` at once, as in the simulator (a server would answer it with an HTTP 400, which
+/// the replay counted as an error until a 56K-token request of the H200 fidelity runs showed it).
+#[test]
+fn requests_over_the_context_limit_fail_as_overflow_against_a_server_too() {
+    let _guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut d = Deployment::preset("gemma4-e4b-1xl40").unwrap();
+    d.context_limit = 30_000;
+    let text = "{\"timestamp\": 0, \"input_length\": 40000, \"output_length\": 5, \"hash_ids\": []}\n\
+                {\"timestamp\": 0, \"input_length\": 4000, \"output_length\": 5, \"hash_ids\": []}\n";
+    let trace = serverbench_workloads::parse_trace("m.jsonl", text, None).unwrap();
+    let run = RunConfig::new(1, 0, 20.0);
+    let sim = simulate(&d, &d.cost_model(None), &trace, &run).unwrap();
+    let real = runtime().block_on(async {
+        let cfg = ServeConfig {
+            deployment: d.clone(),
+            cost: d.cost_model(None),
+            time_scale: 10.0,
+            model_name: "m".into(),
+            vocab: 262_144,
+            cuda: None,
+        };
+        let url = spawn_local(cfg).await.unwrap();
+        let real_cfg = RealConfig {
+            run,
+            time_scale: 10.0,
+            vocab: Vocab::new(100, 262_144).unwrap(),
+        };
+        run_real(
+            &d,
+            &trace,
+            client(&url, Duration::from_secs(30)),
+            &real_cfg,
+            &mut RecordSink::new(None).unwrap(),
+            &|_| {},
+        )
+        .await
+        .unwrap()
+    });
+    assert!(
+        real.client.errors_by_kind.is_empty(),
+        "{:?}",
+        real.client.errors_by_kind
+    );
+    let long: Vec<&Record> = real
+        .records
+        .iter()
+        .filter(|r| r.input_tokens == 40_000)
+        .collect();
+    assert!(!long.is_empty());
+    assert!(long
+        .iter()
+        .all(|r| r.outcome == Outcome::ContextOverflow && r.first_token_ns.is_none()));
+    assert!(real.summary.completed > 0);
+    assert_eq!(real.summary.context_overflow, long.len());
+    assert!(sim.summary.context_overflow > 0);
+}
+
 /// A server that fails on purpose, one way per request in turn.
 fn faulty_router(counter: Arc<AtomicU64>) -> Router {
     Router::new().route(

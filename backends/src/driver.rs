@@ -162,6 +162,20 @@ pub async fn run_real(
             let (due, h) = queue.pop().expect("peeked");
             let tag = records.len();
             records.push(dispatch(&replay, h, clock.now()));
+            if overflows(replay.request(h), d.context_limit) {
+                // As in the simulator: never sent, failed as `context_overflow` at once.
+                let rec = &mut records[tag];
+                rec.outcome = Outcome::ContextOverflow;
+                rec.finish_ns = Some(rec.send_ns);
+                sink.write(rec)?;
+                replay.complete(h, Time(queue.now().0), &mut ready);
+                for r in ready.drain(..) {
+                    queue
+                        .schedule(r.at, r.handle)
+                        .expect("ready times follow the completion");
+                }
+                continue;
+            }
             dues.insert(tag, due.0);
             let (tree, index) = replay.tree(h.lane);
             let tree = tree.clone();
@@ -289,6 +303,12 @@ fn request_body(
     );
     bodies.lock().expect("body cache").insert(key, cache);
     body
+}
+
+/// A request whose prompt and output together pass the deployment's context limit (the server would
+/// refuse it).
+fn overflows(req: &serverbench_workloads::Request, context_limit: u32) -> bool {
+    req.input_tokens as u64 + req.output_tokens as u64 > context_limit as u64
 }
 
 fn dispatch(replay: &Replay<'_>, h: Handle, now: u64) -> Record {
