@@ -31,7 +31,8 @@ for p in $parts; do
     profile)
       NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu | head -n 1)
       sections="--section SpeedOfLight --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis"
-      for spec in attn_prefill:prefill:2048:32768 attn_prefill:prefill:2048:0 attn_decode_partial:decode:16:32768 gemv_small:decode:1:4096; do
+      # the prefill attention of an sm_90 GPU is attn_prefill_wg (SERVERBENCH_PREFILL_ATTN=mma: attn_prefill)
+      for spec in attn_prefill_wg:prefill:2048:32768 attn_prefill_wg:prefill:2048:0 attn_decode_partial:decode:16:32768 gemv_small:decode:1:4096; do
         k=${spec%%:*}; case=${spec#*:}
         echo "== $k in $case"
         "$NCU" --clock-control none --kernel-name "$k" --launch-skip 2 --launch-count 1 $sections \
