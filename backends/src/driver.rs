@@ -162,7 +162,7 @@ pub async fn run_real(
             let (due, h) = queue.pop().expect("peeked");
             let tag = records.len();
             records.push(dispatch(&replay, h, clock.now()));
-            if overflows(replay.request(h), d.context_limit) {
+            if replay.request(h).overflows(d.context_limit) {
                 // As in the simulator: never sent, failed as `context_overflow` at once.
                 let rec = &mut records[tag];
                 rec.outcome = Outcome::ContextOverflow;
@@ -303,12 +303,6 @@ fn request_body(
     );
     bodies.lock().expect("body cache").insert(key, cache);
     body
-}
-
-/// A request whose prompt and output together pass the deployment's context limit (the server would
-/// refuse it).
-fn overflows(req: &serverbench_workloads::Request, context_limit: u32) -> bool {
-    req.input_tokens as u64 + req.output_tokens as u64 > context_limit as u64
 }
 
 fn dispatch(replay: &Replay<'_>, h: Handle, now: u64) -> Record {

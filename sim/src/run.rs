@@ -229,8 +229,7 @@ impl Sim<'_> {
         let (_, index) = self.replay.tree(h.lane);
         let req = self.replay.request(h);
         let tag = self.records.len() as u64;
-        let overflow = req.input_tokens as u64 + req.output_tokens as u64
-            > self.deployment.context_limit as u64;
+        let overflow = req.overflows(self.deployment.context_limit);
         let mut record = Record::sent(index, h.lane, 0, req, t.0);
         if overflow {
             record.outcome = Outcome::ContextOverflow;

@@ -127,6 +127,12 @@ impl Request {
     pub fn tail_tokens(&self, block_size: u32) -> u32 {
         self.input_tokens - self.blocks.len() as u32 * block_size
     }
+
+    /// Whether prompt and output together pass `context_limit` tokens: such a request is never sent, by
+    /// the simulator or by a real replay, and fails as a context overflow.
+    pub fn overflows(&self, context_limit: u32) -> bool {
+        self.input_tokens as u64 + self.output_tokens as u64 > context_limit as u64
+    }
 }
 
 /// Why a tree is not valid.

@@ -643,7 +643,7 @@ __device__ __forceinline__ void wg_rescale(float* o, float2 corr) {
   }
 }
 
-// S = Q K^T for K/V stage s (eight k-steps of 16 dims; the second 64-dim half is 8 KB further on).
+// S = Q K^T from the query rows at qb and a K tile at kb (eight k-steps of 16 dims; the second 64-dim half is 8 KB further on).
 __device__ __forceinline__ void wg_issue_s(float* sc, u32 qb, u32 kb) {
   wg_fence();
 #pragma unroll
@@ -654,7 +654,7 @@ __device__ __forceinline__ void wg_issue_s(float* sc, u32 qb, u32 kb) {
   wg_commit();
 }
 
-// O += P V for stage s (four k-steps of 16 keys, 2 KB apart; the 64-dim halves of V are 8 KB apart).
+// O += P V with the V tile at vb (four k-steps of 16 keys, 2 KB apart; the 64-dim halves of V are 8 KB apart).
 __device__ __forceinline__ void wg_issue_pv(float* o, u32 (*pa)[4], u32 vb) {
   reg_fence<64>(o);
   wg_fence();
@@ -764,7 +764,6 @@ extern "C" __global__ void __launch_bounds__(384, 1) attn_prefill_wg(const bf16*
   }
 #endif
 }
-
 
 // ---- small-batch linear layer (decode): y[t, n] = x[t, :] · w[n, :] for T <= GV_MAXT rows ----
 // x (T x K bf16) is staged once per block in dynamic shared memory; the block's 8 warps then take
