@@ -43,7 +43,7 @@ for p in $parts; do
       rm -rf "$OUT/ncu_tmp" ;;
     attn)
       # each prefill attention kernel (SERVERBENCH_PREFILL_ATTN) checked against transformers, then timed
-      for v in ${VARIANTS:-mma wg wg_pp wg_pipe wg_fa}; do
+      for v in ${VARIANTS:-wg mma}; do
         echo "== SERVERBENCH_PREFILL_ATTN=$v"
         SERVERBENCH_PREFILL_ATTN=$v PYTHONUNBUFFERED=1 timeout 150 python3 scripts/cuda_check.py --bin "$BIN" \
           --out "$OUT/check_$v" 2>&1 | grep -E "^(case|alone|batch|chunked|prefix)|rror|failed|Traceback" | head -n 12
