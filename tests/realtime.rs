@@ -7,11 +7,12 @@ use axum::response::Response;
 use axum::routing::post;
 use axum::Router;
 use serverbench_backends::{
-    run_real, spawn_local, Api, ClientConfig, HttpClient, RealConfig, RecordSink, ServeConfig,
+    run_real, spawn_local, Api, ClientConfig, HttpClient, RealConfig, RealOutput, RecordSink,
+    ServeConfig,
 };
 use serverbench_sim::{simulate, Deployment, Outcome, Record, RunConfig, StartMode};
 use serverbench_workloads::tokens::Vocab;
-use serverbench_workloads::{Generator, WorkloadSpec};
+use serverbench_workloads::{Generator, TreeSource, WorkloadSpec};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -44,6 +45,39 @@ fn rel(a: f64, b: f64) -> f64 {
     (a - b).abs() / b.abs().max(1e-12)
 }
 
+/// Replays `source` for `run` against `serve` of deployment `d` on loopback at 10 × real time.
+async fn replay_against_the_emulator(
+    d: &Deployment,
+    source: &dyn TreeSource,
+    run: RunConfig,
+    vocab: u32,
+) -> RealOutput {
+    let cfg = ServeConfig {
+        deployment: d.clone(),
+        cost: d.cost_model(None),
+        time_scale: 10.0,
+        model_name: "m".into(),
+        vocab,
+        cuda: None,
+    };
+    let url = spawn_local(cfg).await.unwrap();
+    let real_cfg = RealConfig {
+        run,
+        time_scale: 10.0,
+        vocab: Vocab::new(100, vocab).unwrap(),
+    };
+    run_real(
+        d,
+        source,
+        client(&url, Duration::from_secs(30)),
+        &real_cfg,
+        &mut RecordSink::new(None).unwrap(),
+        &|_| {},
+    )
+    .await
+    .unwrap()
+}
+
 #[test]
 fn replay_against_the_emulator_agrees_with_the_simulator() {
     let _guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -59,32 +93,7 @@ fn replay_against_the_emulator_agrees_with_the_simulator() {
     // read 8.7-11.5 % low in three runs in a row): 480 s, up to three attempts, every report printed.
     let mut reports = Vec::new();
     for _attempt in 0..3 {
-        let real = rt.block_on(async {
-            let cfg = ServeConfig {
-                deployment: d.clone(),
-                cost: d.cost_model(None),
-                time_scale: 10.0,
-                model_name: "m".into(),
-                vocab: 248_320,
-                cuda: None,
-            };
-            let url = spawn_local(cfg).await.unwrap();
-            let real_cfg = RealConfig {
-                run,
-                time_scale: 10.0,
-                vocab: Vocab::new(100, 248_320).unwrap(),
-            };
-            run_real(
-                &d,
-                &g,
-                client(&url, Duration::from_secs(30)),
-                &real_cfg,
-                &mut RecordSink::new(None).unwrap(),
-                &|_| {},
-            )
-            .await
-            .unwrap()
-        });
+        let real = rt.block_on(replay_against_the_emulator(&d, &g, run, 248_320));
         assert_eq!(
             real.client.errors_by_kind.len(),
             0,
@@ -127,32 +136,7 @@ fn requests_over_the_context_limit_fail_as_overflow_against_a_server_too() {
     let trace = serverbench_workloads::parse_trace("m.jsonl", text, None).unwrap();
     let run = RunConfig::new(1, 0, 20.0);
     let sim = simulate(&d, &d.cost_model(None), &trace, &run).unwrap();
-    let real = runtime().block_on(async {
-        let cfg = ServeConfig {
-            deployment: d.clone(),
-            cost: d.cost_model(None),
-            time_scale: 10.0,
-            model_name: "m".into(),
-            vocab: 262_144,
-            cuda: None,
-        };
-        let url = spawn_local(cfg).await.unwrap();
-        let real_cfg = RealConfig {
-            run,
-            time_scale: 10.0,
-            vocab: Vocab::new(100, 262_144).unwrap(),
-        };
-        run_real(
-            &d,
-            &trace,
-            client(&url, Duration::from_secs(30)),
-            &real_cfg,
-            &mut RecordSink::new(None).unwrap(),
-            &|_| {},
-        )
-        .await
-        .unwrap()
-    });
+    let real = runtime().block_on(replay_against_the_emulator(&d, &trace, run, 262_144));
     assert!(
         real.client.errors_by_kind.is_empty(),
         "{:?}",

@@ -130,6 +130,7 @@ impl Request {
 
     /// Whether prompt and output together pass `context_limit` tokens: such a request is never sent, by
     /// the simulator or by a real replay, and fails as a context overflow.
+    #[inline]
     pub fn overflows(&self, context_limit: u32) -> bool {
         self.input_tokens as u64 + self.output_tokens as u64 > context_limit as u64
     }
