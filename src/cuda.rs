@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serverbench_backends::{prompt_blocks, CudaServe};
 use serverbench_cuda::bench::{self, BenchCase, Ceilings};
 use serverbench_cuda::{Capacity, CudaEngine, Device, Model, ModelConfig, Weights};
-use serverbench_sim::{EngineConfig, Replica, SeqEvent, SeqInput};
+use serverbench_sim::{EngineConfig, Replica, ReplicaOptions, SeqEvent, SeqInput};
 use serverbench_workloads::RequestKind;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -162,8 +162,7 @@ pub fn check(a: CudaCheckArgs) -> Result<()> {
             max_num_seqs: 64,
             ..EngineConfig::default()
         };
-        let mut replica =
-            Replica::paged(&ecfg, cap.num_blocks as u64, 0).map_err(|e| anyhow!(e))?;
+        let mut replica = Replica::paged(&ecfg, cap.num_blocks as u64, ReplicaOptions::default())?;
         let mut engine = CudaEngine::new(model, None);
         let mut results: Vec<serde_json::Value> = Vec::new();
         let mut events = Vec::new();

@@ -29,7 +29,7 @@ pub fn serve(a: ServeArgs) -> Result<()> {
     if !(a.time_scale > 0.0 && a.time_scale.is_finite()) {
         bail!("--time-scale: must be a positive number");
     }
-    serverbench_sim::Replica::new(&d, 0)?;
+    serverbench_sim::Replica::new(&d, serverbench_sim::ReplicaOptions::default())?;
     let model = a.model.clone().unwrap_or_else(|| d.model.clone());
     let cuda = crate::cuda::serve_setup(&a.engine, &model)?;
     let vocab = cuda

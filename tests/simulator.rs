@@ -147,7 +147,7 @@ proptest! {
         d.engine.max_num_batched_tokens = budget;
         d.engine.max_num_seqs = max_seqs;
         d.engine.prefix_caching = caching;
-        d.engine.policy = if sglang { Policy::Sglang } else { Policy::Vllm };
+        d.engine.policy = if sglang { Policy::SGLANG } else { Policy::VLLM };
         d.engine.preemption = if swap { Preemption::Swap } else { Preemption::Recompute };
         d.engine.swap_space_gib = 2.0;
         if spec {
@@ -233,7 +233,7 @@ fn the_summary_agrees_with_the_records() {
 fn an_engine_too_small_for_one_request_fails_at_start_with_the_numbers() {
     let mut d = default_deployment();
     d.engine.gpu_memory_utilization = 0.3;
-    let e = serverbench_sim::Replica::new(&d, 0)
+    let e = serverbench_sim::Replica::new(&d, serverbench_sim::ReplicaOptions::default())
         .err()
         .expect("a 1M-token context does not fit in 30 % of an L40");
     let msg = e.to_string();
@@ -244,7 +244,7 @@ fn an_engine_too_small_for_one_request_fails_at_start_with_the_numbers() {
         "{msg}"
     );
     d.engine.gpu_memory_utilization = 0.15;
-    let msg = serverbench_sim::Replica::new(&d, 0)
+    let msg = serverbench_sim::Replica::new(&d, serverbench_sim::ReplicaOptions::default())
         .err()
         .unwrap()
         .to_string();
@@ -301,7 +301,7 @@ fn merged_decode_runs_give_the_same_records_as_step_by_step() {
     capped.engine.max_num_seqs = 4;
     variants.push((capped, 12, 7));
     let mut sglang = default_deployment();
-    sglang.engine.policy = Policy::Sglang;
+    sglang.engine.policy = Policy::SGLANG;
     variants.push((sglang, 12, 8));
     // The fitted H200 profile: requests reach the engine after its front-end latency, and decode steps
     // count their shared prefix re-reads.
@@ -416,7 +416,7 @@ fn swap_beats_recompute_with_a_fast_host_link_and_long_contexts() {
 fn sglang_policy_trades_decode_smoothness_for_prefill_priority() {
     let vllm = default_deployment();
     let mut sglang = vllm.clone();
-    sglang.engine.policy = Policy::Sglang;
+    sglang.engine.policy = Policy::SGLANG;
     let s = run(&sglang, &RunConfig::new(8, 0, 600.0)).summary;
     let v = run(&vllm, &RunConfig::new(8, 0, 600.0)).summary;
     assert!(s.requests > 100 && s.prefix_hit_rate > 0.9);

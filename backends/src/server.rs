@@ -12,7 +12,7 @@ use axum::serve::ListenerExt;
 use axum::{Json, Router};
 use serde_json::{json, Value};
 use serverbench_calibration::CostModel;
-use serverbench_sim::{Deployment, Replica, SeqEvent, SeqInput};
+use serverbench_sim::{Deployment, Replica, ReplicaOptions, SeqEvent, SeqInput};
 use serverbench_workloads::hash::mix2;
 use serverbench_workloads::{Blocks, RequestKind};
 use std::collections::HashMap;
@@ -167,9 +167,12 @@ pub async fn spawn_local(cfg: ServeConfig) -> std::io::Result<String> {
 }
 
 fn router(cfg: ServeConfig) -> Result<Router, String> {
-    let mut replica = Replica::new(&cfg.deployment, 0).map_err(|e| e.to_string())?;
-    replica.report_tokens = true;
-    replica.count_shared_reads = cfg.cost.prices_shared_reads();
+    let opts = ReplicaOptions {
+        report_tokens: true,
+        count_shared_reads: cfg.cost.prices_shared_reads(),
+        ..ReplicaOptions::default()
+    };
+    let replica = Replica::new(&cfg.deployment, opts).map_err(|e| e.to_string())?;
     let (tx, rx) = std_mpsc::channel();
     let metrics = Arc::new(Mutex::new(Metrics::default()));
     let (cost, scale, m2) = (cfg.cost.clone(), cfg.time_scale, metrics.clone());
@@ -218,8 +221,11 @@ fn cuda_engine(
     blocks: u64,
 ) -> Result<(Replica, serverbench_cuda::CudaEngine), String> {
     use serverbench_cuda::{Capacity, CudaEngine, Device, Model};
-    let mut replica = Replica::paged(&d.engine, blocks, 0)?;
-    replica.report_tokens = true;
+    let opts = ReplicaOptions {
+        report_tokens: true,
+        ..ReplicaOptions::default()
+    };
+    let replica = Replica::paged(&d.engine, blocks, opts).map_err(|e| e.to_string())?;
     let cap = Capacity {
         num_blocks: blocks as u32,
         block_size: d.engine.block_size,

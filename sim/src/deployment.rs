@@ -8,16 +8,7 @@ use serverbench_calibration::{
 };
 use serverbench_workloads::RequestKind;
 
-/// Scheduler policy.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Policy {
-    /// vLLM: decode first, then prefill chunks in arrival order; recompute preemption of the newest request.
-    Vllm,
-    /// SGLang: radix prefix cache, waiting queue ordered by longest cached prefix, conservative admission
-    /// that reserves room for the decode tokens still to come, and prefill batches ahead of decode batches.
-    Sglang,
-}
+pub use crate::engine::Policy;
 
 /// How a preempted request gives back its KV.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -132,7 +123,8 @@ pub enum Router {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EngineConfig {
-    /// Scheduler policy.
+    /// Scheduler policy (a name from the policy registry).
+    #[serde(default)]
     pub policy: Policy,
     /// Tokens per KV block.
     pub block_size: u32,
@@ -167,21 +159,10 @@ fn default_new_token_ratio() -> f64 {
     0.7
 }
 
-impl EngineConfig {
-    /// Token budget and sequence cap a policy uses when the file does not set them:
-    /// vLLM 8192 / 256; SGLang 4096 (its chunked-prefill size on 40–60 GB GPUs) / 1024.
-    pub fn policy_budgets(policy: Policy) -> (u32, u32) {
-        match policy {
-            Policy::Vllm => (8192, 256),
-            Policy::Sglang => (4096, 1024),
-        }
-    }
-}
-
 impl Default for EngineConfig {
     fn default() -> Self {
         EngineConfig {
-            policy: Policy::Vllm,
+            policy: Policy::VLLM,
             block_size: 16,
             max_num_batched_tokens: 8192,
             max_num_seqs: 256,
@@ -569,12 +550,14 @@ impl Deployment {
 
 /// When an engine override names a policy but not its budgets, fills in that policy's defaults.
 fn apply_policy_budgets(engine: &mut serde_yaml::Value) {
-    let policy = match engine.get("policy").and_then(|p| p.as_str()) {
-        Some("sglang") => Policy::Sglang,
-        Some("vllm") => Policy::Vllm,
-        _ => return,
+    let Some(policy) = engine
+        .get("policy")
+        .and_then(|p| p.as_str())
+        .and_then(Policy::named)
+    else {
+        return;
     };
-    let (tokens, seqs) = EngineConfig::policy_budgets(policy);
+    let (tokens, seqs) = policy.get().default_budgets();
     if let serde_yaml::Value::Mapping(m) = engine {
         for (k, v) in [("max_num_batched_tokens", tokens), ("max_num_seqs", seqs)] {
             m.entry(k.into()).or_insert(v.into());

@@ -39,7 +39,11 @@ pub use deployment::{
     Speculative, DEFAULT_DEPLOYMENT,
 };
 pub use des::{EventQueue, PastError, Time};
-pub use engine::{CapacityError, Replica, SeqEvent, SeqInput, StepEntry, StepSample};
+pub use engine::{
+    Admission, CapacityError, DecodeBudget, EngineStats, PagingError, Replica, ReplicaOptions,
+    RunBounds, SchedulingPolicy, SeqEvent, SeqId, SeqInput, SeqProgress, Shortage, StepBuilder,
+    StepEntry, StepSample,
+};
 pub use replay::{Handle, Ready, Replay, ReplayConfig, StartMode};
 pub use run::{simulate, RunConfig, RunOutput};
 pub use scan::{scan, Offer, Unbounded};

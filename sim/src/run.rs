@@ -4,7 +4,9 @@
 use crate::deployment::Deployment;
 use crate::deployment::Router;
 use crate::des::{EventQueue, Time};
-use crate::engine::{CapacityError, EngineStats, Replica, SeqEvent, SeqInput, StepSample};
+use crate::engine::{
+    CapacityError, EngineStats, Replica, ReplicaOptions, RunBounds, SeqEvent, SeqInput, StepSample,
+};
 use crate::replay::{Handle, Ready, Replay, ReplayConfig, StartMode};
 use crate::score::{summarise, Outcome, Record, Summary};
 use serverbench_calibration::CostModel;
@@ -108,12 +110,13 @@ pub fn simulate(
 ) -> Result<RunOutput, CapacityError> {
     let mut replicas = Vec::new();
     for r in 0..deployment.dp {
-        let mut replica = Replica::new(deployment, mix2(cfg.seed, r as u64))?;
-        replica.count_shared_reads = cost.prices_shared_reads();
-        if cfg.timeline {
-            replica.timeline = Some(Vec::new());
-        }
-        replicas.push(replica);
+        let opts = ReplicaOptions {
+            seed: mix2(cfg.seed, r as u64),
+            report_tokens: false,
+            count_shared_reads: cost.prices_shared_reads(),
+            timeline: cfg.timeline,
+        };
+        replicas.push(Replica::new(deployment, opts)?);
     }
     let mut sim = Sim {
         audit: cfg.audit,
@@ -287,18 +290,13 @@ impl Sim<'_> {
         }
         if let Some(shape) = replica.schedule() {
             let first = self.cost.step_ns(&shape) + replica.take_transfer_ns();
-            let next_due = self.dues.keys().next().map(|&d| Time(d));
-            let next_event = self.queue.peek_time();
+            let bounds = RunBounds {
+                next_due: self.dues.keys().next().map(|&d| Time(d)),
+                next_event: self.queue.peek_time(),
+                window_end: self.window,
+            };
             let dt = if self.merge {
-                replica.extend_decode_run(
-                    self.cost,
-                    &shape,
-                    first,
-                    t,
-                    next_due,
-                    next_event,
-                    self.window,
-                )
+                replica.extend_decode_run(self.cost, &shape, first, t, bounds)
             } else {
                 first
             };
@@ -351,7 +349,7 @@ impl Sim<'_> {
 
     fn finish(mut self, cfg: &RunConfig) -> RunOutput {
         for replica in &mut self.replicas {
-            let in_flight: Vec<(u32, u64)> = replica.in_flight().collect();
+            let in_flight: Vec<_> = replica.in_flight().collect();
             for (seq, tag) in in_flight {
                 let p = replica.progress(seq);
                 let r = &mut self.records[tag as usize];
@@ -383,7 +381,7 @@ impl Sim<'_> {
                 .iter_mut()
                 .enumerate()
                 .flat_map(|(i, r)| {
-                    let mut t = r.timeline.take().unwrap_or_default();
+                    let mut t = r.take_timeline();
                     t.iter_mut().for_each(|s| s.replica = i as u32);
                     t
                 })

@@ -1,0 +1,113 @@
+//! The replica's unit tests: physical paging and shared-prefix reads over a small pool.
+
+use super::*;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serverbench_workloads::hash::mix2;
+use serverbench_workloads::RequestKind;
+
+/// A small paged replica under pressure: shared prefixes, chunked prefill, preemption, eviction.
+/// A paged run's block tables (tag, table) per step entry, and per step the decode re-reads the
+/// scheduler's shape counts beside those its block tables show (Σ decode blocks − distinct blocks).
+#[allow(clippy::type_complexity)]
+fn paged_run(total_blocks: u64, seed: u64) -> (Vec<(u64, Vec<u32>)>, Vec<(u64, u64)>) {
+    let cfg = EngineConfig {
+        block_size: 4,
+        max_num_batched_tokens: 24,
+        max_num_seqs: 6,
+        ..EngineConfig::default()
+    };
+    let opts = ReplicaOptions {
+        seed,
+        count_shared_reads: true,
+        ..ReplicaOptions::default()
+    };
+    let mut r = Replica::paged(&cfg, total_blocks, opts).unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut events = Vec::new();
+    let mut tables = Vec::new();
+    let mut shared = Vec::new();
+    let mut inputs = std::collections::HashMap::new();
+    let mut next_tag = 0u64;
+    for _ in 0..400 {
+        if r.running() + r.waiting() < 8 && rng.random::<f64>() < 0.3 {
+            // Prompts share a 3-block system prefix and some share a second-level prefix.
+            let family = rng.random_range(0..3u64);
+            let own = rng.random_range(0..4u64);
+            let mut chain = vec![1, 2, 3, 10 + family];
+            for k in 0..own {
+                chain.push(mix2(next_tag, k));
+            }
+            let blocks = serverbench_workloads::hash::chain_ids(&chain, 0);
+            let input = chain.len() as u32 * 4 + rng.random_range(0..4u32);
+            inputs.insert(next_tag, input);
+            r.submit(SeqInput {
+                tag: next_tag,
+                blocks: Blocks::from_vec(blocks),
+                workload_block_size: 4,
+                input,
+                output: rng.random_range(1..12u32),
+                kind: RequestKind::RootTurn,
+            });
+            next_tag += 1;
+        }
+        let Some(shape) = r.schedule() else {
+            continue;
+        };
+        let entries: Vec<StepEntry> = r.step_entries().collect();
+        let (mut read, mut distinct) = (0u64, std::collections::HashSet::new());
+        for e in entries {
+            let mut t = Vec::new();
+            r.block_table(e.seq, &mut t);
+            let used = (e.start + e.tokens).div_ceil(4) as usize;
+            assert!(
+                t.len() >= used,
+                "the table covers every position the step writes"
+            );
+            if e.tokens == 1 && e.start >= inputs[&e.tag] {
+                read += used as u64;
+                distinct.extend(t[..used].iter().copied());
+            }
+            tables.push((e.tag, t));
+        }
+        shared.push((shape.decode_shared, (read - distinct.len() as u64) * 4));
+        r.finish_step(&mut events);
+        r.audit().unwrap();
+    }
+    (tables, shared)
+}
+
+#[test]
+fn physical_paging_keeps_every_block_in_one_place() {
+    for seed in 0..8 {
+        paged_run(40, seed);
+    }
+}
+
+#[test]
+fn decode_steps_count_the_shared_prefix_reads_their_block_tables_show() {
+    let (_, shared) = paged_run(400, 3);
+    for (i, &(sim, tables)) in shared.iter().enumerate() {
+        assert_eq!(sim, tables, "step {i}: repeated decode reads");
+    }
+    let sharing = shared.iter().filter(|s| s.0 > 0).count();
+    assert!(sharing > 20, "only {sharing} steps re-read a shared block");
+}
+
+#[test]
+fn sequences_with_a_cached_prefix_read_the_same_physical_blocks() {
+    let (tables, _) = paged_run(400, 3);
+    // The shared 3-block system prefix (12 tokens = 3 engine blocks) sits in the same blocks for
+    // every sequence that found it cached.
+    let firsts: std::collections::HashSet<Vec<u32>> = tables
+        .iter()
+        .filter(|(_, t)| t.len() >= 3)
+        .map(|(_, t)| t[..3].to_vec())
+        .collect();
+    assert!(
+        firsts.len() < tables.len() / 4,
+        "prefix blocks are reused: {} distinct prefixes over {} steps",
+        firsts.len(),
+        tables.len()
+    );
+}
