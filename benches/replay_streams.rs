@@ -46,7 +46,7 @@ fn main() {
     let out = rt.block_on(async {
         let cfg = ServeConfig {
             deployment: d.clone(),
-            cost: d.cost_model(None),
+            cost: d.cost_model(),
             time_scale: server_scale,
             model_name: "m".into(),
             vocab: 151_936,

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 fn replay(c: &mut Criterion) {
     let d = Deployment::preset("qwen3.5-9b-2xl40").expect("preset");
-    let cost = d.cost_model(None);
+    let cost = d.cost_model();
     let g = Generator::new(WorkloadSpec::default(), 0, d.context_limit).expect("spec");
     let mut group = c.benchmark_group("simulate_1800s");
     group
@@ -86,7 +86,7 @@ fn knobs(c: &mut Criterion) {
         } else {
             base.clone().with_overrides(name, yaml).expect("valid knob")
         };
-        let cost = d.cost_model(None);
+        let cost = d.cost_model();
         let run = RunConfig::new(16, 0, 1800.0);
         let requests = simulate(&d, &cost, &g, &run)
             .expect("runs")

@@ -1,6 +1,8 @@
 //! Command-line definitions (clap).
 
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
+use serverbench_workloads::TraceFormat;
 use std::path::PathBuf;
 
 /// Latency-qualified token value per GPU dollar, for LLM serving systems.
@@ -60,18 +62,28 @@ pub struct DeploymentArgs {
     pub print_config: bool,
 }
 
+/// `--trace-format`: the registry's formats, with their aliases.
+fn trace_formats() -> impl TypedValueParser<Value = TraceFormat> {
+    PossibleValuesParser::new(TraceFormat::all().map(|f| {
+        PossibleValue::new(f.name())
+            .aliases(f.aliases())
+            .help(f.summary())
+    }))
+    .map(|name| TraceFormat::parse(&name).expect("clap accepted one of the registry's names"))
+}
+
 /// Where session trees come from.
 #[derive(Args, Debug, Clone)]
 pub struct WorkloadArgs {
     /// Workload spec YAML for the agentic-coding generator (default: the built-in spec).
     #[arg(long, conflicts_with = "trace")]
     pub workload: Option<PathBuf>,
-    /// Replay a trace file instead (Weka/Claude-Code JSON(L), Mooncake JSONL, Bailian JSONL, native JSONL).
+    /// Replay a trace file instead (its format detected from the content, or named by --trace-format).
     #[arg(long)]
     pub trace: Option<PathBuf>,
-    /// Trace format (default: detected from the content): weka, mooncake, bailian, native.
-    #[arg(long, requires = "trace")]
-    pub trace_format: Option<String>,
+    /// Trace format (default: detected from the content).
+    #[arg(long, requires = "trace", value_parser = trace_formats())]
+    pub trace_format: Option<TraceFormat>,
 }
 
 /// Replay knobs shared by simulate and sweep.

@@ -166,8 +166,8 @@ fn replay_child(a: &CompareArgs, dir: &Path, c: u32, seed: u64) -> Result<()> {
     }
     add_path(&mut cmd, "--workload", &a.workload.workload);
     add_path(&mut cmd, "--trace", &a.workload.trace);
-    if let Some(f) = &a.workload.trace_format {
-        cmd.args(["--trace-format", f]);
+    if let Some(f) = a.workload.trace_format {
+        cmd.args(["--trace-format", f.name()]);
     }
     cmd.args(["-w", &a.replay.window.to_string()])
         .args(["--idle-gap-cap", &a.replay.idle_gap_cap.to_string()])

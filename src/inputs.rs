@@ -4,9 +4,7 @@ use crate::cli::{DeploymentArgs, ReplayArgs, WorkloadArgs};
 use anyhow::{anyhow, bail, Context, Result};
 use serverbench_calibration::{CostModel, Profile};
 use serverbench_sim::{Deployment, RunConfig, RunOutput, StartMode};
-use serverbench_workloads::{
-    read_spec, read_trace, Generator, Trace, TraceFormat, TreeSource, WorkloadSpec,
-};
+use serverbench_workloads::{read_spec, read_trace, Generator, Trace, TreeSource, WorkloadSpec};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -35,17 +33,13 @@ pub fn resolved(args: &DeploymentArgs) -> Result<(Deployment, CostModel)> {
             .with_context(|| format!("{}: cannot read", path.display()))?;
         d = d.with_engine_yaml(&path.display().to_string(), &text)?;
     }
-    let profile = match &args.profile {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("{}: cannot read", path.display()))?;
-            let p = Profile::from_yaml(&path.display().to_string(), &text)?;
-            d.profile = p.name.clone();
-            Some(p)
-        }
-        None => None,
-    };
-    let cost = d.cost_model(profile.as_ref());
+    if let Some(path) = &args.profile {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("{}: cannot read", path.display()))?;
+        d.profile = Profile::from_yaml(&path.display().to_string(), &text)?;
+        d.check().map_err(|e| anyhow!("{}: {e}", path.display()))?;
+    }
+    let cost = d.cost_model();
     Ok((d, cost))
 }
 
@@ -113,13 +107,7 @@ pub fn trace(args: &WorkloadArgs) -> Result<Option<Trace>> {
     let Some(path) = &args.trace else {
         return Ok(None);
     };
-    let format = match &args.trace_format {
-        Some(f) => Some(TraceFormat::parse(f).ok_or_else(|| {
-            anyhow!("--trace-format: unknown format {f:?} (weka, mooncake, bailian, native)")
-        })?),
-        None => None,
-    };
-    Ok(Some(read_trace(path, format)?))
+    Ok(Some(read_trace(path, args.trace_format)?))
 }
 
 /// Window lengths from a comma-separated list (seconds, ascending after sorting).

@@ -30,7 +30,7 @@ pub fn serve(a: ServeArgs) -> Result<()> {
         bail!("--time-scale: must be a positive number");
     }
     serverbench_sim::Replica::new(&d, serverbench_sim::ReplicaOptions::default())?;
-    let model = a.model.clone().unwrap_or_else(|| d.model.clone());
+    let model = a.model.clone().unwrap_or_else(|| d.model.name.clone());
     let cuda = crate::cuda::serve_setup(&a.engine, &model)?;
     let vocab = cuda
         .as_ref()
@@ -94,7 +94,7 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
     }
     let run = inputs::run_config(&a.replay, a.concurrency, a.seed)?;
     let source = inputs::source(&a.workload, a.seed, d.context_limit)?;
-    let model = a.model.clone().unwrap_or_else(|| d.model.clone());
+    let model = a.model.clone().unwrap_or_else(|| d.model.name.clone());
     let rt = runtime()?;
     let mut local = None;
     let url = match (&a.url, a.engine.engine.as_str()) {
@@ -103,7 +103,7 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
             let cuda = crate::cuda::serve_setup(&a.engine, &model)?;
             let cfg = ServeConfig {
                 deployment: d.clone(),
-                cost: d.cost_model(None),
+                cost: d.cost_model(),
                 time_scale: 1.0,
                 model_name: model.clone(),
                 vocab: cuda

@@ -234,7 +234,7 @@ pub fn run(a: SweepArgs) -> Result<()> {
         "serverbench sweep — {} ({} × {} GPU, ${:.2}/GPU-h), {} concurrency levels × {} seeds, window {} s, {} start\n",
         d.name,
         d.gpus(),
-        d.hardware,
+        d.hardware.name,
         d.gpu_hour_dollars,
         a.concurrency.len(),
         seeds.len(),

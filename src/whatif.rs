@@ -84,7 +84,7 @@ pub fn rows(a: &WhatIfArgs) -> Result<Vec<Row>> {
             Ok(d) => d,
             Err(e) => return Ok(Err(e)),
         };
-        let cost = d.cost_model(None);
+        let cost = d.cost_model();
         match inputs::replay(&d, &cost, &workload, cfg) {
             Ok(out) => Ok(Ok(out.summary.score)),
             Err(e) => Ok(Err(format!("{e:#}"))),
@@ -127,7 +127,7 @@ pub fn run(a: WhatIfArgs) -> Result<()> {
     let (d, _) = inputs::resolved(&a.deployment)?;
     let seeds = inputs::seeds(&a.seeds)?;
     let rows = rows(&a)?;
-    println!("serverbench what-if — {} ({} × {} GPU), each knob alone, mean over {} seeds, window {} s\n", d.name, d.gpus(), d.hardware, seeds.len(), a.replay.window);
+    println!("serverbench what-if — {} ({} × {} GPU), each knob alone, mean over {} seeds, window {} s\n", d.name, d.gpus(), d.hardware.name, seeds.len(), a.replay.window);
     let mut header = String::from("| knob |");
     let mut rule = String::from("|---|");
     for c in &a.concurrency {

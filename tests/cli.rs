@@ -63,15 +63,14 @@ fn bad_files_get_an_error_naming_file_and_field_and_exit_2() {
         "{err}"
     );
     // An engine override is merged into the deployment before it is read: the error names the user's
-    // file and the field, and no line of the merged document (which the user never saw).
+    // file, the line there and the field as that file writes it.
     let engine = dir.join("engine.yaml");
     std::fs::write(&engine, "policy: vllm\nmax_num_seqz: 8\n").unwrap();
     let o = serverbench(["simulate", "--engine-config", engine.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
-        err.contains("engine.yaml: max_num_seqz: unknown field `max_num_seqz`")
-            && !err.contains("line"),
+        err.contains("engine.yaml: line 2: max_num_seqz: unknown field `max_num_seqz`"),
         "{err}"
     );
     let trace = dir.join("t.jsonl");
@@ -331,4 +330,53 @@ fn tempdir(name: &str) -> std::path::PathBuf {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
+}
+
+/// D from `simulate`'s summary line (`D = 1.234 $/$`).
+fn simulated_d(text: &str) -> String {
+    let at = text.find("D = ").expect("a score line") + 4;
+    text[at..].split_whitespace().next().unwrap().to_string()
+}
+
+/// D of what-if's `default` row (the deployment unchanged) at its only concurrency.
+fn what_if_default_d(text: &str) -> String {
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("| default |"))
+        .expect("a default row");
+    row.split('|').nth(2).unwrap().trim().to_string()
+}
+
+#[test]
+fn a_profile_file_is_the_profile_every_command_uses() {
+    // A fitted profile under a name of its own, and one that keeps a preset's name with other numbers:
+    // both are the profile `simulate` and `what-if` run with (what-if used to panic on the first and
+    // silently use the preset on the second).
+    let dir = tempdir("profile-file");
+    let preset = serverbench_calibration::Profile::preset("l40-datasheet").unwrap();
+    for (file, name) in [
+        ("fit.yaml", "my-l40-fit"),
+        ("same-name.yaml", "l40-datasheet"),
+    ] {
+        let p = serverbench_calibration::Profile {
+            name: name.into(),
+            step_overhead_s: 0.006,
+            ..preset.clone()
+        };
+        let path = dir.join(file);
+        std::fs::write(&path, serde_yaml::to_string(&p).unwrap()).unwrap();
+        let path = path.to_str().unwrap();
+        let common = ["-c", "4", "-w", "300", "--profile", path];
+        let sim = stdout(&serverbench(["simulate", "-s", "0"].iter().chain(&common)));
+        let what_if = stdout(&serverbench(
+            ["what-if", "--seeds", "0..1"].iter().chain(&common),
+        ));
+        let preset_d = simulated_d(&stdout(&serverbench(["simulate", "-c", "4", "-w", "300"])));
+        assert_eq!(simulated_d(&sim), what_if_default_d(&what_if), "{file}");
+        assert_ne!(
+            simulated_d(&sim),
+            preset_d,
+            "{file}: the file's numbers, not the preset's"
+        );
+    }
 }

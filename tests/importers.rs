@@ -154,7 +154,7 @@ fn native_format_round_trips_exactly() {
     let back = parse_trace(
         "g.jsonl",
         std::str::from_utf8(&bytes).unwrap(),
-        Some(TraceFormat::Native),
+        Some(TraceFormat::NATIVE),
     )
     .unwrap();
     assert!(back.trees().iter().zip(&trees).all(|(a, b)| **a == **b));
@@ -169,20 +169,20 @@ fn malformed_inputs_name_file_line_and_field() {
     let cases: Vec<(Option<TraceFormat>, String, usize, &str, &str)> = vec![
         // Mooncake: negative count, missing field, chain longer than the input, truncated JSON.
         (None, "{\"timestamp\": 0, \"input_length\": 100, \"output_length\": 5, \"hash_ids\": [1]}\n{\"timestamp\": 1, \"input_length\": -3, \"output_length\": 5, \"hash_ids\": []}".into(), 2, "input_length", "invalid value"),
-        (Some(TraceFormat::Mooncake), "{\"timestamp\": 0, \"input_length\": 100, \"hash_ids\": []}".into(), 1, "", "output_length"),
+        (Some(TraceFormat::MOONCAKE), "{\"timestamp\": 0, \"input_length\": 100, \"hash_ids\": []}".into(), 1, "", "output_length"),
         (None, "{\"timestamp\": 0, \"input_length\": 600, \"output_length\": 5, \"hash_ids\": [1, 2, 3]}".into(), 1, "hash_ids", "exceed"),
-        (Some(TraceFormat::Mooncake), "{\"timestamp\": 0, \"input_length\": 6".into(), 1, "", "EOF"),
+        (Some(TraceFormat::MOONCAKE), "{\"timestamp\": 0, \"input_length\": 6".into(), 1, "", "EOF"),
         // Weka: negative count, missing field, a chain longer than in / block_size, truncated JSON.
         (None, "{\"requests\": [{\"type\": \"n\", \"in\": 128, \"out\": 5}, {\"type\": \"n\", \"in\": -1, \"out\": 5}]}".into(), 1, "requests[1].in", "non-negative"),
         (None, "{\"requests\": [{\"type\": \"n\", \"in\": 128}]}".into(), 1, "requests[0].out", "missing"),
         (None, "{\"block_size\": 64, \"requests\": [{\"type\": \"n\", \"in\": 100, \"out\": 5, \"hash_ids\": [1, 2]}]}".into(), 1, "requests[0].hash_ids", "exceed"),
-        (Some(TraceFormat::Weka), "{\"requests\": [{\"type\": \"n\", \"in\": 1".into(), 1, "", "malformed JSON"),
+        (Some(TraceFormat::WEKA), "{\"requests\": [{\"type\": \"n\", \"in\": 1".into(), 1, "", "malformed JSON"),
         (None, "{\"requests\": [{\"type\": \"subagent\", \"requests\": [{\"type\": \"n\", \"in\": 5, \"out\": 0}]}]}".into(), 1, "requests[0].requests[0].out", "at least 1"),
         // Bailian: unknown parent.
         (None, "{\"chat_id\": 1, \"parent_chat_id\": 7, \"timestamp\": 0, \"input_length\": 5, \"output_length\": 5, \"hash_ids\": []}".into(), 1, "parent_chat_id", "earlier line"),
         // Native: a dependency that is not earlier.
         (
-            Some(TraceFormat::Native),
+            Some(TraceFormat::NATIVE),
             "{\"session_id\": 0, \"block_size\": 64, \"requests\": [{\"id\": 0, \"agent\": 0, \"kind\": \"root_turn\", \"deps\": [3], \"think_ns\": 0, \"input_tokens\": 5, \"output_tokens\": 1, \"background\": false, \"turn\": 0, \"blocks\": []}]}".into(),
             1,
             "",

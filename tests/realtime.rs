@@ -54,7 +54,7 @@ async fn replay_against_the_emulator(
 ) -> RealOutput {
     let cfg = ServeConfig {
         deployment: d.clone(),
-        cost: d.cost_model(None),
+        cost: d.cost_model(),
         time_scale: 10.0,
         model_name: "m".into(),
         vocab,
@@ -84,7 +84,7 @@ fn replay_against_the_emulator_agrees_with_the_simulator() {
     let d = Deployment::preset("qwen3.5-9b-2xl40").unwrap();
     let run = RunConfig::new(4, 0, 480.0);
     let g = Generator::new(WorkloadSpec::default(), 0, d.context_limit).unwrap();
-    let sim = simulate(&d, &d.cost_model(None), &g, &run).unwrap().summary;
+    let sim = simulate(&d, &d.cost_model(), &g, &run).unwrap().summary;
     let rt = runtime();
     // 10 × real time, not 20 ×: at 20 × a step lasts ~1.2 ms of wall time and on a loaded 2-core machine
     // the per-step work of client, server and engine no longer fits (p90 TTFT read 18–33 % high).
@@ -135,7 +135,7 @@ fn requests_over_the_context_limit_fail_as_overflow_against_a_server_too() {
                 {\"timestamp\": 0, \"input_length\": 4000, \"output_length\": 5, \"hash_ids\": []}\n";
     let trace = serverbench_workloads::parse_trace("m.jsonl", text, None).unwrap();
     let run = RunConfig::new(1, 0, 20.0);
-    let sim = simulate(&d, &d.cost_model(None), &trace, &run).unwrap();
+    let sim = simulate(&d, &d.cost_model(), &trace, &run).unwrap();
     let real = runtime().block_on(replay_against_the_emulator(&d, &trace, run, 262_144));
     assert!(
         real.client.errors_by_kind.is_empty(),
@@ -395,7 +395,7 @@ fn endpoint_probes_of_the_emulator_recover_its_step_times() {
     };
     let _guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let d = Deployment::preset("qwen3-8b-1xh200").unwrap();
-    let truth = d.cost_model(None);
+    let truth = d.cost_model();
     let rt = runtime();
     let steps = rt.block_on(async {
         let cfg = ServeConfig {
@@ -479,7 +479,7 @@ fn compare_against_a_server_runs_both_sides_and_agrees_with_the_emulator() {
     let url = rt.block_on(async {
         spawn_local(ServeConfig {
             deployment: d.clone(),
-            cost: d.cost_model(None),
+            cost: d.cost_model(),
             time_scale: 1.0,
             model_name: "qwen3-8b".into(),
             vocab: 151_936,

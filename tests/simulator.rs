@@ -1,7 +1,6 @@
 //! The simulator end to end: determinism, invariants, scoring directions, bad configurations.
 
 use proptest::prelude::*;
-use serverbench_calibration::{CostInputs, CostModel, HardwareSpec, Profile};
 use serverbench_sim::{
     simulate, Deployment, Outcome, Policy, Preemption, Router, RunConfig, RunOutput, SpecMethod,
     Speculative, StartMode,
@@ -11,7 +10,7 @@ use std::collections::HashMap;
 
 fn run(d: &Deployment, cfg: &RunConfig) -> RunOutput {
     let g = Generator::new(WorkloadSpec::default(), cfg.seed, d.context_limit).unwrap();
-    simulate(d, &d.cost_model(None), &g, cfg).unwrap()
+    simulate(d, &d.cost_model(), &g, cfg).unwrap()
 }
 
 fn default_deployment() -> Deployment {
@@ -114,7 +113,7 @@ fn invariants_hold_under_overload_with_audited_kv() {
         cfg.start = start;
         cfg.audit = true;
         let g = Generator::new(WorkloadSpec::default(), 1, d.context_limit).unwrap();
-        let out = simulate(&d, &d.cost_model(None), &g, &cfg).unwrap();
+        let out = simulate(&d, &d.cost_model(), &g, &cfg).unwrap();
         check_invariants(&out, &cfg, &g);
         if c == 32 {
             assert!(out.summary.preemptions > 0, "the small pool should preempt");
@@ -159,7 +158,7 @@ proptest! {
         cfg.audit = true;
         cfg.start = if cold { StartMode::Cold } else { StartMode::Steady };
         let g = Generator::new(WorkloadSpec::default(), seed, d.context_limit).unwrap();
-        let out = simulate(&d, &d.cost_model(None), &g, &cfg).unwrap();
+        let out = simulate(&d, &d.cost_model(), &g, &cfg).unwrap();
         check_invariants(&out, &cfg, &g);
     }
 }
@@ -168,20 +167,11 @@ proptest! {
 fn more_memory_bandwidth_never_lowers_d() {
     let d = default_deployment();
     let g = Generator::new(WorkloadSpec::default(), 2, d.context_limit).unwrap();
-    let (model, profile) = (d.model_spec(), Profile::preset(&d.profile).unwrap());
     let mut last = -1.0;
     for factor in [0.8, 1.0, 1.5, 2.5] {
-        let mut hw = HardwareSpec::preset(&d.hardware).unwrap();
-        hw.memory_bandwidth *= factor;
-        let cost = CostModel::new(CostInputs {
-            model: &model,
-            hardware: &hw,
-            profile: &profile,
-            dtype: d.weights,
-            group_size: d.quant_group_size,
-            tp: d.tp,
-            draft_params: 0.0,
-        });
+        let mut faster = d.clone();
+        faster.hardware.memory_bandwidth *= factor;
+        let cost = faster.cost_model();
         let out = simulate(&d, &cost, &g, &RunConfig::new(6, 2, 600.0)).unwrap();
         assert!(
             out.summary.score.d >= last,
@@ -257,7 +247,7 @@ fn imported_requests_over_the_context_limit_fail_as_overflow() {
     d.context_limit = 30_000;
     let text = "{\"timestamp\": 0, \"input_length\": 40000, \"output_length\": 5, \"hash_ids\": []}\n{\"timestamp\": 0, \"input_length\": 4000, \"output_length\": 5, \"hash_ids\": []}\n";
     let trace = serverbench_workloads::parse_trace("m.jsonl", text, None).unwrap();
-    let out = simulate(&d, &d.cost_model(None), &trace, &RunConfig::new(1, 0, 30.0)).unwrap();
+    let out = simulate(&d, &d.cost_model(), &trace, &RunConfig::new(1, 0, 30.0)).unwrap();
     let s = &out.summary;
     assert!(s.context_overflow > 0 && s.completed > 0);
     assert!(out
@@ -306,7 +296,7 @@ fn merged_decode_runs_give_the_same_records_as_step_by_step() {
     // The fitted H200 profile: requests reach the engine after its front-end latency, and decode steps
     // count their shared prefix re-reads.
     let fitted = Deployment::preset("qwen3-8b-1xh200").unwrap();
-    let cost = fitted.cost_model(None);
+    let cost = fitted.cost_model();
     assert!(cost.request_latency_ns() > 0 && cost.prices_shared_reads());
     variants.push((fitted.clone(), 8, 9));
     let mut fitted_spec = fitted.clone();

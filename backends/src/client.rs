@@ -58,6 +58,14 @@ impl StreamResult {
     }
 }
 
+/// Why a client cannot be made.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The HTTP stack could not be set up.
+    #[error("cannot build the HTTP client: {0}")]
+    Build(reqwest::Error),
+}
+
 /// A client shared by all lanes.
 pub struct HttpClient {
     http: reqwest::Client,
@@ -66,12 +74,12 @@ pub struct HttpClient {
 
 impl HttpClient {
     /// Builds the client (connection pool without an idle limit, so every lane keeps its connection).
-    pub fn new(cfg: ClientConfig) -> Result<HttpClient, String> {
+    pub fn new(cfg: ClientConfig) -> Result<HttpClient, ClientError> {
         let http = reqwest::Client::builder()
             .pool_max_idle_per_host(usize::MAX)
             .tcp_nodelay(true)
             .build()
-            .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+            .map_err(ClientError::Build)?;
         Ok(HttpClient { http, cfg })
     }
 

@@ -206,10 +206,14 @@ pub struct Chunk {
     pub error: Option<String>,
 }
 
+/// A `data:` payload that is not JSON.
+#[derive(Debug, thiserror::Error)]
+#[error("malformed JSON in stream: {0}")]
+pub struct MalformedChunk(pub serde_json::Error);
+
 /// Parses one `data:` payload.
-pub fn parse_chunk(payload: &str) -> Result<Chunk, String> {
-    let v: Value =
-        serde_json::from_str(payload).map_err(|e| format!("malformed JSON in stream: {e}"))?;
+pub fn parse_chunk(payload: &str) -> Result<Chunk, MalformedChunk> {
+    let v: Value = serde_json::from_str(payload).map_err(MalformedChunk)?;
     let mut c = Chunk::default();
     if let Some(err) = v.get("error") {
         c.error = Some(

@@ -5,8 +5,8 @@
 use crate::cost::{BatchShape, CostInputs, CostModel, StepParts};
 use crate::model::{HardwareSpec, ModelSpec, WeightDtype};
 use crate::profile::{FitRecord, Profile, StepTime, MAX_SHARED_KV_EFFICIENCY};
-use crate::ConfigError;
 use serde::Deserialize;
+use serverbench_config::{FieldError, InputError};
 
 /// One measured step: what it computed and how long it took.
 #[derive(Clone, Debug, PartialEq)]
@@ -75,29 +75,20 @@ pub fn parse_step_log(
     file: &str,
     text: &str,
     target: FitTarget,
-) -> Result<Vec<StepSample>, ConfigError> {
+) -> Result<Vec<StepSample>, InputError> {
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
         let lineno = i + 1;
-        let mut de = serde_json::Deserializer::from_str(line);
-        let l: LogLine = serde_path_to_error::deserialize(&mut de).map_err(|e| {
-            let path = e.path().to_string();
-            let field = if path == "." || path == "?" {
-                String::new()
-            } else {
-                path
-            };
-            ConfigError::new(file, lineno, field, e.into_inner().to_string())
-        })?;
+        let l: LogLine = serverbench_config::parse_json_line(file, lineno, line)?;
         let (field, ms) = match target {
             FitTarget::Wall => ("wall_ms", l.wall_ms),
             FitTarget::Gpu => ("gpu_ms", l.gpu_ms),
         };
         if !(ms > 0.0 && ms.is_finite()) {
-            return Err(ConfigError::new(
+            return Err(InputError::new(
                 file,
                 lineno,
                 field,
@@ -105,7 +96,7 @@ pub fn parse_step_log(
             ));
         }
         if l.prefill.is_empty() && l.decode.is_empty() {
-            return Err(ConfigError::new(
+            return Err(InputError::new(
                 file,
                 lineno,
                 "prefill",
@@ -113,7 +104,7 @@ pub fn parse_step_log(
             ));
         }
         if let Some(j) = l.prefill.iter().position(|&(len, _)| len == 0) {
-            return Err(ConfigError::new(
+            return Err(InputError::new(
                 file,
                 lineno,
                 format!("prefill[{j}]"),
@@ -132,7 +123,7 @@ pub fn parse_step_log(
 
 /// Error of a fit on a set of steps.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct FitError {
+pub struct FitAccuracy {
     /// Steps measured.
     pub steps: usize,
     /// Median absolute percentage error (a fraction: 0.05 is 5 %).
@@ -147,9 +138,9 @@ pub struct Fit {
     /// The fitted profile (`step_time: kernel_sum`); `fit` filled from the caller's provenance.
     pub profile: Profile,
     /// Error on the steps fitted.
-    pub train: FitError,
+    pub train: FitAccuracy,
     /// Error on the held-out steps (every fifth).
-    pub held_out: FitError,
+    pub held_out: FitAccuracy,
 }
 
 /// What the fit needs besides the steps.
@@ -275,10 +266,32 @@ fn engine_cost(model: &ModelSpec, hardware: &HardwareSpec, profile: &Profile) ->
     })
 }
 
+/// Why a profile cannot be fitted.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum CannotFit {
+    /// Too few steps to fit and hold out.
+    #[error("{0} steps: at least 12 are needed to fit and hold out")]
+    TooFewSteps(usize),
+    /// A fixed efficiency outside the fit's bounds.
+    #[error("the fixed {name} must be in [0.01, 1], got {value}")]
+    FixedOutOfRange {
+        /// Which efficiency.
+        name: &'static str,
+        /// The value given.
+        value: f64,
+    },
+    /// No efficiencies inside their bounds explain the steps.
+    #[error("no feasible fit: the steps are faster than the hardware's peaks allow")]
+    Infeasible,
+    /// The fitted profile breaks a rule of profiles.
+    #[error("the fitted profile is invalid: {0}")]
+    Invalid(#[from] FieldError),
+}
+
 /// Fits a `kernel_sum` profile to measured steps: every fifth step is held out, the rest fitted by least
 /// squares on relative error with every efficiency in [0.01, 1] and overheads non-negative; the knee where
 /// GEMMs turn from weight-streaming to compute bound is searched on a grid and refined by golden section.
-pub fn fit_profile(samples: &[StepSample], setup: &FitSetup<'_>) -> Result<Fit, String> {
+pub fn fit_profile(samples: &[StepSample], setup: &FitSetup<'_>) -> Result<Fit, CannotFit> {
     let unit = unit_profile(setup.base);
     let unit_cost = engine_cost(setup.model, setup.hardware, &unit);
     let window = unit_cost.window;
@@ -310,10 +323,7 @@ pub fn fit_profile(samples: &[StepSample], setup: &FitSetup<'_>) -> Result<Fit, 
         .map(|(_, r)| r)
         .collect();
     if train.len() < 10 {
-        return Err(format!(
-            "{} steps: at least 12 are needed to fit and hold out",
-            samples.len()
-        ));
+        return Err(CannotFit::TooFewSteps(samples.len()));
     }
     let mut one = BatchShape::default();
     one.add_decode(0, None);
@@ -336,7 +346,7 @@ pub fn fit_profile(samples: &[StepSample], setup: &FitSetup<'_>) -> Result<Fit, 
         ),
     ] {
         if let Some(e) = fixed.filter(|e| !(0.01..=1.0).contains(e)) {
-            return Err(format!("the fixed {name} must be in [0.01, 1], got {e}"));
+            return Err(CannotFit::FixedOutOfRange { name, value: e });
         }
     }
     // Without one-token steps the single-row column is empty: pin it (and write no such efficiency).
@@ -355,7 +365,7 @@ pub fn fit_profile(samples: &[StepSample], setup: &FitSetup<'_>) -> Result<Fit, 
         (setup.memory_efficiency, single_row_fixed, shared_reads),
         waves_at,
     )
-    .ok_or("no feasible fit: the steps are faster than the hardware's peaks allow")?;
+    .ok_or(CannotFit::Infeasible)?;
     let mut profile = Profile {
         name: setup.name.clone(),
         hardware: setup.hardware.name.clone(),
@@ -378,7 +388,7 @@ pub fn fit_profile(samples: &[StepSample], setup: &FitSetup<'_>) -> Result<Fit, 
         ..setup.base.clone()
     };
     let fitted = engine_cost(setup.model, setup.hardware, &profile);
-    let error = |idx: &mut dyn Iterator<Item = usize>| -> FitError {
+    let error = |idx: &mut dyn Iterator<Item = usize>| -> FitAccuracy {
         let ape: Vec<f64> = idx
             .map(|i| {
                 let s = &samples[i];
@@ -420,7 +430,7 @@ pub struct ClassError {
     /// Median of (predicted − measured) / measured: the bias (negative: the profile is fast).
     pub median_error: f64,
     /// Median and 90th-percentile absolute percentage error.
-    pub abs: FitError,
+    pub abs: FitAccuracy,
 }
 
 /// Each measured step's time as `profile` predicts it (for `model` on `hardware`, bf16, tp 1), seconds.
@@ -500,7 +510,7 @@ pub fn check_profile(samples: &[StepSample], predicted: &[f64]) -> Vec<ClassErro
         .collect()
 }
 
-fn summarize(mut ape: Vec<f64>) -> FitError {
+fn summarize(mut ape: Vec<f64>) -> FitAccuracy {
     ape.sort_by(f64::total_cmp);
     let at = |q: f64| {
         if ape.is_empty() {
@@ -509,7 +519,7 @@ fn summarize(mut ape: Vec<f64>) -> FitError {
             ape[((ape.len() - 1) as f64 * q).round() as usize]
         }
     };
-    FitError {
+    FitAccuracy {
         steps: ape.len(),
         median_ape: at(0.5),
         p90_ape: at(0.9),

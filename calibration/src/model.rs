@@ -1,6 +1,8 @@
 //! Model and hardware specifications: the shapes and datasheet figures the cost model derives bytes and FLOPs from.
 
 use serde::{Deserialize, Serialize};
+use serverbench_config::FieldError;
+use std::sync::OnceLock;
 
 /// A group of attention layers that share a shape.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -22,6 +24,20 @@ pub struct AttentionLayers {
 }
 
 impl AttentionLayers {
+    /// Checks the shape; the error names the field.
+    pub fn check(&self) -> Result<(), FieldError> {
+        if self.kv_layers > self.layers {
+            return Err(FieldError::new("kv_layers", "cannot exceed layers"));
+        }
+        if self.layers > 0 && (self.q_heads == 0 || self.kv_heads == 0 || self.head_dim == 0) {
+            return Err(FieldError::new(
+                "q_heads",
+                "heads and head_dim must be positive",
+            ));
+        }
+        Ok(())
+    }
+
     /// KV bytes one token occupies in one layer (keys and values, bf16).
     pub fn kv_bytes_per_token_per_layer(&self) -> u64 {
         2 * self.kv_heads as u64 * self.head_dim as u64 * 2
@@ -80,14 +96,24 @@ pub struct ModelSpec {
 }
 
 impl ModelSpec {
-    /// The built-in models.
+    /// The built-in models (`presets/models/`).
     pub fn presets() -> Vec<ModelSpec> {
-        vec![qwen35_9b(), qwen38_27b(), gemma4_e4b(), qwen3_8b()]
+        static PARSED: OnceLock<Vec<ModelSpec>> = OnceLock::new();
+        PARSED
+            .get_or_init(|| {
+                serverbench_config::parse_presets("models", ModelSpec::check, |m| &m.name)
+            })
+            .clone()
     }
 
     /// A built-in model by name.
     pub fn preset(name: &str) -> Option<ModelSpec> {
         Self::presets().into_iter().find(|m| m.name == name)
+    }
+
+    /// Names of the built-in models, comma-separated (for error messages).
+    pub fn preset_names() -> String {
+        serverbench_config::preset_names("models")
     }
 
     /// KV bytes stored per token of context, all layers, one full copy (before tensor parallelism).
@@ -113,142 +139,38 @@ impl ModelSpec {
     }
 
     /// Checks the shape; the error names the field.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), FieldError> {
+        let bad = |field: &str, reason: &str| Err(FieldError::new(field, reason));
         let fa = &self.full_attention;
-        if self.hidden == 0 || self.layers == 0 {
-            return Err("hidden/layers: must be positive".into());
+        if self.hidden == 0 {
+            return bad("hidden", "must be positive");
         }
-        if fa.kv_layers > fa.layers {
-            return Err("full_attention.kv_layers: cannot exceed full_attention.layers".into());
+        if self.layers == 0 {
+            return bad("layers", "must be positive");
         }
-        if !(self.matmul_params > 0.0 && self.total_params >= self.matmul_params * 0.5) {
-            return Err("matmul_params: must be positive and consistent with total_params".into());
-        }
-        if self.quantizable_params > self.total_params {
-            return Err("quantizable_params: cannot exceed total_params".into());
-        }
+        fa.check().map_err(|e| e.under("full_attention"))?;
         if let Some(s) = &self.sliding_attention {
+            s.check().map_err(|e| e.under("sliding_attention"))?;
             if s.window.is_none() {
-                return Err("sliding_attention.window: missing".into());
+                return bad("sliding_attention.window", "missing");
             }
         }
+        if !(self.matmul_params > 0.0
+            && self.matmul_params.is_finite()
+            && self.total_params >= self.matmul_params * 0.5)
+        {
+            return bad(
+                "matmul_params",
+                "must be positive and consistent with total_params",
+            );
+        }
+        if !(self.quantizable_params >= 0.0 && self.quantizable_params <= self.total_params) {
+            return bad("quantizable_params", "must be between 0 and total_params");
+        }
+        if self.vocab == 0 {
+            return bad("vocab", "must be positive");
+        }
         Ok(())
-    }
-}
-
-fn qwen35_9b() -> ModelSpec {
-    ModelSpec {
-        name: "qwen3.5-9b".into(),
-        hidden: 4096,
-        layers: 32,
-        full_attention: AttentionLayers {
-            layers: 8,
-            kv_layers: 8,
-            q_heads: 16,
-            kv_heads: 4,
-            head_dim: 256,
-            window: None,
-        },
-        sliding_attention: None,
-        // 32 value heads × 128 × 128 state (bf16) plus the short convolution's state.
-        linear_attention: Some(LinearLayers {
-            layers: 24,
-            state_bytes_per_layer: 1_098_000,
-            flops_per_token_per_layer: 4.0 * 32.0 * 128.0 * 128.0,
-        }),
-        matmul_params: 7.95e9,
-        total_params: 8.95e9,
-        quantizable_params: 6.9e9,
-        int4_weight_bytes: None,
-        vocab: 248_320,
-        native_context: 262_144,
-    }
-}
-
-fn qwen38_27b() -> ModelSpec {
-    ModelSpec {
-        name: "qwen3.8-27b".into(),
-        hidden: 5120,
-        layers: 64,
-        full_attention: AttentionLayers {
-            layers: 16,
-            kv_layers: 16,
-            q_heads: 24,
-            kv_heads: 4,
-            head_dim: 256,
-            window: None,
-        },
-        sliding_attention: None,
-        linear_attention: Some(LinearLayers {
-            layers: 48,
-            state_bytes_per_layer: 1_638_000,
-            flops_per_token_per_layer: 4.0 * 48.0 * 128.0 * 128.0,
-        }),
-        matmul_params: 25.5e9,
-        total_params: 26.9e9,
-        quantizable_params: 24.2e9,
-        // The reference quotes about 15 GB in all for W4A16 (group 128); used as given.
-        int4_weight_bytes: Some(15.0e9),
-        vocab: 248_320,
-        native_context: 262_144,
-    }
-}
-
-fn gemma4_e4b() -> ModelSpec {
-    ModelSpec {
-        name: "gemma4-e4b".into(),
-        hidden: 2560,
-        layers: 42,
-        full_attention: AttentionLayers {
-            layers: 7,
-            kv_layers: 4,
-            q_heads: 8,
-            kv_heads: 2,
-            head_dim: 512,
-            window: None,
-        },
-        sliding_attention: Some(AttentionLayers {
-            layers: 35,
-            kv_layers: 20,
-            q_heads: 8,
-            kv_heads: 2,
-            head_dim: 256,
-            window: Some(512),
-        }),
-        linear_attention: None,
-        // 3.97 B in layer matmuls + 0.67 B lm_head (tied with the embedding).
-        matmul_params: 4.64e9,
-        // + the 262,144 × 10,752 per-layer embedding table (gathered, not streamed).
-        total_params: 7.46e9,
-        quantizable_params: 3.97e9,
-        int4_weight_bytes: None,
-        vocab: 262_144,
-        native_context: 131_072,
-    }
-}
-
-fn qwen3_8b() -> ModelSpec {
-    ModelSpec {
-        name: "qwen3-8b".into(),
-        hidden: 4096,
-        layers: 36,
-        full_attention: AttentionLayers {
-            layers: 36,
-            kv_layers: 36,
-            q_heads: 32,
-            kv_heads: 8,
-            head_dim: 128,
-            window: None,
-        },
-        sliding_attention: None,
-        linear_attention: None,
-        // 36 × (q, k, v, o, gate, up, down) + lm_head 151,936 × 4096.
-        matmul_params: 7.57e9,
-        total_params: 8.19e9,
-        quantizable_params: 6.95e9,
-        int4_weight_bytes: None,
-        vocab: 151_936,
-        native_context: 40_960,
     }
 }
 
@@ -277,37 +199,56 @@ pub struct HardwareSpec {
 }
 
 impl HardwareSpec {
-    /// The built-in GPUs.
+    /// The built-in GPUs (`presets/hardware/`).
     pub fn presets() -> Vec<HardwareSpec> {
-        vec![
-            HardwareSpec {
-                name: "l40".into(),
-                memory_bytes: 45.0 * GIB,
-                memory_bandwidth: 864e9,
-                bf16_flops: 181e12,
-                fp8_flops: 362e12,
-                link_bandwidth: 22e9,
-                link_latency_s: 15e-6,
-                host_bandwidth: 25e9,
-                dollars_per_hour: 0.82,
-            },
-            HardwareSpec {
-                name: "h200".into(),
-                memory_bytes: 143_771.0 * MIB,
-                memory_bandwidth: 4.8e12,
-                bf16_flops: 989e12,
-                fp8_flops: 1_979e12,
-                link_bandwidth: 450e9,
-                link_latency_s: 5e-6,
-                host_bandwidth: 55e9,
-                dollars_per_hour: 3.50,
-            },
-        ]
+        static PARSED: OnceLock<Vec<HardwareSpec>> = OnceLock::new();
+        PARSED
+            .get_or_init(|| {
+                serverbench_config::parse_presets("hardware", HardwareSpec::check, |h| &h.name)
+            })
+            .clone()
     }
 
     /// A built-in GPU by name.
     pub fn preset(name: &str) -> Option<HardwareSpec> {
         Self::presets().into_iter().find(|h| h.name == name)
+    }
+
+    /// Names of the built-in GPUs, comma-separated (for error messages).
+    pub fn preset_names() -> String {
+        serverbench_config::preset_names("hardware")
+    }
+
+    /// Checks the figures; the error names the field.
+    pub fn check(&self) -> Result<(), FieldError> {
+        let positive = [
+            ("memory_bytes", self.memory_bytes),
+            ("memory_bandwidth", self.memory_bandwidth),
+            ("bf16_flops", self.bf16_flops),
+            ("fp8_flops", self.fp8_flops),
+            ("link_bandwidth", self.link_bandwidth),
+            ("host_bandwidth", self.host_bandwidth),
+        ];
+        for (name, v) in positive {
+            if !(v > 0.0 && v.is_finite()) {
+                return Err(FieldError::new(
+                    name,
+                    format!("must be a positive number, got {v}"),
+                ));
+            }
+        }
+        for (name, v) in [
+            ("link_latency_s", self.link_latency_s),
+            ("dollars_per_hour", self.dollars_per_hour),
+        ] {
+            if !(v >= 0.0 && v.is_finite()) {
+                return Err(FieldError::new(
+                    name,
+                    format!("must be a non-negative number, got {v}"),
+                ));
+            }
+        }
+        Ok(())
     }
 }
 

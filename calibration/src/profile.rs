@@ -1,7 +1,8 @@
 //! Hardware/engine profiles: every efficiency of the cost model as a named, documented parameter, loaded from YAML.
 
-use crate::ConfigError;
 use serde::{Deserialize, Serialize};
+use serverbench_config::{FieldError, InputError};
+use std::sync::OnceLock;
 
 /// Highest `shared_kv_efficiency` a profile may give: re-reads served from cache at 100× the memory
 /// bandwidth are as good as free.
@@ -131,45 +132,21 @@ pub struct FitRecord {
     pub notes: String,
 }
 
-/// Profiles shipped in the repository's `profiles/` directory, compiled in.
-const SHIPPED: [(&str, &str); 2] = [
-    (
-        "profiles/h200-qwen3-8b-cuda.yaml",
-        include_str!("../../profiles/h200-qwen3-8b-cuda.yaml"),
-    ),
-    (
-        "profiles/l40-derived.yaml",
-        include_str!("../../profiles/l40-derived.yaml"),
-    ),
-];
-
-fn shipped() -> &'static [Profile] {
-    static PARSED: std::sync::OnceLock<Vec<Profile>> = std::sync::OnceLock::new();
-    PARSED.get_or_init(|| {
-        SHIPPED
-            .iter()
-            .map(|(file, text)| {
-                Profile::from_yaml(file, text).unwrap_or_else(|e| panic!("shipped profile: {e}"))
-            })
-            .collect()
-    })
-}
-
 impl Profile {
-    /// The built-in profiles: the datasheet ones, then those shipped in `profiles/` (fitted or derived).
+    /// The built-in profiles (`presets/profiles/`): datasheet estimates, and the fitted and derived
+    /// profiles with their provenance.
     pub fn presets() -> Vec<Profile> {
-        let mut all = Self::datasheet_presets();
-        all.extend(shipped().iter().cloned());
-        all
+        static PARSED: OnceLock<Vec<Profile>> = OnceLock::new();
+        PARSED
+            .get_or_init(|| {
+                serverbench_config::parse_presets("profiles", Profile::check, |p| &p.name)
+            })
+            .clone()
     }
 
     /// Names of the built-in profiles, comma-separated (for error messages).
     pub fn preset_names() -> String {
-        Self::presets()
-            .iter()
-            .map(|p| p.name.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
+        serverbench_config::preset_names("profiles")
     }
 
     /// Keeps every efficiency and overhead of `self` (fractions of peak, host costs) and moves them to
@@ -188,70 +165,13 @@ impl Profile {
         }
     }
 
-    fn datasheet_presets() -> Vec<Profile> {
-        vec![
-            Profile {
-                name: "l40-datasheet".into(),
-                hardware: "l40".into(),
-                fitted: false,
-                source: "L40 datasheet peaks; efficiencies are assumptions from published GEMM/bandwidth curves, not fitted".into(),
-                gemm_efficiency: 0.70,
-                gemm_half_tokens: 32.0,
-                attention_efficiency: 0.45,
-                memory_efficiency: 0.80,
-                allreduce_efficiency: 0.70,
-                step_overhead_s: 0.002,
-                request_latency_s: 0.0,
-                per_sequence_overhead_s: 20e-6,
-                int4_bandwidth_efficiency: 0.75,
-                int4_compute_penalty: 1.12,
-                fp8_compute_speedup: 1.6,
-                step_time: StepTime::Roofline,
-                attention_sweep_s_per_token: 0.0,
-                attention_span_s_per_token: 0.0,
-                attention_tile_tokens: 0,
-                attention_parallel_tiles: 0.0,
-                kv_efficiency: None,
-                single_row_memory_efficiency: None,
-                shared_kv_efficiency: None,
-                fit: None,
-            },
-            Profile {
-                name: "h200-datasheet".into(),
-                hardware: "h200".into(),
-                fitted: false,
-                source: "H200 datasheet peaks and the reference's cuBLAS/streaming measurements; efficiencies not fitted".into(),
-                gemm_efficiency: 0.80,
-                gemm_half_tokens: 20.0,
-                attention_efficiency: 0.50,
-                memory_efficiency: 0.90,
-                allreduce_efficiency: 0.70,
-                step_overhead_s: 0.0015,
-                request_latency_s: 0.0,
-                per_sequence_overhead_s: 10e-6,
-                int4_bandwidth_efficiency: 0.75,
-                int4_compute_penalty: 1.12,
-                fp8_compute_speedup: 1.6,
-                step_time: StepTime::Roofline,
-                attention_sweep_s_per_token: 0.0,
-                attention_span_s_per_token: 0.0,
-                attention_tile_tokens: 0,
-                attention_parallel_tiles: 0.0,
-                kv_efficiency: None,
-                single_row_memory_efficiency: None,
-                shared_kv_efficiency: None,
-                fit: None,
-            },
-        ]
-    }
-
     /// A built-in profile by name.
     pub fn preset(name: &str) -> Option<Profile> {
         Self::presets().into_iter().find(|p| p.name == name)
     }
 
     /// Checks every coefficient; the error names the field.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), FieldError> {
         let fractions = [
             ("gemm_efficiency", self.gemm_efficiency),
             ("attention_efficiency", self.attention_efficiency),
@@ -270,7 +190,7 @@ impl Profile {
         );
         for (name, v) in fractions.into_iter().chain([kv, single_row]) {
             if !(v > 0.0 && v <= 1.0) {
-                return Err(format!("{name}: must be in (0, 1], got {v}"));
+                return Err(FieldError::new(name, format!("must be in (0, 1], got {v}")));
             }
         }
         let non_negative = [
@@ -290,32 +210,44 @@ impl Profile {
         ];
         for (name, v) in non_negative {
             if !(v >= 0.0 && v.is_finite()) {
-                return Err(format!("{name}: must be a non-negative number, got {v}"));
+                return Err(FieldError::new(
+                    name,
+                    format!("must be a non-negative number, got {v}"),
+                ));
             }
         }
         if let Some(e) = self.shared_kv_efficiency {
             if !(e > 0.0 && e <= MAX_SHARED_KV_EFFICIENCY) {
-                return Err(format!(
-                    "shared_kv_efficiency: must be in (0, {MAX_SHARED_KV_EFFICIENCY}], got {e}"
+                return Err(FieldError::new(
+                    "shared_kv_efficiency",
+                    format!("must be in (0, {MAX_SHARED_KV_EFFICIENCY}], got {e}"),
                 ));
             }
         }
-        if !(self.int4_compute_penalty >= 1.0 && self.fp8_compute_speedup >= 1.0) {
-            return Err("int4_compute_penalty/fp8_compute_speedup: must be at least 1".into());
+        for (name, v) in [
+            ("int4_compute_penalty", self.int4_compute_penalty),
+            ("fp8_compute_speedup", self.fp8_compute_speedup),
+        ] {
+            if !(v >= 1.0 && v.is_finite()) {
+                return Err(FieldError::new(
+                    name,
+                    format!("must be at least 1, got {v}"),
+                ));
+            }
         }
         if self.attention_tile_tokens > 0 && self.attention_parallel_tiles <= 0.0 {
-            return Err(
-                "attention_parallel_tiles: must be positive when attention_tile_tokens is set"
-                    .into(),
-            );
+            return Err(FieldError::new(
+                "attention_parallel_tiles",
+                "must be positive when attention_tile_tokens is set",
+            ));
         }
         Ok(())
     }
 
     /// Parses a profile YAML, naming the file, line and field on error.
-    pub fn from_yaml(file: &str, text: &str) -> Result<Profile, ConfigError> {
-        let p: Profile = crate::parse_yaml(file, text)?;
-        p.check().map_err(|e| ConfigError::from_check(file, &e))?;
+    pub fn from_yaml(file: &str, text: &str) -> Result<Profile, InputError> {
+        let p: Profile = serverbench_config::parse_yaml(file, text)?;
+        p.check().map_err(|e| e.in_file(file, text))?;
         Ok(p)
     }
 }
@@ -326,7 +258,10 @@ mod tests {
 
     #[test]
     fn presets_are_valid_labelled_and_round_trip() {
-        for p in Profile::datasheet_presets() {
+        for p in Profile::presets()
+            .into_iter()
+            .filter(|p| p.name.ends_with("-datasheet"))
+        {
             p.check().unwrap();
             assert!(!p.fitted, "datasheet profiles must say they are not fitted");
             let text = serde_yaml::to_string(&p).unwrap();

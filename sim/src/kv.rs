@@ -11,6 +11,17 @@ use serverbench_workloads::Blocks;
 use std::collections::{BTreeSet, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 
+/// A bookkeeping invariant that does not hold (found by an `audit`): a bug, never an input error.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct AuditError(pub String);
+
+impl From<String> for AuditError {
+    fn from(s: String) -> Self {
+        AuditError(s)
+    }
+}
+
 /// The root of the radix tree (holds no block).
 pub const ROOT: u32 = 0;
 
@@ -416,7 +427,7 @@ impl PrefixCache {
     }
 
     /// Checks block counts, child counts, the LRU set and reference counts (one per holder path).
-    pub fn audit(&self, holders: &[u32]) -> Result<(), String> {
+    pub fn audit(&self, holders: &[u32]) -> Result<(), AuditError> {
         let free: std::collections::HashSet<u32> = self.free_nodes.iter().copied().collect();
         let mut refs = vec![0u32; self.nodes.len()];
         for &h in holders {
@@ -438,27 +449,27 @@ impl PrefixCache {
                 evictable += node.len as u64;
             }
             if node.refs != refs[id] {
-                return Err(format!(
+                return Err(AuditError(format!(
                     "node {id} counts {} references, {} sequences hold it",
                     node.refs, refs[id]
-                ));
+                )));
             }
             if node.len == 0 {
-                return Err(format!("node {id} is empty"));
+                return Err(AuditError(format!("node {id} is empty")));
             }
             let parent_end = self.nodes[node.parent as usize].end;
             if node.end != parent_end + node.len {
-                return Err(format!(
+                return Err(AuditError(format!(
                     "node {id} ends {} blocks from the root, its parent {} and it hold {}",
                     node.end, parent_end, node.len
-                ));
+                )));
             }
             if self.paged && node.phys.len() != node.len as usize {
-                return Err(format!(
+                return Err(AuditError(format!(
                     "node {id} holds {} blocks but {} physical ids",
                     node.len,
                     node.phys.len()
-                ));
+                )));
             }
         }
         for (id, node) in self.nodes.iter().enumerate().skip(1) {
@@ -466,20 +477,20 @@ impl PrefixCache {
                 continue;
             }
             if node.children != children[id] {
-                return Err(format!(
+                return Err(AuditError(format!(
                     "node {id} counts {} children, has {}",
                     node.children, children[id]
-                ));
+                )));
             }
             let leaf = node.refs == 0 && node.children == 0;
             if leaf != self.lru.contains(&(node.last_use, id as u32)) {
-                return Err(format!(
+                return Err(AuditError(format!(
                     "node {id}: evictable leaf {leaf}, but the LRU set disagrees"
-                ));
+                )));
             }
         }
         if (cached, evictable) != (self.cached, self.evictable) {
-            return Err(format!("recount gives {cached} cached / {evictable} evictable blocks, counters say {} / {}", self.cached, self.evictable));
+            return Err(AuditError(format!("recount gives {cached} cached / {evictable} evictable blocks, counters say {} / {}", self.cached, self.evictable)));
         }
         Ok(())
     }
@@ -605,37 +616,37 @@ impl KvManager {
 
     /// Checks the counters against a recount: `private` blocks held by sequences, and the deepest
     /// cache node of each sequence that references one.
-    pub fn audit(&self, private: u64, holders: &[u32]) -> Result<(), String> {
+    pub fn audit(&self, private: u64, holders: &[u32]) -> Result<(), AuditError> {
         if self.cache.paged {
             let free = (self.free_phys.len() + self.cache.released.len()) as u64;
             if free != self.free() {
-                return Err(format!(
+                return Err(AuditError(format!(
                     "{free} physical blocks are free, the counters say {}",
                     self.free()
-                ));
+                )));
             }
         }
         if private != self.private {
-            return Err(format!(
+            return Err(AuditError(format!(
                 "sequences hold {private} private blocks, the pool counts {}",
                 self.private
-            ));
+            )));
         }
         self.cache.audit(holders)?;
         if self.private + self.cache.cached_blocks() > self.total {
-            return Err(format!(
+            return Err(AuditError(format!(
                 "{} private + {} cached blocks exceed the capacity of {}",
                 self.private,
                 self.cache.cached_blocks(),
                 self.total
-            ));
+            )));
         }
         Ok(())
     }
 
     /// Checks that every physical id is in exactly one place: a sequence's table, the cache, or the
     /// free list (paging only).
-    pub fn audit_phys(&self, tables: &[&[u32]]) -> Result<(), String> {
+    pub fn audit_phys(&self, tables: &[&[u32]]) -> Result<(), AuditError> {
         let mut seen = vec![false; self.total as usize];
         let free = self.free_phys.iter().chain(&self.cache.released).copied();
         let all = tables
@@ -649,16 +660,16 @@ impl KvManager {
                 format!("physical block {b} is outside the pool of {}", self.total)
             })?;
             if *slot {
-                return Err(format!("physical block {b} is held twice"));
+                return Err(AuditError(format!("physical block {b} is held twice")));
             }
             *slot = true;
             count += 1;
         }
         if count != self.total {
-            return Err(format!(
+            return Err(AuditError(format!(
                 "{count} physical blocks accounted for, the pool has {}",
                 self.total
-            ));
+            )));
         }
         Ok(())
     }

@@ -16,7 +16,7 @@
 //! // A workload: the seeded stream of agentic-coding session trees.
 //! let workload = Generator::new(WorkloadSpec::default(), 7, d.context_limit).unwrap();
 //! // The cost model turns each step's batch into seconds.
-//! let cost = d.cost_model(None);
+//! let cost = d.cost_model();
 //! // Four lanes replay trees closed-loop for 120 simulated seconds through the scheduler and KV cache.
 //! let out = simulate(&d, &cost, &workload, &RunConfig::new(4, 7, 120.0)).unwrap();
 //! // Every request sent in the window is scored: D = G × f.
@@ -44,6 +44,7 @@ pub use engine::{
     RunBounds, SchedulingPolicy, SeqEvent, SeqId, SeqInput, SeqProgress, Shortage, StepBuilder,
     StepEntry, StepSample,
 };
+pub use kv::AuditError;
 pub use replay::{Handle, Ready, Replay, ReplayConfig, StartMode};
 pub use run::{simulate, RunConfig, RunOutput};
 pub use scan::{scan, Offer, Unbounded};

@@ -5,6 +5,7 @@ use crate::spec::WorkloadSpec;
 use crate::tree::{Blocks, Request, RequestKind, SessionTree};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use serverbench_config::FieldError;
 use std::sync::Arc;
 
 /// Salt of the block ids of the shared system + tools prefix (the same in every session and seed).
@@ -26,14 +27,17 @@ pub struct Generator {
 
 impl Generator {
     /// A generator for `seed`; compaction happens at `spec.compaction_threshold(context_limit)`.
-    pub fn new(spec: WorkloadSpec, seed: u64, context_limit: u32) -> Result<Self, String> {
+    pub fn new(spec: WorkloadSpec, seed: u64, context_limit: u32) -> Result<Self, FieldError> {
         spec.check()?;
         let threshold = spec.compaction_threshold(context_limit);
-        let floor = spec.system_prefix_tokens + spec.compaction.summary_tokens;
-        if threshold <= floor {
-            return Err(format!(
-                "compaction: threshold {threshold} tokens leaves no room after the prefix ({}) and summary ({})",
-                spec.system_prefix_tokens, spec.compaction.summary_tokens
+        let floor = spec.system_prefix_tokens as u64 + spec.compaction.summary_tokens as u64;
+        if threshold as u64 <= floor {
+            return Err(FieldError::new(
+                "compaction",
+                format!(
+                    "threshold {threshold} tokens leaves no room after the prefix ({}) and summary ({})",
+                    spec.system_prefix_tokens, spec.compaction.summary_tokens
+                ),
             ));
         }
         Ok(Generator {

@@ -40,14 +40,7 @@ pub fn read_spec(path: &std::path::Path) -> Result<WorkloadSpec, InputError> {
 
 /// Parses a workload spec; unknown fields are errors (a typo must not silently fall back to a default).
 pub fn parse_spec(file: &str, text: &str) -> Result<WorkloadSpec, InputError> {
-    let de = serde_yaml::Deserializer::from_str(text);
-    let spec: WorkloadSpec = serde_path_to_error::deserialize(de).map_err(|e| {
-        let line = e.inner().location().map_or(0, |l| l.line());
-        InputError::new(file, line, e.path().to_string(), e.into_inner().to_string())
-    })?;
-    spec.check().map_err(|e| {
-        let (field, reason) = e.split_once(": ").unwrap_or(("", &e));
-        InputError::new(file, 0, field, reason)
-    })?;
+    let spec: WorkloadSpec = serverbench_config::parse_yaml(file, text)?;
+    spec.check().map_err(|e| e.in_file(file, text))?;
     Ok(spec)
 }

@@ -3,6 +3,7 @@
 use rand::Rng;
 use rand_distr::{Distribution, Geometric, Normal};
 use serde::{Deserialize, Serialize};
+use serverbench_config::FieldError;
 
 /// A distribution of a non-negative quantity, clamped to `[min, max]` after sampling.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -58,8 +59,8 @@ impl Dist {
     }
 
     /// Checks the parameters; the error names the parameter and says why.
-    pub fn check(&self) -> Result<(), String> {
-        let bad = |name: &str, why: &str| Err(format!("{name}: {why}"));
+    pub fn check(&self) -> Result<(), FieldError> {
+        let bad = |name: &str, why: &str| Err(FieldError::new(name, why));
         match *self {
             Dist::Constant { value } if !(value >= 0.0 && value.is_finite()) => {
                 bad("value", "must be a finite non-negative number")
@@ -241,15 +242,19 @@ impl Default for WorkloadSpec {
 
 impl WorkloadSpec {
     /// Checks every field; the error names the field and the reason.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), FieldError> {
+        let bad = |field: &str, why: &str| Err(FieldError::new(field, why));
         if self.profile != "agentic-coding" {
-            return Err(format!(
-                "profile: unknown profile {:?} (only \"agentic-coding\" exists)",
-                self.profile
+            return Err(FieldError::new(
+                "profile",
+                format!(
+                    "unknown profile {:?} (only \"agentic-coding\" exists)",
+                    self.profile
+                ),
             ));
         }
         if self.block_size == 0 {
-            return Err("block_size: must be positive".into());
+            return bad("block_size", "must be positive");
         }
         let dists = [
             ("first_prompt_tokens", &self.first_prompt_tokens),
@@ -261,21 +266,21 @@ impl WorkloadSpec {
             ("subagents.turns", &self.subagents.turns),
         ];
         for (name, d) in dists {
-            d.check().map_err(|e| format!("{name}.{e}"))?;
+            d.check().map_err(|e| e.under(name))?;
         }
         let s = &self.subagents;
         if !(0.0..=1.0).contains(&s.spawn_probability) {
-            return Err("subagents.spawn_probability: must be in [0, 1]".into());
+            return bad("subagents.spawn_probability", "must be in [0, 1]");
         }
         if !(0.0..=1.0).contains(&s.background_fraction) {
-            return Err("subagents.background_fraction: must be in [0, 1]".into());
+            return bad("subagents.background_fraction", "must be in [0, 1]");
         }
         let c = &self.compaction;
         if !(c.context_fraction > 0.0 && c.context_fraction <= 1.0) {
-            return Err("compaction.context_fraction: must be in (0, 1]".into());
+            return bad("compaction.context_fraction", "must be in (0, 1]");
         }
         if c.summary_tokens == 0 {
-            return Err("compaction.summary_tokens: must be positive".into());
+            return bad("compaction.summary_tokens", "must be positive");
         }
         Ok(())
     }
@@ -306,7 +311,7 @@ mod tests {
         let mut spec = WorkloadSpec::default();
         spec.output_tokens = Dist::lognormal(-1.0, 1.0, None, None);
         assert_eq!(
-            spec.check().unwrap_err(),
+            spec.check().unwrap_err().to_string(),
             "output_tokens.median: must be positive"
         );
         spec = WorkloadSpec::default();
@@ -316,7 +321,7 @@ mod tests {
             max: None,
         };
         assert_eq!(
-            spec.check().unwrap_err(),
+            spec.check().unwrap_err().to_string(),
             "subagents.fanout.p: must be in (0, 1]"
         );
     }

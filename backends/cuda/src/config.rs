@@ -3,6 +3,7 @@
 
 use crate::error::{CudaError, Result};
 use serde::Deserialize;
+use serverbench_config::FieldError;
 use std::path::Path;
 
 /// Shape of a dense decoder-only transformer (Llama / Qwen3 family).
@@ -78,10 +79,11 @@ impl ModelConfig {
     /// Reads and checks `config.json`.
     pub fn from_file(path: &Path) -> Result<ModelConfig> {
         let text = std::fs::read_to_string(path).map_err(|e| CudaError::file(path, e))?;
-        let de = &mut serde_json::Deserializer::from_str(&text);
-        let cfg: ModelConfig = serde_path_to_error::deserialize(de)
-            .map_err(|e| CudaError::file(path, format!("{}: {}", e.path(), e.inner())))?;
-        cfg.check().map_err(|e| CudaError::file(path, e))?;
+        let file = path.display().to_string();
+        let cfg: ModelConfig = serverbench_config::parse_json_line(&file, 0, &text)
+            .map_err(|e| CudaError::Config(e.to_string()))?;
+        cfg.check()
+            .map_err(|e| CudaError::Config(format!("{file}: {e}")))?;
         Ok(cfg)
     }
 
@@ -128,42 +130,57 @@ impl ModelConfig {
         l * per_layer + emb * if self.tie_word_embeddings { 1 } else { 2 } + h
     }
 
-    /// What the kernels support.
-    pub fn check(&self) -> std::result::Result<(), String> {
+    /// What the kernels support; the error names the `config.json` field.
+    pub fn check(&self) -> std::result::Result<(), FieldError> {
+        let bad = |field: &str, reason: String| Err(FieldError::new(field, reason));
         if self.head_dim() != 128 {
-            return Err(format!(
-                "head_dim: {} is not supported (the kernels are built for 128)",
-                self.head_dim()
-            ));
+            return bad(
+                "head_dim",
+                format!(
+                    "{} is not supported (the kernels are built for 128)",
+                    self.head_dim()
+                ),
+            );
         }
         if self.num_key_value_heads == 0 || self.num_attention_heads % self.num_key_value_heads != 0
         {
-            return Err(format!(
-                "num_key_value_heads: {} must divide num_attention_heads {}",
-                self.num_key_value_heads, self.num_attention_heads
-            ));
+            return bad(
+                "num_key_value_heads",
+                format!(
+                    "{} must divide num_attention_heads {}",
+                    self.num_key_value_heads, self.num_attention_heads
+                ),
+            );
         }
         if self.num_attention_heads / self.num_key_value_heads > 8 {
-            return Err(
-                "num_attention_heads: more than 8 query heads per KV head is not supported".into(),
+            return bad(
+                "num_attention_heads",
+                "more than 8 query heads per KV head is not supported".into(),
             );
         }
         if self.hidden_size % 8 != 0 || self.hidden_size == 0 {
-            return Err(format!(
-                "hidden_size: {} must be a positive multiple of 8",
-                self.hidden_size
-            ));
-        }
-        if self.num_hidden_layers == 0 || self.intermediate_size == 0 || self.vocab_size == 0 {
-            return Err(
-                "num_hidden_layers, intermediate_size and vocab_size must be positive".into(),
+            return bad(
+                "hidden_size",
+                format!("{} must be a positive multiple of 8", self.hidden_size),
             );
         }
+        for (field, v) in [
+            ("num_hidden_layers", self.num_hidden_layers),
+            ("intermediate_size", self.intermediate_size),
+            ("vocab_size", self.vocab_size),
+        ] {
+            if v == 0 {
+                return bad(field, "must be positive".into());
+            }
+        }
         if self.intermediate_size % 8 != 0 {
-            return Err(format!(
-                "intermediate_size: {} must be a multiple of 8 (the SwiGLU kernel moves 8 at a time)",
-                self.intermediate_size
-            ));
+            return bad(
+                "intermediate_size",
+                format!(
+                    "{} must be a multiple of 8 (the SwiGLU kernel moves 8 at a time)",
+                    self.intermediate_size
+                ),
+            );
         }
         Ok(())
     }

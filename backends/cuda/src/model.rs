@@ -94,7 +94,7 @@ pub struct Model {
 impl Model {
     /// Loads or generates the weights and allocates the KV pool and activations.
     pub fn load(dev: Device, cfg: ModelConfig, weights: &Weights, cap: Capacity) -> Result<Model> {
-        cfg.check().map_err(CudaError::Config)?;
+        cfg.check().map_err(|e| CudaError::Config(e.to_string()))?;
         check_capacity(&cfg, &cap)?;
         let (h, i) = (cfg.hidden_size as usize, cfg.intermediate_size as usize);
         let (hq, hkv, d) = (

@@ -22,7 +22,7 @@ pub use stats::{EngineStats, StepSample};
 
 use crate::deployment::{Deployment, EngineConfig, Preemption, Speculative};
 use crate::des::Time;
-use crate::kv::{KvManager, PromptBlocks, ROOT};
+use crate::kv::{AuditError, KvManager, PromptBlocks, ROOT};
 use decode_run::DecodeRun;
 use preempt::SwapSpace;
 use seq::{Scheduled, Seq};
@@ -172,12 +172,12 @@ impl Replica {
         let geometry = Geometry {
             total_blocks: total,
             state_blocks,
-            window: d.model_spec().sliding_attention.and_then(|s| s.window),
+            window: d.model.sliding_attention.as_ref().and_then(|s| s.window),
             paged: false,
         };
         let swap = SwapSpace {
             kv_bytes_per_token: plan.kv_bytes_per_token,
-            host_bandwidth: d.hardware_spec().host_bandwidth,
+            host_bandwidth: d.hardware.host_bandwidth,
             host_free_bytes: d.engine.swap_space_gib * gib,
             transfer_ns: 0,
         };
@@ -628,7 +628,7 @@ impl Replica {
     /// Recomputes the KV bookkeeping from scratch and compares it with the running counters:
     /// private blocks, cached and evictable blocks, reference counts, and `used <= total`.
     /// For tests and debugging; O(sequences × path length).
-    pub fn audit(&self) -> Result<(), String> {
+    pub fn audit(&self) -> Result<(), AuditError> {
         let live: Vec<SeqId> = self
             .running
             .iter()
@@ -649,12 +649,12 @@ impl Replica {
             for &id in &live {
                 let s = &self.seqs[id.at()];
                 if s.table.len() != s.private as usize {
-                    return Err(format!(
+                    return Err(AuditError(format!(
                         "sequence {} counts {} private blocks but holds {} physical ids",
                         id.0,
                         s.private,
                         s.table.len()
-                    ));
+                    )));
                 }
             }
             let tables: Vec<&[u32]> = live
@@ -666,15 +666,15 @@ impl Replica {
         for &id in &self.waiting {
             let s = &self.seqs[id.at()];
             if s.private != 0 || s.kv_node != ROOT {
-                return Err(format!("waiting sequence {} holds KV", id.0));
+                return Err(AuditError(format!("waiting sequence {} holds KV", id.0)));
             }
         }
         if self.running.len() > self.cfg.max_num_seqs as usize {
-            return Err(format!(
+            return Err(AuditError(format!(
                 "{} running sequences exceed max_num_seqs {}",
                 self.running.len(),
                 self.cfg.max_num_seqs
-            ));
+            )));
         }
         Ok(())
     }

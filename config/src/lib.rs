@@ -1,0 +1,16 @@
+//! User input, in one place: [`InputError`] (every file a user gives — deployment, engine, profile,
+//! workload spec, trace, table — that cannot be used is reported as file, line, field and reason),
+//! YAML parsing that names the field at fault, the one deep merge behind every `base:` and override,
+//! and the built-in preset files.
+//!
+//! **Invariant:** knows no domain type. Presets are text here; the crate that owns a type parses them.
+
+mod error;
+mod json;
+mod presets;
+mod yaml;
+
+pub use error::{FieldError, InputError};
+pub use json::parse_json_line;
+pub use presets::{parse_presets, preset_file, preset_files, preset_names, PresetFile};
+pub use yaml::{from_value, line_of, merge, parse_value, parse_yaml, to_value};

@@ -1,0 +1,211 @@
+//! YAML in, typed values out: parsing that names the field and line at fault (unknown fields are
+//! rejected by the target types, so a typo never falls back to a default silently), the one deep merge
+//! of overrides onto a base, and finding the line of a dotted field path in the text a user wrote.
+
+use crate::{FieldError, InputError};
+use serde_yaml::Value;
+
+/// Deserialises YAML, naming the field path and line of the first problem.
+pub fn parse_yaml<T: for<'de> serde::Deserialize<'de>>(
+    file: &str,
+    text: &str,
+) -> Result<T, InputError> {
+    let de = serde_yaml::Deserializer::from_str(text);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let line = e.inner().location().map_or(0, |l| l.line());
+        let path = e.path().to_string();
+        let field = if path == "." { String::new() } else { path };
+        let reason = without_location(&e.into_inner().to_string()).to_string();
+        InputError::new(file, line, field, reason)
+    })
+}
+
+/// Deserialises a generic value (a merged document), naming the field path of the first problem.
+pub fn from_value<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, FieldError> {
+    serde_path_to_error::deserialize(v).map_err(|e| {
+        let path = e.path().to_string();
+        let field = if path == "." { String::new() } else { path };
+        FieldError::new(field, without_location(&e.into_inner().to_string()))
+    })
+}
+
+/// Parses YAML into a generic value (for merging); an empty document is an empty mapping.
+pub fn parse_value(file: &str, text: &str) -> Result<Value, InputError> {
+    let v: Value = parse_yaml(file, text)?;
+    Ok(match v {
+        Value::Null => Value::Mapping(Default::default()),
+        v => v,
+    })
+}
+
+/// A value as YAML (for merging a typed value with overrides).
+pub fn to_value<T: serde::Serialize>(v: &T) -> Value {
+    serde_yaml::to_value(v).expect("configuration types serialise to YAML")
+}
+
+/// Deep-merges `over` into `base`: mappings merge key by key; anything else replaces.
+pub fn merge(base: &mut Value, over: Value) {
+    match (base, over) {
+        (Value::Mapping(b), Value::Mapping(o)) => {
+            for (k, v) in o {
+                match b.get_mut(&k) {
+                    Some(slot) => merge(slot, v),
+                    None => {
+                        b.insert(k, v);
+                    }
+                }
+            }
+        }
+        (slot, v) => *slot = v,
+    }
+}
+
+/// The 1-based line of `text` that sets the dotted field `path` (`engine.max_num_seqs`), following
+/// block mappings by indentation and flow mappings (`engine: {max_num_seqs: 8}`) on one line; 0 when
+/// the text does not set it. List indices in the path (`a[2]`) are not followed: the list's line is
+/// given.
+pub fn line_of(text: &str, path: &str) -> usize {
+    if path.is_empty() {
+        return 0;
+    }
+    let keys: Vec<&str> = path
+        .split('.')
+        .map(|k| k.split('[').next().unwrap_or(k))
+        .collect();
+    let mut found = 0;
+    let mut depth = 0;
+    let mut parent_indent: Option<usize> = None;
+    for (i, raw) in text.lines().enumerate() {
+        let line = raw.split(" #").next().unwrap_or(raw);
+        let body = line.trim_start();
+        if body.is_empty() || body.starts_with('#') {
+            continue;
+        }
+        let indent = line.len() - body.len();
+        if let Some(p) = parent_indent {
+            if indent <= p {
+                break; // left the mapping the previous key opened
+            }
+        }
+        let Some(rest) = key_value(body, keys[depth]) else {
+            continue;
+        };
+        found = i + 1;
+        depth += 1;
+        // The remaining keys may sit on this line, in a flow mapping.
+        let mut rest = rest;
+        while depth < keys.len() {
+            match find_flow_key(rest, keys[depth]) {
+                Some(after) => {
+                    rest = after;
+                    depth += 1;
+                }
+                None => break,
+            }
+        }
+        if depth == keys.len() || !rest.trim().is_empty() {
+            return found;
+        }
+        parent_indent = Some(indent);
+    }
+    found
+}
+
+/// The text after `key:` when `body` starts with that key.
+fn key_value<'a>(body: &'a str, key: &str) -> Option<&'a str> {
+    let body = body.strip_prefix("- ").unwrap_or(body);
+    let rest = body.strip_prefix(key)?;
+    rest.trim_start().strip_prefix(':')
+}
+
+/// The text after `key:` inside a flow mapping on one line.
+fn find_flow_key<'a>(text: &'a str, key: &str) -> Option<&'a str> {
+    let mut from = 0;
+    while let Some(at) = text[from..].find(key) {
+        let start = from + at;
+        let before = text[..start].trim_end().chars().last();
+        let after = text[start + key.len()..].trim_start();
+        if matches!(before, Some('{') | Some(',')) && after.starts_with(':') {
+            return Some(&after[1..]);
+        }
+        from = start + key.len();
+    }
+    None
+}
+
+/// A YAML error message without its trailing ` at line N column M`: the line is reported on its own.
+fn without_location(message: &str) -> &str {
+    let Some(at) = message.rfind(" at line ") else {
+        return message;
+    };
+    let rest = &message[at + " at line ".len()..];
+    let location = rest
+        .split_once(" column ")
+        .is_some_and(|(l, c)| l.parse::<u64>().is_ok() && c.parse::<u64>().is_ok());
+    if location {
+        &message[..at]
+    } else {
+        message
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_are_found_on_the_line_that_sets_them() {
+        let text = "base: x\n# a comment\nengine:\n  policy: sglang\n  max_num_seqs: 8\nslo: {ttft_s: 1.5, tpot_s: 0.02}\ntp: 2\n";
+        assert_eq!(line_of(text, "engine.max_num_seqs"), 5);
+        assert_eq!(line_of(text, "engine"), 3);
+        assert_eq!(line_of(text, "slo.tpot_s"), 6);
+        assert_eq!(line_of(text, "tp"), 7);
+        assert_eq!(line_of(text, "dp"), 0);
+        assert_eq!(
+            line_of(text, "engine.block_size"),
+            3,
+            "the nearest line that is set"
+        );
+        assert_eq!(
+            line_of("engine: {speculative: {k: 0}}\n", "engine.speculative.k"),
+            1
+        );
+        assert_eq!(line_of("a:\n  b: 1\nc:\n  b: 2\n", "c.b"), 4);
+    }
+
+    #[test]
+    fn merges_go_deep_and_replace_leaves() {
+        let mut base = parse_value("b", "a: {x: 1, y: 2}\nz: [1]\n").unwrap();
+        merge(
+            &mut base,
+            parse_value("o", "a: {y: 3}\nz: [2, 3]\nw: 4\n").unwrap(),
+        );
+        let want = parse_value("w", "a: {x: 1, y: 3}\nz: [2, 3]\nw: 4\n").unwrap();
+        assert_eq!(base, want);
+        assert_eq!(
+            parse_value("e", "").unwrap(),
+            Value::Mapping(Default::default())
+        );
+    }
+
+    #[test]
+    fn parse_errors_name_file_line_and_field() {
+        #[derive(serde::Deserialize, Debug)]
+        #[serde(deny_unknown_fields)]
+        #[allow(dead_code)]
+        struct T {
+            a: u32,
+        }
+        let e = parse_yaml::<T>("t.yaml", "\na: -1\n").unwrap_err();
+        assert_eq!(
+            (e.file.as_str(), e.line, e.field.as_str()),
+            ("t.yaml", 2, "a")
+        );
+        assert!(!e.reason.contains("at line"), "{}", e.reason);
+        let e = FieldError::new("b", "must be positive").under("engine");
+        assert_eq!(e.field, "engine.b");
+        assert_eq!(e.to_string(), "engine.b: must be positive");
+        let e = e.in_file("d.yaml", "engine:\n  b: 0\n");
+        assert_eq!(e.to_string(), "d.yaml: line 2: engine.b: must be positive");
+    }
+}

@@ -1,0 +1,251 @@
+//! The engine's knobs: scheduler policy, batching budgets, KV memory, preemption, prefix caching and
+//! speculative decoding, each a YAML field of a deployment's `engine` section.
+
+use crate::engine::Policy;
+use serde::{Deserialize, Serialize};
+use serverbench_calibration::{FieldError, ModelSpec};
+use serverbench_workloads::RequestKind;
+
+/// How a preempted request gives back its KV.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Preemption {
+    /// Drop its KV and recompute prompt + generated tokens when it is scheduled again.
+    Recompute,
+    /// Copy its KV to host memory over the host link and back when it is scheduled again
+    /// (falls back to recompute when `swap_space_gib` is full).
+    Swap,
+}
+
+/// How draft tokens are proposed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SpecMethod {
+    /// A small draft model runs `k` sequential passes.
+    Draft,
+    /// Prompt-lookup (n-gram) drafts: no GPU cost to propose.
+    Ngram,
+    /// A multi-token-prediction head: `k` passes of about one decoder layer.
+    Mtp,
+}
+
+/// Per-kind acceptance overrides.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KindAcceptance {
+    /// Root turns.
+    #[serde(default)]
+    pub root_turn: Option<f64>,
+    /// Sub-agent turns.
+    #[serde(default)]
+    pub subagent_turn: Option<f64>,
+    /// Compaction requests.
+    #[serde(default)]
+    pub compaction: Option<f64>,
+}
+
+/// Speculative decoding.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Speculative {
+    /// How drafts are proposed.
+    pub method: SpecMethod,
+    /// Draft length: tokens proposed per verify step.
+    pub k: u32,
+    /// Per-token acceptance probability α (each draft token is accepted with α until the first rejection).
+    pub acceptance: f64,
+    /// α per request kind, overriding `acceptance`.
+    #[serde(default)]
+    pub acceptance_by_kind: KindAcceptance,
+    /// Parameters one draft pass streams; default: 0.6 B for `draft`, one decoder layer for `mtp`, 0 for `ngram`.
+    #[serde(default)]
+    pub draft_params: Option<f64>,
+}
+
+/// The largest draft model a verify step may stream, parameters: above it a "draft" is no cheaper
+/// than the model it drafts for.
+pub const MAX_DRAFT_PARAMS: f64 = 1e12;
+
+impl Speculative {
+    /// Expected tokens per verify step: `(1 − α^(k+1)) / (1 − α)`.
+    pub fn expected_tokens(alpha: f64, k: u32) -> f64 {
+        if alpha >= 1.0 {
+            (k + 1) as f64
+        } else {
+            (1.0 - alpha.powi(k as i32 + 1)) / (1.0 - alpha)
+        }
+    }
+
+    /// Parameters one draft pass streams, for `model`.
+    pub fn draft_params(&self, model: &ModelSpec) -> f64 {
+        self.draft_params.unwrap_or(match self.method {
+            SpecMethod::Draft => 0.6e9,
+            SpecMethod::Ngram => 0.0,
+            SpecMethod::Mtp => model.matmul_params / model.layers as f64,
+        })
+    }
+
+    /// Draft passes per verify step.
+    pub fn draft_passes(&self) -> u32 {
+        match self.method {
+            SpecMethod::Ngram => 0,
+            _ => self.k,
+        }
+    }
+
+    /// α for a request kind.
+    pub fn alpha(&self, kind: RequestKind) -> f64 {
+        let by = &self.acceptance_by_kind;
+        match kind {
+            RequestKind::RootTurn => by.root_turn,
+            RequestKind::SubagentTurn => by.subagent_turn,
+            RequestKind::Compaction => by.compaction,
+        }
+        .unwrap_or(self.acceptance)
+    }
+
+    /// Checks the draft length, acceptances and draft size; the error names the field.
+    pub fn check(&self) -> Result<(), FieldError> {
+        let by = &self.acceptance_by_kind;
+        let alphas = [
+            ("acceptance", Some(self.acceptance)),
+            ("acceptance_by_kind.root_turn", by.root_turn),
+            ("acceptance_by_kind.subagent_turn", by.subagent_turn),
+            ("acceptance_by_kind.compaction", by.compaction),
+        ];
+        for (field, a) in alphas {
+            if let Some(a) = a.filter(|a| !(0.0..=1.0).contains(a)) {
+                return Err(FieldError::new(
+                    field,
+                    format!("must be in [0, 1], got {a}"),
+                ));
+            }
+        }
+        if self.k == 0 || self.k > 16 {
+            return Err(FieldError::new("k", "must be between 1 and 16"));
+        }
+        if let Some(p) = self.draft_params {
+            if !(0.0..=MAX_DRAFT_PARAMS).contains(&p) {
+                return Err(FieldError::new(
+                    "draft_params",
+                    format!("must be between 0 and {MAX_DRAFT_PARAMS:e} parameters, got {p}"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The engine's knobs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineConfig {
+    /// Scheduler policy (a name from the policy registry).
+    pub policy: Policy,
+    /// Tokens per KV block.
+    pub block_size: u32,
+    /// Token budget of one step (prefill chunk tokens + decode tokens).
+    pub max_num_batched_tokens: u32,
+    /// Most sequences running at once.
+    pub max_num_seqs: u32,
+    /// Fraction of GPU memory the engine may use.
+    pub gpu_memory_utilization: f64,
+    /// Memory reserved for activations per GPU, GiB.
+    pub activation_reserve_gib: f64,
+    /// Preemption mode.
+    pub preemption: Preemption,
+    /// Whether the prefix cache is on.
+    pub prefix_caching: bool,
+    /// Host memory for swapped-out KV per GPU, GiB (`preemption: swap`).
+    #[serde(default = "default_swap_space")]
+    pub swap_space_gib: f64,
+    /// `sglang`: the fraction of each running request's remaining output that admission reserves room for.
+    #[serde(default = "default_new_token_ratio")]
+    pub new_token_ratio: f64,
+    /// Speculative decoding, when on.
+    #[serde(default)]
+    pub speculative: Option<Speculative>,
+}
+
+fn default_swap_space() -> f64 {
+    64.0
+}
+
+fn default_new_token_ratio() -> f64 {
+    0.7
+}
+
+/// Largest KV block, tokens.
+pub const MAX_BLOCK_SIZE: u32 = 4096;
+/// Most sequences one engine may run at once.
+pub const MAX_NUM_SEQS: u32 = 65_536;
+/// Largest swap space, GiB per GPU.
+pub const MAX_SWAP_SPACE_GIB: f64 = 1_048_576.0;
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            policy: Policy::VLLM,
+            block_size: 16,
+            max_num_batched_tokens: 8192,
+            max_num_seqs: 256,
+            gpu_memory_utilization: 0.9,
+            activation_reserve_gib: 1.0,
+            preemption: Preemption::Recompute,
+            prefix_caching: true,
+            swap_space_gib: default_swap_space(),
+            new_token_ratio: default_new_token_ratio(),
+            speculative: None,
+        }
+    }
+}
+
+impl EngineConfig {
+    /// Checks every knob; the error names the field (relative to `engine`).
+    pub fn check(&self) -> Result<(), FieldError> {
+        let checks = [
+            (
+                self.block_size == 0 || self.block_size > MAX_BLOCK_SIZE,
+                "block_size",
+                format!("must be between 1 and {MAX_BLOCK_SIZE}"),
+            ),
+            (
+                self.max_num_batched_tokens == 0,
+                "max_num_batched_tokens",
+                "must be positive".into(),
+            ),
+            (
+                self.max_num_seqs == 0 || self.max_num_seqs > MAX_NUM_SEQS,
+                "max_num_seqs",
+                format!("must be between 1 and {MAX_NUM_SEQS}"),
+            ),
+            (
+                !(self.gpu_memory_utilization > 0.0 && self.gpu_memory_utilization <= 1.0),
+                "gpu_memory_utilization",
+                "must be in (0, 1]".into(),
+            ),
+            (
+                !(self.activation_reserve_gib >= 0.0 && self.activation_reserve_gib.is_finite()),
+                "activation_reserve_gib",
+                "must be a non-negative number".into(),
+            ),
+            (
+                !(self.swap_space_gib >= 0.0 && self.swap_space_gib <= MAX_SWAP_SPACE_GIB),
+                "swap_space_gib",
+                format!("must be between 0 and {MAX_SWAP_SPACE_GIB}"),
+            ),
+            (
+                !(self.new_token_ratio >= 0.0 && self.new_token_ratio <= 1.0),
+                "new_token_ratio",
+                "must be in [0, 1]".into(),
+            ),
+        ];
+        if let Some((_, field, reason)) = checks.into_iter().find(|c| c.0) {
+            return Err(FieldError::new(field, reason));
+        }
+        if let Some(sp) = &self.speculative {
+            sp.check().map_err(|e| e.under("speculative"))?;
+        }
+        Ok(())
+    }
+}

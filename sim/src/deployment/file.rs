@@ -1,0 +1,361 @@
+//! A deployment as YAML: the form a file writes (the model, hardware and profile by preset name or as
+//! a mapping of their fields), the one path from text to a resolved [`Deployment`] — `base:` preset,
+//! overrides deep-merged onto it, every name looked up once — and back to text.
+
+use super::{Deployment, EngineConfig, Prices, Router, Slo, DEFAULT_DEPLOYMENT};
+use crate::engine::Policy;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize, Serializer};
+use serde_yaml::Value;
+use serverbench_calibration::{
+    FieldError, HardwareSpec, InputError, ModelSpec, Profile, StateDtype, WeightDtype,
+};
+use serverbench_config::{from_value, line_of, merge, parse_value, parse_yaml, to_value};
+use std::sync::OnceLock;
+
+/// A deployment as a file writes it. `model`, `hardware` and `profile` are a preset's name or a mapping
+/// of every field of a [`ModelSpec`], [`HardwareSpec`] or [`Profile`] (an override that is a mapping
+/// changes only the fields it names).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeploymentFile {
+    /// Preset name (or the file's own name).
+    pub name: String,
+    /// Model preset name, or its fields.
+    pub model: Value,
+    /// Hardware preset name, or its fields.
+    pub hardware: Value,
+    /// Profile preset name, or its fields.
+    pub profile: Value,
+    /// Tensor-parallel degree.
+    pub tp: u32,
+    /// Data-parallel replicas.
+    pub dp: u32,
+    /// Router (when `dp > 1`).
+    #[serde(default = "default_router")]
+    pub router: Router,
+    /// Weight format.
+    pub weights: WeightDtype,
+    /// Quantisation group size (int4).
+    pub quant_group_size: u32,
+    /// Precision of linear-attention state.
+    #[serde(default)]
+    pub state_dtype: StateDtype,
+    /// Longest prompt + output, tokens.
+    pub context_limit: u32,
+    /// Token prices.
+    pub prices: Prices,
+    /// Price of one GPU-hour, dollars.
+    pub gpu_hour_dollars: f64,
+    /// Frozen SLO targets.
+    pub slo: Slo,
+    /// Engine knobs.
+    pub engine: EngineConfig,
+}
+
+fn default_router() -> Router {
+    Router::RoundRobin
+}
+
+/// The three parts of a deployment that name presets of their own.
+const SPECS: [&str; 3] = ["model", "hardware", "profile"];
+
+impl DeploymentFile {
+    /// The file form of a resolved deployment: each spec by name where it is that preset unchanged,
+    /// else as the mapping of its fields.
+    pub fn of(d: &Deployment) -> DeploymentFile {
+        fn named<T: PartialEq + Serialize>(spec: &T, name: &str, preset: Option<T>) -> Value {
+            match preset {
+                Some(p) if p == *spec => Value::String(name.to_string()),
+                _ => to_value(spec),
+            }
+        }
+        DeploymentFile {
+            name: d.name.clone(),
+            model: named(&d.model, &d.model.name, ModelSpec::preset(&d.model.name)),
+            hardware: named(
+                &d.hardware,
+                &d.hardware.name,
+                HardwareSpec::preset(&d.hardware.name),
+            ),
+            profile: named(
+                &d.profile,
+                &d.profile.name,
+                Profile::preset(&d.profile.name),
+            ),
+            tp: d.tp,
+            dp: d.dp,
+            router: d.router,
+            weights: d.weights,
+            quant_group_size: d.quant_group_size,
+            state_dtype: d.state_dtype,
+            context_limit: d.context_limit,
+            prices: d.prices,
+            gpu_hour_dollars: d.gpu_hour_dollars,
+            slo: d.slo,
+            engine: d.engine.clone(),
+        }
+    }
+
+    /// Looks up every preset name and checks the result; the error names the field.
+    pub fn resolve(self) -> Result<Deployment, FieldError> {
+        let d = Deployment {
+            name: self.name,
+            model: spec(
+                "model",
+                self.model,
+                ModelSpec::preset,
+                ModelSpec::preset_names,
+            )?,
+            hardware: spec(
+                "hardware",
+                self.hardware,
+                HardwareSpec::preset,
+                HardwareSpec::preset_names,
+            )?,
+            profile: spec(
+                "profile",
+                self.profile,
+                Profile::preset,
+                Profile::preset_names,
+            )?,
+            tp: self.tp,
+            dp: self.dp,
+            router: self.router,
+            weights: self.weights,
+            quant_group_size: self.quant_group_size,
+            state_dtype: self.state_dtype,
+            context_limit: self.context_limit,
+            prices: self.prices,
+            gpu_hour_dollars: self.gpu_hour_dollars,
+            slo: self.slo,
+            engine: self.engine,
+        };
+        d.check()?;
+        Ok(d)
+    }
+}
+
+/// A spec from a preset name or from the mapping of its fields.
+fn spec<T: DeserializeOwned>(
+    field: &str,
+    v: Value,
+    preset: fn(&str) -> Option<T>,
+    names: fn() -> String,
+) -> Result<T, FieldError> {
+    match v {
+        Value::String(name) => preset(&name).ok_or_else(|| {
+            FieldError::new(
+                field,
+                format!("unknown {field} {name:?} (presets: {})", names()),
+            )
+        }),
+        v @ Value::Mapping(_) => from_value(v).map_err(|e| e.under(field)),
+        other => Err(FieldError::new(
+            field,
+            format!("expected a preset name or a mapping of its fields, got {other:?}"),
+        )),
+    }
+}
+
+impl Serialize for Deployment {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        DeploymentFile::of(self).serialize(s)
+    }
+}
+
+/// The built-in presets, parsed once.
+pub(super) fn presets() -> &'static [Deployment] {
+    static PARSED: OnceLock<Vec<Deployment>> = OnceLock::new();
+    PARSED.get_or_init(|| {
+        serverbench_config::preset_files("deployments")
+            .map(|f| {
+                let file: DeploymentFile =
+                    parse_yaml(f.file, f.text).unwrap_or_else(|e| panic!("built-in preset {e}"));
+                let d = file
+                    .resolve()
+                    .unwrap_or_else(|e| panic!("built-in preset {}", e.in_file(f.file, f.text)));
+                assert_eq!(d.name, f.name, "{}: `name` must be the file's name", f.file);
+                d
+            })
+            .collect()
+    })
+}
+
+impl Deployment {
+    /// Parses a deployment YAML: `base: PRESET` (default: the default deployment) plus any fields to
+    /// override.
+    pub fn from_yaml(file: &str, text: &str) -> Result<Deployment, InputError> {
+        let mut over = parse_value(file, text)?;
+        let base_name = match over.get("base") {
+            None => DEFAULT_DEPLOYMENT.to_string(),
+            Some(Value::String(s)) => s.clone(),
+            Some(_) => {
+                return Err(FieldError::new("base", "expected a preset name").in_file(file, text))
+            }
+        };
+        let base = Deployment::preset(&base_name).ok_or_else(|| {
+            FieldError::new(
+                "base",
+                format!(
+                    "unknown preset {base_name:?} (presets: {})",
+                    Deployment::preset_names()
+                ),
+            )
+            .in_file(file, text)
+        })?;
+        if let Value::Mapping(m) = &mut over {
+            m.remove("base");
+        }
+        base.merged(file, text, "", over)
+    }
+
+    /// Applies a YAML of any deployment fields on top of this deployment (as a `base` would be).
+    pub fn with_overrides(self, file: &str, text: &str) -> Result<Deployment, InputError> {
+        let over = parse_value(file, text)?;
+        self.merged(file, text, "", over)
+    }
+
+    /// Applies an engine YAML (any subset of `engine` fields).
+    pub fn with_engine_yaml(self, file: &str, text: &str) -> Result<Deployment, InputError> {
+        let over = parse_value(file, text)?;
+        let mut wrapped = serde_yaml::Mapping::new();
+        wrapped.insert("engine".into(), over);
+        self.merged(file, text, "engine", Value::Mapping(wrapped))
+    }
+
+    /// `over` (read from `text` of `file`, whose fields sit under `prefix`) deep-merged onto this
+    /// deployment, resolved and checked.
+    fn merged(
+        &self,
+        file: &str,
+        text: &str,
+        prefix: &str,
+        mut over: Value,
+    ) -> Result<Deployment, InputError> {
+        let locate = |e: FieldError| {
+            let rel = match e.field.strip_prefix(prefix) {
+                Some(rest) if !prefix.is_empty() => rest.trim_start_matches('.').to_string(),
+                _ => e.field.clone(),
+            };
+            InputError::new(file, line_of(text, &rel), rel, e.reason)
+        };
+        if !over.is_mapping() {
+            return Err(locate(FieldError::new(
+                prefix,
+                "expected a mapping of fields",
+            )));
+        }
+        if let Some(engine) = over.get_mut("engine") {
+            apply_policy_budgets(engine);
+        }
+        let mut base = to_value(&DeploymentFile::of(self));
+        for key in SPECS {
+            expand_preset(&mut base, &over, key);
+        }
+        merge(&mut base, over);
+        let parsed: DeploymentFile = from_value(base).map_err(locate)?;
+        parsed.resolve().map_err(locate)
+    }
+}
+
+/// When an override changes some fields of a spec the base names by preset, the base gets the preset's
+/// fields first, so that the override merges into them.
+fn expand_preset(base: &mut Value, over: &Value, key: &str) {
+    let (Some(Value::Mapping(_)), Some(Value::String(name))) = (over.get(key), base.get(key))
+    else {
+        return;
+    };
+    let expanded = match key {
+        "model" => ModelSpec::preset(name).map(|m| to_value(&m)),
+        "hardware" => HardwareSpec::preset(name).map(|h| to_value(&h)),
+        _ => Profile::preset(name).map(|p| to_value(&p)),
+    };
+    if let (Some(v), Value::Mapping(m)) = (expanded, base) {
+        m.insert(key.into(), v);
+    }
+}
+
+/// When an engine override names a policy but not its budgets, fills in that policy's defaults.
+fn apply_policy_budgets(engine: &mut Value) {
+    let Some(policy) = engine
+        .get("policy")
+        .and_then(|p| p.as_str())
+        .and_then(Policy::named)
+    else {
+        return;
+    };
+    let (tokens, seqs) = policy.get().default_budgets();
+    if let Value::Mapping(m) = engine {
+        for (k, v) in [("max_num_batched_tokens", tokens), ("max_num_seqs", seqs)] {
+            m.entry(k.into()).or_insert(v.into());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_print_by_name_and_read_back_equal() {
+        for d in Deployment::presets() {
+            let text = serde_yaml::to_string(&d).unwrap();
+            assert!(text.contains(&format!("model: {}", d.model.name)), "{text}");
+            assert_eq!(Deployment::from_yaml("p.yaml", &text).unwrap(), d);
+        }
+    }
+
+    #[test]
+    fn a_changed_spec_prints_in_full_and_reads_back_equal() {
+        let d = Deployment::preset("qwen3-8b-1xh200")
+            .unwrap()
+            .with_overrides(
+                "o.yaml",
+                "model: {layers: 40}\nprofile: {step_overhead_s: 0.004}\n",
+            )
+            .unwrap();
+        assert_eq!(d.model.layers, 40);
+        assert_eq!(d.model.hidden, 4096, "the other fields are the preset's");
+        assert_eq!(d.profile.step_overhead_s, 0.004);
+        let text = serde_yaml::to_string(&d).unwrap();
+        assert!(
+            text.contains("layers: 40") && text.contains("hardware: h200"),
+            "{text}"
+        );
+        assert_eq!(Deployment::from_yaml("p.yaml", &text).unwrap(), d);
+    }
+
+    #[test]
+    fn names_and_specs_that_do_not_resolve_name_the_field_and_line() {
+        let e = Deployment::from_yaml("d.yaml", "tp: 2\nmodel: llama-9000\n").unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (2, "model"));
+        assert!(
+            e.reason.contains("unknown model") && e.reason.contains("qwen3-8b"),
+            "{e}"
+        );
+        let e = Deployment::from_yaml("d.yaml", "hardware:\n  memory_bytes: -1\n").unwrap_err();
+        assert_eq!(
+            (e.line, e.field.as_str()),
+            (2, "hardware.memory_bytes"),
+            "{e}"
+        );
+        let e = Deployment::from_yaml("d.yaml", "model: {hidden: x}\n").unwrap_err();
+        assert_eq!(e.field, "model.hidden", "{e}");
+        let e =
+            Deployment::from_yaml("d.yaml", "base: qwen3-8b-1xh200\nhardware: l40\n").unwrap_err();
+        assert_eq!(
+            e.field, "profile",
+            "an H200 profile on an L40 is refused: {e}"
+        );
+        let e = Deployment::preset("qwen3-8b-1xh200")
+            .unwrap()
+            .with_engine_yaml("e.yaml", "policy: vllm\nblock_size: 0\n")
+            .unwrap_err();
+        assert_eq!(
+            (e.line, e.field.as_str()),
+            (2, "block_size"),
+            "fields of the file: {e}"
+        );
+    }
+}

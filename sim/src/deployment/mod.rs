@@ -1,0 +1,304 @@
+//! Deployments: model + hardware + cost-model profile + parallelism + engine knobs + prices + frozen SLO
+//! targets. A deployment is resolved once, when it is read: it holds the [`ModelSpec`],
+//! [`HardwareSpec`] and [`Profile`] themselves, never names to look up later. Presets are the files of
+//! `presets/deployments/`; a YAML file names a `base` preset and overrides any field (`file`). Parsing is
+//! pure (no file IO here).
+
+mod engine;
+mod file;
+
+pub use engine::{
+    EngineConfig, KindAcceptance, Preemption, SpecMethod, Speculative, MAX_BLOCK_SIZE,
+    MAX_DRAFT_PARAMS, MAX_NUM_SEQS, MAX_SWAP_SPACE_GIB,
+};
+pub use file::DeploymentFile;
+
+use serde::{Deserialize, Serialize};
+use serverbench_calibration::{
+    memory_plan, CostInputs, CostModel, FieldError, HardwareSpec, MemoryPlan, ModelSpec, Profile,
+    StateDtype, WeightDtype, GIB,
+};
+
+pub use crate::engine::Policy;
+
+/// How requests are spread over data-parallel replicas.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Router {
+    /// Each request to the next replica in turn.
+    RoundRobin,
+    /// To the replica with the fewest running + waiting sequences (lowest index on ties).
+    LeastLoaded,
+    /// A lane (and its sub-agents) always to the same replica.
+    SessionAffinity,
+    /// To the replica holding the longest cached prefix of the prompt, least loaded on ties.
+    PrefixAware,
+}
+
+/// Prices per million tokens.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Prices {
+    /// Dollars per million input tokens.
+    pub input_per_m: f64,
+    /// Dollars per million output tokens.
+    pub output_per_m: f64,
+}
+
+/// Frozen latency targets.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Slo {
+    /// Time-to-first-token target τ_first, seconds.
+    pub ttft_s: f64,
+    /// Time-per-output-token target τ_token, seconds.
+    pub tpot_s: f64,
+}
+
+/// The default deployment.
+pub const DEFAULT_DEPLOYMENT: &str = "qwen3.5-9b-2xl40";
+
+/// Most GPUs one replica may span (`tp`).
+pub const MAX_TP: u32 = 64;
+/// Most data-parallel replicas (`dp`).
+pub const MAX_DP: u32 = 1024;
+/// Longest context a deployment may accept, tokens (2²⁴).
+pub const MAX_CONTEXT: u32 = 16_777_216;
+
+/// Everything that defines the served system and how it is scored, resolved.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Deployment {
+    /// Preset name (or the file's own name).
+    pub name: String,
+    /// The model.
+    pub model: ModelSpec,
+    /// The GPU.
+    pub hardware: HardwareSpec,
+    /// The cost model's efficiencies for this GPU and engine.
+    pub profile: Profile,
+    /// Tensor-parallel degree (GPUs per replica).
+    pub tp: u32,
+    /// Data-parallel replicas.
+    pub dp: u32,
+    /// How requests are spread over replicas (when `dp > 1`).
+    pub router: Router,
+    /// Weight format.
+    pub weights: WeightDtype,
+    /// Quantisation group size (int4).
+    pub quant_group_size: u32,
+    /// Precision of linear-attention (Gated DeltaNet) state: `bf16` or `fp32`.
+    pub state_dtype: StateDtype,
+    /// Longest prompt + output the deployment accepts, tokens.
+    pub context_limit: u32,
+    /// Token prices.
+    pub prices: Prices,
+    /// Price of one GPU-hour, dollars.
+    pub gpu_hour_dollars: f64,
+    /// Frozen SLO targets.
+    pub slo: Slo,
+    /// Engine knobs.
+    pub engine: EngineConfig,
+}
+
+impl Deployment {
+    /// GPUs in the deployment, `d = tp × dp` (both bounded by [`Deployment::check`], so it cannot overflow).
+    pub fn gpus(&self) -> u32 {
+        self.tp * self.dp
+    }
+
+    /// Dollars the deployment costs for `window_s` seconds.
+    pub fn cost(&self, window_s: f64) -> f64 {
+        self.gpus() as f64 * self.gpu_hour_dollars * window_s / 3600.0
+    }
+
+    /// The built-in presets (`presets/deployments/`).
+    pub fn presets() -> Vec<Deployment> {
+        file::presets().to_vec()
+    }
+
+    /// A preset by name.
+    pub fn preset(name: &str) -> Option<Deployment> {
+        file::presets().iter().find(|d| d.name == name).cloned()
+    }
+
+    /// Names of the presets, for error messages.
+    pub fn preset_names() -> String {
+        serverbench_config::preset_names("deployments")
+    }
+
+    /// Checks that the numbers make sense; the error names the field.
+    pub fn check(&self) -> Result<(), FieldError> {
+        let bad = |field: &str, reason: String| Err(FieldError::new(field, reason));
+        if self.tp == 0 || self.tp > MAX_TP {
+            return bad("tp", format!("must be between 1 and {MAX_TP}"));
+        }
+        if self.dp == 0 || self.dp > MAX_DP {
+            return bad("dp", format!("must be between 1 and {MAX_DP}"));
+        }
+        if self.context_limit == 0 || self.context_limit > MAX_CONTEXT {
+            return bad(
+                "context_limit",
+                format!("must be between 1 and {MAX_CONTEXT} tokens"),
+            );
+        }
+        if self.quant_group_size == 0 {
+            return bad("quant_group_size", "must be positive".into());
+        }
+        if !(self.gpu_hour_dollars > 0.0 && self.gpu_hour_dollars.is_finite()) {
+            return bad("gpu_hour_dollars", "must be a positive number".into());
+        }
+        for (field, v) in [
+            ("prices.input_per_m", self.prices.input_per_m),
+            ("prices.output_per_m", self.prices.output_per_m),
+        ] {
+            if !(v >= 0.0 && v.is_finite()) {
+                return bad(field, "must be a non-negative number".into());
+            }
+        }
+        for (field, v) in [
+            ("slo.ttft_s", self.slo.ttft_s),
+            ("slo.tpot_s", self.slo.tpot_s),
+        ] {
+            if !(v > 0.0 && v.is_finite()) {
+                return bad(field, "must be a positive number of seconds".into());
+            }
+        }
+        if self.profile.hardware != self.hardware.name {
+            return bad(
+                "profile",
+                format!(
+                    "profile {:?} describes hardware {:?}, but the deployment runs on {:?}",
+                    self.profile.name, self.profile.hardware, self.hardware.name
+                ),
+            );
+        }
+        self.model.check().map_err(|e| e.under("model"))?;
+        self.hardware.check().map_err(|e| e.under("hardware"))?;
+        self.profile.check().map_err(|e| e.under("profile"))?;
+        self.engine.check().map_err(|e| e.under("engine"))
+    }
+
+    /// The model, with the deployment's state precision.
+    pub fn model_spec(&self) -> ModelSpec {
+        self.model.clone().with_state_dtype(self.state_dtype)
+    }
+
+    /// The memory plan of one GPU.
+    pub fn memory_plan(&self) -> MemoryPlan {
+        let e = &self.engine;
+        memory_plan(
+            &self.model_spec(),
+            &self.hardware,
+            self.weights,
+            self.quant_group_size,
+            self.tp,
+            e.gpu_memory_utilization,
+            e.activation_reserve_gib * GIB,
+        )
+    }
+
+    /// The cost model of the deployment's profile.
+    pub fn cost_model(&self) -> CostModel {
+        let m = self.model_spec();
+        CostModel::new(CostInputs {
+            model: &m,
+            hardware: &self.hardware,
+            profile: &self.profile,
+            dtype: self.weights,
+            group_size: self.quant_group_size,
+            tp: self.tp,
+            draft_params: self
+                .engine
+                .speculative
+                .as_ref()
+                .map_or(0.0, |s| s.draft_params(&m)),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serverbench_calibration::BatchShape;
+
+    #[test]
+    fn an_fp32_linear_attention_state_costs_memory_and_step_time() {
+        // The default model is hybrid (Gated DeltaNet layers): its per-sequence state doubles in fp32,
+        // so fewer sequences fit beside the KV and every decode step reads and writes twice the state.
+        let bf16 = Deployment::preset(DEFAULT_DEPLOYMENT).unwrap();
+        let fp32 = bf16
+            .clone()
+            .with_overrides("fp32.yaml", "state_dtype: fp32")
+            .unwrap();
+        let (a, b) = (bf16.memory_plan(), fp32.memory_plan());
+        assert!((b.state_bytes_per_seq / a.state_bytes_per_seq - 2.0).abs() < 1e-9);
+        assert_eq!(
+            a.kv_pool_bytes, b.kv_pool_bytes,
+            "the pool is the same; more of it per sequence"
+        );
+        let mut decode = BatchShape::default();
+        for _ in 0..16 {
+            decode.add_decode(40_000, None);
+        }
+        let (ta, tb) = (
+            bf16.cost_model().step_seconds(&decode),
+            fp32.cost_model().step_seconds(&decode),
+        );
+        assert!(
+            tb > ta * 1.01,
+            "batch-16 decode {ta} s with bf16 state, {tb} s with fp32"
+        );
+        // A dense model has no such state: the knob changes nothing.
+        let dense = Deployment::preset("qwen3-8b-1xh200").unwrap();
+        let dense32 = dense
+            .clone()
+            .with_overrides("d.yaml", "state_dtype: fp32")
+            .unwrap();
+        assert_eq!(dense.memory_plan().state_bytes_per_seq, 0.0);
+        assert_eq!(dense32.memory_plan().state_bytes_per_seq, 0.0);
+        assert!(
+            Deployment::from_yaml("bad.yaml", "base: qwen3.5-9b-2xl40\nstate_dtype: fp64\n")
+                .unwrap_err()
+                .to_string()
+                .contains("state_dtype")
+        );
+    }
+
+    #[test]
+    fn presets_are_valid_and_overridable() {
+        for d in Deployment::presets() {
+            d.check().unwrap();
+        }
+        let d = Deployment::from_yaml(
+            "d.yaml",
+            "base: gemma4-e4b-1xl40\nengine:\n  max_num_seqs: 8\nslo:\n  ttft_s: 1.5\n",
+        )
+        .unwrap();
+        assert_eq!(d.engine.max_num_seqs, 8);
+        assert_eq!(
+            d.engine.block_size, 16,
+            "untouched fields keep the preset's value"
+        );
+        assert_eq!(d.slo.ttft_s, 1.5);
+        assert_eq!(d.model.name, "gemma4-e4b");
+    }
+
+    #[test]
+    fn bad_deployment_files_name_the_field() {
+        let e = Deployment::from_yaml("d.yaml", "engine:\n  max_num_seqz: 8\n").unwrap_err();
+        assert!(
+            e.field.contains("engine") && e.reason.contains("max_num_seqz"),
+            "{e}"
+        );
+        let e = Deployment::from_yaml("d.yaml", "tp: -1\n").unwrap_err();
+        assert_eq!(e.field, "tp");
+        let e = Deployment::from_yaml("d.yaml", "base: nope\n").unwrap_err();
+        assert_eq!(e.field, "base");
+        let e = Deployment::from_yaml("d.yaml", "engine:\n  gpu_memory_utilization: 1.5\n")
+            .unwrap_err();
+        assert_eq!(e.field, "engine.gpu_memory_utilization");
+        let e = Deployment::from_yaml("d.yaml", "tp: [\n").unwrap_err();
+        assert_eq!(e.file, "d.yaml");
+        assert!(e.line > 0);
+    }
+}
