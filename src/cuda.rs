@@ -242,7 +242,7 @@ pub fn check(a: CudaCheckArgs) -> Result<()> {
 }
 
 /// A model whose KV pool and batch limits fit the largest of `cases`, with random KV.
-fn model_for(cases: &[BenchCase], cfg: ModelConfig, gpu: usize, w: &Weights) -> Result<Model> {
+pub fn model_for(cases: &[BenchCase], cfg: ModelConfig, gpu: usize, w: &Weights) -> Result<Model> {
     let tokens: u32 = cases
         .iter()
         .map(|c| {
@@ -302,82 +302,4 @@ fn model_for(cases: &[BenchCase], cfg: ModelConfig, gpu: usize, w: &Weights) -> 
     let model = Model::load(dev, cfg, w, cap)?;
     model.randomize_kv(7)?;
     Ok(model)
-}
-
-/// `calibrate --microbench`: GEMM curves, copy bandwidth and a grid of forward steps on the GPU; the
-/// profile is fitted to the forward steps, the curves are written beside it (`microbench.json`).
-pub fn microbench_calibrate(a: &crate::cli::CalibrateArgs) -> Result<()> {
-    use serverbench_cuda::microbench;
-    let cfg = ModelConfig::preset(&a.model).ok_or_else(|| {
-        anyhow!(
-            "--model: no CUDA model preset {:?} (presets: qwen3-8b)",
-            a.model
-        )
-    })?;
-    let cases = microbench::step_grid();
-    let mut model = model_for(&cases, cfg.clone(), a.gpu, &Weights::Random { seed: 0 })?;
-    eprintln!("microbench: GEMM shapes");
-    let tokens = [
-        1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192,
-    ];
-    let gemms = microbench::gemm_curve(&model.dev, &microbench::gemm_shapes(&cfg), &tokens, 10)?;
-    eprintln!("microbench: copy bandwidth");
-    let copy = microbench::copy_bandwidth(&model.dev, 1 << 30, 10)?;
-    eprintln!("microbench: {} forward steps", cases.len());
-    let (results, records) = bench::run(&mut model, &cases, 5, Ceilings::default())?;
-    let target = crate::calibrate::parse_target(&a.target)?;
-    let samples: Vec<serverbench_calibration::StepSample> = records
-        .iter()
-        .map(|r| serverbench_calibration::StepSample {
-            prefill: r.features.prefill.clone(),
-            decode: r.features.decode.clone(),
-            decode_kv_distinct: r.features.decode_kv_distinct,
-            seconds: match target {
-                serverbench_calibration::FitTarget::Wall => r.wall_ms,
-                serverbench_calibration::FitTarget::Gpu => r.gpu_ms,
-            } / 1e3,
-        })
-        .collect();
-    let inputs = vec![format!(
-        "microbenchmark on {}: {} forward steps ({} cases × 5), {} GEMM timings, copy bandwidth {:.0} GB/s",
-        model.dev.name,
-        samples.len(),
-        cases.len(),
-        gemms.len(),
-        copy / 1e9
-    )];
-    let fit = crate::calibrate::fit_steps(
-        a,
-        &samples,
-        inputs,
-        "microbenchmark least squares",
-        Some(target),
-        &crate::calibrate::measured_on(
-            a,
-            format!(
-                "{} (GPU {}), serverbench CUDA engine microbenchmarks",
-                model.dev.name, a.gpu
-            ),
-        ),
-    )?;
-    crate::calibrate::report(&fit);
-    for g in gemms.iter().filter(|g| g.shape == "gate_up") {
-        eprintln!(
-            "  gate_up GEMM at {:>5} tokens: {:>7.3} ms, {:>6.1} TFLOP/s, {:>6.0} GB/s of weights",
-            g.tokens, g.ms, g.tflops, g.weight_gbps
-        );
-    }
-    eprintln!("  device-to-device copy: {:.0} GB/s", copy / 1e9);
-    if let Some(path) = &a.out {
-        let dir = path
-            .parent()
-            .filter(|d| !d.as_os_str().is_empty())
-            .unwrap_or(std::path::Path::new("."));
-        crate::output::write_json(
-            dir,
-            "microbench.json",
-            &serde_json::json!({ "device": model.dev.name, "copy_bytes_per_s": copy, "gemm": gemms, "steps": results }),
-        )?;
-    }
-    crate::calibrate::write_profile(&fit.profile, a.out.as_deref())
 }

@@ -2,9 +2,10 @@
 
 use crate::cli::{DeploymentArgs, ReplayArgs, WorkloadArgs};
 use anyhow::{anyhow, bail, Context, Result};
-use serverbench_calibration::{CostModel, Profile};
-use serverbench_sim::{Deployment, RunConfig, RunOutput, StartMode};
-use serverbench_workloads::{read_spec, read_trace, Generator, Trace, TreeSource, WorkloadSpec};
+use serverbench_calibration::Profile;
+use serverbench_sim::{Deployment, RunConfig, StartMode};
+use serverbench_study::Study;
+use serverbench_workloads::{read_spec, read_trace, Trace, TreeSource, Workload, WorkloadSpec};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -25,8 +26,8 @@ pub fn deployment(name_or_file: &str) -> Result<Deployment> {
     Ok(Deployment::from_yaml(&path.display().to_string(), &text)?)
 }
 
-/// The deployment and cost model the arguments describe (engine and profile overrides applied).
-pub fn resolved(args: &DeploymentArgs) -> Result<(Deployment, CostModel)> {
+/// The deployment the arguments describe (engine and profile overrides applied).
+pub fn resolved(args: &DeploymentArgs) -> Result<Deployment> {
     let mut d = deployment(&args.deployment)?;
     if let Some(path) = &args.engine_config {
         let text = std::fs::read_to_string(path)
@@ -39,8 +40,12 @@ pub fn resolved(args: &DeploymentArgs) -> Result<(Deployment, CostModel)> {
         d.profile = Profile::from_yaml(&path.display().to_string(), &text)?;
         d.check().map_err(|e| anyhow!("{}: {e}", path.display()))?;
     }
-    let cost = d.cost_model();
-    Ok((d, cost))
+    Ok(d)
+}
+
+/// The study the arguments describe: deployment, workload and the replay options of every run.
+pub fn study(d: &DeploymentArgs, w: &WorkloadArgs, r: &ReplayArgs) -> Result<Study> {
+    Ok(Study::new(resolved(d)?, workload(w)?, run_config(r, 1, 0)?))
 }
 
 /// Prints the effective deployment when asked; returns true if it did (the command should stop).
@@ -51,47 +56,19 @@ pub fn print_config(args: &DeploymentArgs, d: &Deployment) -> Result<bool> {
     Ok(args.print_config)
 }
 
+/// The workload the arguments name: a trace, or the generator with a spec.
+pub fn workload(args: &WorkloadArgs) -> Result<Workload> {
+    Ok(match trace(args)? {
+        Some(t) => Workload::Trace(Arc::new(t)),
+        None => Workload::Generated(spec(args)?),
+    })
+}
+
 /// A source of trees: the generator for `seed`, or a trace.
 pub fn source(args: &WorkloadArgs, seed: u64, context_limit: u32) -> Result<Arc<dyn TreeSource>> {
-    Workload::from_args(args)?.source(seed, context_limit)
-}
-
-/// The workload of a command, read once and shared by every replay of a grid.
-pub struct Workload {
-    spec: WorkloadSpec,
-    trace: Option<Arc<Trace>>,
-}
-
-impl Workload {
-    /// Reads the spec or trace the arguments name.
-    pub fn from_args(args: &WorkloadArgs) -> Result<Workload> {
-        Ok(Workload {
-            spec: spec(args)?,
-            trace: trace(args)?.map(Arc::new),
-        })
-    }
-
-    /// The tree stream of `seed` (a trace is the same stream for every seed).
-    pub fn source(&self, seed: u64, context_limit: u32) -> Result<Arc<dyn TreeSource>> {
-        match &self.trace {
-            Some(t) => Ok(t.clone()),
-            None => Ok(Arc::new(
-                Generator::new(self.spec.clone(), seed, context_limit)
-                    .map_err(|e| anyhow!("workload spec: {e}"))?,
-            )),
-        }
-    }
-}
-
-/// One simulated replay of `seed` at `cfg`.
-pub fn replay(
-    d: &Deployment,
-    cost: &CostModel,
-    w: &Workload,
-    cfg: &RunConfig,
-) -> Result<RunOutput> {
-    let source = w.source(cfg.seed, d.context_limit)?;
-    Ok(serverbench_sim::simulate(d, cost, source.as_ref(), cfg)?)
+    Ok(workload(args)?
+        .source(seed, context_limit)
+        .map_err(|e| anyhow!("workload spec: {e}"))?)
 }
 
 /// The workload spec (the file's, or the default).
@@ -142,14 +119,6 @@ pub fn seeds(text: &str) -> Result<Vec<u64>> {
         bail!("--seeds: the range {text:?} is empty");
     }
     Ok((a..b).collect())
-}
-
-/// One run configuration per seed of `seeds` (a count or a range) at one concurrency.
-pub fn seed_jobs(r: &ReplayArgs, concurrency: u32, seeds_text: &str) -> Result<Vec<RunConfig>> {
-    seeds(seeds_text)?
-        .into_iter()
-        .map(|s| run_config(r, concurrency, s))
-        .collect()
 }
 
 /// The run configuration for one replay.

@@ -8,7 +8,6 @@ mod cuda;
 mod inputs;
 mod output;
 mod plot;
-mod probe;
 mod real;
 mod screen;
 mod simulate;

@@ -1,10 +1,27 @@
 //! Printing tables and writing result files.
 
 use anyhow::{Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use serverbench_sim::Summary;
 use std::io::Write;
 use std::path::Path;
+
+/// A progress bar over `n` replays (hidden unless `show`).
+pub fn replays_bar(n: usize, show: bool) -> ProgressBar {
+    let bar = if show {
+        ProgressBar::new(n as u64)
+    } else {
+        ProgressBar::hidden()
+    };
+    bar.set_style(
+        ProgressStyle::with_template(
+            "  {bar:40} {pos}/{len} replays  {elapsed} elapsed, ETA {eta}",
+        )
+        .expect("valid template"),
+    );
+    bar
+}
 
 /// Creates `dir` and writes `name` in it with `write`.
 pub fn write_file(

@@ -6,30 +6,28 @@ use crate::output::{summary_table, write_json};
 use anyhow::{anyhow, bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use serverbench_backends::{
-    natural_stop_probe, run_real, Api, ClientConfig, HttpClient, RealConfig, RecordSink,
-    ServeConfig,
+    natural_stop_probe, run_real, serve_until_interrupted, Api, ClientConfig, HttpClient,
+    RealConfig, RecordSink, Runtime, ServeConfig,
 };
 use serverbench_workloads::tokens::{prompt_tokens, Vocab};
 use std::sync::Arc;
 use std::time::Duration;
 
 /// The async runtime of the commands that talk HTTP.
-pub fn runtime() -> Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")
+pub fn runtime() -> Result<Runtime> {
+    Runtime::new().context("cannot start the async runtime")
 }
 
 pub fn serve(a: ServeArgs) -> Result<()> {
-    let (d, cost) = inputs::resolved(&a.deployment)?;
+    let d = inputs::resolved(&a.deployment)?;
+    let cost = d.cost_model();
     if inputs::print_config(&a.deployment, &d)? {
         return Ok(());
     }
     if !(a.time_scale > 0.0 && a.time_scale.is_finite()) {
         bail!("--time-scale: must be a positive number");
     }
-    serverbench_sim::Replica::new(&d, serverbench_sim::ReplicaOptions::default())?;
+    d.replica(serverbench_sim::ReplicaOptions::default())?;
     let model = a.model.clone().unwrap_or_else(|| d.model.name.clone());
     let cuda = crate::cuda::serve_setup(&a.engine, &model)?;
     let vocab = cuda
@@ -43,19 +41,20 @@ pub fn serve(a: ServeArgs) -> Result<()> {
         vocab,
         cuda,
     };
-    runtime()?.block_on(async move {
-        let addr = format!("{}:{}", a.host, a.port);
-        let listener = tokio::net::TcpListener::bind(&addr).await.with_context(|| format!("cannot listen on {addr}"))?;
+    let addr = format!("{}:{}", a.host, a.port);
+    let banner = |at: std::net::SocketAddr| {
         if a.engine.engine == "cuda" {
-            eprintln!("serverbench serve — CUDA engine, {} ({}) on http://{addr}  (Ctrl-C stops)", d.name, model);
+            eprintln!(
+                "serverbench serve — CUDA engine, {} ({}) on http://{at}  (Ctrl-C stops)",
+                d.name, model
+            );
         } else {
-            eprintln!("serverbench serve — emulating {} ({}) at {} × real time on http://{addr}  (Ctrl-C stops)", d.name, model, a.time_scale);
+            eprintln!("serverbench serve — emulating {} ({}) at {} × real time on http://{at}  (Ctrl-C stops)", d.name, model, a.time_scale);
         }
-        tokio::select! {
-            r = serverbench_backends::serve(listener, cfg) => r.context("the server stopped"),
-            _ = tokio::signal::ctrl_c() => Ok(()),
-        }
-    })
+    };
+    runtime()?
+        .block_on(serve_until_interrupted(&addr, cfg, banner))
+        .context("the server stopped")
 }
 
 fn client_config(a: &ReplayRealArgs, url: &str, model: String) -> Result<ClientConfig> {
@@ -85,7 +84,7 @@ fn client_config(a: &ReplayRealArgs, url: &str, model: String) -> Result<ClientC
 }
 
 pub fn replay(a: ReplayRealArgs) -> Result<()> {
-    let (d, _) = inputs::resolved(&a.deployment)?;
+    let d = inputs::resolved(&a.deployment)?;
     if inputs::print_config(&a.deployment, &d)? {
         return Ok(());
     }

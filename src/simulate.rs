@@ -7,7 +7,8 @@ use crate::plot::{timeline_svg, Timeline};
 use anyhow::Result;
 
 pub fn run(a: SimulateArgs) -> Result<()> {
-    let (d, cost) = inputs::resolved(&a.deployment)?;
+    let d = inputs::resolved(&a.deployment)?;
+    let cost = d.cost_model();
     if inputs::print_config(&a.deployment, &d)? {
         return Ok(());
     }

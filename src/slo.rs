@@ -1,33 +1,21 @@
-//! `serverbench slo`: freeze τ_first and τ_token from a reference configuration (SPEC §2).
+//! `serverbench slo`: freezes τ_first and τ_token with `serverbench_study::freeze_slo` and prints or
+//! writes the deployment with them (docs/definitions.md).
 
 use crate::cli::SloArgs;
-use crate::inputs::{self, Workload};
-use crate::sweep::run_all;
+use crate::inputs;
+use crate::output::replays_bar;
 use anyhow::{Context, Result};
-use serverbench_sim::Slo;
-
-/// Per-seed p90s and the frozen targets (the maximum over seeds of each).
-pub fn freeze(a: &SloArgs) -> Result<(Vec<(u64, f64, f64)>, Slo)> {
-    let (d, cost) = inputs::resolved(&a.deployment)?;
-    let workload = Workload::from_args(&a.workload)?;
-    let jobs = inputs::seed_jobs(&a.replay, a.concurrency, &a.seeds)?;
-    let rows = run_all(&jobs, None, true, |cfg| {
-        let s = inputs::replay(&d, &cost, &workload, cfg)?.summary;
-        Ok((cfg.seed, s.ttft_s.p90, s.tpot_s.p90))
-    })?;
-    let slo = Slo {
-        ttft_s: rows.iter().map(|r| r.1).fold(0.0, f64::max),
-        tpot_s: rows.iter().map(|r| r.2).fold(0.0, f64::max),
-    };
-    Ok((rows, slo))
-}
 
 pub fn run(a: SloArgs) -> Result<()> {
-    let (mut d, _) = inputs::resolved(&a.deployment)?;
+    let mut d = inputs::resolved(&a.deployment)?;
     if inputs::print_config(&a.deployment, &d)? {
         return Ok(());
     }
-    let (rows, slo) = freeze(&a)?;
+    let study = inputs::study(&a.deployment, &a.workload, &a.replay)?;
+    let seeds = inputs::seeds(&a.seeds)?;
+    let bar = replays_bar(seeds.len(), true);
+    let (rows, slo) = serverbench_study::freeze_slo(&study, a.concurrency, &seeds, &|| bar.inc(1))?;
+    bar.finish_and_clear();
     println!(
         "serverbench slo — reference {} at c = {}, {} seeds, window {} s\n",
         d.name,
@@ -39,8 +27,13 @@ pub fn run(a: SloArgs) -> Result<()> {
         "  {:>6}  {:>13}  {:>14}",
         "seed", "p90 TTFT (s)", "p90 TPOT (ms)"
     );
-    for (seed, ttft, tpot) in &rows {
-        println!("  {:>6}  {:>13.5}  {:>14.4}", seed, ttft, tpot * 1e3);
+    for r in &rows {
+        println!(
+            "  {:>6}  {:>13.5}  {:>14.4}",
+            r.seed,
+            r.ttft_s,
+            r.tpot_s * 1e3
+        );
     }
     println!(
         "\n  frozen: τ_first = {:.5} s, τ_token = {:.4} ms (the maximum over seeds of each p90)",

@@ -1,229 +1,32 @@
-//! `serverbench sweep`: a concurrency × seeds grid run in parallel, summarised per concurrency.
+//! `serverbench sweep`: the grid runs in `serverbench_study::sweep`; this prints its table, the
+//! window sensitivity, and writes sweep.csv, sweep.json and sweep.svg.
 
 use crate::cli::SweepArgs;
-use crate::inputs::{self, Workload};
-use crate::output::{write_file, write_json};
+use crate::inputs;
+use crate::output::{replays_bar, write_file, write_json};
 use crate::plot::{sweep_svg, Band};
-use anyhow::{Context, Result};
-use indicatif::{ProgressBar, ProgressStyle};
-use rayon::prelude::*;
-use serde::Serialize;
-use serverbench_sim::{prefix_window, score, Deployment};
-use serverbench_workloads::quantile;
+use anyhow::Result;
+use serverbench_sim::Deployment;
+use serverbench_study::{Level, Spread, SweepResult};
 use std::io::Write;
 
-/// One replay of the grid.
-#[derive(Clone, Debug, Serialize)]
-pub struct Cell {
-    pub concurrency: u32,
-    pub seed: u64,
-    pub d: f64,
-    pub g: f64,
-    pub f: f64,
-    pub ttft_p90_s: f64,
-    pub tpot_p90_s: f64,
-    pub requests: usize,
-    pub valid: bool,
-    /// D of each prefix window, shortest first (only with --windows).
-    pub window_d: Vec<f64>,
-}
-
-/// Mean, spread and extremes of one metric over seeds.
-#[derive(Clone, Copy, Debug, Default, Serialize)]
-pub struct Spread {
-    pub mean: f64,
-    pub min: f64,
-    pub max: f64,
-    pub std: f64,
-    pub p10: f64,
-}
-
-impl Spread {
-    pub fn of(values: &[f64]) -> Spread {
-        let n = values.len() as f64;
-        let mean = values.iter().sum::<f64>() / n;
-        let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0).max(1.0);
-        let mut sorted = values.to_vec();
-        sorted.sort_by(f64::total_cmp);
-        Spread {
-            mean,
-            min: sorted[0],
-            max: sorted[sorted.len() - 1],
-            std: var.sqrt(),
-            p10: quantile(&sorted, 0.1),
-        }
-    }
-}
-
-/// Per-concurrency statistics over seeds.
-#[derive(Clone, Debug, Serialize)]
-pub struct Level {
-    pub concurrency: u32,
-    pub d: Spread,
-    pub g: Spread,
-    pub f: Spread,
-    pub ttft_p90_s: Spread,
-    pub tpot_p90_s: Spread,
-    pub all_valid: bool,
-    /// Mean D of each prefix window and its ratio to the longest window's.
-    pub windows: Vec<WindowD>,
-}
-
-/// A prefix window's D.
-#[derive(Clone, Copy, Debug, Serialize)]
-pub struct WindowD {
-    pub window_s: f64,
-    pub d_mean: f64,
-    pub ratio_to_longest: f64,
-}
-
-/// The sweep's result.
-#[derive(Clone, Debug, Serialize)]
-pub struct SweepResult {
-    pub deployment: String,
-    pub window_s: f64,
-    pub seeds: Vec<u64>,
-    pub levels: Vec<Level>,
-    pub best_mean: u32,
-    pub best_robust: u32,
-    pub cells: Vec<Cell>,
-}
-
-/// Runs every configuration in parallel on `threads` threads (0 = all cores), in job order: the
-/// output never depends on the thread count.
-pub fn run_all<J: Sync, T: Send>(
-    jobs: &[J],
-    threads: Option<usize>,
-    progress: bool,
-    f: impl Fn(&J) -> Result<T> + Sync,
-) -> Result<Vec<T>> {
-    let bar = if progress {
-        ProgressBar::new(jobs.len() as u64)
-    } else {
-        ProgressBar::hidden()
-    };
-    bar.set_style(
-        ProgressStyle::with_template(
-            "  {bar:40} {pos}/{len} replays  {elapsed} elapsed, ETA {eta}",
-        )
-        .expect("valid template"),
-    );
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads.unwrap_or(0))
-        .build()
-        .context("cannot start worker threads")?;
-    let out = pool.install(|| {
-        jobs.par_iter()
-            .map(|cfg| {
-                let r = f(cfg);
-                bar.inc(1);
-                r
-            })
-            .collect::<Result<Vec<T>>>()
-    });
-    bar.finish_and_clear();
-    out
-}
-
-/// Runs the grid.
+/// Runs the grid the arguments describe, with a progress bar when `progress`.
 pub fn grid(a: &SweepArgs, progress: bool) -> Result<SweepResult> {
-    let (d, cost) = inputs::resolved(&a.deployment)?;
+    let mut study = inputs::study(&a.deployment, &a.workload, &a.replay)?;
+    study.threads = a.threads;
     let seeds = inputs::seeds(&a.seeds)?;
-    let workload = Workload::from_args(&a.workload)?;
     let windows = match &a.windows {
         Some(w) => inputs::windows(w)?,
         None => Vec::new(),
     };
-    let mut replay = a.replay.clone();
-    if let Some(&longest) = windows.last() {
-        replay.window = longest;
-    }
-    let mut jobs = Vec::new();
-    for &c in &a.concurrency {
-        for &s in &seeds {
-            jobs.push(inputs::run_config(&replay, c, s)?);
-        }
-    }
-    let cells = run_all(&jobs, a.threads, progress, |cfg| {
-        let out = inputs::replay(&d, &cost, &workload, cfg)?;
-        let s = &out.summary;
-        let window_d = windows
-            .iter()
-            .map(|&w| {
-                score(
-                    &prefix_window(&out.records, (w * 1e9) as u64),
-                    &d.prices,
-                    &d.slo,
-                    d.cost(w),
-                )
-                .d
-            })
-            .collect();
-        Ok(Cell {
-            concurrency: cfg.concurrency,
-            seed: cfg.seed,
-            d: s.score.d,
-            g: s.score.g,
-            f: s.score.f,
-            ttft_p90_s: s.ttft_s.p90,
-            tpot_p90_s: s.tpot_s.p90,
-            requests: s.requests,
-            valid: s.valid,
-            window_d,
-        })
-    })?;
-    let levels: Vec<Level> = a
-        .concurrency
-        .iter()
-        .map(|&c| level(c, &cells, &windows))
-        .collect();
-    let best = |key: fn(&Level) -> f64| {
-        levels
-            .iter()
-            .fold(&levels[0], |b, l| if key(l) > key(b) { l } else { b })
-            .concurrency
-    };
-    Ok(SweepResult {
-        deployment: d.name.clone(),
-        window_s: replay.window,
-        seeds,
-        best_mean: best(|l| l.d.mean),
-        best_robust: best(|l| l.d.p10),
-        levels,
-        cells,
-    })
-}
-
-fn level(c: u32, cells: &[Cell], windows: &[f64]) -> Level {
-    let mine: Vec<&Cell> = cells.iter().filter(|x| x.concurrency == c).collect();
-    let col = |f: &dyn Fn(&Cell) -> f64| Spread::of(&mine.iter().map(|x| f(x)).collect::<Vec<_>>());
-    let means: Vec<f64> = (0..windows.len())
-        .map(|i| col(&|x| x.window_d[i]).mean)
-        .collect();
-    let longest = means.last().copied().unwrap_or(0.0);
-    let windows = windows
-        .iter()
-        .zip(&means)
-        .map(|(&w, &m)| WindowD {
-            window_s: w,
-            d_mean: m,
-            ratio_to_longest: if longest > 0.0 { m / longest } else { 0.0 },
-        })
-        .collect();
-    Level {
-        concurrency: c,
-        d: col(&|x| x.d),
-        g: col(&|x| x.g),
-        f: col(&|x| x.f),
-        ttft_p90_s: col(&|x| x.ttft_p90_s),
-        tpot_p90_s: col(&|x| x.tpot_p90_s),
-        all_valid: mine.iter().all(|x| x.valid),
-        windows,
-    }
+    let bar = replays_bar(a.concurrency.len() * seeds.len(), progress);
+    let r = serverbench_study::sweep(&study, &a.concurrency, &seeds, &windows, &|| bar.inc(1))?;
+    bar.finish_and_clear();
+    Ok(r)
 }
 
 pub fn run(a: SweepArgs) -> Result<()> {
-    let (d, _) = inputs::resolved(&a.deployment)?;
+    let d = inputs::resolved(&a.deployment)?;
     if inputs::print_config(&a.deployment, &d)? {
         return Ok(());
     }

@@ -3,9 +3,8 @@
 use crate::cli::{WorkloadCommand, WorkloadExportArgs, WorkloadScanArgs, WorkloadStatsArgs};
 use crate::inputs;
 use crate::output::{thousands, write_file, write_json};
-use anyhow::{anyhow, Context, Result};
-use rayon::prelude::*;
-use serverbench_workloads::{workload_stats, write_native, Quantiles, SessionTree, TreeSource};
+use anyhow::{Context, Result};
+use serverbench_workloads::{workload_stats, write_native, Quantiles, SessionTree};
 use std::sync::Arc;
 
 pub fn run(c: WorkloadCommand) -> Result<()> {
@@ -79,29 +78,16 @@ fn export(a: WorkloadExportArgs) -> Result<()> {
 fn scan(a: WorkloadScanArgs) -> Result<()> {
     let d = inputs::deployment(&a.deployment)?;
     let seeds = inputs::seeds(&a.seeds)?;
-    let trace = inputs::trace(&a.workload)?.map(Arc::new);
-    let spec = inputs::spec(&a.workload)?;
+    let workload = inputs::workload(&a.workload)?;
     let started = std::time::Instant::now();
-    let offers: Vec<serverbench_sim::Offer> = seeds
-        .par_iter()
-        .map(|&seed| {
-            let source: Arc<dyn TreeSource> = match &trace {
-                Some(t) => t.clone(),
-                None => Arc::new(
-                    serverbench_workloads::Generator::new(spec.clone(), seed, d.context_limit)
-                        .map_err(|e| anyhow!("workload spec: {e}"))?,
-                ),
-            };
-            Ok(serverbench_sim::scan(
-                source.as_ref(),
-                &d.prices,
-                seed,
-                a.concurrency,
-                a.window,
-                a.idle_gap_cap,
-            )?)
-        })
-        .collect::<Result<_>>()?;
+    let offers = serverbench_study::scan_seeds(
+        &workload,
+        &d,
+        &seeds,
+        a.concurrency,
+        a.window,
+        a.idle_gap_cap,
+    )?;
     let elapsed = started.elapsed();
     let mut values: Vec<f64> = offers.iter().map(|o| o.value).collect();
     let q = Quantiles::of(&mut values);

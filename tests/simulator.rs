@@ -223,7 +223,8 @@ fn the_summary_agrees_with_the_records() {
 fn an_engine_too_small_for_one_request_fails_at_start_with_the_numbers() {
     let mut d = default_deployment();
     d.engine.gpu_memory_utilization = 0.3;
-    let e = serverbench_sim::Replica::new(&d, serverbench_sim::ReplicaOptions::default())
+    let e = d
+        .replica(serverbench_sim::ReplicaOptions::default())
         .err()
         .expect("a 1M-token context does not fit in 30 % of an L40");
     let msg = e.to_string();
@@ -234,7 +235,8 @@ fn an_engine_too_small_for_one_request_fails_at_start_with_the_numbers() {
         "{msg}"
     );
     d.engine.gpu_memory_utilization = 0.15;
-    let msg = serverbench_sim::Replica::new(&d, serverbench_sim::ReplicaOptions::default())
+    let msg = d
+        .replica(serverbench_sim::ReplicaOptions::default())
         .err()
         .unwrap()
         .to_string();

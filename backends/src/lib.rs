@@ -1,7 +1,7 @@
 //! Real backends: the OpenAI-compatible streaming client, the real-time replay driver, and the
 //! emulated server (`serverbench serve`).
 //!
-//! **Invariants:** this is the only crate that knows sockets, tokio and (later) cudarc. It depends on
+//! **Invariants:** this is the only crate that knows sockets, tokio and cudarc (through `serverbench-cuda`). It depends on
 //! `sim` — the replay state machine, the scheduler and the KV manager are reused unchanged — and never
 //! the reverse. A real run produces the same `Record`s and is scored by the same code as a simulated
 //! one; only where timestamps come from differs.
@@ -10,6 +10,7 @@ pub mod client;
 pub mod driver;
 pub mod openai;
 pub mod probe;
+pub mod runtime;
 pub mod server;
 pub mod sse;
 pub mod timer;
@@ -18,6 +19,8 @@ pub use client::{ClientConfig, HttpClient, StreamResult};
 pub use driver::{natural_stop_probe, run_real, ClientStats, RealConfig, RealOutput, RecordSink};
 pub use openai::{Api, Usage};
 pub use probe::{probe, ProbePlan, ProbeStep};
+pub use runtime::Runtime;
 pub use server::{
-    prompt_blocks, serve, spawn_local, spawn_local_server, CudaServe, LocalServer, ServeConfig,
+    prompt_blocks, serve, serve_until_interrupted, spawn_local, spawn_local_server, CudaServe,
+    LocalServer, ServeConfig,
 };

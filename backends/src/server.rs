@@ -156,6 +156,23 @@ async fn serve_router(
         .await
 }
 
+/// Binds `addr`, tells `listening` the address it got, and serves until Ctrl-C; open requests may finish.
+pub async fn serve_until_interrupted(
+    addr: &str,
+    cfg: ServeConfig,
+    listening: impl FnOnce(std::net::SocketAddr),
+) -> std::io::Result<()> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| std::io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}")))?;
+    let router = router(cfg).map_err(std::io::Error::other)?;
+    listening(listener.local_addr()?);
+    serve_router(listener, router, async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
+    .await
+}
+
 /// Binds 127.0.0.1 on a free port and serves in the background; returns the base URL (for tests).
 pub async fn spawn_local(cfg: ServeConfig) -> std::io::Result<String> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
@@ -172,7 +189,7 @@ fn router(cfg: ServeConfig) -> Result<Router, String> {
         count_shared_reads: cfg.cost.prices_shared_reads(),
         ..ReplicaOptions::default()
     };
-    let replica = Replica::new(&cfg.deployment, opts).map_err(|e| e.to_string())?;
+    let replica = cfg.deployment.replica(opts).map_err(|e| e.to_string())?;
     let (tx, rx) = std_mpsc::channel();
     let metrics = Arc::new(Mutex::new(Metrics::default()));
     let (cost, scale, m2) = (cfg.cost.clone(), cfg.time_scale, metrics.clone());

@@ -116,7 +116,7 @@ pub fn simulate(
             count_shared_reads: cost.prices_shared_reads(),
             timeline: cfg.timeline,
         };
-        replicas.push(Replica::new(deployment, opts)?);
+        replicas.push(deployment.replica(opts)?);
     }
     let mut sim = Sim {
         audit: cfg.audit,

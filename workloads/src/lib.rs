@@ -44,3 +44,36 @@ pub fn parse_spec(file: &str, text: &str) -> Result<WorkloadSpec, InputError> {
     spec.check().map_err(|e| e.in_file(file, text))?;
     Ok(spec)
 }
+
+/// Where a run's session trees come from: the generator with a spec (one stream per seed), or a
+/// trace read from a file (the same trees for every seed). Cheap to clone and share between threads.
+#[derive(Clone, Debug)]
+pub enum Workload {
+    /// The `agentic-coding` generator.
+    Generated(WorkloadSpec),
+    /// A trace's trees, cycled.
+    Trace(std::sync::Arc<Trace>),
+}
+
+impl Default for Workload {
+    fn default() -> Self {
+        Workload::Generated(WorkloadSpec::default())
+    }
+}
+
+impl Workload {
+    /// The tree stream of `seed` under a deployment's `context_limit` (a trace is the same stream for
+    /// every seed).
+    pub fn source(
+        &self,
+        seed: u64,
+        context_limit: u32,
+    ) -> Result<std::sync::Arc<dyn TreeSource>, serverbench_config::FieldError> {
+        Ok(match self {
+            Workload::Trace(t) => t.clone(),
+            Workload::Generated(spec) => {
+                std::sync::Arc::new(Generator::new(spec.clone(), seed, context_limit)?)
+            }
+        })
+    }
+}

@@ -4,10 +4,9 @@
 //! `presets/deployments/`; a YAML file names a `base` preset and overrides any field (`file`). Parsing is
 //! pure (no file IO here).
 
-mod engine;
 mod file;
 
-pub use engine::{
+pub use crate::engine::{
     EngineConfig, KindAcceptance, Preemption, SpecMethod, Speculative, MAX_BLOCK_SIZE,
     MAX_DRAFT_PARAMS, MAX_NUM_SEQS, MAX_SWAP_SPACE_GIB,
 };
@@ -20,6 +19,7 @@ use serverbench_calibration::{
 };
 
 pub use crate::engine::Policy;
+use crate::engine::{CapacityError, KvLayout, Replica, ReplicaOptions};
 
 /// How requests are spread over data-parallel replicas.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -195,6 +195,21 @@ impl Deployment {
             e.gpu_memory_utilization,
             e.activation_reserve_gib * GIB,
         )
+    }
+
+    /// What one replica's KV pool is sized from.
+    pub fn kv_layout(&self) -> KvLayout {
+        KvLayout {
+            plan: self.memory_plan(),
+            context_limit: self.context_limit,
+            window: self.model.sliding_attention.as_ref().and_then(|s| s.window),
+            host_bandwidth: self.hardware.host_bandwidth,
+        }
+    }
+
+    /// One engine replica of this deployment; fails if one request of the context limit cannot fit.
+    pub fn replica(&self, opts: ReplicaOptions) -> Result<Replica, CapacityError> {
+        Replica::new(&self.engine, &self.kv_layout(), opts)
     }
 
     /// The cost model of the deployment's profile.

@@ -8,6 +8,7 @@
 //! step's life cycle: submit → [`Replica::schedule`] → (the step runs) → [`Replica::finish_step`].
 
 mod admission;
+mod config;
 mod decode_run;
 pub mod policy;
 mod preempt;
@@ -15,18 +16,21 @@ mod seq;
 mod speculate;
 mod stats;
 
+pub use config::{
+    EngineConfig, KindAcceptance, Preemption, SpecMethod, Speculative, MAX_BLOCK_SIZE,
+    MAX_DRAFT_PARAMS, MAX_NUM_SEQS, MAX_SWAP_SPACE_GIB,
+};
 pub use decode_run::RunBounds;
 pub use policy::{Admission, DecodeBudget, Policy, SchedulingPolicy, Shortage, StepBuilder};
 pub use seq::{SeqEvent, SeqId, SeqInput, SeqProgress};
 pub use stats::{EngineStats, StepSample};
 
-use crate::deployment::{Deployment, EngineConfig, Preemption, Speculative};
 use crate::des::Time;
 use crate::kv::{AuditError, KvManager, PromptBlocks, ROOT};
 use decode_run::DecodeRun;
 use preempt::SwapSpace;
 use seq::{Scheduled, Seq};
-use serverbench_calibration::BatchShape;
+use serverbench_calibration::{BatchShape, MemoryPlan};
 use serverbench_workloads::Blocks;
 use speculate::Acceptance;
 use std::collections::VecDeque;
@@ -107,6 +111,19 @@ pub struct ReplicaOptions {
     pub timeline: bool,
 }
 
+/// What a replica's KV pool is sized from (a deployment's, for one replica).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct KvLayout {
+    /// One GPU's memory: weights, reserve, the KV pool and bytes per token and per sequence.
+    pub plan: MemoryPlan,
+    /// Longest prompt + output, tokens: one such request must fit.
+    pub context_limit: u32,
+    /// Sliding window of the model's sliding layers, if any.
+    pub window: Option<u32>,
+    /// Host link bandwidth, bytes/s (swap preemption).
+    pub host_bandwidth: f64,
+}
+
 /// The KV pool's shape: blocks, per-sequence state and the sliding window.
 #[derive(Clone, Copy, Debug)]
 struct Geometry {
@@ -143,9 +160,14 @@ pub struct Replica {
 }
 
 impl Replica {
-    /// A replica sized from the deployment's memory plan; fails if one request of the context limit cannot fit.
-    pub fn new(d: &Deployment, opts: ReplicaOptions) -> Result<Replica, CapacityError> {
-        let plan = d.memory_plan();
+    /// A replica sized from a memory plan ([`crate::Deployment::replica`] gives a deployment's); fails
+    /// if one request of the context limit cannot fit.
+    pub fn new(
+        cfg: &EngineConfig,
+        layout: &KvLayout,
+        opts: ReplicaOptions,
+    ) -> Result<Replica, CapacityError> {
+        let plan = layout.plan;
         let gib = serverbench_calibration::GIB;
         if plan.kv_pool_bytes <= 0.0 {
             return Err(CapacityError::NoRoom {
@@ -154,14 +176,14 @@ impl Replica {
                 budget_gib: plan.budget_bytes / gib,
             });
         }
-        let bs = d.engine.block_size;
+        let bs = cfg.block_size;
         let block_bytes = plan.kv_bytes_per_token * bs as f64;
         let total = (plan.kv_pool_bytes / block_bytes).floor() as u64;
         let state_blocks = (plan.state_bytes_per_seq / block_bytes).ceil() as u32;
-        let need = d.context_limit.div_ceil(bs) as u64 + state_blocks as u64;
+        let need = layout.context_limit.div_ceil(bs) as u64 + state_blocks as u64;
         if need > total {
             return Err(CapacityError::ContextTooLong {
-                context: d.context_limit,
+                context: layout.context_limit,
                 need,
                 have: total,
                 pool_gib: plan.kv_pool_bytes / gib,
@@ -172,16 +194,16 @@ impl Replica {
         let geometry = Geometry {
             total_blocks: total,
             state_blocks,
-            window: d.model.sliding_attention.as_ref().and_then(|s| s.window),
+            window: layout.window,
             paged: false,
         };
         let swap = SwapSpace {
             kv_bytes_per_token: plan.kv_bytes_per_token,
-            host_bandwidth: d.hardware.host_bandwidth,
-            host_free_bytes: d.engine.swap_space_gib * gib,
+            host_bandwidth: layout.host_bandwidth,
+            host_free_bytes: cfg.swap_space_gib * gib,
             transfer_ns: 0,
         };
-        Ok(Replica::with_geometry(&d.engine, geometry, swap, opts))
+        Ok(Replica::with_geometry(cfg, geometry, swap, opts))
     }
 
     /// A replica with physical paging over exactly `total_blocks` blocks, for an engine that stores real

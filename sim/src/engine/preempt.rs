@@ -2,9 +2,9 @@
 //! give theirs back, either dropped (recompute: prompt and output are computed again when it is
 //! rescheduled) or copied to host memory over the host link (swap, while host space lasts).
 
+use super::config::Preemption;
 use super::seq::SeqId;
 use super::Replica;
-use crate::deployment::Preemption;
 
 /// Host memory for swapped-out KV and the time the current step spends moving it.
 #[derive(Clone, Debug, Default)]

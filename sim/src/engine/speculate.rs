@@ -3,9 +3,9 @@
 //! request at the same position gets the same draw whatever shares its batch and however steps are
 //! merged into runs. Pure arithmetic.
 
+use super::config::Speculative;
 use super::seq::SeqId;
 use super::Replica;
-use crate::deployment::Speculative;
 use serverbench_workloads::RequestKind;
 
 /// Per request kind, the thresholds α^j · 2⁶⁴ (j = 1..=k): a draw below the j-th accepts the j-th draft.
@@ -91,7 +91,7 @@ mod tests {
     #[test]
     fn hashed_acceptance_draws_follow_the_truncated_geometric_law() {
         let spec = Speculative {
-            method: crate::deployment::SpecMethod::Mtp,
+            method: crate::engine::SpecMethod::Mtp,
             k: 3,
             acceptance: 0.7,
             acceptance_by_kind: Default::default(),

@@ -1,7 +1,7 @@
 //! The engine's knobs: scheduler policy, batching budgets, KV memory, preemption, prefix caching and
 //! speculative decoding, each a YAML field of a deployment's `engine` section.
 
-use crate::engine::Policy;
+use super::policy::Policy;
 use serde::{Deserialize, Serialize};
 use serverbench_calibration::{FieldError, ModelSpec};
 use serverbench_workloads::RequestKind;

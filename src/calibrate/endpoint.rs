@@ -2,7 +2,7 @@
 //! fits what the probes can inform with the step-log fit.
 
 use crate::cli::CalibrateArgs;
-use anyhow::{anyhow, Result};
+use anyhow::{anyhow, Context, Result};
 use serverbench_backends::{probe, Api, ClientConfig, HttpClient, ProbePlan};
 use serverbench_calibration::{FitTarget, ModelSpec, StepSample};
 use serverbench_workloads::tokens::Vocab;
@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Probes `url` and writes a profile.
-pub fn endpoint_calibrate(a: &CalibrateArgs, url: &str) -> Result<()> {
+pub fn calibrate(a: &CalibrateArgs, url: &str) -> Result<()> {
     let model = ModelSpec::preset(&a.model)
         .ok_or_else(|| anyhow!("--model: no model preset {:?}", a.model))?;
     let client = Arc::new(
@@ -30,7 +30,7 @@ pub fn endpoint_calibrate(a: &CalibrateArgs, url: &str) -> Result<()> {
     let vocab = Vocab::new(100, model.vocab)
         .ok_or_else(|| anyhow!("the model's vocabulary is too small"))?;
     let plan = ProbePlan::standard(vocab, a.probe_seed);
-    let rt = crate::real::runtime()?;
+    let rt = serverbench_backends::Runtime::new().context("cannot start the async runtime")?;
     eprintln!(
         "probing {url} (TTFT against prompt length, over a cached prefix; TPOT against streams)"
     );
@@ -49,14 +49,14 @@ pub fn endpoint_calibrate(a: &CalibrateArgs, url: &str) -> Result<()> {
         plan.cached_prefix,
         plan.streams
     )];
-    let fit = crate::calibrate::fit_steps(
+    let fit = super::fit::fit_steps(
         a,
         &samples,
         inputs,
         "endpoint probes least squares",
         Some(FitTarget::Wall),
-        &crate::calibrate::measured_on(a, format!("the server at {url} (black box)")),
+        &super::fit::measured_on(a, format!("the server at {url} (black box)")),
     )?;
-    crate::calibrate::report(&fit);
-    crate::calibrate::write_profile(&fit.profile, a.out.as_deref())
+    super::fit::report(&fit);
+    super::fit::write_profile(&fit.profile, a.out.as_deref())
 }

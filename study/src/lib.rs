@@ -1,0 +1,119 @@
+//! Studies over many simulated replays: [`sweep`] (concurrency × seeds, and window sensitivity),
+//! [`screen`] (seeds ranked by difficulty), [`freeze_slo`] (targets from a reference configuration),
+//! [`what_if`] (each serving knob alone), and the statistics of simulated-against-measured
+//! comparisons ([`compare`]). Callable from Rust; the binary only parses arguments, prints and writes.
+//!
+//! **Invariant:** results never depend on the thread count: runs execute in parallel (rayon) over a
+//! fixed job list and are collected in job order. No IO, no clock, no terminal.
+//!
+//! ```
+//! use serverbench_sim::{Deployment, RunConfig};
+//! use serverbench_study::{sweep, Study};
+//! use serverbench_workloads::Workload;
+//!
+//! let d = Deployment::preset("qwen3-8b-1xh200").unwrap();
+//! let study = Study::new(d, Workload::default(), RunConfig::new(1, 0, 120.0));
+//! let r = sweep(&study, &[1, 4], &[0, 1], &[], &|| {}).unwrap();
+//! assert_eq!(r.levels.len(), 2);
+//! assert!(r.levels.iter().any(|l| l.concurrency == r.best_mean));
+//! ```
+
+pub mod compare;
+mod grid;
+mod scan;
+mod screen;
+mod slo;
+mod sweep;
+mod whatif;
+
+pub use grid::{run_all, Spread};
+pub use scan::scan_seeds;
+pub use screen::{screen, ScreenResult, SeedRow};
+pub use slo::{freeze_slo, SeedP90};
+pub use sweep::{sweep, Cell, Level, SweepResult, WindowD};
+pub use whatif::{what_if, Knob, KnobRow, KNOBS};
+
+use serverbench_calibration::{CostModel, FieldError};
+use serverbench_sim::{CapacityError, Deployment, RunConfig, RunOutput, Unbounded};
+use serverbench_workloads::Workload;
+
+/// Why a study cannot run.
+#[derive(Debug, thiserror::Error)]
+pub enum StudyError {
+    /// The deployment cannot hold a request of its context limit.
+    #[error(transparent)]
+    Capacity(#[from] CapacityError),
+    /// The workload spec does not fit the deployment.
+    #[error("workload spec: {0}")]
+    Workload(#[from] FieldError),
+    /// The workload's zero-service walk never advances.
+    #[error(transparent)]
+    Unbounded(#[from] Unbounded),
+    /// No concurrency level or no seed was given.
+    #[error("nothing to run: give at least one concurrency level and one seed")]
+    NothingToRun,
+    /// The worker threads could not start.
+    #[error("cannot start worker threads: {0}")]
+    Threads(String),
+}
+
+/// One configuration to study: the deployment (its cost model built once), the workload, and the
+/// replay options every run shares (window, idle-gap cap, start mode); each run sets its own
+/// concurrency and seed.
+#[derive(Clone, Debug)]
+pub struct Study {
+    /// The deployment.
+    pub deployment: Deployment,
+    /// Its cost model.
+    pub cost: CostModel,
+    /// Where the session trees come from.
+    pub workload: Workload,
+    /// The run options; `concurrency` and `seed` are set per run.
+    pub replay: RunConfig,
+    /// Worker threads (`None`: one per core). Results never depend on it.
+    pub threads: Option<usize>,
+}
+
+impl Study {
+    /// A study of `deployment` under `workload` with the options of `replay`.
+    pub fn new(deployment: Deployment, workload: Workload, replay: RunConfig) -> Study {
+        Study {
+            cost: deployment.cost_model(),
+            deployment,
+            workload,
+            replay,
+            threads: None,
+        }
+    }
+
+    /// The options of the run at `concurrency` lanes and `seed`.
+    pub fn config(&self, concurrency: u32, seed: u64) -> RunConfig {
+        RunConfig {
+            concurrency,
+            seed,
+            ..self.replay
+        }
+    }
+
+    /// One simulated replay.
+    pub fn run(&self, cfg: &RunConfig) -> Result<RunOutput, StudyError> {
+        let source = self
+            .workload
+            .source(cfg.seed, self.deployment.context_limit)?;
+        Ok(serverbench_sim::simulate(
+            &self.deployment,
+            &self.cost,
+            source.as_ref(),
+            cfg,
+        )?)
+    }
+
+    /// The same study of another deployment (a knob changed).
+    pub fn with_deployment(&self, deployment: Deployment) -> Study {
+        Study {
+            cost: deployment.cost_model(),
+            deployment,
+            ..self.clone()
+        }
+    }
+}

@@ -1,0 +1,184 @@
+//! The sweep: every concurrency level × every seed, summarised per level, and the level that gives the
+//! best mean D and the best D of its worst seeds; optionally the D of shorter prefix windows of the
+//! same runs (window sensitivity).
+
+use crate::{run_all, Spread, Study, StudyError};
+use serde::Serialize;
+use serverbench_sim::{prefix_window, score};
+
+/// One replay of the grid.
+#[derive(Clone, Debug, Serialize)]
+pub struct Cell {
+    /// Lanes.
+    pub concurrency: u32,
+    /// Workload seed.
+    pub seed: u64,
+    /// Qualified value per GPU dollar.
+    pub d: f64,
+    /// Gross value per GPU dollar.
+    pub g: f64,
+    /// `D / G`.
+    pub f: f64,
+    /// p90 TTFT, seconds.
+    pub ttft_p90_s: f64,
+    /// p90 TPOT, seconds.
+    pub tpot_p90_s: f64,
+    /// Requests sent in the window.
+    pub requests: usize,
+    /// At most 1 % of requests overflowed the context.
+    pub valid: bool,
+    /// D of each prefix window, shortest first (only with windows).
+    pub window_d: Vec<f64>,
+}
+
+/// A prefix window's D.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct WindowD {
+    /// The window, seconds.
+    pub window_s: f64,
+    /// Mean D over seeds.
+    pub d_mean: f64,
+    /// Its ratio to the longest window's mean D.
+    pub ratio_to_longest: f64,
+}
+
+/// Per-concurrency statistics over seeds.
+#[derive(Clone, Debug, Serialize)]
+pub struct Level {
+    /// Lanes.
+    pub concurrency: u32,
+    /// D over seeds.
+    pub d: Spread,
+    /// G over seeds.
+    pub g: Spread,
+    /// f over seeds.
+    pub f: Spread,
+    /// p90 TTFT over seeds, seconds.
+    pub ttft_p90_s: Spread,
+    /// p90 TPOT over seeds, seconds.
+    pub tpot_p90_s: Spread,
+    /// Every seed's run was valid.
+    pub all_valid: bool,
+    /// Mean D of each prefix window and its ratio to the longest window's.
+    pub windows: Vec<WindowD>,
+}
+
+/// The sweep's result.
+#[derive(Clone, Debug, Serialize)]
+pub struct SweepResult {
+    /// Deployment name.
+    pub deployment: String,
+    /// The runs' window, seconds (the longest prefix window when there are several).
+    pub window_s: f64,
+    /// Seeds of every level.
+    pub seeds: Vec<u64>,
+    /// One per concurrency, in the order given.
+    pub levels: Vec<Level>,
+    /// The level with the best mean D.
+    pub best_mean: u32,
+    /// The level with the best 10th-percentile D over seeds.
+    pub best_robust: u32,
+    /// Every run, level by level.
+    pub cells: Vec<Cell>,
+}
+
+/// Runs every concurrency × seed; with `windows` (seconds) the runs use the longest and each is also
+/// scored over every prefix window.
+pub fn sweep(
+    study: &Study,
+    concurrency: &[u32],
+    seeds: &[u64],
+    windows: &[f64],
+    progress: &(dyn Fn() + Sync),
+) -> Result<SweepResult, StudyError> {
+    if concurrency.is_empty() || seeds.is_empty() {
+        return Err(StudyError::NothingToRun);
+    }
+    let mut windows = windows.to_vec();
+    windows.sort_by(f64::total_cmp);
+    windows.dedup();
+    let mut base = study.replay;
+    if let Some(&longest) = windows.last() {
+        base.window_s = longest;
+    }
+    let jobs: Vec<_> = concurrency
+        .iter()
+        .flat_map(|&c| seeds.iter().map(move |&s| (c, s)))
+        .map(|(c, s)| serverbench_sim::RunConfig {
+            concurrency: c,
+            seed: s,
+            ..base
+        })
+        .collect();
+    let d = &study.deployment;
+    let cells = run_all(&jobs, study.threads, progress, |cfg| {
+        let out = study.run(cfg)?;
+        let s = &out.summary;
+        let window_d = windows
+            .iter()
+            .map(|&w| {
+                let records = prefix_window(&out.records, (w * 1e9) as u64);
+                score(&records, &d.prices, &d.slo, d.cost(w)).d
+            })
+            .collect();
+        Ok(Cell {
+            concurrency: cfg.concurrency,
+            seed: cfg.seed,
+            d: s.score.d,
+            g: s.score.g,
+            f: s.score.f,
+            ttft_p90_s: s.ttft_s.p90,
+            tpot_p90_s: s.tpot_s.p90,
+            requests: s.requests,
+            valid: s.valid,
+            window_d,
+        })
+    })?;
+    let levels: Vec<Level> = concurrency
+        .iter()
+        .map(|&c| level(c, &cells, &windows))
+        .collect();
+    let best = |key: fn(&Level) -> f64| {
+        levels
+            .iter()
+            .fold(&levels[0], |b, l| if key(l) > key(b) { l } else { b })
+            .concurrency
+    };
+    Ok(SweepResult {
+        deployment: d.name.clone(),
+        window_s: base.window_s,
+        seeds: seeds.to_vec(),
+        best_mean: best(|l| l.d.mean),
+        best_robust: best(|l| l.d.p10),
+        levels,
+        cells,
+    })
+}
+
+fn level(c: u32, cells: &[Cell], windows: &[f64]) -> Level {
+    let mine: Vec<&Cell> = cells.iter().filter(|x| x.concurrency == c).collect();
+    let col = |f: &dyn Fn(&Cell) -> f64| Spread::of(&mine.iter().map(|x| f(x)).collect::<Vec<_>>());
+    let means: Vec<f64> = (0..windows.len())
+        .map(|i| col(&|x| x.window_d[i]).mean)
+        .collect();
+    let longest = means.last().copied().unwrap_or(0.0);
+    let windows = windows
+        .iter()
+        .zip(&means)
+        .map(|(&w, &m)| WindowD {
+            window_s: w,
+            d_mean: m,
+            ratio_to_longest: if longest > 0.0 { m / longest } else { 0.0 },
+        })
+        .collect();
+    Level {
+        concurrency: c,
+        d: col(&|x| x.d),
+        g: col(&|x| x.g),
+        f: col(&|x| x.f),
+        ttft_p90_s: col(&|x| x.ttft_p90_s),
+        tpot_p90_s: col(&|x| x.tpot_p90_s),
+        all_valid: mine.iter().all(|x| x.valid),
+        windows,
+    }
+}
