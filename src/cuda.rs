@@ -4,9 +4,9 @@
 use crate::cli::{CudaBenchArgs, CudaCheckArgs, EngineArgs};
 use anyhow::{anyhow, bail, Context, Result};
 use serde::Deserialize;
-use serverbench_backends::{prompt_blocks, CudaServe};
+use serverbench_backends::{prompt_blocks, Cuda, CudaServe, EngineCore};
 use serverbench_cuda::bench::{self, BenchCase, Ceilings};
-use serverbench_cuda::{Capacity, CudaEngine, Device, Model, ModelConfig, Weights};
+use serverbench_cuda::{Capacity, CudaEngine, CudaOptions, Device, Model, ModelConfig, Weights};
 use serverbench_sim::{EngineConfig, Replica, ReplicaOptions, SeqEvent, SeqInput};
 use serverbench_workloads::RequestKind;
 use std::collections::HashMap;
@@ -40,6 +40,7 @@ pub fn serve_setup(a: &EngineArgs, model: &str) -> Result<Option<CudaServe>> {
             model: model_config(a, model)?,
             weights: weights(a),
             step_log: a.step_log.clone(),
+            options: options()?,
         })),
         other => bail!("--engine: expected emulated or cuda, got {other:?}"),
     }
@@ -151,7 +152,7 @@ pub fn check(a: CudaCheckArgs) -> Result<()> {
         max_seqs: 64,
         max_context: 16384,
     };
-    let dev = Device::open(a.gpu)?;
+    let dev = Device::open(a.gpu, &options()?)?;
     let mut model = Model::load(dev, cfg, &Weights::Safetensors(a.model_dir.clone()), cap)?;
     model.keep_logits = true;
     let mut out_cases = Vec::new();
@@ -162,76 +163,21 @@ pub fn check(a: CudaCheckArgs) -> Result<()> {
             max_num_seqs: 64,
             ..EngineConfig::default()
         };
-        let mut replica = Replica::paged(&ecfg, cap.num_blocks as u64, ReplicaOptions::default())?;
-        let mut engine = CudaEngine::new(model, None);
-        let mut results: Vec<serde_json::Value> = Vec::new();
-        let mut events = Vec::new();
-        let mut tag = 0u64;
-        let mut steps = 0u64;
-        for wave in &case.waves {
-            let mut logits: HashMap<u64, serde_json::Map<String, serde_json::Value>> =
-                HashMap::new();
-            let mut made: HashMap<u64, u32> = HashMap::new();
-            let first = tag;
-            for r in wave {
-                engine.add(tag, r.prompt.clone());
-                replica.submit(SeqInput {
-                    tag,
-                    blocks: prompt_blocks(&r.prompt),
-                    workload_block_size: 16,
-                    input: r.prompt.len() as u32,
-                    output: r.output,
-                    kind: RequestKind::RootTurn,
-                });
-                tag += 1;
-            }
-            let mut cached = HashMap::new();
-            let mut done = HashMap::new();
-            while replica.schedule().is_some() {
-                let out = engine.step(&replica)?;
-                steps += 1;
-                let v = engine.model.cfg.vocab_size as usize;
-                for (row, &(t, _)) in out.sampled.iter().enumerate() {
-                    let k = made.entry(t).or_insert(0);
-                    if case.logit_steps.contains(k) {
-                        let l = &engine.model.last_logits[row * v..(row + 1) * v];
-                        logits
-                            .entry(t)
-                            .or_default()
-                            .insert(k.to_string(), serde_json::json!(l));
-                    }
-                    *k += 1;
-                }
-                replica.finish_step(&mut events);
-                for e in events.drain(..) {
-                    if let SeqEvent::Finished { tag: t, seq } = e {
-                        cached.insert(t, replica.progress(seq).cached_tokens);
-                        done.insert(t, engine.remove(t).unwrap_or_default());
-                    }
-                }
-            }
-            for (i, r) in wave.iter().enumerate() {
-                let t = first + i as u64;
-                let toks = done
-                    .remove(&t)
-                    .ok_or_else(|| anyhow!("{}: request {t} did not finish", case.name))?;
-                results.push(serde_json::json!({
-                    "prompt_len": r.prompt.len(),
-                    "tokens": toks[r.prompt.len()..],
-                    "cached_tokens": cached.get(&t),
-                    "logits": logits.remove(&t).unwrap_or_default(),
-                }));
-            }
-        }
+        let replica = Replica::paged(&ecfg, cap.num_blocks as u64, ReplicaOptions::default())?;
+        let exec = Cuda {
+            engine: CudaEngine::new(model, None),
+        };
+        let mut core = EngineCore::new(replica, exec, 1.0);
+        let (results, steps) = check_case(case, &mut core)?;
         eprintln!(
             "cuda-check: {} — {} requests, {} steps, {} preemptions",
             case.name,
             results.len(),
             steps,
-            replica.stats.preemptions
+            core.replica().stats.preemptions
         );
         out_cases.push(serde_json::json!({ "name": case.name, "requests": results }));
-        model = engine.model;
+        model = core.into_executor().engine.model;
     }
     std::fs::write(
         &a.out,
@@ -239,6 +185,80 @@ pub fn check(a: CudaCheckArgs) -> Result<()> {
     )
     .with_context(|| format!("{}: cannot write", a.out.display()))?;
     Ok(())
+}
+
+/// Runs one case's waves through the engine: each request's tokens, cached prompt tokens and the
+/// logits of the asked-for output steps; and the steps it took.
+fn check_case(
+    case: &CheckCase,
+    core: &mut EngineCore<Cuda>,
+) -> Result<(Vec<serde_json::Value>, u64)> {
+    let mut results = Vec::new();
+    let mut tag = 0u64;
+    let mut steps = 0u64;
+    for wave in &case.waves {
+        let mut logits: HashMap<u64, serde_json::Map<String, serde_json::Value>> = HashMap::new();
+        let mut made: HashMap<u64, u32> = HashMap::new();
+        let first = tag;
+        for r in wave {
+            let input = SeqInput {
+                tag,
+                blocks: prompt_blocks(&r.prompt),
+                workload_block_size: 16,
+                input: r.prompt.len() as u32,
+                output: r.output,
+                kind: RequestKind::RootTurn,
+            };
+            core.submit(input, r.prompt.clone());
+            tag += 1;
+        }
+        let mut cached = HashMap::new();
+        let mut done = HashMap::new();
+        while let Some(stepped) = core.step().map_err(|e| anyhow!(e))? {
+            steps += 1;
+            let model = &core.exec.engine.model;
+            let v = model.cfg.vocab_size as usize;
+            for (row, &(t, _)) in stepped.output.sampled.iter().enumerate() {
+                let k = made.entry(t).or_insert(0);
+                if case.logit_steps.contains(k) {
+                    let l = &model.last_logits[row * v..(row + 1) * v];
+                    logits
+                        .entry(t)
+                        .or_default()
+                        .insert(k.to_string(), serde_json::json!(l));
+                }
+                *k += 1;
+            }
+            for e in &stepped.events {
+                if let SeqEvent::Finished { tag: t, seq } = *e {
+                    cached.insert(t, core.replica().progress(seq).cached_tokens);
+                }
+            }
+            for (t, tokens) in core.take_finished() {
+                done.insert(t, tokens.unwrap_or_default());
+            }
+        }
+        for (i, r) in wave.iter().enumerate() {
+            let t = first + i as u64;
+            let toks = done
+                .remove(&t)
+                .ok_or_else(|| anyhow!("{}: request {t} did not finish", case.name))?;
+            results.push(serde_json::json!({
+                "prompt_len": r.prompt.len(),
+                "tokens": toks[r.prompt.len()..],
+                "cached_tokens": cached.get(&t),
+                "logits": logits.remove(&t).unwrap_or_default(),
+            }));
+        }
+    }
+    Ok((results, steps))
+}
+
+/// The CUDA engine's build and kernel options, from this process's environment variables
+/// (`SERVERBENCH_CUDA_INCLUDE`, `SERVERBENCH_PREFILL_ATTN`, `SERVERBENCH_GEMV_MAX_ROWS`,
+/// `SERVERBENCH_NO_CUDA_GRAPHS`; docs/cuda-engine.md).
+pub fn options() -> Result<CudaOptions> {
+    Ok(CudaOptions::from_vars(|k| std::env::var(k).ok())?)
 }
 
 /// A model whose KV pool and batch limits fit the largest of `cases`, with random KV.
@@ -290,7 +310,7 @@ pub fn model_for(cases: &[BenchCase], cfg: ModelConfig, gpu: usize, w: &Weights)
         max_seqs: seqs,
         max_context: ctx,
     };
-    let dev = Device::open(gpu)?;
+    let dev = Device::open(gpu, &options()?)?;
     eprintln!(
         "cuda-bench: {} — {} layers, hidden {}, {:.2} B parameters; KV pool {} blocks",
         dev.name,

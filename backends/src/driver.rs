@@ -2,6 +2,7 @@
 //! clock on tokio against a real server. Same lanes, dependencies, think times, window, records and score.
 
 use crate::client::{HttpClient, StreamResult};
+use crate::clock::ScaledClock;
 use crate::openai::{request_bytes, Api, BodyCache};
 use crate::timer::Timer;
 use serverbench_sim::{
@@ -14,7 +15,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
@@ -94,23 +95,6 @@ impl RecordSink {
     }
 }
 
-struct Clock {
-    start: Instant,
-    scale: f64,
-}
-
-impl Clock {
-    fn sim(&self, at: Instant) -> u64 {
-        (at.saturating_duration_since(self.start).as_nanos() as f64 * self.scale) as u64
-    }
-    fn now(&self) -> u64 {
-        self.sim(Instant::now())
-    }
-    fn wall(&self, sim_ns: u64) -> Instant {
-        self.start + Duration::from_nanos((sim_ns as f64 / self.scale) as u64)
-    }
-}
-
 /// Replays `source` against the server behind `client` in real time; `progress(seconds, window)` is
 /// called as time passes. Ctrl-C ends the run early and still returns what was measured.
 pub async fn run_real(
@@ -130,10 +114,7 @@ pub async fn run_real(
     if cfg.run.start == StartMode::Steady {
         stats.warmup_requests = warm_up(&replay, &ready, &client, cfg.vocab, &bodies).await;
     }
-    let clock = Clock {
-        start: Instant::now(),
-        scale: cfg.time_scale,
-    };
+    let clock = ScaledClock::new(cfg.time_scale);
     // Sub-millisecond wake-ups without spinning: at `--time-scale 10` a millisecond of wall clock is
     // 10 ms of server time, and a dispatch loop that spins for its next deadline takes a core from the
     // streams it serves.
@@ -216,18 +197,18 @@ pub async fn run_real(
             Some(done) = rx.recv() => {
                 in_flight.remove(&done.tag);
                 let due = dues.remove(&done.tag).unwrap_or(0);
-                drift_ms.push(done.result.sent.saturating_duration_since(clock.wall(due)).as_secs_f64() * 1e3);
+                drift_ms.push(done.result.sent.saturating_duration_since(clock.instant(due)).as_secs_f64() * 1e3);
                 let rec = &mut records[done.tag];
                 finish(rec, &done.result, &clock, &mut stats);
                 sink.write(rec)?;
-                let at = Time(clock.sim(done.result.ended).max(queue.now().0));
+                let at = Time(clock.at(done.result.ended).max(queue.now().0));
                 let h = Handle { lane: rec.lane, request: rec.request };
                 replay.complete(h, at, &mut ready);
                 for r in ready.drain(..) {
                     queue.schedule(r.at, r.handle).expect("ready times follow the completion");
                 }
             }
-            _ = timer.sleep_until(clock.wall(wake)) => {}
+            _ = timer.sleep_until(clock.instant(wake)) => {}
         }
     }
     for (tag, f) in in_flight {
@@ -310,11 +291,11 @@ fn dispatch(replay: &Replay<'_>, h: Handle, now: u64) -> Record {
     Record::sent(index, h.lane, 0, replay.request(h), now)
 }
 
-fn finish(rec: &mut Record, r: &StreamResult, clock: &Clock, stats: &mut ClientStats) {
-    rec.send_ns = clock.sim(r.sent);
-    rec.first_token_ns = r.first_token.map(|t| clock.sim(t));
-    rec.last_token_ns = r.last_token.map(|t| clock.sim(t));
-    rec.finish_ns = Some(clock.sim(r.ended));
+fn finish(rec: &mut Record, r: &StreamResult, clock: &ScaledClock, stats: &mut ClientStats) {
+    rec.send_ns = clock.at(r.sent);
+    rec.first_token_ns = r.first_token.map(|t| clock.at(t));
+    rec.last_token_ns = r.last_token.map(|t| clock.at(t));
+    rec.finish_ns = Some(clock.at(r.ended));
     rec.output_tokens = r.tokens();
     rec.cached_tokens = r.usage.and_then(|u| u.cached_tokens).unwrap_or(0) as u32;
     match &r.error {

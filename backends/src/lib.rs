@@ -7,7 +7,9 @@
 //! one; only where timestamps come from differs.
 
 pub mod client;
+pub mod clock;
 pub mod driver;
+pub mod engine;
 pub mod openai;
 pub mod probe;
 pub mod runtime;
@@ -17,6 +19,7 @@ pub mod timer;
 
 pub use client::{ClientConfig, HttpClient, StreamResult};
 pub use driver::{natural_stop_probe, run_real, ClientStats, RealConfig, RealOutput, RecordSink};
+pub use engine::{Cuda, Emulated, EngineCore, Executor, Stepped, Timing};
 pub use openai::{Api, Usage};
 pub use probe::{probe, ProbePlan, ProbeStep};
 pub use runtime::Runtime;

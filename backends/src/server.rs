@@ -3,6 +3,7 @@
 //! CUDA engine (the same scheduler and KV manager, step time from the GPU).
 //! `--time-scale X` runs the emulated engine X times faster than real time, for tests.
 
+use crate::engine::{Cuda, Emulated, EngineCore, Executor};
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{header, StatusCode};
@@ -18,7 +19,7 @@ use serverbench_workloads::{Blocks, RequestKind};
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::{mpsc as std_mpsc, Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::mpsc;
 
 /// Tokens per block of the prompt hashes the emulator derives from token ids.
@@ -52,6 +53,8 @@ pub struct CudaServe {
     pub weights: serverbench_cuda::Weights,
     /// Step log (JSONL) to write.
     pub step_log: Option<std::path::PathBuf>,
+    /// How the kernels are built and chosen.
+    pub options: serverbench_cuda::CudaOptions,
 }
 
 /// What the engine sends a request's handler.
@@ -80,6 +83,7 @@ struct Metrics {
     prompt_tokens: u64,
     generation_tokens: u64,
     requests_finished: u64,
+    requests_cancelled: u64,
 }
 
 struct Emulator {
@@ -184,26 +188,31 @@ pub async fn spawn_local(cfg: ServeConfig) -> std::io::Result<String> {
 }
 
 fn router(cfg: ServeConfig) -> Result<Router, String> {
+    let (tx, rx) = std_mpsc::channel();
+    let metrics = Arc::new(Mutex::new(Metrics::default()));
+    let m2 = metrics.clone();
+    let thread = std::thread::Builder::new().name("serverbench-engine".into());
     let opts = ReplicaOptions {
         report_tokens: true,
-        count_shared_reads: cfg.cost.prices_shared_reads(),
+        count_shared_reads: cfg.cost.prices_shared_reads() && cfg.cuda.is_none(),
         ..ReplicaOptions::default()
     };
     let replica = cfg.deployment.replica(opts).map_err(|e| e.to_string())?;
-    let (tx, rx) = std_mpsc::channel();
-    let metrics = Arc::new(Mutex::new(Metrics::default()));
-    let (cost, scale, m2) = (cfg.cost.clone(), cfg.time_scale, metrics.clone());
-    let thread = std::thread::Builder::new().name("serverbench-engine".into());
     let engine = match cfg.cuda.clone() {
-        None => thread.spawn(move || engine_loop(replica, cost, scale, rx, m2)),
+        None => {
+            let core = EngineCore::new(replica, Emulated::new(cfg.cost.clone()), cfg.time_scale);
+            thread.spawn(move || serve_engine(core, rx, m2))
+        }
         Some(c) => {
+            // The GPU is opened on the engine thread (its CUDA context lives there); the caller waits
+            // for the load to succeed or fail.
             let (ready_tx, ready_rx) = std_mpsc::channel();
             let d = cfg.deployment.clone();
             let blocks = replica.total_blocks();
-            let h = thread.spawn(move || match cuda_engine(&d, &c, blocks) {
-                Ok((replica, engine)) => {
+            let h = thread.spawn(move || match Cuda::load(&d, &c, blocks, opts) {
+                Ok((replica, exec)) => {
                     let _ = ready_tx.send(Ok(()));
-                    cuda_loop(replica, engine, rx, m2);
+                    serve_engine(EngineCore::new(replica, exec, 1.0), rx, m2);
                 }
                 Err(e) => {
                     let _ = ready_tx.send(Err(e));
@@ -231,123 +240,94 @@ fn router(cfg: ServeConfig) -> Result<Router, String> {
         .with_state(em))
 }
 
-/// Loads the model on the GPU with the KV pool the deployment's memory plan sizes.
-fn cuda_engine(
-    d: &Deployment,
-    c: &CudaServe,
-    blocks: u64,
-) -> Result<(Replica, serverbench_cuda::CudaEngine), String> {
-    use serverbench_cuda::{Capacity, CudaEngine, Device, Model};
-    let opts = ReplicaOptions {
-        report_tokens: true,
-        ..ReplicaOptions::default()
-    };
-    let replica = Replica::paged(&d.engine, blocks, opts).map_err(|e| e.to_string())?;
-    let cap = Capacity {
-        num_blocks: blocks as u32,
-        block_size: d.engine.block_size,
-        max_tokens: d.engine.max_num_batched_tokens,
-        max_seqs: d.engine.max_num_seqs,
-        max_context: d.context_limit,
-    };
-    let dev = Device::open(c.gpu).map_err(|e| e.to_string())?;
-    let model = Model::load(dev, c.model.clone(), &c.weights, cap).map_err(|e| e.to_string())?;
-    let log: Option<Box<dyn std::io::Write + Send>> = match &c.step_log {
-        Some(p) => Some(Box::new(std::io::BufWriter::new(
-            std::fs::File::create(p).map_err(|e| format!("{}: {e}", p.display()))?,
-        ))),
-        None => None,
-    };
-    Ok((replica, CudaEngine::new(model, log)))
-}
-
-/// The CUDA engine loop: the shared scheduler picks each step, the GPU computes it, tokens go out.
-fn cuda_loop(
-    mut replica: Replica,
-    mut engine: serverbench_cuda::CudaEngine,
+/// The engine thread: takes submissions, steps the engine while it has work, sends each request's
+/// tokens to its handler, and cancels requests whose client has gone (their handler dropped its
+/// receiver). It blocks on the submission channel whenever nothing can be scheduled; it ends when
+/// the server drops the channel or a step fails.
+fn serve_engine<E: Executor>(
+    mut core: EngineCore<E>,
     rx: std_mpsc::Receiver<Submission>,
     metrics: Arc<Mutex<Metrics>>,
 ) {
-    let start = Instant::now();
     let mut next_tag: u64 = 0;
     let mut senders: HashMap<u64, mpsc::UnboundedSender<EngineEvent>> = HashMap::new();
-    let mut events = Vec::new();
-    let mut take =
-        |mut s: Submission,
-         replica: &mut Replica,
-         engine: &mut serverbench_cuda::CudaEngine,
-         senders: &mut HashMap<u64, mpsc::UnboundedSender<EngineEvent>>| {
-            engine.add(next_tag, std::mem::take(&mut s.ids));
-            hand_over(s, next_tag, replica, senders);
-            next_tag += 1;
+    let mut take = |s: Submission, core: &mut EngineCore<E>, senders: &mut HashMap<_, _>| {
+        senders.insert(next_tag, s.events);
+        let input = SeqInput {
+            tag: next_tag,
+            blocks: s.blocks,
+            workload_block_size: PROMPT_BLOCK as u32,
+            input: s.prompt_tokens,
+            output: s.output,
+            kind: RequestKind::RootTurn,
         };
+        core.submit(input, s.ids);
+        next_tag += 1;
+    };
     loop {
         loop {
             match rx.try_recv() {
-                Ok(s) => take(s, &mut replica, &mut engine, &mut senders),
+                Ok(s) => take(s, &mut core, &mut senders),
                 Err(std_mpsc::TryRecvError::Empty) => break,
                 Err(std_mpsc::TryRecvError::Disconnected) => return,
             }
         }
-        if !replica.has_work() {
-            let _ = engine.flush();
-            match rx.recv() {
-                Ok(s) => take(s, &mut replica, &mut engine, &mut senders),
-                Err(_) => return,
-            }
-            continue;
-        }
-        let Some(shape) = replica.schedule() else {
-            std::thread::sleep(Duration::from_micros(200));
-            continue;
-        };
-        let t0 = start.elapsed().as_nanos() as u64;
-        let out = match engine.step(&replica) {
-            Ok(o) => o,
+        cancel_abandoned(&mut core, &mut senders, &metrics);
+        let stepped = match core.step() {
+            Ok(s) => s,
             Err(e) => {
-                eprintln!("serverbench: CUDA engine step failed: {e}");
+                eprintln!("serverbench: {e}");
                 return;
             }
         };
-        replica.note_step(serverbench_sim::Time(t0), out.wall_ns, &shape);
-        replica.finish_step(&mut events);
-        for e in &events {
-            if let SeqEvent::Finished { tag, .. } = e {
-                engine.remove(*tag);
+        let Some(stepped) = stepped else {
+            // Nothing can run until a request arrives (or there is no work at all).
+            core.idle();
+            match rx.recv() {
+                Ok(s) => take(s, &mut core, &mut senders),
+                Err(_) => return,
             }
-        }
-        dispatch(&mut events, &replica, &mut senders, &metrics);
+            continue;
+        };
+        core.take_finished();
+        dispatch(&stepped.events, core.replica(), &mut senders, &metrics);
     }
 }
 
-/// Submits a request to the scheduler under `tag` and keeps its handler's channel.
-fn hand_over(
-    s: Submission,
-    tag: u64,
-    replica: &mut Replica,
+/// Cancels the requests whose handler is gone (the client disconnected): their blocks are freed at
+/// once and they are counted as cancelled, not finished.
+fn cancel_abandoned<E: Executor>(
+    core: &mut EngineCore<E>,
     senders: &mut HashMap<u64, mpsc::UnboundedSender<EngineEvent>>,
+    metrics: &Mutex<Metrics>,
 ) {
-    senders.insert(tag, s.events);
-    replica.submit(SeqInput {
-        tag,
-        blocks: s.blocks,
-        workload_block_size: PROMPT_BLOCK as u32,
-        input: s.prompt_tokens,
-        output: s.output,
-        kind: RequestKind::RootTurn,
-    });
+    let gone: Vec<u64> = senders
+        .iter()
+        .filter(|(_, tx)| tx.is_closed())
+        .map(|(&tag, _)| tag)
+        .collect();
+    if gone.is_empty() {
+        return;
+    }
+    for tag in &gone {
+        senders.remove(tag);
+        core.cancel(*tag);
+    }
+    let mut m = metrics.lock().expect("metrics lock");
+    m.requests_cancelled += gone.len() as u64;
+    gauges(&mut m, core.replica());
 }
 
 /// Sends a step's events to the requests' handlers and updates the gauges.
 fn dispatch(
-    events: &mut Vec<SeqEvent>,
+    events: &[SeqEvent],
     replica: &Replica,
     senders: &mut HashMap<u64, mpsc::UnboundedSender<EngineEvent>>,
     metrics: &Mutex<Metrics>,
 ) {
     let mut generated = 0u64;
     let mut finished = 0u64;
-    for e in events.drain(..) {
+    for &e in events {
         match e {
             SeqEvent::Emitted { tag, count } => {
                 generated += count as u64;
@@ -356,84 +336,29 @@ fn dispatch(
                 }
             }
             SeqEvent::Finished { tag, seq } => {
-                finished += 1;
                 let cached_tokens = replica.progress(seq).cached_tokens;
                 if let Some(tx) = senders.remove(&tag) {
-                    let _ = tx.send(EngineEvent::Done { cached_tokens });
+                    if tx.send(EngineEvent::Done { cached_tokens }).is_ok() {
+                        finished += 1;
+                    }
                 }
             }
             SeqEvent::FirstToken { .. } => {}
         }
     }
     let mut m = metrics.lock().expect("metrics lock");
+    gauges(&mut m, replica);
+    m.generation_tokens += generated;
+    m.requests_finished += finished;
+}
+
+/// The engine's gauges as they are now.
+fn gauges(m: &mut Metrics, replica: &Replica) {
     m.running = replica.running();
     m.waiting = replica.waiting();
     m.kv_usage = replica.used_blocks() as f64 / replica.total_blocks().max(1) as f64;
     m.prefix_queries = replica.stats.lookup_tokens;
     m.prefix_hits = replica.stats.hit_tokens;
-    m.generation_tokens += generated;
-    m.requests_finished += finished;
-}
-
-/// The engine: schedules a step, sleeps until the step's end in scaled wall time, emits its tokens.
-fn engine_loop(
-    mut replica: Replica,
-    cost: CostModel,
-    scale: f64,
-    rx: std_mpsc::Receiver<Submission>,
-    metrics: Arc<Mutex<Metrics>>,
-) {
-    let start = Instant::now();
-    let sim_now = |start: Instant| (start.elapsed().as_nanos() as f64 * scale) as u64;
-    let mut clock: u64 = 0;
-    let mut was_idle = true;
-    let mut next_tag: u64 = 0;
-    let mut senders: HashMap<u64, mpsc::UnboundedSender<EngineEvent>> = HashMap::new();
-    let mut events = Vec::new();
-    let mut submit =
-        |s: Submission,
-         replica: &mut Replica,
-         senders: &mut HashMap<u64, mpsc::UnboundedSender<EngineEvent>>| {
-            hand_over(s, next_tag, replica, senders);
-            next_tag += 1;
-        };
-    loop {
-        loop {
-            match rx.try_recv() {
-                Ok(s) => submit(s, &mut replica, &mut senders),
-                Err(std_mpsc::TryRecvError::Empty) => break,
-                Err(std_mpsc::TryRecvError::Disconnected) => return,
-            }
-        }
-        if !replica.has_work() {
-            match rx.recv() {
-                Ok(s) => submit(s, &mut replica, &mut senders),
-                Err(_) => return,
-            }
-            was_idle = true;
-            continue;
-        }
-        if was_idle {
-            // Idle time passed; a busy engine starts each step exactly when the last one ended, so
-            // sleep overshoot never accumulates.
-            clock = clock.max(sim_now(start));
-            was_idle = false;
-        }
-        let Some(shape) = replica.schedule() else {
-            std::thread::sleep(Duration::from_micros(200));
-            continue;
-        };
-        let dt = cost.step_ns(&shape) + replica.take_transfer_ns();
-        replica.note_step(serverbench_sim::Time(clock), dt, &shape);
-        clock += dt;
-        let due = start + Duration::from_nanos((clock as f64 / scale) as u64);
-        let now = Instant::now();
-        if due > now {
-            std::thread::sleep(due - now);
-        }
-        replica.finish_step(&mut events);
-        dispatch(&mut events, &replica, &mut senders, &metrics);
-    }
 }
 
 fn error(status: StatusCode, message: &str) -> Response {
@@ -780,8 +705,14 @@ async fn metrics_text(State(em): State<Arc<Emulator>>) -> Response {
     metric(
         "vllm:request_success_total",
         "counter",
-        "Requests finished.",
+        "Requests finished (all their tokens sent).",
         m.requests_finished.to_string(),
+    );
+    metric(
+        "serverbench:requests_cancelled_total",
+        "counter",
+        "Requests cancelled because their client went away.",
+        m.requests_cancelled.to_string(),
     );
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], t).into_response()
 }

@@ -92,6 +92,8 @@ pub struct Device {
     pub gemv_max_rows: u32,
     /// The prefill attention kernel and its threads per block (`SERVERBENCH_PREFILL_ATTN`).
     pub prefill_attn: (&'static str, u32),
+    /// Whether models on this device replay decode-only steps as CUDA graphs.
+    pub cuda_graphs: bool,
     /// Streaming multiprocessors (sizes the grid of grid-stride kernels).
     pub sms: u32,
     /// Device name.
@@ -101,19 +103,57 @@ pub struct Device {
 /// Bytes of cuBLAS workspace (Hopper's cuBLAS asks for up to 32 MiB).
 const BLAS_WORKSPACE: usize = 32 << 20;
 
-/// Where the CUDA headers NVRTC needs are looked for (`SERVERBENCH_CUDA_INCLUDE` first).
-fn include_paths() -> Vec<String> {
-    let mut v = Vec::new();
-    if let Ok(p) = std::env::var("SERVERBENCH_CUDA_INCLUDE") {
-        v.push(p);
+/// How the engine's kernels are built and chosen. The library reads no environment: the binary
+/// builds these from its variables with [`CudaOptions::from_vars`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CudaOptions {
+    /// Directories NVRTC searches for the CUDA headers first (`/usr/local/cuda/include` after them).
+    pub include_dirs: Vec<String>,
+    /// The prefill attention kernel: `wg` (Hopper's warpgroup MMA, sm_90 only) or `mma`; `None`: `wg` on
+    /// sm_90, `mma` elsewhere.
+    pub prefill_attn: Option<String>,
+    /// Linear layers of at most this many rows stream their weights with the GEMV kernel (0 to 4).
+    pub gemv_max_rows: u32,
+    /// Replay decode-only steps as captured CUDA graphs.
+    pub cuda_graphs: bool,
+}
+
+impl Default for CudaOptions {
+    fn default() -> Self {
+        CudaOptions {
+            include_dirs: Vec::new(),
+            prefill_attn: None,
+            gemv_max_rows: GEMV_DEFAULT_ROWS,
+            cuda_graphs: true,
+        }
     }
-    v.push("/usr/local/cuda/include".into());
-    v
+}
+
+impl CudaOptions {
+    /// The options from variables looked up by `var` (the binary passes the process environment):
+    /// `SERVERBENCH_CUDA_INCLUDE` (one include directory), `SERVERBENCH_PREFILL_ATTN` (`wg` | `mma`),
+    /// `SERVERBENCH_GEMV_MAX_ROWS` (0 to 4) and `SERVERBENCH_NO_CUDA_GRAPHS` (set: no graphs). A bad value
+    /// is an error naming the variable.
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<CudaOptions> {
+        Ok(CudaOptions {
+            include_dirs: var("SERVERBENCH_CUDA_INCLUDE").into_iter().collect(),
+            prefill_attn: var("SERVERBENCH_PREFILL_ATTN").map(|v| v.trim().to_string()),
+            gemv_max_rows: parse_gemv_max_rows(var("SERVERBENCH_GEMV_MAX_ROWS").as_deref())?,
+            cuda_graphs: var("SERVERBENCH_NO_CUDA_GRAPHS").is_none(),
+        })
+    }
+
+    /// Where NVRTC looks for the CUDA headers.
+    fn include_paths(&self) -> Vec<String> {
+        let mut v = self.include_dirs.clone();
+        v.push("/usr/local/cuda/include".into());
+        v
+    }
 }
 
 impl Device {
     /// Opens GPU `ordinal`, compiles the kernels for its architecture and creates the cuBLAS handle.
-    pub fn open(ordinal: usize) -> Result<Device> {
+    pub fn open(ordinal: usize, opts: &CudaOptions) -> Result<Device> {
         // cudarc panics when the driver library cannot be loaded; turn that into an error.
         let hook = std::panic::take_hook();
         std::panic::set_hook(Box::new(|_| {}));
@@ -135,7 +175,7 @@ impl Device {
                 )))
             }
         };
-        let ptx = compile(arch)?;
+        let ptx = compile(arch, &opts.include_paths())?;
         let module = ctx.load_module(ptx)?;
         let kernels = KERNEL_NAMES
             .iter()
@@ -175,11 +215,9 @@ impl Device {
             blas,
             _blas_workspace: workspace,
             kernels,
-            gemv_max_rows: gemv_max_rows()?,
-            prefill_attn: parse_prefill_attn(
-                std::env::var("SERVERBENCH_PREFILL_ATTN").ok().as_deref(),
-                arch == "compute_90a",
-            )?,
+            gemv_max_rows: opts.gemv_max_rows,
+            prefill_attn: parse_prefill_attn(opts.prefill_attn.as_deref(), arch == "compute_90a")?,
+            cuda_graphs: opts.cuda_graphs,
             sms,
             name,
         })
@@ -353,11 +391,6 @@ fn kernel_index(name: &str) -> Result<usize> {
         .ok_or_else(|| CudaError::Config(format!("no kernel named {name}")))
 }
 
-/// `SERVERBENCH_GEMV_MAX_ROWS` (0 to 4), default 1.
-fn gemv_max_rows() -> Result<u32> {
-    parse_gemv_max_rows(std::env::var("SERVERBENCH_GEMV_MAX_ROWS").ok().as_deref())
-}
-
 fn parse_gemv_max_rows(value: Option<&str>) -> Result<u32> {
     match value {
         None => Ok(GEMV_DEFAULT_ROWS),
@@ -409,10 +442,10 @@ pub enum Arg {
 }
 
 /// Compiles the kernels to PTX for `arch` (no GPU needed; NVRTC must load).
-fn compile(arch: &'static str) -> Result<cudarc::nvrtc::Ptx> {
+fn compile(arch: &'static str, include_paths: &[String]) -> Result<cudarc::nvrtc::Ptx> {
     let opts = CompileOptions {
         arch: Some(arch),
-        include_paths: include_paths(),
+        include_paths: include_paths.to_vec(),
         options: vec!["--std=c++17".into()],
         ..Default::default()
     };
@@ -420,8 +453,8 @@ fn compile(arch: &'static str) -> Result<cudarc::nvrtc::Ptx> {
 }
 
 /// The kernels' PTX for `arch` (no GPU needed; NVRTC must load).
-pub fn compile_kernels(arch: &'static str) -> Result<String> {
-    Ok(compile(arch)?.to_src())
+pub fn compile_kernels(arch: &'static str, opts: &CudaOptions) -> Result<String> {
+    Ok(compile(arch, &opts.include_paths())?.to_src())
 }
 
 #[cfg(test)]
@@ -436,7 +469,7 @@ mod tests {
 
     /// One architecture of the test above; `SERVERBENCH_PTX_DUMP=DIR` keeps the PTX (for `ptxas -v`).
     fn kernels_compile_for(arch: &'static str) {
-        let loaded = std::panic::catch_unwind(|| super::compile_kernels(arch));
+        let loaded = std::panic::catch_unwind(|| super::compile_kernels(arch, &Default::default()));
         match loaded {
             Ok(Ok(ptx)) => {
                 if let Ok(dir) = std::env::var("SERVERBENCH_PTX_DUMP") {

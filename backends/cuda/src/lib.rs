@@ -15,7 +15,7 @@ pub mod model;
 
 pub use batch::{pack, pack_padded, Entry, Packed, StepFeatures};
 pub use config::ModelConfig;
-pub use device::Device;
+pub use device::{CudaOptions, Device};
 pub use engine::{CudaEngine, StepOutput, StepRecord};
 pub use error::{CudaError, Result};
 pub use model::{Capacity, Model, Weights};

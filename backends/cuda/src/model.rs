@@ -208,6 +208,7 @@ impl Model {
             sampled: dev.zeros(r)?,
         };
         dev.sync()?;
+        let use_graphs = dev.cuda_graphs;
         Ok(Model {
             dev,
             cfg,
@@ -221,7 +222,7 @@ impl Model {
             a,
             keep_logits: false,
             last_logits: Vec::new(),
-            use_graphs: std::env::var_os("SERVERBENCH_NO_CUDA_GRAPHS").is_none(),
+            use_graphs,
             graphs: HashMap::new(),
         })
     }

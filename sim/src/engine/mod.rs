@@ -309,6 +309,11 @@ impl Replica {
         self.kv.used()
     }
 
+    /// KV blocks free or held only by the prefix cache (evictable).
+    pub fn kv_available_blocks(&self) -> u64 {
+        self.kv.available()
+    }
+
     /// Sequences running.
     pub fn running(&self) -> usize {
         self.running.len()
@@ -699,6 +704,27 @@ impl Replica {
             )));
         }
         Ok(())
+    }
+
+    /// Takes one sequence out of the engine before it finishes (its client went away): its blocks and
+    /// any swapped-out KV are given back, and its progress stays readable until the next submit. Call
+    /// between steps (after [`Replica::finish_step`]). False if the sequence is not in the engine.
+    pub fn cancel(&mut self, seq: SeqId) -> bool {
+        debug_assert!(self.step.is_empty(), "cancel between steps");
+        if let Some(i) = self.running.iter().position(|&id| id == seq) {
+            self.running.remove(i);
+        } else if let Some(i) = self.waiting.iter().position(|&id| id == seq) {
+            self.waiting.remove(i);
+        } else {
+            return false;
+        }
+        self.release_kv(seq);
+        let s = &mut self.seqs[seq.at()];
+        self.swap.host_free_bytes += s.swapped as f64 * self.swap.kv_bytes_per_token;
+        s.swapped = 0;
+        s.done = true;
+        self.free_ids.push(seq);
+        true
     }
 
     /// Removes every sequence (the window closed); their progress stays readable until the next submit.

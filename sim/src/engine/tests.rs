@@ -111,3 +111,43 @@ fn sequences_with_a_cached_prefix_read_the_same_physical_blocks() {
         tables.len()
     );
 }
+
+#[test]
+fn a_cancelled_sequence_gives_back_every_block() {
+    let cfg = EngineConfig {
+        block_size: 4,
+        max_num_batched_tokens: 16,
+        ..EngineConfig::default()
+    };
+    let mut r = Replica::paged(&cfg, 64, ReplicaOptions::default()).unwrap();
+    let submit = |r: &mut Replica, tag: u64| {
+        r.submit(SeqInput {
+            tag,
+            blocks: Blocks::from_vec(vec![tag * 10 + 1, tag * 10 + 2]),
+            workload_block_size: 4,
+            input: 10,
+            output: 50,
+            kind: RequestKind::RootTurn,
+        })
+    };
+    let (a, b) = (submit(&mut r, 1), submit(&mut r, 2));
+    let mut events = Vec::new();
+    for _ in 0..3 {
+        r.schedule().unwrap();
+        r.finish_step(&mut events);
+    }
+    let before = r.used_blocks();
+    assert!(r.cancel(a), "a running sequence");
+    assert!(r.used_blocks() < before);
+    assert!(!r.cancel(a), "already gone");
+    r.audit().unwrap();
+    assert_eq!(r.running(), 1);
+    assert!(r.cancel(b));
+    r.audit().unwrap();
+    assert!(!r.has_work());
+    // Only the prompts' cached blocks stay (unreferenced, evictable); nothing is held.
+    assert_eq!(r.kv_available_blocks(), r.total_blocks());
+    let c = submit(&mut r, 3);
+    assert!(r.cancel(c), "a waiting sequence");
+    r.audit().unwrap();
+}
