@@ -60,15 +60,15 @@ pub fn print_config(args: &DeploymentArgs, d: &Deployment) -> Result<bool> {
 pub fn workload(args: &WorkloadArgs) -> Result<Workload> {
     Ok(match trace(args)? {
         Some(t) => Workload::Trace(Arc::new(t)),
-        None => Workload::Generated(spec(args)?),
+        None => Workload::Generated(Arc::new(spec(args)?)),
     })
 }
 
 /// A source of trees: the generator for `seed`, or a trace.
 pub fn source(args: &WorkloadArgs, seed: u64, context_limit: u32) -> Result<Arc<dyn TreeSource>> {
-    Ok(workload(args)?
+    workload(args)?
         .source(seed, context_limit)
-        .map_err(|e| anyhow!("workload spec: {e}"))?)
+        .map_err(|e| anyhow!("workload spec: {e}"))
 }
 
 /// The workload spec (the file's, or the default).

@@ -15,7 +15,7 @@ fn repo(rel: &str) -> PathBuf {
 fn shipped_steps(inputs: &[String]) -> Vec<StepSample> {
     let mut all = Vec::new();
     for input in inputs {
-        // "profiles/steps/steps_c1.jsonl.gz (2441 steps)"
+        // "results/h200-profile-fit/steps_c1.jsonl.gz (2441 steps)"
         let (file, count) = input
             .split_once(" (")
             .expect("input names a file and a count");
@@ -174,7 +174,10 @@ fn ttft_offset_ms(profile: &std::path::Path, dir: &std::path::Path) -> f64 {
         ));
         let sim = ttfts(&std::fs::read_to_string(out.join("records.jsonl")).unwrap());
         let mut text = String::new();
-        let bytes = std::fs::read(repo(&format!("profiles/steps/records_c{c}.jsonl.gz"))).unwrap();
+        let bytes = std::fs::read(repo(&format!(
+            "results/h200-profile-fit/records_c{c}.jsonl.gz"
+        )))
+        .unwrap();
         flate2::read::GzDecoder::new(bytes.as_slice())
             .read_to_string(&mut text)
             .unwrap();
@@ -240,7 +243,7 @@ fn calibrate_names_the_line_and_field_of_a_bad_step_log() {
 /// step, within the errors docs/calibration.md reports; a profile that is neither preset nor file is named.
 #[test]
 fn calibrate_check_reports_the_shipped_profile_on_held_out_steps() {
-    let log = repo("docs/fidelity/levels/real/c8_s0/steps.jsonl.gz");
+    let log = repo("results/h200-fidelity/levels/real/c8_s0/steps.jsonl.gz");
     let check = |profile: &str| {
         serverbench([
             OsStr::new("calibrate"),
@@ -264,7 +267,7 @@ fn calibrate_check_reports_the_shipped_profile_on_held_out_steps() {
     };
     let all = row("all steps");
     assert_eq!(all[0], 10412.0, "{text}");
-    // 1.54 % / 3.07 % (docs/fidelity.md); session 6's profile, fitted to the previous prefill kernel,
+    // 1.54 % / 3.07 % (docs/fidelity.md); the profile fitted to the previous (mma.sync) prefill kernel,
     // predicts this run's prefill steps 38-86 % slow (median per class).
     assert!(all[2] < 2.0 && all[3] < 4.0, "{text}");
     // Decode steps by batch size partition the decode-only steps.
@@ -322,7 +325,7 @@ fn compare_reproduces_the_documented_fidelity_from_stored_measurements() {
     let dir = std::env::temp_dir().join(format!("sb-compare-{}", std::process::id()));
     let real = dir.join("real");
     std::fs::create_dir_all(&real).unwrap();
-    let stored = repo("docs/fidelity/seeds/real");
+    let stored = repo("results/h200-fidelity/seeds/real");
     for e in std::fs::read_dir(&stored).unwrap() {
         let e = e.unwrap();
         std::fs::create_dir_all(real.join(e.file_name())).unwrap();
@@ -355,10 +358,10 @@ fn compare_reproduces_the_documented_fidelity_from_stored_measurements() {
     assert!(rho >= 0.9, "the seed-screening target");
     // The simulated side is deterministic: the table in the docs is exactly what the tool prints.
     let fresh = std::fs::read_to_string(dir.join("compare.md")).unwrap();
-    let stored = std::fs::read_to_string(repo("docs/fidelity/seeds/compare.md")).unwrap();
+    let stored = std::fs::read_to_string(repo("results/h200-fidelity/seeds/compare.md")).unwrap();
     assert_eq!(
         fresh, stored,
-        "docs/fidelity/seeds/compare.md is stale: re-run the compare --reuse command"
+        "results/h200-fidelity/seeds/compare.md is stale: re-run the compare --reuse command"
     );
     assert!(dir.join("compare.svg").exists() && dir.join("compare.md").exists());
     std::fs::remove_dir_all(&dir).ok();

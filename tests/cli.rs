@@ -105,7 +105,7 @@ fn workload_commands_run_on_samples_and_generator() {
     ]));
     assert!(text.contains("prefix reuse"), "{text}");
     let weka = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/data/weka/sample_trace_with_subagent.json");
+        .join("tests/fixtures/weka/sample_trace_with_subagent.json");
     let text = stdout(&serverbench([
         "workload",
         "stats",

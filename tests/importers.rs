@@ -1,6 +1,6 @@
 //! Importers against the real samples and against malformed input.
 
-use crate::{fixture, shared_data};
+use crate::fixture;
 use serde_json::Value;
 use serverbench_workloads::{
     parse_trace, read_trace, write_native, InputError, RequestKind, TraceFormat, TreeSource,
@@ -30,7 +30,7 @@ fn weka_samples_import_with_the_source_counts() {
         "weka/sample_trace.json",
         "weka/sample_trace_with_subagent.json",
     ] {
-        let path = shared_data(name);
+        let path = fixture(name);
         let raw: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         let (requests, subagents, background) = weka_counts(&raw);
         let trace = read_trace(&path, None).unwrap();
@@ -58,7 +58,7 @@ fn weka_samples_import_with_the_source_counts() {
 
 #[test]
 fn weka_subagents_join_their_parent() {
-    let trace = read_trace(&shared_data("weka/sample_trace_with_subagent.json"), None).unwrap();
+    let trace = read_trace(&fixture("weka/sample_trace_with_subagent.json"), None).unwrap();
     let t = &trace.trees()[0];
     let roots: Vec<_> = t
         .requests()
@@ -92,7 +92,7 @@ fn weka_subagents_join_their_parent() {
 
 #[test]
 fn mooncake_sample_imports_every_line() {
-    let path = shared_data("mooncake/sample_200.jsonl");
+    let path = fixture("mooncake/sample_200.jsonl");
     let text = std::fs::read_to_string(&path).unwrap();
     let trace = read_trace(&path, None).unwrap();
     assert_eq!(trace.trees().len(), text.lines().count());
@@ -135,7 +135,7 @@ fn bailian_fixture_forms_trees_by_parent() {
 #[test]
 fn native_format_round_trips_exactly() {
     for source in [
-        read_trace(&shared_data("weka/sample_trace_with_subagent.json"), None).unwrap(),
+        read_trace(&fixture("weka/sample_trace_with_subagent.json"), None).unwrap(),
         read_trace(&fixture("bailian_small.jsonl"), None).unwrap(),
     ] {
         let mut bytes = Vec::new();
@@ -203,7 +203,7 @@ fn malformed_inputs_name_file_line_and_field() {
 
 #[test]
 fn weka_jsonl_corpus_reports_the_line_of_the_bad_trace() {
-    let good = std::fs::read_to_string(shared_data("weka/sample_trace.json")).unwrap();
+    let good = std::fs::read_to_string(fixture("weka/sample_trace.json")).unwrap();
     let text = format!(
         "{good}\n{good}\n{{\"requests\": [{{\"type\": \"n\", \"in\": 3, \"out\": -2}}]}}\n"
     );

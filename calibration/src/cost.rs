@@ -1,5 +1,5 @@
 //! The step-time cost model: a batch's FLOPs and bytes from the model shape, turned into seconds by a profile.
-//! `t = max(t_compute, t_memory) + t_allreduce + t_overhead` (SPEC §5). Pure arithmetic, no state.
+//! `t = max(t_compute, t_memory) + t_allreduce + t_overhead` (docs/simulator.md). Pure arithmetic, no state.
 
 use crate::model::{streamed_weight_bytes, AttentionLayers, HardwareSpec, ModelSpec, WeightDtype};
 use crate::profile::{Profile, StepTime};

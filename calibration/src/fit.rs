@@ -1053,7 +1053,7 @@ mod tests {
         assert_eq!(parsed.len(), 2);
         assert_eq!(parsed[0].seconds, 6.8e-3);
         assert_eq!(parsed[0].prefill, vec![(10, 0)]);
-        // Logs since session 5 also carry the distinct KV the decodes read (older logs do not).
+        // Newer logs also carry the distinct KV the decodes read (older logs do not).
         let newer = r#"{"step":0,"start_s":0.0,"gpu_ms":6.7,"wall_ms":6.8,"prefill":[],"decode":[40,50],"decode_kv_distinct":64}"#;
         let parsed = parse_step_log("s.jsonl", newer, FitTarget::Wall).unwrap();
         assert_eq!(parsed[0].decode, vec![40, 50]);

@@ -23,3 +23,27 @@ pub use model::{
 };
 pub use profile::{FitRecord, Profile, StepTime};
 pub use serverbench_config::{FieldError, InputError};
+
+#[cfg(test)]
+mod tests {
+    /// Every built-in model, GPU and profile parses, passes its check and is named as its file
+    /// (a broken preset would panic here, in CI, not in a user's run).
+    #[test]
+    fn every_preset_file_parses() {
+        let kinds = [
+            ("models", crate::ModelSpec::presets().len()),
+            ("hardware", crate::HardwareSpec::presets().len()),
+            ("profiles", crate::Profile::presets().len()),
+        ];
+        for (kind, n) in kinds {
+            assert!(n > 0, "no {kind} presets");
+            assert_eq!(n, serverbench_config::preset_files(kind).count(), "{kind}");
+        }
+        for name in ["qwen3-8b", "l40", "h200-datasheet"] {
+            let found = crate::ModelSpec::preset(name).is_some()
+                || crate::HardwareSpec::preset(name).is_some()
+                || crate::Profile::preset(name).is_some();
+            assert!(found, "{name}");
+        }
+    }
+}

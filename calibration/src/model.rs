@@ -106,9 +106,9 @@ impl ModelSpec {
             .clone()
     }
 
-    /// A built-in model by name.
+    /// A built-in model by name (only its file is parsed).
     pub fn preset(name: &str) -> Option<ModelSpec> {
-        Self::presets().into_iter().find(|m| m.name == name)
+        serverbench_config::parse_preset("models", name, ModelSpec::check, |m| &m.name)
     }
 
     /// Names of the built-in models, comma-separated (for error messages).
@@ -209,9 +209,9 @@ impl HardwareSpec {
             .clone()
     }
 
-    /// A built-in GPU by name.
+    /// A built-in GPU by name (only its file is parsed).
     pub fn preset(name: &str) -> Option<HardwareSpec> {
-        Self::presets().into_iter().find(|h| h.name == name)
+        serverbench_config::parse_preset("hardware", name, HardwareSpec::check, |h| &h.name)
     }
 
     /// Names of the built-in GPUs, comma-separated (for error messages).

@@ -84,7 +84,7 @@ pub struct Profile {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StepTime {
-    /// `max(all compute, all memory traffic)` plus overheads: the whole step overlaps perfectly (SPEC §5).
+    /// `max(all compute, all memory traffic)` plus overheads: the whole step overlaps perfectly (docs/simulator.md).
     #[default]
     Roofline,
     /// Kernels run one after another: `max(weight streaming, GEMM compute)` + attention compute + KV traffic
@@ -165,9 +165,9 @@ impl Profile {
         }
     }
 
-    /// A built-in profile by name.
+    /// A built-in profile by name (only its file is parsed).
     pub fn preset(name: &str) -> Option<Profile> {
-        Self::presets().into_iter().find(|p| p.name == name)
+        serverbench_config::parse_preset("profiles", name, Profile::check, |p| &p.name)
     }
 
     /// Checks every coefficient; the error names the field.
@@ -278,11 +278,11 @@ mod tests {
         let derived = Profile::preset("l40-derived").unwrap();
         assert!(!derived.fitted, "a derived profile is not measured");
         assert_eq!(derived.hardware, "l40");
-        assert!(derived
-            .source
-            .contains("derived from profile h200-qwen3-8b-cuda as fitted in session 6"));
-        // Session 6's H200 fit (the mma.sync prefill attention an L40 runs), not the shipped one (fitted
-        // to the Hopper-only warpgroup kernel): docs/calibration.md.
+        assert!(derived.source.contains(
+            "derived from profile h200-qwen3-8b-cuda as fitted to the mma.sync prefill attention"
+        ));
+        // The H200 fit of the mma.sync prefill attention an L40 runs, not the shipped one (fitted to the
+        // Hopper-only warpgroup kernel): docs/calibration.md.
         assert_eq!(derived.gemm_efficiency, 0.6342325365283297);
         assert_ne!(derived.gemm_efficiency, fitted.gemm_efficiency);
     }

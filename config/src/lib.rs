@@ -12,5 +12,7 @@ mod yaml;
 
 pub use error::{FieldError, InputError};
 pub use json::parse_json_line;
-pub use presets::{parse_presets, preset_file, preset_files, preset_names, PresetFile};
+pub use presets::{
+    parse_preset, parse_presets, preset_file, preset_files, preset_names, PresetFile,
+};
 pub use yaml::{from_value, line_of, merge, parse_value, parse_yaml, to_value};

@@ -26,6 +26,35 @@ pub fn preset_file(kind: &str, name: &str) -> Option<&'static PresetFile> {
     preset_files(kind).find(|p| p.name == name)
 }
 
+/// Parses the preset of `kind` named `name` as a `T` (`None` if there is none); see [`parse_presets`]
+/// for what a broken built-in preset does.
+pub fn parse_preset<T: serde::de::DeserializeOwned>(
+    kind: &str,
+    name: &str,
+    check: fn(&T) -> Result<(), crate::FieldError>,
+    name_of: fn(&T) -> &str,
+) -> Option<T> {
+    preset_file(kind, name).map(|f| parse_file(f, check, name_of))
+}
+
+fn parse_file<T: serde::de::DeserializeOwned>(
+    f: &PresetFile,
+    check: fn(&T) -> Result<(), crate::FieldError>,
+    name_of: fn(&T) -> &str,
+) -> T {
+    let v: T = crate::parse_yaml(f.file, f.text).unwrap_or_else(|e| panic!("built-in preset {e}"));
+    if let Err(e) = check(&v) {
+        panic!("built-in preset {}", e.in_file(f.file, f.text));
+    }
+    assert_eq!(
+        name_of(&v),
+        f.name,
+        "{}: `name` must be the file's name",
+        f.file
+    );
+    v
+}
+
 /// Parses every preset of `kind` as a `T`, in name order. A preset is part of the program: one that
 /// does not parse, fails `check` or whose `name` differs from its file name is a bug, and panics
 /// (the registry's tests parse them all).

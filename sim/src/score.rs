@@ -1,4 +1,4 @@
-//! Scoring: per-request records, value, qualification against frozen SLOs, and D, G, f (SPEC §2).
+//! Scoring: per-request records, value, qualification against frozen SLOs, and D, G, f (docs/definitions.md).
 
 use crate::deployment::{Deployment, Prices, Slo};
 use serde::{Deserialize, Serialize};

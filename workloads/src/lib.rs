@@ -50,14 +50,14 @@ pub fn parse_spec(file: &str, text: &str) -> Result<WorkloadSpec, InputError> {
 #[derive(Clone, Debug)]
 pub enum Workload {
     /// The `agentic-coding` generator.
-    Generated(WorkloadSpec),
+    Generated(std::sync::Arc<WorkloadSpec>),
     /// A trace's trees, cycled.
     Trace(std::sync::Arc<Trace>),
 }
 
 impl Default for Workload {
     fn default() -> Self {
-        Workload::Generated(WorkloadSpec::default())
+        Workload::Generated(std::sync::Arc::new(WorkloadSpec::default()))
     }
 }
 
@@ -72,7 +72,7 @@ impl Workload {
         Ok(match self {
             Workload::Trace(t) => t.clone(),
             Workload::Generated(spec) => {
-                std::sync::Arc::new(Generator::new(spec.clone(), seed, context_limit)?)
+                std::sync::Arc::new(Generator::new((**spec).clone(), seed, context_limit)?)
             }
         })
     }

@@ -308,8 +308,10 @@ mod tests {
 
     #[test]
     fn bad_parameters_are_named() {
-        let mut spec = WorkloadSpec::default();
-        spec.output_tokens = Dist::lognormal(-1.0, 1.0, None, None);
+        let mut spec = WorkloadSpec {
+            output_tokens: Dist::lognormal(-1.0, 1.0, None, None),
+            ..WorkloadSpec::default()
+        };
         assert_eq!(
             spec.check().unwrap_err().to_string(),
             "output_tokens.median: must be positive"

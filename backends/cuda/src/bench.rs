@@ -54,7 +54,7 @@ pub struct Ceilings {
 }
 
 impl Default for Ceilings {
-    /// The H200 figures measured in `../shared/reference/models-and-hardware.md`.
+    /// The H200 figures measured in docs/models-and-hardware.md.
     fn default() -> Self {
         Ceilings {
             bandwidth: 4.4e12,

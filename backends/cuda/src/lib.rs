@@ -1,4 +1,4 @@
-//! serverbench's native CUDA engine (SPEC §5–§6): a Llama/Qwen3 dense transformer on one NVIDIA GPU
+//! serverbench's native CUDA engine (docs/cuda-engine.md): a Llama/Qwen3 dense transformer on one NVIDIA GPU
 //! through cudarc — cuBLAS bf16 GEMMs and NVRTC kernels (embedding, RMSNorm and per-head q/k norm,
 //! rotary embedding, SwiGLU, paged attention for decode and for chunked prefill over cached prefixes,
 //! greedy sampling) — driven step by step by the simulator's own scheduler and KV manager.

@@ -11,7 +11,6 @@ use serverbench_calibration::{
     FieldError, HardwareSpec, InputError, ModelSpec, Profile, StateDtype, WeightDtype,
 };
 use serverbench_config::{from_value, line_of, merge, parse_value, parse_yaml, to_value};
-use std::sync::OnceLock;
 
 /// A deployment as a file writes it. `model`, `hardware` and `profile` are a preset's name or a mapping
 /// of every field of a [`ModelSpec`], [`HardwareSpec`] or [`Profile`] (an override that is a mapping
@@ -164,22 +163,16 @@ impl Serialize for Deployment {
     }
 }
 
-/// The built-in presets, parsed once.
-pub(super) fn presets() -> &'static [Deployment] {
-    static PARSED: OnceLock<Vec<Deployment>> = OnceLock::new();
-    PARSED.get_or_init(|| {
-        serverbench_config::preset_files("deployments")
-            .map(|f| {
-                let file: DeploymentFile =
-                    parse_yaml(f.file, f.text).unwrap_or_else(|e| panic!("built-in preset {e}"));
-                let d = file
-                    .resolve()
-                    .unwrap_or_else(|e| panic!("built-in preset {}", e.in_file(f.file, f.text)));
-                assert_eq!(d.name, f.name, "{}: `name` must be the file's name", f.file);
-                d
-            })
-            .collect()
-    })
+/// A built-in preset's file parsed and resolved; a preset that does not is a bug and panics (the
+/// registry's tests parse them all).
+pub(super) fn parse_preset(f: &serverbench_config::PresetFile) -> Deployment {
+    let file: DeploymentFile =
+        parse_yaml(f.file, f.text).unwrap_or_else(|e| panic!("built-in preset {e}"));
+    let d = file
+        .resolve()
+        .unwrap_or_else(|e| panic!("built-in preset {}", e.in_file(f.file, f.text)));
+    assert_eq!(d.name, f.name, "{}: `name` must be the file's name", f.file);
+    d
 }
 
 impl Deployment {

@@ -113,12 +113,14 @@ impl Deployment {
 
     /// The built-in presets (`presets/deployments/`).
     pub fn presets() -> Vec<Deployment> {
-        file::presets().to_vec()
+        serverbench_config::preset_files("deployments")
+            .map(file::parse_preset)
+            .collect()
     }
 
-    /// A preset by name.
+    /// A preset by name (only its file is parsed).
     pub fn preset(name: &str) -> Option<Deployment> {
-        file::presets().iter().find(|d| d.name == name).cloned()
+        serverbench_config::preset_file("deployments", name).map(file::parse_preset)
     }
 
     /// Names of the presets, for error messages.

@@ -120,7 +120,7 @@ impl Replica {
                 )
             })
             .collect();
-        keyed.sort_by(|a, b| b.0.cmp(&a.0)); // stable: equal matches keep their order
+        keyed.sort_by_key(|k| std::cmp::Reverse(k.0)); // stable: equal matches keep their order
         self.waiting = keyed.into_iter().map(|(_, id)| id).collect();
     }
 }

@@ -185,11 +185,11 @@ impl Replica {
     /// [`Replica::emit_step`] with speculation: one verify draw per sequence.
     fn emit_verify_step(&mut self, left: &mut [u32]) -> bool {
         let mut finished = false;
-        for i in 0..self.step.len() {
-            let m = self.draw_tokens(self.step[i].seq, left[i]);
+        for (i, l) in left.iter_mut().enumerate() {
+            let m = self.draw_tokens(self.step[i].seq, *l);
             self.run.emit.push(m);
-            left[i] -= m;
-            finished |= left[i] == 0;
+            *l -= m;
+            finished |= *l == 0;
         }
         finished
     }

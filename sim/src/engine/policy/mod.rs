@@ -13,6 +13,30 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
 
 /// A scheduler policy: the pure decision of which sequences the next step computes.
+///
+/// A policy is a unit struct composing the [`StepBuilder`]'s steps; registering it (one line in the
+/// `policies!` list) makes its name a value of `engine.policy`:
+///
+/// ```
+/// use serverbench_sim::{Admission, DecodeBudget, SchedulingPolicy, Shortage, StepBuilder};
+///
+/// /// First come, first served, never preempting: running requests first, then waiting ones.
+/// pub struct Fcfs;
+///
+/// impl SchedulingPolicy for Fcfs {
+///     fn name(&self) -> &'static str { "fcfs" }
+///     fn summary(&self) -> &'static str { "running requests first, then waiting ones in arrival order" }
+///     fn default_budgets(&self) -> (u32, u32) { (8192, 256) }
+///     fn next_batch(&self, b: &mut StepBuilder<'_>) {
+///         b.decode_running(DecodeBudget::Counted);
+///         b.prefill_running(Shortage::Skip);
+///         b.admit_waiting(Admission::FirstChunk);
+///     }
+///     // Admission runs every step and decode steps only use more blocks.
+///     fn waiting_stays_blocked(&self, _preempted: bool) -> bool { true }
+/// }
+/// assert_eq!(Fcfs.name(), "fcfs");
+/// ```
 pub trait SchedulingPolicy: Sync + 'static {
     /// The name a deployment file gives in `engine.policy`.
     fn name(&self) -> &'static str;
