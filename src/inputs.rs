@@ -51,7 +51,7 @@ pub fn study(d: &DeploymentArgs, w: &WorkloadArgs, r: &ReplayArgs) -> Result<Stu
 /// Prints the effective deployment when asked; returns true if it did (the command should stop).
 pub fn print_config(args: &DeploymentArgs, d: &Deployment) -> Result<bool> {
     if args.print_config {
-        print!("{}", serde_yaml::to_string(d)?);
+        print!("{}", d.to_yaml());
     }
     Ok(args.print_config)
 }

@@ -53,7 +53,7 @@ pub fn run(a: SloArgs) -> Result<()> {
             a.concurrency,
             a.seeds,
             a.replay.window,
-            serde_yaml::to_string(&d)?
+            d.to_yaml()
         );
         std::fs::write(path, text).with_context(|| format!("{}: cannot write", path.display()))?;
         println!("  wrote {} (use it with --deployment)", path.display());

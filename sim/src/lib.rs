@@ -35,8 +35,8 @@ pub mod scan;
 pub mod score;
 
 pub use deployment::{
-    Deployment, EngineConfig, KindAcceptance, Policy, Preemption, Prices, Router, Slo, SpecMethod,
-    Speculative, DEFAULT_DEPLOYMENT,
+    Deployment, DeploymentFile, DeploymentOf, EngineConfig, KindAcceptance, Policy, Preemption,
+    Prices, Router, Slo, SpecMethod, Speculative, DEFAULT_DEPLOYMENT,
 };
 pub use des::{EventQueue, PastError, Time};
 pub use engine::{

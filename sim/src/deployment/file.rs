@@ -2,59 +2,18 @@
 //! a mapping of their fields), the one path from text to a resolved [`Deployment`] — `base:` preset,
 //! overrides deep-merged onto it, every name looked up once — and back to text.
 
-use super::{Deployment, EngineConfig, Prices, Router, Slo, DEFAULT_DEPLOYMENT};
+use super::{Deployment, DeploymentOf, DEFAULT_DEPLOYMENT};
 use crate::engine::Policy;
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize, Serializer};
+use serde::Serialize;
 use serde_yaml::Value;
-use serverbench_calibration::{
-    FieldError, HardwareSpec, InputError, ModelSpec, Profile, StateDtype, WeightDtype,
-};
+use serverbench_calibration::{FieldError, HardwareSpec, InputError, ModelSpec, Profile};
 use serverbench_config::{from_value, line_of, merge, parse_value, parse_yaml, to_value};
 
-/// A deployment as a file writes it. `model`, `hardware` and `profile` are a preset's name or a mapping
+/// A deployment as a file writes it: `model`, `hardware` and `profile` are a preset's name or a mapping
 /// of every field of a [`ModelSpec`], [`HardwareSpec`] or [`Profile`] (an override that is a mapping
 /// changes only the fields it names).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DeploymentFile {
-    /// Preset name (or the file's own name).
-    pub name: String,
-    /// Model preset name, or its fields.
-    pub model: Value,
-    /// Hardware preset name, or its fields.
-    pub hardware: Value,
-    /// Profile preset name, or its fields.
-    pub profile: Value,
-    /// Tensor-parallel degree.
-    pub tp: u32,
-    /// Data-parallel replicas.
-    pub dp: u32,
-    /// Router (when `dp > 1`).
-    #[serde(default = "default_router")]
-    pub router: Router,
-    /// Weight format.
-    pub weights: WeightDtype,
-    /// Quantisation group size (int4).
-    pub quant_group_size: u32,
-    /// Precision of linear-attention state.
-    #[serde(default)]
-    pub state_dtype: StateDtype,
-    /// Longest prompt + output, tokens.
-    pub context_limit: u32,
-    /// Token prices.
-    pub prices: Prices,
-    /// Price of one GPU-hour, dollars.
-    pub gpu_hour_dollars: f64,
-    /// Frozen SLO targets.
-    pub slo: Slo,
-    /// Engine knobs.
-    pub engine: EngineConfig,
-}
-
-fn default_router() -> Router {
-    Router::RoundRobin
-}
+pub type DeploymentFile = DeploymentOf<Value, Value, Value>;
 
 /// The three parts of a deployment that name presets of their own.
 const SPECS: [&str; 3] = ["model", "hardware", "profile"];
@@ -69,7 +28,7 @@ impl DeploymentFile {
                 _ => to_value(spec),
             }
         }
-        DeploymentFile {
+        DeploymentOf {
             name: d.name.clone(),
             model: named(&d.model, &d.model.name, ModelSpec::preset(&d.model.name)),
             hardware: named(
@@ -98,7 +57,7 @@ impl DeploymentFile {
 
     /// Looks up every preset name and checks the result; the error names the field.
     pub fn resolve(self) -> Result<Deployment, FieldError> {
-        let d = Deployment {
+        let d = DeploymentOf {
             name: self.name,
             model: spec(
                 "model",
@@ -157,12 +116,6 @@ fn spec<T: DeserializeOwned>(
     }
 }
 
-impl Serialize for Deployment {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        DeploymentFile::of(self).serialize(s)
-    }
-}
-
 /// A built-in preset's file parsed and resolved; a preset that does not is a bug and panics (the
 /// registry's tests parse them all).
 pub(super) fn parse_preset(f: &serverbench_config::PresetFile) -> Deployment {
@@ -176,6 +129,12 @@ pub(super) fn parse_preset(f: &serverbench_config::PresetFile) -> Deployment {
 }
 
 impl Deployment {
+    /// The deployment as YAML, each spec by preset name where it is that preset unchanged (what
+    /// `--print-config` prints; `from_yaml` reads it back equal).
+    pub fn to_yaml(&self) -> String {
+        serde_yaml::to_string(&DeploymentFile::of(self)).expect("deployments serialise")
+    }
+
     /// Parses a deployment YAML: `base: PRESET` (default: the default deployment) plus any fields to
     /// override.
     pub fn from_yaml(file: &str, text: &str) -> Result<Deployment, InputError> {
@@ -293,7 +252,7 @@ mod tests {
     #[test]
     fn presets_print_by_name_and_read_back_equal() {
         for d in Deployment::presets() {
-            let text = serde_yaml::to_string(&d).unwrap();
+            let text = d.to_yaml();
             assert!(text.contains(&format!("model: {}", d.model.name)), "{text}");
             assert_eq!(Deployment::from_yaml("p.yaml", &text).unwrap(), d);
         }

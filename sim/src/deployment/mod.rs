@@ -65,28 +65,34 @@ pub const MAX_DP: u32 = 1024;
 /// Longest context a deployment may accept, tokens (2²⁴).
 pub const MAX_CONTEXT: u32 = 16_777_216;
 
-/// Everything that defines the served system and how it is scored, resolved.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Deployment {
+/// Everything that defines the served system and how it is scored. `M`, `H` and `P` are how the model,
+/// GPU and cost-model profile are held: the specs themselves in a resolved [`Deployment`], YAML values
+/// (a preset name, or a mapping of fields) in a [`DeploymentFile`]. Read deployments with
+/// [`Deployment::from_yaml`] or [`Deployment::preset`], which resolve and check them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeploymentOf<M, H, P> {
     /// Preset name (or the file's own name).
     pub name: String,
     /// The model.
-    pub model: ModelSpec,
+    pub model: M,
     /// The GPU.
-    pub hardware: HardwareSpec,
+    pub hardware: H,
     /// The cost model's efficiencies for this GPU and engine.
-    pub profile: Profile,
+    pub profile: P,
     /// Tensor-parallel degree (GPUs per replica).
     pub tp: u32,
     /// Data-parallel replicas.
     pub dp: u32,
     /// How requests are spread over replicas (when `dp > 1`).
+    #[serde(default = "default_router")]
     pub router: Router,
     /// Weight format.
     pub weights: WeightDtype,
     /// Quantisation group size (int4).
     pub quant_group_size: u32,
     /// Precision of linear-attention (Gated DeltaNet) state: `bf16` or `fp32`.
+    #[serde(default)]
     pub state_dtype: StateDtype,
     /// Longest prompt + output the deployment accepts, tokens.
     pub context_limit: u32,
@@ -99,6 +105,13 @@ pub struct Deployment {
     /// Engine knobs.
     pub engine: EngineConfig,
 }
+
+fn default_router() -> Router {
+    Router::RoundRobin
+}
+
+/// A resolved deployment: the model, GPU and profile are the specs themselves.
+pub type Deployment = DeploymentOf<ModelSpec, HardwareSpec, Profile>;
 
 impl Deployment {
     /// GPUs in the deployment, `d = tp × dp` (both bounded by [`Deployment::check`], so it cannot overflow).

@@ -64,15 +64,20 @@ impl Replica {
                 self.stats.lookup_tokens += s.input as u64;
                 self.stats.hit_tokens += computed as u64;
             }
-            self.waiting.pop_front();
-            self.running.push(id);
-            self.step.push(Scheduled {
-                seq: id,
-                tokens: n,
-                start: computed,
-            });
-            *budget -= n;
+            self.start_running(id, n, computed, budget);
         }
+    }
+
+    /// Moves the waiting queue's head `id` to the running set, its `n` tokens from `start` into the step.
+    fn start_running(&mut self, id: SeqId, n: u32, start: u32, budget: &mut u32) {
+        self.waiting.pop_front();
+        self.running.push(id);
+        self.step.push(Scheduled {
+            seq: id,
+            tokens: n,
+            start,
+        });
+        *budget -= n;
     }
 
     /// Brings a swapped-out sequence back: all its KV into private blocks, copied over the host link.
@@ -92,14 +97,7 @@ impl Replica {
         self.grant(id, need);
         let s = &mut self.seqs[id.at()];
         s.inserted = true; // its prompt blocks stay private: swapped KV is not re-shared
-        self.waiting.pop_front();
-        self.running.push(id);
-        self.step.push(Scheduled {
-            seq: id,
-            tokens: n,
-            start: computed,
-        });
-        *budget -= n;
+        self.start_running(id, n, computed, budget);
         true
     }
 

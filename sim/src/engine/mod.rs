@@ -583,28 +583,15 @@ impl Replica {
         if s.computed < s.known() {
             return false;
         }
-        s.generated += 1;
-        if s.generated == 1 {
+        if s.generated == 0 {
             events.push(SeqEvent::FirstToken { tag: s.tag });
         }
-        if self.opts.report_tokens {
-            events.push(SeqEvent::Emitted {
-                tag: s.tag,
-                count: 1,
-            });
-        }
-        if s.generated >= s.output {
-            s.done = true;
-            events.push(SeqEvent::Finished {
-                tag: s.tag,
-                seq: id,
-            });
-        }
-        s.done
+        self.emit(id, 1, self.opts.report_tokens, events)
     }
 
     /// A decoding sequence emitted `m` tokens (their KV is now computed); reports them when asked and
     /// the finish when it has all its output. Returns true if it finished.
+    #[inline]
     fn emit_decoded(
         &mut self,
         id: SeqId,
@@ -612,8 +599,15 @@ impl Replica {
         report: bool,
         events: &mut Vec<SeqEvent>,
     ) -> bool {
+        self.seqs[id.at()].computed += m;
+        self.emit(id, m, report, events)
+    }
+
+    /// `m` more output tokens of `id` came out: reported when asked, and the finish when it has all its
+    /// output. Returns true if it finished.
+    #[inline]
+    fn emit(&mut self, id: SeqId, m: u32, report: bool, events: &mut Vec<SeqEvent>) -> bool {
         let s = &mut self.seqs[id.at()];
-        s.computed += m;
         s.generated += m;
         if report {
             events.push(SeqEvent::Emitted {
