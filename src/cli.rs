@@ -133,6 +133,7 @@ pub struct SweepArgs {
     /// Concurrency levels, comma-separated.
     #[arg(
         long,
+        short = 'c',
         value_delimiter = ',',
         default_value = "1,2,4,6,8,12,16,24,32,48,64"
     )]

@@ -36,7 +36,7 @@ pub fn run(a: CompareArgs) -> Result<()> {
     }
     let rankings = rankings(&rows);
     let table = markdown(&d.name, &a, &rows, &rankings);
-    print!("{table}");
+    out!("{table}")?;
     write_file(&a.out, "compare.md", |w| w.write_all(table.as_bytes()))?;
     write_json(
         &a.out,
@@ -60,10 +60,10 @@ pub fn run(a: CompareArgs) -> Result<()> {
             .collect::<Vec<_>>(),
     )?;
     write_file(&a.out, "compare.svg", |w| w.write_all(svg.as_bytes()))?;
-    println!(
+    outln!(
         "\n  wrote {}/compare.md, compare.json and compare.svg",
         a.out.display()
-    );
+    )?;
     Ok(())
 }
 

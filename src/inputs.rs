@@ -1,7 +1,7 @@
 //! Turning command-line arguments into deployments, cost models and workload sources (all file IO lives here).
 
 use crate::cli::{DeploymentArgs, ReplayArgs, WorkloadArgs};
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, bail, Result};
 use serverbench_calibration::Profile;
 use serverbench_sim::{Deployment, RunConfig, StartMode};
 use serverbench_study::Study;
@@ -21,22 +21,27 @@ pub fn deployment(name_or_file: &str) -> Result<Deployment> {
             Deployment::preset_names()
         );
     }
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("{}: cannot read", path.display()))?;
+    let text = config_text(path)?;
     Ok(Deployment::from_yaml(&path.display().to_string(), &text)?)
+}
+
+/// A configuration file's text (at most `MAX_CONFIG_BYTES`).
+pub fn config_text(path: &Path) -> Result<String> {
+    Ok(serverbench_config::read_text(
+        path,
+        serverbench_config::MAX_CONFIG_BYTES,
+    )?)
 }
 
 /// The deployment the arguments describe (engine and profile overrides applied).
 pub fn resolved(args: &DeploymentArgs) -> Result<Deployment> {
     let mut d = deployment(&args.deployment)?;
     if let Some(path) = &args.engine_config {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("{}: cannot read", path.display()))?;
+        let text = config_text(path)?;
         d = d.with_engine_yaml(&path.display().to_string(), &text)?;
     }
     if let Some(path) = &args.profile {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("{}: cannot read", path.display()))?;
+        let text = config_text(path)?;
         d.profile = Profile::from_yaml(&path.display().to_string(), &text)?;
         d.check().map_err(|e| anyhow!("{}: {e}", path.display()))?;
     }
@@ -51,7 +56,7 @@ pub fn study(d: &DeploymentArgs, w: &WorkloadArgs, r: &ReplayArgs) -> Result<Stu
 /// Prints the effective deployment when asked; returns true if it did (the command should stop).
 pub fn print_config(args: &DeploymentArgs, d: &Deployment) -> Result<bool> {
     if args.print_config {
-        print!("{}", d.to_yaml());
+        out!("{}", d.to_yaml())?;
     }
     Ok(args.print_config)
 }
@@ -87,6 +92,14 @@ pub fn trace(args: &WorkloadArgs) -> Result<Option<Trace>> {
     Ok(Some(read_trace(path, args.trace_format)?))
 }
 
+/// Most seeds one command takes.
+pub const MAX_SEEDS: u64 = 100_000;
+/// Most worker threads.
+pub const MAX_THREADS: usize = 1024;
+/// Most trees `workload stats` and `workload export` read from the generator (20,000 trees are about
+/// 2.4 million requests; the statistics keep every block id seen, about 1 GB at this size).
+pub const MAX_TREES: u64 = 20_000;
+
 /// Window lengths from a comma-separated list (seconds, ascending after sorting).
 pub fn windows(text: &str) -> Result<Vec<f64>> {
     let mut w = Vec::new();
@@ -95,8 +108,11 @@ pub fn windows(text: &str) -> Result<Vec<f64>> {
             .trim()
             .parse()
             .map_err(|_| anyhow!("--windows: {part:?} is not a number of seconds"))?;
-        if !(v > 0.0 && v.is_finite()) {
-            bail!("--windows: {v} is not a positive number of seconds");
+        if !(v > 0.0 && v <= serverbench_sim::MAX_WINDOW_S) {
+            bail!(
+                "--windows: {v} is not a positive number of seconds at most {}",
+                serverbench_sim::MAX_WINDOW_S
+            );
         }
         w.push(v);
     }
@@ -105,7 +121,7 @@ pub fn windows(text: &str) -> Result<Vec<f64>> {
     Ok(w)
 }
 
-/// Seeds from `N` (= 0..N) or `A..B`.
+/// Seeds from `N` (= 0..N) or `A..B`, at most [`MAX_SEEDS`] of them.
 pub fn seeds(text: &str) -> Result<Vec<u64>> {
     let bad = || anyhow!("--seeds: expected a count N or a range A..B, got {text:?}");
     let (a, b) = match text.split_once("..") {
@@ -118,20 +134,46 @@ pub fn seeds(text: &str) -> Result<Vec<u64>> {
     if b <= a {
         bail!("--seeds: the range {text:?} is empty");
     }
+    if b - a > MAX_SEEDS {
+        bail!(
+            "--seeds: {text:?} is {} seeds; at most {MAX_SEEDS} at a time",
+            b - a
+        );
+    }
     Ok((a..b).collect())
 }
 
-/// The run configuration for one replay.
+/// `--threads`, if given: 1 to [`MAX_THREADS`].
+pub fn threads(t: Option<usize>) -> Result<Option<usize>> {
+    match t {
+        Some(n) if n == 0 || n > MAX_THREADS => {
+            bail!("--threads: must be between 1 and {MAX_THREADS}, got {n}")
+        }
+        t => Ok(t),
+    }
+}
+
+/// `--trees`: 1 to [`MAX_TREES`].
+pub fn trees(n: u64) -> Result<u64> {
+    if n == 0 || n > MAX_TREES {
+        bail!("--trees: must be between 1 and {MAX_TREES}, got {n}");
+    }
+    Ok(n)
+}
+
+/// A time scale (`--time-scale`): above 0, at most 1,000.
+pub fn time_scale(x: f64) -> Result<f64> {
+    if !(x > 0.0 && x <= 1000.0) {
+        bail!("--time-scale: must be a number above 0 and at most 1000, got {x}");
+    }
+    Ok(x)
+}
+
+/// The run configuration for one replay; a bad option names its flag.
 pub fn run_config(r: &ReplayArgs, concurrency: u32, seed: u64) -> Result<RunConfig> {
-    if !(r.window > 0.0 && r.window.is_finite()) {
-        bail!("--window: must be a positive number of seconds");
-    }
-    if concurrency == 0 {
-        bail!("--concurrency: must be at least 1");
-    }
     let start = StartMode::parse(&r.start)
         .ok_or_else(|| anyhow!("--start: expected steady or cold, got {:?}", r.start))?;
-    Ok(RunConfig {
+    let cfg = RunConfig {
         concurrency,
         seed,
         window_s: r.window,
@@ -140,5 +182,13 @@ pub fn run_config(r: &ReplayArgs, concurrency: u32, seed: u64) -> Result<RunConf
         timeline: false,
         audit: false,
         step_by_step: false,
-    })
+    };
+    checked(cfg)
+}
+
+/// `cfg` if its options are in range, else an error naming the flag.
+pub fn checked(cfg: RunConfig) -> Result<RunConfig> {
+    cfg.check()
+        .map_err(|e| anyhow!("--{}: {}", e.field.replace('_', "-"), e.reason))?;
+    Ok(cfg)
 }

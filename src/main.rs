@@ -1,12 +1,13 @@
 //! The `serverbench` binary: argument parsing, progress bars, tables, files and exit codes.
 //! All the work happens in the library crates; this crate is glue.
 
+#[macro_use]
+mod output;
 mod calibrate;
 mod cli;
 mod compare;
 mod cuda;
 mod inputs;
-mod output;
 mod plot;
 mod real;
 mod screen;
@@ -21,12 +22,22 @@ use clap::Parser;
 fn main() {
     let code = match try_main() {
         Ok(()) => 0,
+        // Standard output was closed by its reader (`| head`): nothing more to say.
+        Err(e) if broken_pipe(&e) => 0,
         Err(e) => {
             eprintln!("error: {e:#}");
             2
         }
     };
     std::process::exit(code);
+}
+
+/// Whether the error is a write to a closed pipe.
+fn broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }
 
 fn try_main() -> anyhow::Result<()> {

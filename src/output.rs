@@ -136,3 +136,22 @@ pub fn summary_table(s: &Summary, gpus: u32, gpu_hour: f64, start: &str) -> Stri
     );
     t
 }
+
+/// `println!` that returns an `io::Result` instead of panicking when standard output is closed (a
+/// command piped into `head`); `main` ends quietly on that error.
+#[macro_export]
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($arg)*)
+    }};
+}
+
+/// `print!` that returns an `io::Result` (see [`outln!`]).
+#[macro_export]
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        write!(std::io::stdout().lock(), $($arg)*)
+    }};
+}

@@ -13,6 +13,9 @@ use serverbench_workloads::tokens::{prompt_tokens, Vocab};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Longest per-request timeout, seconds.
+const MAX_TIMEOUT_S: f64 = 86_400.0;
+
 /// The async runtime of the commands that talk HTTP.
 pub fn runtime() -> Result<Runtime> {
     Runtime::new().context("cannot start the async runtime")
@@ -24,9 +27,7 @@ pub fn serve(a: ServeArgs) -> Result<()> {
     if inputs::print_config(&a.deployment, &d)? {
         return Ok(());
     }
-    if !(a.time_scale > 0.0 && a.time_scale.is_finite()) {
-        bail!("--time-scale: must be a positive number");
-    }
+    inputs::time_scale(a.time_scale)?;
     d.replica(serverbench_sim::ReplicaOptions::default())?;
     let model = a.model.clone().unwrap_or_else(|| d.model.name.clone());
     let cuda = crate::cuda::serve_setup(&a.engine, &model)?;
@@ -60,8 +61,11 @@ pub fn serve(a: ServeArgs) -> Result<()> {
 fn client_config(a: &ReplayRealArgs, url: &str, model: String) -> Result<ClientConfig> {
     let api = Api::parse(&a.api)
         .ok_or_else(|| anyhow!("--api: expected tokens, text or chat, got {:?}", a.api))?;
-    if !(a.timeout > 0.0) {
-        bail!("--timeout: must be a positive number of seconds");
+    if !(a.timeout > 0.0 && a.timeout <= MAX_TIMEOUT_S) {
+        bail!(
+            "--timeout: must be a positive number of seconds, at most {MAX_TIMEOUT_S} (a day), got {}",
+            a.timeout
+        );
     }
     let headers = a
         .headers
@@ -88,9 +92,7 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
     if inputs::print_config(&a.deployment, &d)? {
         return Ok(());
     }
-    if !(a.time_scale > 0.0 && a.time_scale.is_finite()) {
-        bail!("--time-scale: must be a positive number");
-    }
+    inputs::time_scale(a.time_scale)?;
     let run = inputs::run_config(&a.replay, a.concurrency, a.seed)?;
     let source = inputs::source(&a.workload, a.seed, d.context_limit)?;
     let model = a.model.clone().unwrap_or_else(|| d.model.name.clone());
@@ -144,7 +146,7 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
         time_scale: a.time_scale,
         vocab,
     };
-    println!(
+    outln!(
         "serverbench replay — {} at {}, c = {}, seed {}, window {} s{}\n",
         d.name,
         url,
@@ -156,7 +158,7 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
         } else {
             String::new()
         }
-    );
+    )?;
     let probe = if a.no_probe {
         None
     } else {
@@ -183,51 +185,52 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
         rt.block_on(server.stop());
     }
     if out.client.interrupted {
-        println!(
+        outln!(
             "  interrupted: scored the {:.0} s measured so far\n",
             out.summary.window_s
-        );
+        )?;
     }
-    print!(
+    out!(
         "{}",
         summary_table(&out.summary, d.gpus(), d.gpu_hour_dollars, &a.replay.start)
-    );
+    )?;
     let c = &out.client;
-    println!("\n  behaviour checks");
-    println!(
+    outln!("\n  behaviour checks")?;
+    outln!(
         "    exact output length   {} of {} completed requests differ from the requested length",
-        c.length_mismatches, out.summary.completed
-    );
-    println!("    stream vs usage       {} without a usage block, {} with more output chunks than usage tokens", c.usage_missing, c.chunk_usage_mismatches);
+        c.length_mismatches,
+        out.summary.completed
+    )?;
+    outln!("    stream vs usage       {} without a usage block, {} with more output chunks than usage tokens", c.usage_missing, c.chunk_usage_mismatches)?;
     match &probe {
         Some((reason, tokens, None)) => {
             let ok = reason.as_deref() == Some("stop") && *tokens < 256;
-            println!("    natural stop          {} (finish_reason {:?} after {tokens} of 256 tokens without ignore_eos)", if ok { "ok" } else { "NOT honoured" }, reason.as_deref().unwrap_or("none"));
+            outln!("    natural stop          {} (finish_reason {:?} after {tokens} of 256 tokens without ignore_eos)", if ok { "ok" } else { "NOT honoured" }, reason.as_deref().unwrap_or("none"))?;
         }
-        Some((_, _, Some(e))) => println!("    natural stop          probe failed: {e}"),
-        None => println!("    natural stop          skipped"),
+        Some((_, _, Some(e))) => outln!("    natural stop          probe failed: {e}")?,
+        None => outln!("    natural stop          skipped")?,
     }
     let errors: Vec<String> = c
         .errors_by_kind
         .iter()
         .map(|(k, v)| format!("{k} {v}"))
         .collect();
-    println!(
+    outln!(
         "    errors by kind        {}",
         if errors.is_empty() {
             "none".into()
         } else {
             errors.join(", ")
         }
-    );
-    println!("    dispatch drift        p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms (send time after the intended time)", c.dispatch_drift_ms.p50, c.dispatch_drift_ms.p99, c.dispatch_drift_ms.max);
+    )?;
+    outln!("    dispatch drift        p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms (send time after the intended time)", c.dispatch_drift_ms.p50, c.dispatch_drift_ms.p99, c.dispatch_drift_ms.max)?;
     if let Some(dir) = &a.out {
         write_json(
             dir,
             "summary.json",
             &serde_json::json!({ "summary": out.summary, "client": out.client, "natural_stop_probe": probe.map(|(r, t, e)| serde_json::json!({"finish_reason": r, "tokens": t, "error": e})) }),
         )?;
-        println!("\n  wrote {}/records.jsonl and summary.json", dir.display());
+        outln!("\n  wrote {}/records.jsonl and summary.json", dir.display())?;
     }
     Ok(())
 }

@@ -11,7 +11,7 @@ use serverbench_study::ScreenResult;
 /// Screens the seeds the arguments name, with a progress bar when `progress`.
 pub fn screen(a: &ScreenArgs, progress: bool) -> Result<ScreenResult> {
     let mut study = inputs::study(&a.deployment, &a.workload, &a.replay)?;
-    study.threads = a.threads;
+    study.threads = inputs::threads(a.threads)?;
     let seeds = inputs::seeds(&a.seeds)?;
     let bar = replays_bar(seeds.len(), progress);
     let r = serverbench_study::screen(&study, a.concurrency, &seeds, &|| bar.inc(1))?;
@@ -26,19 +26,24 @@ pub fn run(a: ScreenArgs) -> Result<()> {
     }
     let started = std::time::Instant::now();
     let r = screen(&a, true)?;
-    println!(
+    outln!(
         "serverbench screen — {}, c = {}, {} seeds, window {} s (hardest first)\n",
         r.deployment,
         r.concurrency,
         r.seeds.len(),
         r.window_s
-    );
-    println!(
+    )?;
+    outln!(
         "  {:>4}  {:>6}  {:>8}  {:>8}  {:>7}  {:>13}  flag",
-        "rank", "seed", "D", "G", "f", "offered $"
-    );
+        "rank",
+        "seed",
+        "D",
+        "G",
+        "f",
+        "offered $"
+    )?;
     for s in &r.seeds {
-        println!(
+        outln!(
             "  {:>4}  {:>6}  {:>8.3}  {:>8.3}  {:>6.1}%  {:>13.4}  {}",
             s.rank,
             s.seed,
@@ -47,19 +52,19 @@ pub fn run(a: ScreenArgs) -> Result<()> {
             s.f * 100.0,
             s.offered_value,
             s.flag
-        );
+        )?;
     }
-    println!("\n  D over seeds: mean {:.3} · p10 {:.3} · p50 {:.3} · p90 {:.3}; flagged: outside [p10, p90]", r.d_mean, r.d_p10, r.d_p50, r.d_p90);
-    println!(
+    outln!("\n  D over seeds: mean {:.3} · p10 {:.3} · p50 {:.3} · p90 {:.3}; flagged: outside [p10, p90]", r.d_mean, r.d_p10, r.d_p50, r.d_p90)?;
+    outln!(
         "  representative seeds (D nearest the median): {:?}",
         r.representative
-    );
-    println!("  hardest seeds (lowest D): {:?}", r.hardest);
-    println!(
+    )?;
+    outln!("  hardest seeds (lowest D): {:?}", r.hardest)?;
+    outln!(
         "\n  {} replays + workload scans in {:.1} s",
         r.seeds.len(),
         started.elapsed().as_secs_f64()
-    );
+    )?;
     if let Some(dir) = &a.out {
         write_file(dir, "screen.csv", |w| {
             writeln!(w, "rank,seed,d,g,f,offered_value,flag")?;
@@ -87,10 +92,10 @@ pub fn run(a: ScreenArgs) -> Result<()> {
             &[("p10", r.d_p10), ("p50", r.d_p50), ("p90", r.d_p90)],
         )?;
         write_file(dir, "screen.svg", |w| w.write_all(svg.as_bytes()))?;
-        println!(
+        outln!(
             "  wrote {}/screen.csv, screen.json and screen.svg",
             dir.display()
-        );
+        )?;
     }
     Ok(())
 }

@@ -18,19 +18,22 @@ pub fn run(a: SimulateArgs) -> Result<()> {
     let started = std::time::Instant::now();
     let out = serverbench_sim::simulate(&d, &cost, source.as_ref(), &cfg)?;
     let elapsed = started.elapsed();
-    println!(
+    outln!(
         "serverbench simulate — {}, c = {}, seed {}, window {} s\n",
-        d.name, cfg.concurrency, cfg.seed, cfg.window_s
-    );
-    print!(
+        d.name,
+        cfg.concurrency,
+        cfg.seed,
+        cfg.window_s
+    )?;
+    out!(
         "{}",
         summary_table(&out.summary, d.gpus(), d.gpu_hour_dollars, &a.replay.start)
-    );
-    println!(
+    )?;
+    outln!(
         "\n  simulated {:.0} s in {:.1} ms of wall time",
         cfg.window_s,
         elapsed.as_secs_f64() * 1e3
-    );
+    )?;
     if let Some(dir) = &a.out {
         write_file(dir, "records.jsonl", |w| {
             for r in &out.records {
@@ -40,7 +43,7 @@ pub fn run(a: SimulateArgs) -> Result<()> {
             Ok(())
         })?;
         write_json(dir, "summary.json", &out.summary)?;
-        println!("  wrote {}/records.jsonl and summary.json", dir.display());
+        outln!("  wrote {}/records.jsonl and summary.json", dir.display())?;
         if let Some(steps) = &out.timeline {
             write_file(dir, "timeline.csv", |w| {
                 writeln!(
@@ -85,7 +88,7 @@ pub fn run(a: SimulateArgs) -> Result<()> {
             };
             let svg = timeline_svg(&t)?;
             write_file(dir, "timeline.svg", |w| w.write_all(svg.as_bytes()))?;
-            println!("  wrote {}/timeline.csv and timeline.svg", dir.display());
+            outln!("  wrote {}/timeline.csv and timeline.svg", dir.display())?;
         }
     }
     Ok(())

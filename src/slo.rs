@@ -16,35 +16,37 @@ pub fn run(a: SloArgs) -> Result<()> {
     let bar = replays_bar(seeds.len(), true);
     let (rows, slo) = serverbench_study::freeze_slo(&study, a.concurrency, &seeds, &|| bar.inc(1))?;
     bar.finish_and_clear();
-    println!(
+    outln!(
         "serverbench slo — reference {} at c = {}, {} seeds, window {} s\n",
         d.name,
         a.concurrency,
         rows.len(),
         a.replay.window
-    );
-    println!(
+    )?;
+    outln!(
         "  {:>6}  {:>13}  {:>14}",
-        "seed", "p90 TTFT (s)", "p90 TPOT (ms)"
-    );
+        "seed",
+        "p90 TTFT (s)",
+        "p90 TPOT (ms)"
+    )?;
     for r in &rows {
-        println!(
+        outln!(
             "  {:>6}  {:>13.5}  {:>14.4}",
             r.seed,
             r.ttft_s,
             r.tpot_s * 1e3
-        );
+        )?;
     }
-    println!(
+    outln!(
         "\n  frozen: τ_first = {:.5} s, τ_token = {:.4} ms (the maximum over seeds of each p90)",
         slo.ttft_s,
         slo.tpot_s * 1e3
-    );
-    println!(
+    )?;
+    outln!(
         "  (was τ_first = {:.5} s, τ_token = {:.4} ms)",
         d.slo.ttft_s,
         d.slo.tpot_s * 1e3
-    );
+    )?;
     if let Some(path) = &a.out {
         d.slo = slo;
         let text = format!(
@@ -56,7 +58,7 @@ pub fn run(a: SloArgs) -> Result<()> {
             d.to_yaml()
         );
         std::fs::write(path, text).with_context(|| format!("{}: cannot write", path.display()))?;
-        println!("  wrote {} (use it with --deployment)", path.display());
+        outln!("  wrote {} (use it with --deployment)", path.display())?;
     }
     Ok(())
 }

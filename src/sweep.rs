@@ -13,7 +13,7 @@ use std::io::Write;
 /// Runs the grid the arguments describe, with a progress bar when `progress`.
 pub fn grid(a: &SweepArgs, progress: bool) -> Result<SweepResult> {
     let mut study = inputs::study(&a.deployment, &a.workload, &a.replay)?;
-    study.threads = a.threads;
+    study.threads = inputs::threads(a.threads)?;
     let seeds = inputs::seeds(&a.seeds)?;
     let windows = match &a.windows {
         Some(w) => inputs::windows(w)?,
@@ -33,7 +33,7 @@ pub fn run(a: SweepArgs) -> Result<()> {
     let seeds = inputs::seeds(&a.seeds)?;
     let started = std::time::Instant::now();
     let r = grid(&a, true)?;
-    println!(
+    outln!(
         "serverbench sweep — {} ({} × {} GPU, ${:.2}/GPU-h), {} concurrency levels × {} seeds, window {} s, {} start\n",
         d.name,
         d.gpus(),
@@ -43,26 +43,26 @@ pub fn run(a: SweepArgs) -> Result<()> {
         seeds.len(),
         r.window_s,
         a.replay.start
-    );
-    print!("{}", table(&r, &d));
+    )?;
+    out!("{}", table(&r, &d))?;
     if a.windows.is_some() {
-        print!("\n{}", window_table(&r));
+        out!("\n{}", window_table(&r))?;
     }
-    println!(
+    outln!(
         "\n  {} replays of {} s simulated in {:.1} s",
         r.cells.len(),
         r.window_s,
         started.elapsed().as_secs_f64()
-    );
+    )?;
     if let Some(dir) = &a.out {
         write_file(dir, "sweep.csv", |w| write_csv(w, &r))?;
         write_json(dir, "sweep.json", &r)?;
         let svg = plot(&r, &d)?;
         write_file(dir, "sweep.svg", |w| w.write_all(svg.as_bytes()))?;
-        println!(
+        outln!(
             "  wrote {}/sweep.csv, sweep.json and sweep.svg",
             dir.display()
-        );
+        )?;
     }
     Ok(())
 }

@@ -14,14 +14,14 @@ pub fn run(a: WhatIfArgs) -> Result<()> {
     let bar = replays_bar(KNOBS.len() * a.concurrency.len() * seeds.len(), true);
     let rows = serverbench_study::what_if(&study, KNOBS, &a.concurrency, &seeds, &|| bar.inc(1))?;
     bar.finish_and_clear();
-    println!("serverbench what-if — {} ({} × {} GPU), each knob alone, mean over {} seeds, window {} s\n", d.name, d.gpus(), d.hardware.name, seeds.len(), a.replay.window);
+    outln!("serverbench what-if — {} ({} × {} GPU), each knob alone, mean over {} seeds, window {} s\n", d.name, d.gpus(), d.hardware.name, seeds.len(), a.replay.window)?;
     let mut header = String::from("| knob |");
     let mut rule = String::from("|---|");
     for c in &a.concurrency {
         header.push_str(&format!(" D (c={c}) | G (c={c}) | f (c={c}) |"));
         rule.push_str("---:|---:|---:|");
     }
-    println!("{header}\n{rule}");
+    outln!("{header}\n{rule}")?;
     for knob in KNOBS.iter().map(|k| k.0) {
         let mut line = format!("| {knob} |");
         for r in rows.iter().filter(|r| r.knob == knob) {
@@ -38,7 +38,7 @@ pub fn run(a: WhatIfArgs) -> Result<()> {
                 )),
             }
         }
-        println!("{line}");
+        outln!("{line}")?;
     }
     Ok(())
 }

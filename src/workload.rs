@@ -15,18 +15,19 @@ pub fn run(c: WorkloadCommand) -> Result<()> {
     }
 }
 
-/// The trees a stats/export command covers: a whole trace, or `n` generated trees.
+/// The trees a stats/export command covers, one at a time: a whole trace, or `n` generated trees.
 fn trees(
     w: &crate::cli::WorkloadArgs,
     seed: u64,
     n: u64,
     context_limit: u32,
-) -> Result<Vec<Arc<SessionTree>>> {
+) -> Result<Box<dyn Iterator<Item = Arc<SessionTree>>>> {
     if let Some(t) = inputs::trace(w)? {
-        return Ok(t.trees().to_vec());
+        return Ok(Box::new(t.trees().to_vec().into_iter()));
     }
+    let n = inputs::trees(n)?;
     let source = inputs::source(w, seed, context_limit)?;
-    Ok((0..n).map(|k| source.tree(k)).collect())
+    Ok(Box::new((0..n).map(move |k| source.tree(k))))
 }
 
 fn q_row(name: &str, q: &Quantiles, unit: &str) -> String {
@@ -35,7 +36,7 @@ fn q_row(name: &str, q: &Quantiles, unit: &str) -> String {
 
 fn stats(a: WorkloadStatsArgs) -> Result<()> {
     let trees = trees(&a.workload, a.seed, a.trees, a.context_limit)?;
-    let s = workload_stats(trees.iter().map(|t| t.as_ref()));
+    let s = workload_stats(trees);
     let what = match &a.workload.trace {
         Some(p) => format!("trace {}", p.display()),
         None => format!(
@@ -43,20 +44,24 @@ fn stats(a: WorkloadStatsArgs) -> Result<()> {
             a.seed, a.trees
         ),
     };
-    println!("workload stats — {what}\n");
-    println!(
+    outln!("workload stats — {what}\n")?;
+    outln!(
         "  trees {} · requests {} · sub-agents {} ({} in the background) · compactions {}",
-        s.trees, s.requests, s.subagents, s.background_subagents, s.compactions
-    );
-    print!("{}", q_row("root turns per tree", &s.root_turns, ""));
-    print!("{}", q_row("requests per tree", &s.requests_per_tree, ""));
-    print!("{}", q_row("input tokens", &s.input_tokens, "tok"));
-    print!("{}", q_row("output tokens", &s.output_tokens, "tok"));
-    print!("{}", q_row("think time (uncapped)", &s.think_time_s, "s"));
-    println!(
+        s.trees,
+        s.requests,
+        s.subagents,
+        s.background_subagents,
+        s.compactions
+    )?;
+    out!("{}", q_row("root turns per tree", &s.root_turns, ""))?;
+    out!("{}", q_row("requests per tree", &s.requests_per_tree, ""))?;
+    out!("{}", q_row("input tokens", &s.input_tokens, "tok"))?;
+    out!("{}", q_row("output tokens", &s.output_tokens, "tok"))?;
+    out!("{}", q_row("think time (uncapped)", &s.think_time_s, "s"))?;
+    outln!(
         "  prefix reuse with an infinite cache: {:.1} % of prompt tokens",
         s.prefix_reuse_ratio * 100.0
-    );
+    )?;
     Ok(())
 }
 
@@ -79,6 +84,10 @@ fn scan(a: WorkloadScanArgs) -> Result<()> {
     let d = inputs::deployment(&a.deployment)?;
     let seeds = inputs::seeds(&a.seeds)?;
     let workload = inputs::workload(&a.workload)?;
+    inputs::checked(serverbench_sim::RunConfig {
+        idle_gap_cap_s: a.idle_gap_cap,
+        ..serverbench_sim::RunConfig::new(a.concurrency, 0, a.window)
+    })?;
     let started = std::time::Instant::now();
     let offers = serverbench_study::scan_seeds(
         &workload,
@@ -91,19 +100,24 @@ fn scan(a: WorkloadScanArgs) -> Result<()> {
     let elapsed = started.elapsed();
     let mut values: Vec<f64> = offers.iter().map(|o| o.value).collect();
     let q = Quantiles::of(&mut values);
-    println!(
+    outln!(
         "workload scan — {} seeds, c = {}, window {} s, prices of {} (an infinitely fast server)\n",
         offers.len(),
         a.concurrency,
         a.window,
         d.name
-    );
-    println!(
+    )?;
+    outln!(
         "  {:>6}  {:>10}  {:>14}  {:>12}  {:>10}  {:>6}",
-        "seed", "requests", "input tok", "output tok", "value $", "trees"
-    );
+        "seed",
+        "requests",
+        "input tok",
+        "output tok",
+        "value $",
+        "trees"
+    )?;
     for o in &offers {
-        println!(
+        outln!(
             "  {:>6}  {:>10}  {:>14}  {:>12}  {:>10.4}  {:>6}",
             o.seed,
             o.requests,
@@ -111,16 +125,16 @@ fn scan(a: WorkloadScanArgs) -> Result<()> {
             thousands(o.output_tokens),
             o.value,
             o.trees
-        );
+        )?;
     }
-    println!(
+    outln!(
         "\n  value offered: mean ${:.4}  p50 ${:.4}  p90 ${:.4}  max ${:.4} per window ({:.0} ms)",
         q.mean,
         q.p50,
         q.p90,
         q.max,
         elapsed.as_secs_f64() * 1e3
-    );
+    )?;
     if let Some(dir) = &a.out {
         write_file(dir, "scan.csv", |w| {
             writeln!(

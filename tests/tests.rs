@@ -2,6 +2,7 @@
 
 mod calibration;
 mod cli;
+mod hardening;
 mod importers;
 mod simulator;
 mod workload_model;

@@ -6,11 +6,13 @@
 //! **Invariant:** knows no domain type. Presets are text here; the crate that owns a type parses them.
 
 mod error;
+mod files;
 mod json;
 mod presets;
 mod yaml;
 
 pub use error::{FieldError, InputError};
+pub use files::{read_text, MAX_CONFIG_BYTES, MAX_DATA_BYTES};
 pub use json::parse_json_line;
 pub use presets::{
     parse_preset, parse_presets, preset_file, preset_files, preset_names, PresetFile,

@@ -46,6 +46,9 @@ pub use engine::{
 };
 pub use kv::AuditError;
 pub use replay::{Handle, Ready, Replay, ReplayConfig, StartMode};
-pub use run::{simulate, RunConfig, RunOutput};
+pub use run::{
+    simulate, OverflowGuard, RunConfig, RunError, RunOutput, Stalled, MAX_CONCURRENCY,
+    MAX_IDLE_GAP_CAP_S, MAX_INSTANT_OVERFLOWS, MAX_WINDOW_S,
+};
 pub use scan::{scan, Offer, Unbounded};
 pub use score::{prefix_window, score, summarise, value, Outcome, Record, Score, Summary};

@@ -10,9 +10,74 @@ use crate::engine::{
 use crate::replay::{Handle, Ready, Replay, ReplayConfig, StartMode};
 use crate::score::{summarise, Outcome, Record, Summary};
 use serverbench_calibration::CostModel;
+use serverbench_calibration::FieldError;
 use serverbench_workloads::hash::mix2;
 use serverbench_workloads::Request;
 use serverbench_workloads::TreeSource;
+
+/// Most lanes a run may have.
+pub const MAX_CONCURRENCY: u32 = 16_384;
+/// Longest window a run may have, seconds (30 days).
+pub const MAX_WINDOW_S: f64 = 2_592_000.0;
+/// Longest idle-gap cap, seconds (one day).
+pub const MAX_IDLE_GAP_CAP_S: f64 = 86_400.0;
+/// Requests in a row that may end at one instant without time passing (each overflowing the context,
+/// so never sent) before a run is declared stalled.
+pub const MAX_INSTANT_OVERFLOWS: u64 = 100_000;
+
+/// Why a run cannot be made.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum RunError {
+    /// The deployment cannot hold a request of its context limit.
+    #[error(transparent)]
+    Capacity(#[from] CapacityError),
+    /// A run option is out of range (the field is the option's name).
+    #[error("{0}")]
+    Config(FieldError),
+    /// The run cannot advance.
+    #[error(transparent)]
+    Stalled(#[from] Stalled),
+}
+
+/// A run that cannot advance: every request due overflows the context, so none is sent and no time
+/// passes (the workload asks for longer requests than the deployment accepts, and waits for none of
+/// them).
+#[derive(Clone, Copy, Debug, PartialEq, thiserror::Error)]
+#[error("no progress at t = {at_s} s: {count} requests in a row overflowed the context limit of {context_limit} tokens without time passing — the workload's requests are longer than this deployment accepts")]
+pub struct Stalled {
+    /// When, seconds.
+    pub at_s: f64,
+    /// Requests in a row that overflowed at that instant.
+    pub count: u64,
+    /// The deployment's context limit.
+    pub context_limit: u32,
+}
+
+/// Counts the requests that end at one instant without being sent (context overflows); the real and
+/// the simulated replay share it, so a workload that overflows forever fails in both.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct OverflowGuard {
+    at: u64,
+    count: u64,
+}
+
+impl OverflowGuard {
+    /// A request due at `t` overflowed; an error once [`MAX_INSTANT_OVERFLOWS`] did so at one instant.
+    pub fn overflowed(&mut self, t: Time, context_limit: u32) -> Result<(), Stalled> {
+        if t.0 != self.at {
+            *self = OverflowGuard { at: t.0, count: 0 };
+        }
+        self.count += 1;
+        if self.count > MAX_INSTANT_OVERFLOWS {
+            return Err(Stalled {
+                at_s: t.0 as f64 / 1e9,
+                count: self.count,
+                context_limit,
+            });
+        }
+        Ok(())
+    }
+}
 
 /// What to run.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -49,6 +114,35 @@ impl RunConfig {
             audit: false,
             step_by_step: false,
         }
+    }
+
+    /// Checks the options; the error's field is the option's name (`concurrency`, `window`, `idle_gap_cap`).
+    pub fn check(&self) -> Result<(), FieldError> {
+        if self.concurrency == 0 || self.concurrency > MAX_CONCURRENCY {
+            return Err(FieldError::new(
+                "concurrency",
+                format!("must be between 1 and {MAX_CONCURRENCY} lanes"),
+            ));
+        }
+        if !(self.window_s > 0.0 && self.window_s <= MAX_WINDOW_S) {
+            return Err(FieldError::new(
+                "window",
+                format!(
+                    "must be a positive number of seconds, at most {MAX_WINDOW_S} (30 days), got {}",
+                    self.window_s
+                ),
+            ));
+        }
+        if !(self.idle_gap_cap_s >= 0.0 && self.idle_gap_cap_s <= MAX_IDLE_GAP_CAP_S) {
+            return Err(FieldError::new(
+                "idle_gap_cap",
+                format!(
+                    "must be between 0 and {MAX_IDLE_GAP_CAP_S} seconds, got {}",
+                    self.idle_gap_cap_s
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// The replay part of the configuration.
@@ -99,6 +193,8 @@ struct Sim<'a> {
     records: Vec<Record>,
     ready: Vec<Ready>,
     events: Vec<SeqEvent>,
+    overflows: OverflowGuard,
+    stalled: Option<Stalled>,
 }
 
 /// Runs one closed-loop replay of `source` against the simulated deployment.
@@ -107,7 +203,8 @@ pub fn simulate(
     cost: &CostModel,
     source: &dyn TreeSource,
     cfg: &RunConfig,
-) -> Result<RunOutput, CapacityError> {
+) -> Result<RunOutput, RunError> {
+    cfg.check().map_err(RunError::Config)?;
     let mut replicas = Vec::new();
     for r in 0..deployment.dp {
         let opts = ReplicaOptions {
@@ -134,6 +231,8 @@ pub fn simulate(
         records: Vec::new(),
         ready: Vec::new(),
         events: Vec::new(),
+        overflows: OverflowGuard::default(),
+        stalled: None,
     };
     sim.start(cfg.start);
     let window = sim.window;
@@ -144,7 +243,12 @@ pub fn simulate(
         match ev {
             Event::Due(_) | Event::Arrive(..) if t >= window => continue,
             _ if t > window => break,
-            Event::Due(h) => sim.dispatch(h, t),
+            Event::Due(h) => {
+                sim.dispatch(h, t);
+                if let Some(stalled) = sim.stalled {
+                    return Err(stalled.into());
+                }
+            }
             Event::Arrive(h, tag) => sim.arrive(h, tag, t),
             Event::StepEnd(r, g) if g != sim.generation[r as usize] => continue,
             Event::StepEnd(r, _) => sim.step_end(r as usize, t),
@@ -235,6 +339,10 @@ impl Sim<'_> {
         let overflow = req.overflows(self.deployment.context_limit);
         let mut record = Record::sent(index, h.lane, 0, req, t.0);
         if overflow {
+            if let Err(e) = self.overflows.overflowed(t, self.deployment.context_limit) {
+                self.stalled = Some(e);
+                return;
+            }
             record.outcome = Outcome::ContextOverflow;
             record.finish_ns = Some(t.0);
             self.records.push(record);

@@ -7,7 +7,6 @@ use serverbench_calibration::{
     fit_profile, parse_step_log, Fit, FitRecord, FitSetup, FitTarget, HardwareSpec, ModelSpec,
     Profile, StepSample,
 };
-use std::io::Read;
 use std::path::Path;
 
 /// The current time, UTC, RFC 3339 (written into fitted profiles).
@@ -30,18 +29,12 @@ pub fn read_step_log(path: &Path, target: FitTarget) -> Result<Vec<StepSample>> 
     Ok(parse_step_log(&path.display().to_string(), &text, target)?)
 }
 
-/// A text file, gunzipped when its name ends in `.gz`.
+/// A text file (at most `MAX_DATA_BYTES`), gunzipped when its name ends in `.gz`.
 pub fn read_text(path: &Path) -> Result<String> {
-    let bytes = std::fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?;
-    if path.extension().is_some_and(|e| e == "gz") {
-        let mut text = String::new();
-        flate2::read::GzDecoder::new(bytes.as_slice())
-            .read_to_string(&mut text)
-            .with_context(|| format!("{}: not a gzip file of UTF-8 text", path.display()))?;
-        Ok(text)
-    } else {
-        String::from_utf8(bytes).map_err(|_| anyhow!("{}: not UTF-8 text", path.display()))
-    }
+    Ok(serverbench_config::read_text(
+        path,
+        serverbench_config::MAX_DATA_BYTES,
+    )?)
 }
 
 /// `--measured-on`, or what the command itself knows when it was not given.
@@ -136,7 +129,7 @@ pub fn write_profile(p: &Profile, out: Option<&Path>) -> Result<()> {
                 .with_context(|| format!("{}: cannot write", path.display()))?;
             eprintln!("wrote {}", path.display());
         }
-        None => print!("{text}"),
+        None => out!("{text}")?,
     }
     Ok(())
 }

@@ -65,24 +65,24 @@ fn load_profile(flag: &str, name: &str) -> Result<Profile> {
 fn check(a: &CalibrateArgs, name: &str, samples: &[StepSample]) -> Result<()> {
     let profile = load_profile("--check", name)?;
     let (model, hardware) = model_and_hardware(a)?;
-    println!(
+    outln!(
         "profile {} against {} steps ({} time)\n",
         profile.name,
         samples.len(),
         a.target
-    );
-    println!("| steps | count | median error | median abs error | p90 abs error |");
-    println!("|---|---:|---:|---:|---:|");
+    )?;
+    outln!("| steps | count | median error | median abs error | p90 abs error |")?;
+    outln!("|---|---:|---:|---:|---:|")?;
     let predicted = predict_steps(samples, &model, &hardware, &profile);
     for c in check_profile(samples, &predicted) {
-        println!(
+        outln!(
             "| {} | {} | {:+.2} % | {:.2} % | {:.2} % |",
             c.class,
             c.steps,
             100.0 * c.median_error,
             100.0 * c.abs.median_ape,
             100.0 * c.abs.p90_ape
-        );
+        )?;
     }
     if let Some(path) = &a.per_step {
         std::fs::write(path, per_step_csv(samples, &predicted))

@@ -34,15 +34,15 @@ pub use sweep::{sweep, Cell, Level, SweepResult, WindowD};
 pub use whatif::{what_if, Knob, KnobRow, KNOBS};
 
 use serverbench_calibration::{CostModel, FieldError};
-use serverbench_sim::{CapacityError, Deployment, RunConfig, RunOutput, Unbounded};
+use serverbench_sim::{Deployment, RunConfig, RunError, RunOutput, Unbounded};
 use serverbench_workloads::Workload;
 
 /// Why a study cannot run.
 #[derive(Debug, thiserror::Error)]
 pub enum StudyError {
-    /// The deployment cannot hold a request of its context limit.
+    /// The run cannot be made (capacity, options) or cannot advance.
     #[error(transparent)]
-    Capacity(#[from] CapacityError),
+    Run(#[from] RunError),
     /// The workload spec does not fit the deployment.
     #[error("workload spec: {0}")]
     Workload(#[from] FieldError),

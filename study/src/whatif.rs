@@ -136,6 +136,6 @@ fn variant(study: &Study, label: &str, yaml: &str) -> Result<Study, String> {
         .deployment
         .clone()
         .with_overrides(label, yaml)
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| e.reason)?;
     Ok(study.with_deployment(d))
 }

@@ -1,7 +1,7 @@
 //! The seeded `agentic-coding` generator: tree `k` of seed `s` is a pure function of (spec, s, k, context limit).
 
 use crate::hash::{mix2, mix64};
-use crate::spec::WorkloadSpec;
+use crate::spec::{WorkloadSpec, MAX_FANOUT, MAX_PART_TOKENS, MAX_THINK_S, MAX_TURNS};
 use crate::tree::{Blocks, Request, RequestKind, SessionTree};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -130,7 +130,13 @@ impl Builder<'_> {
     }
 
     fn think_ns(&mut self) -> u64 {
-        (self.spec.think_time_s.sample(&mut self.rng) * 1e9).round() as u64
+        (self
+            .spec
+            .think_time_s
+            .sample(&mut self.rng)
+            .min(MAX_THINK_S)
+            * 1e9)
+            .round() as u64
     }
 
     fn push(&mut self, ctx: &Context, t: Turn) -> u32 {
@@ -188,20 +194,26 @@ impl Builder<'_> {
 
     fn root(&mut self) {
         let spec = self.spec;
-        let turns = spec.root_turns.sample_tokens(&mut self.rng, 1);
-        let first = spec.first_prompt_tokens.sample_tokens(&mut self.rng, 1);
+        let turns = spec.root_turns.sample_count(&mut self.rng, 1, MAX_TURNS);
+        let first = spec
+            .first_prompt_tokens
+            .sample_count(&mut self.rng, 1, MAX_PART_TOKENS);
         let mut ctx = self.new_context(0, first);
         let mut deps = Vec::new();
         let mut think_ns = 0;
         for turn in 0..turns {
             if turn > 0 {
                 let joined = deps.len().saturating_sub(1) as u32;
-                let added = spec.tool_result_tokens.sample_tokens(&mut self.rng, 0)
+                let added = spec
+                    .tool_result_tokens
+                    .sample_count(&mut self.rng, 0, MAX_PART_TOKENS)
                     + joined * spec.subagents.result_tokens;
                 (deps, think_ns) =
                     self.advance(&mut ctx, std::mem::take(&mut deps), added, turn, false);
             }
-            let output = spec.output_tokens.sample_tokens(&mut self.rng, 1);
+            let output = spec
+                .output_tokens
+                .sample_count(&mut self.rng, 1, MAX_PART_TOKENS);
             let id = self.push(
                 &ctx,
                 Turn {
@@ -216,7 +228,10 @@ impl Builder<'_> {
             ctx.tokens += output;
             deps.push(id);
             if self.rng.random::<f64>() < spec.subagents.spawn_probability {
-                let fanout = spec.subagents.fanout.sample_tokens(&mut self.rng, 1);
+                let fanout = spec
+                    .subagents
+                    .fanout
+                    .sample_count(&mut self.rng, 1, MAX_FANOUT);
                 for _ in 0..fanout {
                     let background = self.rng.random::<f64>() < spec.subagents.background_fraction;
                     let last = self.subagent(id, background, turn);
@@ -233,17 +248,24 @@ impl Builder<'_> {
         let spec = self.spec;
         let agent = self.next_agent;
         self.next_agent += 1;
-        let turns = spec.subagents.turns.sample_tokens(&mut self.rng, 1);
+        let turns = spec
+            .subagents
+            .turns
+            .sample_count(&mut self.rng, 1, MAX_TURNS);
         let mut ctx = self.new_context(agent, spec.subagents.first_prompt_tokens);
         let mut deps = vec![parent];
         let mut think_ns = 0;
         let mut last = parent;
         for j in 0..turns {
             if j > 0 {
-                let added = spec.tool_result_tokens.sample_tokens(&mut self.rng, 0);
+                let added = spec
+                    .tool_result_tokens
+                    .sample_count(&mut self.rng, 0, MAX_PART_TOKENS);
                 (deps, think_ns) = self.advance(&mut ctx, vec![last], added, turn, background);
             }
-            let output = spec.output_tokens.sample_tokens(&mut self.rng, 1);
+            let output = spec
+                .output_tokens
+                .sample_count(&mut self.rng, 1, MAX_PART_TOKENS);
             last = self.push(
                 &ctx,
                 Turn {

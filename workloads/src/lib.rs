@@ -32,10 +32,8 @@ pub use tree::{Blocks, Request, RequestKind, SessionTree, TreeError};
 
 /// Reads a workload spec YAML file, naming the file and field on error.
 pub fn read_spec(path: &std::path::Path) -> Result<WorkloadSpec, InputError> {
-    let file = path.display().to_string();
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| InputError::new(&file, 0, "", format!("cannot read: {e}")))?;
-    parse_spec(&file, &text)
+    let text = serverbench_config::read_text(path, serverbench_config::MAX_CONFIG_BYTES)?;
+    parse_spec(&path.display().to_string(), &text)
 }
 
 /// Parses a workload spec; unknown fields are errors (a typo must not silently fall back to a default).

@@ -58,9 +58,32 @@ impl Dist {
         }
     }
 
-    /// Checks the parameters; the error names the parameter and says why.
-    pub fn check(&self) -> Result<(), FieldError> {
+    /// Checks the parameters, and that the distribution's values are meant to stay at most `cap` (a
+    /// constant, a median, a lower end or an offset above it is refused; draws are clamped to it
+    /// anyway); the error names the parameter and says why.
+    pub fn check(&self, cap: f64) -> Result<(), FieldError> {
         let bad = |name: &str, why: &str| Err(FieldError::new(name, why));
+        let over = |name: &str, v: f64| {
+            Err(FieldError::new(
+                name,
+                format!("{v} is above the most this field allows ({cap})"),
+            ))
+        };
+        for (name, v) in self.bounds() {
+            if let Some(v) = v {
+                if !(v >= 0.0 && v.is_finite()) {
+                    return bad(name, "must be a finite non-negative number");
+                }
+            }
+        }
+        match *self {
+            Dist::Constant { value } if value > cap => return over("value", value),
+            Dist::Lognormal { median, .. } if median > cap => return over("median", median),
+            Dist::Lognormal { min: Some(lo), .. } if lo > cap => return over("min", lo),
+            Dist::Uniform { low, .. } if low > cap => return over("low", low),
+            Dist::Geometric { offset, .. } if offset > cap => return over("offset", offset),
+            _ => {}
+        }
         match *self {
             Dist::Constant { value } if !(value >= 0.0 && value.is_finite()) => {
                 bad("value", "must be a finite non-negative number")
@@ -80,8 +103,16 @@ impl Dist {
                 bad("low", "must satisfy 0 <= low <= high")
             }
             Dist::Geometric { p, .. } if !(p > 0.0 && p <= 1.0) => bad("p", "must be in (0, 1]"),
-            Dist::Geometric { offset, .. } if offset < 0.0 => bad("offset", "must be non-negative"),
             _ => Ok(()),
+        }
+    }
+
+    /// The optional bounds and offsets of the distribution, by parameter name.
+    fn bounds(&self) -> [(&'static str, Option<f64>); 2] {
+        match *self {
+            Dist::Lognormal { min, max, .. } => [("min", min), ("max", max)],
+            Dist::Geometric { offset, max, .. } => [("offset", Some(offset)), ("max", max)],
+            _ => [("", None), ("", None)],
         }
     }
 
@@ -117,9 +148,9 @@ impl Dist {
         }
     }
 
-    /// One draw rounded to a whole number of tokens, at least `floor`.
-    pub fn sample_tokens<R: Rng + ?Sized>(&self, rng: &mut R, floor: u32) -> u32 {
-        (self.sample(rng).round().min(u32::MAX as f64) as u32).max(floor)
+    /// One draw rounded to a whole number, clamped to `[floor, cap]`.
+    pub fn sample_count<R: Rng + ?Sized>(&self, rng: &mut R, floor: u32, cap: u32) -> u32 {
+        (self.sample(rng).round().min(cap as f64) as u32).max(floor)
     }
 
     /// The median, where it has a closed form (used by docs and the statistics tests).
@@ -137,6 +168,20 @@ fn clamp(x: f64, min: Option<f64>, max: Option<f64>) -> f64 {
     let x = min.map_or(x, |lo| x.max(lo));
     max.map_or(x, |hi| x.min(hi))
 }
+
+/// Most root turns (or sub-agent turns) one agent may take.
+pub const MAX_TURNS: u32 = 100_000;
+/// Most sub-agents one turn may spawn at once.
+pub const MAX_FANOUT: u32 = 64;
+/// Most tokens of one prompt part, tool result or output.
+pub const MAX_PART_TOKENS: u32 = 1_048_576;
+/// Most tokens of a fixed-size field (prefix, summaries, results, compaction threshold): the longest
+/// context a deployment may have.
+pub const MAX_FIXED_TOKENS: u32 = 16_777_216;
+/// Longest think time, seconds (the replay's idle-gap cap applies on top).
+pub const MAX_THINK_S: f64 = 1e6;
+/// Largest block of the generated block-hash chains, tokens.
+pub const MAX_BLOCK_TOKENS: u32 = 4096;
 
 /// Sub-agent behaviour.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -253,20 +298,53 @@ impl WorkloadSpec {
                 ),
             ));
         }
-        if self.block_size == 0 {
-            return bad("block_size", "must be positive");
+        if self.block_size == 0 || self.block_size > MAX_BLOCK_TOKENS {
+            return Err(FieldError::new(
+                "block_size",
+                format!("must be between 1 and {MAX_BLOCK_TOKENS}"),
+            ));
+        }
+        let fixed = [
+            ("system_prefix_tokens", self.system_prefix_tokens),
+            (
+                "subagents.first_prompt_tokens",
+                self.subagents.first_prompt_tokens,
+            ),
+            ("subagents.result_tokens", self.subagents.result_tokens),
+            ("compaction.max_tokens", self.compaction.max_tokens),
+            ("compaction.summary_tokens", self.compaction.summary_tokens),
+        ];
+        for (name, v) in fixed {
+            if v > MAX_FIXED_TOKENS {
+                return Err(FieldError::new(
+                    name,
+                    format!("{v} tokens is more than the longest context a deployment may have ({MAX_FIXED_TOKENS})"),
+                ));
+            }
         }
         let dists = [
-            ("first_prompt_tokens", &self.first_prompt_tokens),
-            ("root_turns", &self.root_turns),
-            ("output_tokens", &self.output_tokens),
-            ("tool_result_tokens", &self.tool_result_tokens),
-            ("think_time_s", &self.think_time_s),
-            ("subagents.fanout", &self.subagents.fanout),
-            ("subagents.turns", &self.subagents.turns),
+            (
+                "first_prompt_tokens",
+                &self.first_prompt_tokens,
+                MAX_PART_TOKENS as f64,
+            ),
+            ("root_turns", &self.root_turns, MAX_TURNS as f64),
+            ("output_tokens", &self.output_tokens, MAX_PART_TOKENS as f64),
+            (
+                "tool_result_tokens",
+                &self.tool_result_tokens,
+                MAX_PART_TOKENS as f64,
+            ),
+            ("think_time_s", &self.think_time_s, MAX_THINK_S),
+            (
+                "subagents.fanout",
+                &self.subagents.fanout,
+                MAX_FANOUT as f64,
+            ),
+            ("subagents.turns", &self.subagents.turns, MAX_TURNS as f64),
         ];
-        for (name, d) in dists {
-            d.check().map_err(|e| e.under(name))?;
+        for (name, d, cap) in dists {
+            d.check(cap).map_err(|e| e.under(name))?;
         }
         let s = &self.subagents;
         if !(0.0..=1.0).contains(&s.spawn_probability) {

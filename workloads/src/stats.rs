@@ -84,14 +84,18 @@ pub struct WorkloadStats {
     pub prefix_reuse_ratio: f64,
 }
 
-/// Summarises trees in the order given (the order matters only for the prefix-reuse ratio).
-pub fn workload_stats<'a>(trees: impl IntoIterator<Item = &'a SessionTree>) -> WorkloadStats {
+/// Summarises trees in the order given (the order matters only for the prefix-reuse ratio). Trees are
+/// read one at a time: an iterator that makes them as it goes (the generator) holds one in memory.
+pub fn workload_stats<T: std::borrow::Borrow<SessionTree>>(
+    trees: impl IntoIterator<Item = T>,
+) -> WorkloadStats {
     let mut s = WorkloadStats::default();
     let (mut turns, mut per_tree, mut input, mut output, mut think) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut seen: HashSet<u64> = HashSet::new();
     let (mut reused, mut total) = (0u64, 0u64);
     for t in trees {
+        let t = t.borrow();
         s.trees += 1;
         s.requests += t.len();
         turns.push(t.root_turns() as f64);

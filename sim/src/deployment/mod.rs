@@ -190,7 +190,17 @@ impl Deployment {
         self.model.check().map_err(|e| e.under("model"))?;
         self.hardware.check().map_err(|e| e.under("hardware"))?;
         self.profile.check().map_err(|e| e.under("profile"))?;
-        self.engine.check().map_err(|e| e.under("engine"))
+        self.engine.check().map_err(|e| e.under("engine"))?;
+        self.kv_layout()
+            .pool(&self.engine)
+            .map(|_| ())
+            .map_err(|e| {
+                let field = match e {
+                    CapacityError::NoRoom { .. } => "engine.gpu_memory_utilization",
+                    CapacityError::ContextTooLong { .. } => "context_limit",
+                };
+                FieldError::new(field, e.to_string())
+            })
     }
 
     /// The model, with the deployment's state precision.

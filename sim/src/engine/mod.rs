@@ -167,7 +167,28 @@ impl Replica {
         layout: &KvLayout,
         opts: ReplicaOptions,
     ) -> Result<Replica, CapacityError> {
-        let plan = layout.plan;
+        let (total, state_blocks) = layout.pool(cfg)?;
+        let geometry = Geometry {
+            total_blocks: total,
+            state_blocks,
+            window: layout.window,
+            paged: false,
+        };
+        let swap = SwapSpace {
+            kv_bytes_per_token: layout.plan.kv_bytes_per_token,
+            host_bandwidth: layout.host_bandwidth,
+            host_free_bytes: cfg.swap_space_gib * serverbench_calibration::GIB,
+            transfer_ns: 0,
+        };
+        Ok(Replica::with_geometry(cfg, geometry, swap, opts))
+    }
+}
+
+impl KvLayout {
+    /// The pool's blocks and the blocks of per-sequence state every sequence holds, for `cfg`'s block
+    /// size; fails if the weights leave no room or one request of the context limit cannot fit.
+    pub fn pool(&self, cfg: &EngineConfig) -> Result<(u64, u32), CapacityError> {
+        let plan = self.plan;
         let gib = serverbench_calibration::GIB;
         if plan.kv_pool_bytes <= 0.0 {
             return Err(CapacityError::NoRoom {
@@ -180,10 +201,10 @@ impl Replica {
         let block_bytes = plan.kv_bytes_per_token * bs as f64;
         let total = (plan.kv_pool_bytes / block_bytes).floor() as u64;
         let state_blocks = (plan.state_bytes_per_seq / block_bytes).ceil() as u32;
-        let need = layout.context_limit.div_ceil(bs) as u64 + state_blocks as u64;
+        let need = self.context_limit.div_ceil(bs) as u64 + state_blocks as u64;
         if need > total {
             return Err(CapacityError::ContextTooLong {
-                context: layout.context_limit,
+                context: self.context_limit,
                 need,
                 have: total,
                 pool_gib: plan.kv_pool_bytes / gib,
@@ -191,21 +212,11 @@ impl Replica {
                 kv_per_token: plan.kv_bytes_per_token,
             });
         }
-        let geometry = Geometry {
-            total_blocks: total,
-            state_blocks,
-            window: layout.window,
-            paged: false,
-        };
-        let swap = SwapSpace {
-            kv_bytes_per_token: plan.kv_bytes_per_token,
-            host_bandwidth: layout.host_bandwidth,
-            host_free_bytes: cfg.swap_space_gib * gib,
-            transfer_ns: 0,
-        };
-        Ok(Replica::with_geometry(cfg, geometry, swap, opts))
+        Ok((total, state_blocks))
     }
+}
 
+impl Replica {
     /// A replica with physical paging over exactly `total_blocks` blocks, for an engine that stores real
     /// KV (the CUDA engine): the same scheduler, with block tables. Models with per-sequence state,
     /// speculative decoding and swap preemption are not supported there.

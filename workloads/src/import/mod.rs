@@ -150,10 +150,8 @@ pub fn read_trace(
     path: &std::path::Path,
     format: Option<TraceFormat>,
 ) -> Result<Trace, InputError> {
-    let file = path.display().to_string();
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| InputError::new(&file, 0, "", format!("cannot read: {e}")))?;
-    parse_trace(&file, &text, format)
+    let text = serverbench_config::read_text(path, serverbench_config::MAX_DATA_BYTES)?;
+    parse_trace(&path.display().to_string(), &text, format)
 }
 
 /// Parses trace text; `file` only names the source in errors.

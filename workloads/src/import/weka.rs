@@ -13,14 +13,18 @@ fn json_values<'a>(
     text: &'a str,
 ) -> impl Iterator<Item = Result<(usize, Value), InputError>> + 'a {
     let mut stream = serde_json::Deserializer::from_str(text).into_iter::<Value>();
-    let mut offset = 0usize;
+    // Lines are counted as the stream advances (each byte once), not from the start per value.
+    let (mut offset, mut line) = (0usize, 1usize);
     std::iter::from_fn(move || {
         let skipped = text[offset..].len() - text[offset..].trim_start().len();
-        let line = 1 + text[..offset + skipped].matches('\n').count();
+        line += text[offset..offset + skipped].matches('\n').count();
+        let start = offset + skipped;
         let item = stream.next()?;
+        let at = line;
         offset = stream.byte_offset();
+        line += text[start..offset].matches('\n').count();
         Some(
-            item.map(|v| (line, v))
+            item.map(|v| (at, v))
                 .map_err(|e| InputError::new(file, e.line(), "", format!("malformed JSON: {e}"))),
         )
     })
@@ -192,13 +196,8 @@ impl Walker<'_> {
                 (None, Some(t), Some(end)) => (t - end).max(0.0),
                 _ => 0.0,
             };
-            prev_end = t.map(|t| {
-                t + self
-                    .seconds(o, &p, "api_time")
-                    .ok()
-                    .flatten()
-                    .unwrap_or(0.0)
-            });
+            let api_time = self.seconds(o, &p, "api_time")?.unwrap_or(0.0);
+            prev_end = t.map(|t| t + api_time);
             let mut deps = spawner;
             deps.append(&mut joins);
             if agent == 0 {
