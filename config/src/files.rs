@@ -19,7 +19,7 @@ pub fn read_text(path: &Path, limit: u64) -> Result<String, InputError> {
     let err = |reason: String| InputError::new(&file, 0, "", reason);
     let f = std::fs::File::open(path).map_err(|e| err(format!("cannot read: {e}")))?;
     if let Ok(meta) = f.metadata() {
-        if meta.is_file() && meta.len() > limit && path.extension().is_none_or(|e| e != "gz") {
+        if meta.is_file() && meta.len() > limit && !path.extension().is_some_and(|e| e == "gz") {
             return Err(err(format!(
                 "larger than {} MiB, the most this command reads",
                 limit >> 20
