@@ -51,6 +51,7 @@ fn main() {
             model_name: "m".into(),
             vocab: 151_936,
             cuda: None,
+            limits: Default::default(),
         };
         let url = spawn_local(cfg).await.expect("emulator");
         let client = Arc::new(

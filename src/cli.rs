@@ -365,6 +365,18 @@ pub struct ServeArgs {
     pub model: Option<String>,
     #[command(flatten)]
     pub engine: EngineArgs,
+    /// Connections open at once; one over the cap is closed as it is accepted.
+    #[arg(long, default_value_t = 1024)]
+    pub max_connections: usize,
+    /// Seconds a client has to send a request's headers (also closes a connection idle that long).
+    #[arg(long, default_value_t = 30.0)]
+    pub header_timeout: f64,
+    /// Seconds a client has to send a request's body.
+    #[arg(long, default_value_t = 30.0)]
+    pub body_timeout: f64,
+    /// On Ctrl-C, seconds open requests may take to finish before the server exits.
+    #[arg(long, default_value_t = 30.0)]
+    pub drain_timeout: f64,
 }
 
 #[derive(Args, Debug)]

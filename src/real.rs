@@ -7,11 +7,32 @@ use anyhow::{anyhow, bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use serverbench_backends::{
     natural_stop_probe, run_real, serve_until_interrupted, Api, ClientConfig, HttpClient,
-    RealConfig, RecordSink, Runtime, ServeConfig,
+    RealConfig, RecordSink, Runtime, ServeConfig, ServeLimits,
 };
 use serverbench_workloads::tokens::{prompt_tokens, Vocab};
 use std::sync::Arc;
 use std::time::Duration;
+
+/// `serve`'s limits on its clients, from the flags.
+fn limits(a: &ServeArgs) -> Result<ServeLimits> {
+    let secs = |flag: &str, v: f64| -> Result<Duration> {
+        if !(v > 0.0 && v <= MAX_TIMEOUT_S) {
+            bail!(
+                "--{flag}: must be a positive number of seconds, at most {MAX_TIMEOUT_S}, got {v}"
+            );
+        }
+        Ok(Duration::from_secs_f64(v))
+    };
+    if a.max_connections == 0 || a.max_connections > 1 << 20 {
+        bail!("--max-connections: must be between 1 and {}", 1 << 20);
+    }
+    Ok(ServeLimits {
+        max_connections: a.max_connections,
+        header_timeout: secs("header-timeout", a.header_timeout)?,
+        body_timeout: secs("body-timeout", a.body_timeout)?,
+        drain_timeout: secs("drain-timeout", a.drain_timeout)?,
+    })
+}
 
 /// Longest per-request timeout, seconds.
 const MAX_TIMEOUT_S: f64 = 86_400.0;
@@ -41,6 +62,7 @@ pub fn serve(a: ServeArgs) -> Result<()> {
         model_name: model.clone(),
         vocab,
         cuda,
+        limits: limits(&a)?,
     };
     let addr = format!("{}:{}", a.host, a.port);
     let banner = |at: std::net::SocketAddr| {
@@ -111,6 +133,7 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
                     .as_ref()
                     .map_or(d.model_spec().vocab, |c| c.model.vocab_size),
                 cuda,
+                limits: ServeLimits::default(),
             };
             let server = rt
                 .block_on(serverbench_backends::spawn_local_server(cfg))

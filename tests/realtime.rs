@@ -17,6 +17,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+#[path = "abuse.rs"]
+mod abuse;
+
 static SERIAL: Mutex<()> = Mutex::new(());
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -59,6 +62,7 @@ async fn replay_against_the_emulator(
         model_name: "m".into(),
         vocab,
         cuda: None,
+        limits: Default::default(),
     };
     let url = spawn_local(cfg).await.unwrap();
     let real_cfg = RealConfig {
@@ -405,6 +409,7 @@ fn endpoint_probes_of_the_emulator_recover_its_step_times() {
             model_name: "m".into(),
             vocab: 151_936,
             cuda: None,
+            limits: Default::default(),
         };
         let url = spawn_local(cfg).await.unwrap();
         let plan = serverbench_backends::ProbePlan::standard(Vocab::new(100, 151_936).unwrap(), 0);
@@ -484,6 +489,7 @@ fn compare_against_a_server_runs_both_sides_and_agrees_with_the_emulator() {
             model_name: "qwen3-8b".into(),
             vocab: 151_936,
             cuda: None,
+            limits: Default::default(),
         })
         .await
         .unwrap()

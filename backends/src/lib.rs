@@ -25,5 +25,5 @@ pub use probe::{probe, ProbePlan, ProbeStep};
 pub use runtime::Runtime;
 pub use server::{
     prompt_blocks, serve, serve_until_interrupted, spawn_local, spawn_local_server, CudaServe,
-    LocalServer, ServeConfig,
+    LocalServer, ServeConfig, ServeLimits,
 };

@@ -5,11 +5,10 @@
 
 use crate::engine::{Cuda, Emulated, EngineCore, Executor};
 use axum::body::Body;
-use axum::extract::State;
+use axum::extract::{Request, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::serve::ListenerExt;
 use axum::{Json, Router};
 use serde_json::{json, Value};
 use serverbench_calibration::CostModel;
@@ -21,6 +20,13 @@ use std::convert::Infallible;
 use std::sync::{mpsc as std_mpsc, Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::mpsc;
+
+mod http;
+mod params;
+
+use http::serve_router;
+pub use http::ServeLimits;
+use params::{Params, Refusal};
 
 /// Tokens per block of the prompt hashes the emulator derives from token ids.
 const PROMPT_BLOCK: usize = 16;
@@ -40,6 +46,8 @@ pub struct ServeConfig {
     pub vocab: u32,
     /// The CUDA engine to serve with, instead of the emulated one.
     pub cuda: Option<CudaServe>,
+    /// What the server tolerates from its clients.
+    pub limits: ServeLimits,
 }
 
 /// The CUDA engine's set-up (the deployment's engine config and memory plan size its KV pool).
@@ -128,10 +136,11 @@ pub async fn spawn_local_server(cfg: ServeConfig) -> std::io::Result<LocalServer
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}", listener.local_addr()?);
     // The router starts the engine: build it here so that a failure to start is this call's error.
+    let limits = cfg.limits;
     let router = router(cfg).map_err(std::io::Error::other)?;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(async move {
-        let _ = serve_router(listener, router, async move {
+        let _ = serve_router(listener, router, limits, async move {
             let _ = stopped.await;
         })
         .await;
@@ -141,26 +150,13 @@ pub async fn spawn_local_server(cfg: ServeConfig) -> std::io::Result<LocalServer
 
 /// Runs the engine thread and serves HTTP on `listener` until the process ends.
 pub async fn serve(listener: tokio::net::TcpListener, cfg: ServeConfig) -> std::io::Result<()> {
+    let limits = cfg.limits;
     let router = router(cfg).map_err(std::io::Error::other)?;
-    serve_router(listener, router, std::future::pending()).await
+    serve_router(listener, router, limits, std::future::pending()).await
 }
 
-/// Serves `router` on `listener` until `shutdown` completes (open requests may finish).
-async fn serve_router(
-    listener: tokio::net::TcpListener,
-    router: Router,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    // Token chunks are small writes: without TCP_NODELAY, Nagle's algorithm and delayed ACKs hold them.
-    let listener = listener.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown)
-        .await
-}
-
-/// Binds `addr`, tells `listening` the address it got, and serves until Ctrl-C; open requests may finish.
+/// Binds `addr`, tells `listening` the address it got, and serves until Ctrl-C; open requests may then
+/// finish for the drain timeout.
 pub async fn serve_until_interrupted(
     addr: &str,
     cfg: ServeConfig,
@@ -169,9 +165,10 @@ pub async fn serve_until_interrupted(
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| std::io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}")))?;
+    let limits = cfg.limits;
     let router = router(cfg).map_err(std::io::Error::other)?;
     listening(listener.local_addr()?);
-    serve_router(listener, router, async {
+    serve_router(listener, router, limits, async {
         let _ = tokio::signal::ctrl_c().await;
     })
     .await
@@ -365,31 +362,6 @@ fn error(status: StatusCode, message: &str) -> Response {
     (status, Json(json!({ "error": { "message": message, "type": "invalid_request_error", "code": status.as_u16() } }))).into_response()
 }
 
-/// Token ids from a completions `prompt`: a list of ids, a one-element list of lists, or text
-/// (4 bytes per pseudo-token, hashed into the vocabulary).
-fn prompt_ids(v: &Value, vocab: u32) -> Result<Vec<u32>, String> {
-    match v {
-        Value::String(s) => Ok(text_ids(s, vocab)),
-        Value::Array(a) if a.iter().all(Value::is_u64) => {
-            Ok(a.iter().map(|x| x.as_u64().unwrap_or(0) as u32).collect())
-        }
-        Value::Array(a) if a.len() == 1 => prompt_ids(&a[0], vocab),
-        Value::Array(_) => {
-            Err("prompt: batches of prompts are not supported; send one prompt per request".into())
-        }
-        _ => Err("prompt: expected a string or a list of token ids".into()),
-    }
-}
-
-fn text_ids(s: &str, vocab: u32) -> Vec<u32> {
-    s.as_bytes()
-        .chunks(4)
-        .map(|c| {
-            (mix2(c.iter().fold(0u64, |h, &b| h << 8 | b as u64), 0x7E47) % vocab as u64) as u32
-        })
-        .collect()
-}
-
 /// Chained block ids of a prompt's full 16-token blocks: equal prefixes give equal ids.
 pub fn prompt_blocks(ids: &[u32]) -> Blocks {
     let mut prev = 0x9E37_79B9u64;
@@ -403,77 +375,70 @@ pub fn prompt_blocks(ids: &[u32]) -> Blocks {
     )
 }
 
-/// What a request asks for.
-struct Params {
-    max_tokens: u32,
-    min_tokens: u32,
-    ignore_eos: bool,
-    stream: bool,
-    include_usage: bool,
+async fn completions(State(em): State<Arc<Emulator>>, req: Request) -> Response {
+    let parsed = read_json(&em, req)
+        .await
+        .and_then(|body| params::completion(&body, em.cfg.vocab, em.cfg.deployment.context_limit));
+    match parsed {
+        Ok((ids, p)) => generate(em, ids, p, false).await,
+        Err(e) => e.response(),
+    }
 }
 
-fn params(body: &Value, chat: bool) -> Result<Params, String> {
-    let u = |k: &str| body.get(k).and_then(Value::as_u64);
-    let max_tokens = if chat {
-        u("max_completion_tokens").or(u("max_tokens"))
-    } else {
-        u("max_tokens")
+async fn chat(State(em): State<Arc<Emulator>>, req: Request) -> Response {
+    let parsed = read_json(&em, req)
+        .await
+        .and_then(|body| params::chat(&body, em.cfg.vocab, em.cfg.deployment.context_limit));
+    match parsed {
+        Ok((ids, p)) => generate(em.clone(), ids, p, true).await,
+        Err(e) => e.response(),
     }
-    .unwrap_or(16);
-    if max_tokens == 0 || max_tokens > u32::MAX as u64 {
-        return Err("max_tokens: must be a positive integer".into());
+}
+
+/// The request's JSON body, read within the body timeout and the body limit the context limit sets.
+async fn read_json(em: &Emulator, req: Request) -> Result<Value, Refusal> {
+    let limit = params::body_limit(em.cfg.deployment.context_limit);
+    let too_large = || {
+        Refusal::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "the request body is larger than {limit} bytes, the most a prompt of the context limit ({} tokens) needs",
+                em.cfg.deployment.context_limit
+            ),
+        )
+    };
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(too_large());
     }
-    Ok(Params {
-        max_tokens: max_tokens as u32,
-        min_tokens: u("min_tokens").unwrap_or(0).min(max_tokens) as u32,
-        ignore_eos: body
-            .get("ignore_eos")
-            .and_then(Value::as_bool)
-            .unwrap_or(false),
-        stream: body.get("stream").and_then(Value::as_bool).unwrap_or(false),
-        include_usage: body
-            .get("stream_options")
-            .and_then(|o| o.get("include_usage"))
-            .and_then(Value::as_bool)
-            .unwrap_or(false),
+    let read = axum::body::to_bytes(req.into_body(), limit);
+    let bytes = match tokio::time::timeout(em.cfg.limits.body_timeout, read).await {
+        Err(_) => {
+            return Err(Refusal::new(
+                StatusCode::REQUEST_TIMEOUT,
+                format!(
+                    "the request body did not arrive within {} s",
+                    em.cfg.limits.body_timeout.as_secs_f64()
+                ),
+            ))
+        }
+        Ok(Err(_)) => return Err(too_large()),
+        Ok(Ok(b)) => b,
+    };
+    serde_json::from_slice(&bytes).map_err(|e| {
+        Refusal::new(
+            StatusCode::BAD_REQUEST,
+            format!("the body is not JSON: {e}"),
+        )
     })
-}
-
-async fn completions(State(em): State<Arc<Emulator>>, Json(body): Json<Value>) -> Response {
-    let ids = match body
-        .get("prompt")
-        .ok_or_else(|| "prompt: missing".to_string())
-        .and_then(|p| prompt_ids(p, em.cfg.vocab))
-    {
-        Ok(ids) => ids,
-        Err(e) => return error(StatusCode::BAD_REQUEST, &e),
-    };
-    match params(&body, false) {
-        Ok(p) => generate(em, ids, p, false).await,
-        Err(e) => error(StatusCode::BAD_REQUEST, &e),
-    }
-}
-
-async fn chat(State(em): State<Arc<Emulator>>, Json(body): Json<Value>) -> Response {
-    let Some(messages) = body.get("messages").and_then(Value::as_array) else {
-        return error(StatusCode::BAD_REQUEST, "messages: missing or not a list");
-    };
-    let text: String = messages
-        .iter()
-        .filter_map(|m| m.get("content").and_then(Value::as_str))
-        .collect::<Vec<_>>()
-        .join("\n");
-    match params(&body, true) {
-        Ok(p) => generate(em.clone(), text_ids(&text, em.cfg.vocab), p, true).await,
-        Err(e) => error(StatusCode::BAD_REQUEST, &e),
-    }
 }
 
 async fn generate(em: Arc<Emulator>, ids: Vec<u32>, p: Params, chat: bool) -> Response {
     let limit = em.cfg.deployment.context_limit as u64;
-    if ids.is_empty() {
-        return error(StatusCode::BAD_REQUEST, "prompt: empty");
-    }
     if ids.len() as u64 + p.max_tokens as u64 > limit {
         return error(StatusCode::BAD_REQUEST, &format!("this model's maximum context length is {limit} tokens; the prompt ({}) plus max_tokens ({}) exceed it", ids.len(), p.max_tokens));
     }

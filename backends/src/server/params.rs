@@ -1,0 +1,341 @@
+//! What a request asks for, read strictly from its JSON body: a field of the wrong type or out of range,
+//! an option this server does not implement, or a token id outside the vocabulary is a 400 that says
+//! which field and why — never a silent default. Pure: no IO.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::{json, Value};
+use serverbench_workloads::hash::mix2;
+
+/// What a request asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Params {
+    pub(super) max_tokens: u32,
+    pub(super) min_tokens: u32,
+    pub(super) ignore_eos: bool,
+    pub(super) stream: bool,
+    pub(super) include_usage: bool,
+}
+
+/// `max_tokens` when a request gives none (vLLM's default for completions).
+const DEFAULT_MAX_TOKENS: u64 = 16;
+
+/// Bytes of request body one prompt token may take (a token id of up to 7 digits and its comma, or a
+/// word of text), and what the rest of a body may add.
+const BODY_BYTES_PER_TOKEN: usize = 16;
+const BODY_OVERHEAD: usize = 1 << 20;
+
+/// The largest body a request may have: enough for a prompt of the whole context.
+pub(super) fn body_limit(context_limit: u32) -> usize {
+    (context_limit as usize).saturating_mul(BODY_BYTES_PER_TOKEN) + BODY_OVERHEAD
+}
+
+/// A request refused, with its status and reason.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Refusal {
+    status: StatusCode,
+    message: String,
+}
+
+impl Refusal {
+    pub(super) fn new(status: StatusCode, message: impl Into<String>) -> Refusal {
+        Refusal {
+            status,
+            message: message.into(),
+        }
+    }
+
+    fn bad(message: impl Into<String>) -> Refusal {
+        Refusal::new(StatusCode::BAD_REQUEST, message)
+    }
+
+    /// The OpenAI-style error response.
+    pub(super) fn response(&self) -> Response {
+        (
+            self.status,
+            Json(json!({ "error": { "message": self.message, "type": "invalid_request_error", "code": self.status.as_u16() } })),
+        )
+            .into_response()
+    }
+}
+
+/// A `/v1/completions` request: its prompt's token ids and what it asks for.
+pub(super) fn completion(
+    body: &Value,
+    vocab: u32,
+    context_limit: u32,
+) -> Result<(Vec<u32>, Params), Refusal> {
+    let prompt = body
+        .get("prompt")
+        .ok_or_else(|| Refusal::bad("prompt: missing"))?;
+    let ids = prompt_ids(prompt, vocab)?;
+    Ok((nonempty(ids)?, params(body, false, context_limit)?))
+}
+
+/// A `/v1/chat/completions` request: its messages' text as token ids and what it asks for.
+pub(super) fn chat(
+    body: &Value,
+    vocab: u32,
+    context_limit: u32,
+) -> Result<(Vec<u32>, Params), Refusal> {
+    let messages = body
+        .get("messages")
+        .and_then(Value::as_array)
+        .ok_or_else(|| Refusal::bad("messages: missing or not a list"))?;
+    let mut text = Vec::new();
+    for (i, m) in messages.iter().enumerate() {
+        content_text(
+            m.get("content"),
+            &format!("messages[{i}].content"),
+            &mut text,
+        )?;
+    }
+    let ids = text_ids(&text.join("\n"), vocab);
+    Ok((nonempty(ids)?, params(body, true, context_limit)?))
+}
+
+fn nonempty(ids: Vec<u32>) -> Result<Vec<u32>, Refusal> {
+    if ids.is_empty() {
+        return Err(Refusal::bad("prompt: empty"));
+    }
+    Ok(ids)
+}
+
+/// A message's text: a string, or a list of parts whose `text` parts are kept (GuideLLM and the
+/// OpenAI SDK send lists); a part of another type is refused.
+fn content_text<'a>(
+    content: Option<&'a Value>,
+    field: &str,
+    out: &mut Vec<&'a str>,
+) -> Result<(), Refusal> {
+    match content {
+        None | Some(Value::Null) => Ok(()),
+        Some(Value::String(s)) => {
+            out.push(s);
+            Ok(())
+        }
+        Some(Value::Array(parts)) => {
+            for (j, part) in parts.iter().enumerate() {
+                match (part.get("type").and_then(Value::as_str), part.get("text")) {
+                    (Some("text") | None, Some(Value::String(t))) => out.push(t),
+                    (kind, _) => {
+                        return Err(Refusal::bad(format!(
+                            "{field}[{j}]: only text parts are supported, got {}",
+                            kind.unwrap_or("a part without text")
+                        )))
+                    }
+                }
+            }
+            Ok(())
+        }
+        Some(other) => Err(Refusal::bad(format!(
+            "{field}: expected a string or a list of parts, got {other}"
+        ))),
+    }
+}
+
+/// Token ids from a completions `prompt`: a list of ids (each inside the vocabulary), a one-element
+/// list of lists, or text (4 bytes per pseudo-token, hashed into the vocabulary).
+fn prompt_ids(v: &Value, vocab: u32) -> Result<Vec<u32>, Refusal> {
+    match v {
+        Value::String(s) => Ok(text_ids(s, vocab)),
+        Value::Array(a) if a.iter().all(Value::is_number) => a
+            .iter()
+            .enumerate()
+            .map(|(i, x)| match x.as_u64() {
+                Some(id) if id < vocab as u64 => Ok(id as u32),
+                _ => Err(Refusal::bad(format!(
+                    "prompt[{i}]: {x} is not a token id of this model's vocabulary (0 to {})",
+                    vocab - 1
+                ))),
+            })
+            .collect(),
+        Value::Array(a) if a.len() == 1 => prompt_ids(&a[0], vocab),
+        Value::Array(_) => Err(Refusal::bad(
+            "prompt: batches of prompts are not supported; send one prompt per request",
+        )),
+        _ => Err(Refusal::bad(
+            "prompt: expected a string or a list of token ids",
+        )),
+    }
+}
+
+/// Pseudo-token ids of text: 4 bytes each, hashed into the vocabulary.
+pub(super) fn text_ids(s: &str, vocab: u32) -> Vec<u32> {
+    s.as_bytes()
+        .chunks(4)
+        .map(|c| {
+            (mix2(c.iter().fold(0u64, |h, &b| h << 8 | b as u64), 0x7E47) % vocab as u64) as u32
+        })
+        .collect()
+}
+
+/// A whole number field: absent is `None`; a string, a fraction, a negative number or one that does
+/// not fit is refused.
+fn count(body: &Value, key: &str) -> Result<Option<u64>, Refusal> {
+    match body.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_u64()
+            .map(Some)
+            .ok_or_else(|| Refusal::bad(format!("{key}: must be a non-negative integer, got {v}"))),
+    }
+}
+
+fn flag(body: &Value, key: &str) -> Result<bool, Refusal> {
+    match body.get(key) {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(v) => Err(Refusal::bad(format!(
+            "{key}: must be true or false, got {v}"
+        ))),
+    }
+}
+
+/// What the request asks for; refuses what this server does not implement (several choices, stop
+/// strings, log-probabilities, echo).
+fn params(body: &Value, chat: bool, context_limit: u32) -> Result<Params, Refusal> {
+    if !body.is_object() {
+        return Err(Refusal::bad("the body must be a JSON object"));
+    }
+    let key = if chat && body.get("max_completion_tokens").is_some() {
+        "max_completion_tokens"
+    } else {
+        "max_tokens"
+    };
+    let max_tokens = count(body, key)?.unwrap_or(DEFAULT_MAX_TOKENS);
+    if max_tokens == 0 || max_tokens > context_limit as u64 {
+        return Err(Refusal::bad(format!(
+            "{key}: must be between 1 and the context limit ({context_limit}), got {max_tokens}"
+        )));
+    }
+    let min_tokens = count(body, "min_tokens")?.unwrap_or(0);
+    if min_tokens > max_tokens {
+        return Err(Refusal::bad(format!(
+            "min_tokens: {min_tokens} is more than {key} ({max_tokens})"
+        )));
+    }
+    match count(body, "n")? {
+        None | Some(1) => {}
+        Some(n) => {
+            return Err(Refusal::bad(format!(
+                "n: only one choice per request is supported, got {n}"
+            )))
+        }
+    }
+    let unsupported = |key: &str, what: &str| {
+        Err(Refusal::bad(format!(
+            "{key}: {what} are not supported by this server"
+        )))
+    };
+    match body.get("stop") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(s)) if s.is_empty() => {}
+        Some(Value::Array(a)) if a.is_empty() => {}
+        Some(_) => return unsupported("stop", "stop strings"),
+    }
+    match body.get("logprobs") {
+        None | Some(Value::Null) | Some(Value::Bool(false)) => {}
+        Some(v) if v.as_u64() == Some(0) && !chat => {}
+        Some(_) => return unsupported("logprobs", "log-probabilities"),
+    }
+    if flag(body, "echo")? {
+        return unsupported("echo", "echoed prompts");
+    }
+    let include_usage = match body.get("stream_options") {
+        None | Some(Value::Null) => false,
+        Some(o) => flag(o, "include_usage")
+            .map_err(|e| Refusal::bad(format!("stream_options.{}", e.message)))?,
+    };
+    Ok(Params {
+        max_tokens: max_tokens as u32,
+        min_tokens: min_tokens as u32,
+        ignore_eos: flag(body, "ignore_eos")?,
+        stream: flag(body, "stream")?,
+        include_usage,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(body: Value) -> String {
+        completion(&body, 1000, 4096).unwrap_err().message
+    }
+
+    #[test]
+    fn bad_parameters_get_a_reason_not_a_default() {
+        let ok = completion(&json!({"prompt": [1, 2, 3], "max_tokens": 5}), 1000, 4096).unwrap();
+        assert_eq!((ok.0, ok.1.max_tokens), (vec![1, 2, 3], 5));
+        for (max, why) in [
+            (json!(-5), "non-negative integer"),
+            (json!("5"), "non-negative integer"),
+            (json!(5.5), "non-negative integer"),
+            (json!(1e30), "non-negative integer"),
+            (json!(0), "between 1"),
+            (json!(5000), "between 1"),
+        ] {
+            let e = refused(json!({"prompt": [1], "max_tokens": max}));
+            assert!(e.starts_with("max_tokens") && e.contains(why), "{max}: {e}");
+        }
+        assert!(refused(json!({"prompt": [1], "min_tokens": -1})).starts_with("min_tokens"));
+        assert!(
+            refused(json!({"prompt": [1], "max_tokens": 4, "min_tokens": 9})).contains("more than")
+        );
+        assert!(refused(json!({"prompt": [1, 1000]})).starts_with("prompt[1]"));
+        assert!(refused(json!({"prompt": [1, -3]})).starts_with("prompt[1]"));
+        assert!(refused(json!({"prompt": [1], "n": 2})).starts_with("n:"));
+        assert!(refused(json!({"prompt": [1], "stop": ["\n"]})).starts_with("stop:"));
+        assert!(refused(json!({"prompt": [1], "logprobs": 5})).starts_with("logprobs:"));
+        assert!(refused(json!({"prompt": [1], "echo": true})).starts_with("echo:"));
+        assert!(refused(json!({"prompt": [1], "stream": "yes"})).starts_with("stream:"));
+        assert!(refused(json!({"prompt": []})).contains("empty"));
+        let ok = completion(
+            &json!({"prompt": "hi", "stop": [], "n": 1, "logprobs": null}),
+            1000,
+            4096,
+        );
+        assert!(ok.is_ok());
+    }
+
+    #[test]
+    fn chat_content_may_be_a_list_of_text_parts() {
+        let (ids, _) = chat(
+            &json!({"messages": [{"role": "user", "content": [{"type": "text", "text": "hello world"}]}]}),
+            1000,
+            4096,
+        )
+        .unwrap();
+        let (same, _) = chat(
+            &json!({"messages": [{"role": "user", "content": "hello world"}]}),
+            1000,
+            4096,
+        )
+        .unwrap();
+        assert_eq!(ids, same);
+        let e = chat(
+            &json!({"messages": [{"content": [{"type": "image_url", "image_url": {}}]}]}),
+            1000,
+            4096,
+        )
+        .unwrap_err();
+        assert!(
+            e.message.starts_with("messages[0].content[0]"),
+            "{}",
+            e.message
+        );
+        let e = chat(&json!({"messages": [{"content": 7}]}), 1000, 4096).unwrap_err();
+        assert!(e.message.contains("expected a string"), "{}", e.message);
+    }
+
+    #[test]
+    fn the_body_limit_follows_the_context_limit() {
+        assert!(
+            body_limit(1_048_576) > 280_000 * 16,
+            "a 280K-token prompt fits a 1M context"
+        );
+        assert!(body_limit(40_960) < 2 << 20);
+    }
+}

@@ -1,0 +1,230 @@
+//! `serve` under abuse, on loopback: clients that vanish mid-stream, never finish their headers or
+//! bodies, sit idle, open too many connections, send oversized or malformed requests — and a shutdown
+//! with streams open.
+
+use serverbench_backends::{spawn_local_server, LocalServer, ServeConfig, ServeLimits};
+use serverbench_sim::Deployment;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+fn limits() -> ServeLimits {
+    ServeLimits {
+        max_connections: 8,
+        header_timeout: Duration::from_millis(500),
+        body_timeout: Duration::from_millis(500),
+        drain_timeout: Duration::from_secs(5),
+    }
+}
+
+async fn server(preset: &str, time_scale: f64) -> LocalServer {
+    let d = Deployment::preset(preset).unwrap();
+    let vocab = d.model.vocab;
+    spawn_local_server(ServeConfig {
+        cost: d.cost_model(),
+        deployment: d,
+        time_scale,
+        model_name: "m".into(),
+        vocab,
+        cuda: None,
+        limits: limits(),
+    })
+    .await
+    .unwrap()
+}
+
+fn host(url: &str) -> String {
+    url.trim_start_matches("http://").to_string()
+}
+
+/// Sends `request` raw and returns what the server answers (until it closes, or 3 s). A server may
+/// answer and close before a large request is written whole: the write's error is not this test's.
+async fn raw(url: &str, request: &str) -> String {
+    let mut s = TcpStream::connect(host(url)).await.unwrap();
+    let _ = s.write_all(request.as_bytes()).await;
+    let mut buf = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(3), s.read_to_end(&mut buf)).await;
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
+fn post(path: &str, body: &str) -> String {
+    format!(
+        "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+/// A metric's value from `/metrics`.
+async fn metric(url: &str, name: &str) -> f64 {
+    let text = raw(
+        url,
+        "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    text.lines()
+        .find(|l| l.starts_with(name) && l.contains('{'))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(f64::NAN)
+}
+
+/// Whether the server closes a connection it was sent `bytes` on within `within`.
+async fn closed_within(url: &str, bytes: &[u8], within: Duration) -> bool {
+    let mut s = TcpStream::connect(host(url)).await.unwrap();
+    s.write_all(bytes).await.unwrap();
+    let mut buf = [0u8; 4096];
+    let deadline = Instant::now() + within;
+    loop {
+        match tokio::time::timeout_at(deadline.into(), s.read(&mut buf)).await {
+            Err(_) => return false,
+            Ok(Ok(0)) | Ok(Err(_)) => return true,
+            Ok(Ok(_)) => continue,
+        }
+    }
+}
+
+#[test]
+fn serve_cancels_requests_whose_client_has_gone() {
+    let _guard = crate::SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    crate::runtime().block_on(async {
+        let srv = server("qwen3.5-9b-2xl40", 10.0).await;
+        let body = r#"{"prompt": [101, 102, 103, 104], "max_tokens": 200000, "ignore_eos": true, "stream": true}"#;
+        for _ in 0..10 {
+            let mut s = TcpStream::connect(host(&srv.url)).await.unwrap();
+            s.write_all(post("/v1/completions", body).as_bytes()).await.unwrap();
+            let mut buf = [0u8; 512];
+            let n = s.read(&mut buf).await.unwrap();
+            assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
+            drop(s); // the client goes away after its first bytes
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let cancelled = metric(&srv.url, "serverbench:requests_cancelled_total").await;
+            let running = metric(&srv.url, "vllm:num_requests_running").await;
+            let kv = metric(&srv.url, "vllm:kv_cache_usage_perc").await;
+            if cancelled == 10.0 && running == 0.0 {
+                assert_eq!(metric(&srv.url, "vllm:request_success_total").await, 0.0);
+                assert!(kv < 0.01, "their blocks are freed: {kv}");
+                break;
+            }
+            assert!(Instant::now() < deadline, "cancelled {cancelled}, running {running}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        srv.stop().await;
+    });
+}
+
+#[test]
+fn serve_closes_slow_idle_and_surplus_connections() {
+    let _guard = crate::SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    crate::runtime().block_on(async {
+        let srv = server("qwen3-8b-1xh200", 10.0).await;
+        let window = Duration::from_secs(3);
+        // Partial headers, and a connection that sends nothing: closed after the header timeout.
+        assert!(closed_within(&srv.url, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n", window).await);
+        assert!(closed_within(&srv.url, b"", window).await);
+        // A body that never finishes: 408 after the body timeout.
+        let head = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\nConnection: close\r\n\r\n{\"prompt\"";
+        let answer = raw(&srv.url, head).await;
+        assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+        // The cap: 8 connections held open, the ninth is closed at once.
+        let mut held = Vec::new();
+        for _ in 0..8 {
+            let s = TcpStream::connect(host(&srv.url)).await.unwrap();
+            held.push(s);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(closed_within(&srv.url, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n", Duration::from_millis(300)).await);
+        drop(held);
+        // Once they are gone (idle ones time out too), a request is served again.
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        let ok = raw(&srv.url, "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await;
+        assert!(ok.starts_with("HTTP/1.1 200"), "{ok}");
+        srv.stop().await;
+    });
+}
+
+#[test]
+fn serve_refuses_bad_requests_with_a_reason() {
+    let _guard = crate::SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    crate::runtime().block_on(async {
+        let srv = server("qwen3-8b-1xh200", 100.0).await;
+        for (body, status, why) in [
+            (r#"{"prompt": [1, 2], "max_tokens": -5}"#, 400, "max_tokens"),
+            (r#"{"prompt": [1, 2], "max_tokens": "5"}"#, 400, "max_tokens"),
+            (r#"{"prompt": [1, 2], "max_tokens": 5.5}"#, 400, "max_tokens"),
+            (r#"{"prompt": [1, 2], "max_tokens": 4, "min_tokens": 9}"#, 400, "min_tokens"),
+            (r#"{"prompt": [1, 999999999]}"#, 400, "vocabulary"),
+            (r#"{"prompt": [1, 2], "n": 3}"#, 400, "n:"),
+            ("not json", 400, "not JSON"),
+        ] {
+            let answer = raw(&srv.url, &post("/v1/completions", body)).await;
+            assert!(answer.starts_with(&format!("HTTP/1.1 {status}")) && answer.contains(why), "{body}: {answer}");
+        }
+        // Larger than a prompt of the whole context (40,960 tokens) can be: 413, before reading it.
+        let huge = format!("{{\"prompt\": [{}]}}", vec!["1"; 1_200_000].join(","));
+        let answer = raw(&srv.url, &post("/v1/completions", &huge)).await;
+        assert!(answer.starts_with("HTTP/1.1 413"), "{}", &answer[..answer.len().min(200)]);
+        // GuideLLM's chat form: content as a list of text parts.
+        let chat = r#"{"messages": [{"role": "user", "content": [{"type": "text", "text": "hello there"}]}], "max_tokens": 3}"#;
+        let answer = raw(&srv.url, &post("/v1/chat/completions", chat)).await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        srv.stop().await;
+    });
+}
+
+#[test]
+fn serve_takes_a_prompt_of_280k_tokens_within_a_million_token_context() {
+    let _guard = crate::SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    crate::runtime().block_on(async {
+        let srv = server("qwen3.5-9b-2xl40", 100.0).await;
+        // Six-digit ids separated by ", " (as Python's json.dumps writes them): 8 bytes a token.
+        let ids: Vec<String> = (0..280_000)
+            .map(|i| (100_000 + i % 100_000).to_string())
+            .collect();
+        let body = format!("{{\"prompt\": [{}], \"max_tokens\": 1}}", ids.join(", "));
+        assert!(body.len() > 2 << 20, "larger than the old fixed 2 MB limit");
+        let mut s = TcpStream::connect(host(&srv.url)).await.unwrap();
+        s.write_all(post("/v1/completions", &body).as_bytes())
+            .await
+            .unwrap();
+        let mut buf = [0u8; 64];
+        let n = tokio::time::timeout(Duration::from_secs(20), s.read(&mut buf))
+            .await
+            .unwrap()
+            .unwrap();
+        let head = String::from_utf8_lossy(&buf[..n]);
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        srv.stop().await;
+    });
+}
+
+#[test]
+fn serve_drains_open_streams_when_it_stops() {
+    let _guard = crate::SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    crate::runtime().block_on(async {
+        let srv = server("qwen3-8b-1xh200", 10.0).await;
+        let body =
+            r#"{"prompt": [101, 102, 103], "max_tokens": 40, "ignore_eos": true, "stream": true}"#;
+        let mut s = TcpStream::connect(host(&srv.url)).await.unwrap();
+        s.write_all(post("/v1/completions", body).as_bytes())
+            .await
+            .unwrap();
+        let mut first = [0u8; 16];
+        let _ = s.read(&mut first).await.unwrap();
+        let reader = tokio::spawn(async move {
+            let mut rest = Vec::new();
+            let _ = s.read_to_end(&mut rest).await;
+            String::from_utf8_lossy(&rest).into_owned()
+        });
+        srv.stop().await; // stops accepting; the open stream may finish
+        let rest = tokio::time::timeout(Duration::from_secs(10), reader)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(
+            rest.contains("data: [DONE]"),
+            "the stream ran to its end: {rest}"
+        );
+    });
+}
