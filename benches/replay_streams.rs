@@ -63,6 +63,7 @@ fn main() {
                 api_key: None,
                 affinity_header: None,
                 headers: vec![],
+                key_over_plain_http: false,
             })
             .expect("client"),
         );

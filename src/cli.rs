@@ -298,7 +298,8 @@ pub struct EngineArgs {
 
 #[derive(Args, Debug)]
 pub struct ReplayRealArgs {
-    /// Base URL of the server, e.g. http://127.0.0.1:8000 (plain HTTP); not with --engine cuda.
+    /// Base URL of the server, e.g. http://127.0.0.1:8000 or https://host (a trailing /v1 is dropped); not
+    /// with --engine cuda.
     #[arg(long)]
     pub url: Option<String>,
     #[command(flatten)]
@@ -324,9 +325,13 @@ pub struct ReplayRealArgs {
     /// Per-request timeout, seconds.
     #[arg(long, default_value_t = 600.0)]
     pub timeout: f64,
-    /// Environment variable holding an API key (sent as a bearer token) if it is set.
+    /// Environment variable holding an API key (sent as a bearer token) if it is set: over HTTPS or to
+    /// this machine only, unless --api-key-over-http.
     #[arg(long, default_value = "OPENAI_API_KEY")]
     pub api_key_env: String,
+    /// Send the API key over plain HTTP to another machine too.
+    #[arg(long)]
+    pub api_key_over_http: bool,
     /// Header carrying the lane id for session affinity (e.g. X-Session-ID).
     #[arg(long)]
     pub affinity_header: Option<String>,

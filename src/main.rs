@@ -24,13 +24,44 @@ fn main() {
         Ok(()) => 0,
         // Standard output was closed by its reader (`| head`): nothing more to say.
         Err(e) if broken_pipe(&e) => 0,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            2
-        }
+        Err(e) => match e.downcast_ref::<Exit>() {
+            Some(exit) => {
+                eprintln!("{}", exit.message);
+                exit.code
+            }
+            None => {
+                eprintln!("error: {e:#}");
+                2
+            }
+        },
     };
     std::process::exit(code);
 }
+
+/// A command that did its work and ends with a code of its own (an interrupted or invalid replay).
+#[derive(Debug)]
+pub struct Exit {
+    code: i32,
+    message: String,
+}
+
+impl Exit {
+    /// Ends with `code` after printing `message` to standard error.
+    pub fn new(code: i32, message: impl Into<String>) -> Exit {
+        Exit {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for Exit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Exit {}
 
 /// Whether the error is a write to a closed pipe.
 fn broken_pipe(e: &anyhow::Error) -> bool {

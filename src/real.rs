@@ -6,10 +6,11 @@ use crate::output::{summary_table, write_json};
 use anyhow::{anyhow, bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use serverbench_backends::{
-    natural_stop_probe, run_real, serve_until_interrupted, Api, ClientConfig, HttpClient,
-    RealConfig, RecordSink, Runtime, ServeConfig, ServeLimits,
+    natural_stop_probe, run_real, serve_until_interrupted, unless_interrupted, Api, ClientConfig,
+    HttpClient, RealConfig, RealOutput, RecordSink, Runtime, ServeConfig, ServeLimits,
 };
-use serverbench_workloads::tokens::{prompt_tokens, Vocab};
+use serverbench_workloads::hash::mix2;
+use serverbench_workloads::tokens::{block_tokens, Vocab};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -106,6 +107,7 @@ fn client_config(a: &ReplayRealArgs, url: &str, model: String) -> Result<ClientC
         api_key: std::env::var(&a.api_key_env).ok().filter(|k| !k.is_empty()),
         affinity_header: a.affinity_header.clone(),
         headers,
+        key_over_plain_http: a.api_key_over_http,
     })
 }
 
@@ -119,35 +121,7 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
     let source = inputs::source(&a.workload, a.seed, d.context_limit)?;
     let model = a.model.clone().unwrap_or_else(|| d.model.name.clone());
     let rt = runtime()?;
-    let mut local = None;
-    let url = match (&a.url, a.engine.engine.as_str()) {
-        (Some(u), "emulated") => u.clone(),
-        (None, "cuda") => {
-            let cuda = crate::cuda::serve_setup(&a.engine, &model)?;
-            let cfg = ServeConfig {
-                deployment: d.clone(),
-                cost: d.cost_model(),
-                time_scale: 1.0,
-                model_name: model.clone(),
-                vocab: cuda
-                    .as_ref()
-                    .map_or(d.model_spec().vocab, |c| c.model.vocab_size),
-                cuda,
-                limits: ServeLimits::default(),
-            };
-            let server = rt
-                .block_on(serverbench_backends::spawn_local_server(cfg))
-                .context("cannot start the CUDA engine")?;
-            let url = server.url.clone();
-            local = Some(server);
-            url
-        }
-        (None, "emulated") => bail!(
-            "--url: required (or --engine cuda to replay against the CUDA engine in this process)"
-        ),
-        (Some(_), "cuda") => bail!("--url and --engine cuda exclude each other"),
-        (_, other) => bail!("--engine: expected emulated or cuda, got {other:?}"),
-    };
+    let (url, local) = backend(&a, &d, &model, &rt)?;
     let vocab_default = if a.engine.engine == "cuda" {
         crate::cuda::model_config(&a.engine, &model)?.vocab_size
     } else {
@@ -155,8 +129,16 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
     };
     let vocab = Vocab::new(100, a.vocab.unwrap_or(vocab_default))
         .ok_or_else(|| anyhow!("--vocab: must be above 100"))?;
-    let client =
-        Arc::new(HttpClient::new(client_config(&a, &url, model)?).map_err(|e| anyhow!(e))?);
+    let client = Arc::new(HttpClient::new(client_config(&a, &url, model.clone())?)?);
+    if client.key_withheld() {
+        eprintln!(
+            "warning: the API key in ${} is not sent: {url} is plain HTTP to another machine (--api-key-over-http sends it anyway)",
+            a.api_key_env
+        );
+    }
+    if a.url.is_some() {
+        rt.block_on(check_model(&client, &url, &model))?;
+    }
     if let Some(dir) = &a.out {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("{}: cannot create directory", dir.display()))?;
@@ -183,30 +165,116 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
         }
     )?;
     let probe = if a.no_probe {
-        None
+        Some(None)
     } else {
-        let t = source.tree(0);
-        let prompt = prompt_tokens(0, &t.requests()[0], t.block_size, vocab);
-        Some(rt.block_on(natural_stop_probe(&client, &prompt, 256)))
+        // A prompt of its own (no block of the workload), so that even a cold start finds an empty
+        // prefix cache.
+        let mut prompt = Vec::new();
+        block_tokens(mix2(a.seed, 0x5709_7E57), 256, vocab, &mut prompt);
+        rt.block_on(unless_interrupted(natural_stop_probe(
+            &client, &prompt, 256,
+        )))
+        .map(Some)
     };
-    let bar = ProgressBar::new(run.window_s as u64);
-    bar.set_style(
-        ProgressStyle::with_template("  {bar:40} {pos}/{len} s of window  {elapsed} elapsed")
-            .expect("valid template"),
-    );
-    let out = rt.block_on(run_real(
-        &d,
-        source.as_ref(),
-        client.clone(),
-        &cfg,
-        &mut sink,
-        &|s| bar.set_position(s as u64),
-    ))?;
-    bar.finish_and_clear();
+    let out = match probe {
+        // Ctrl-C during the probe: no run, but a summary that says so.
+        None => RealOutput::interrupted(&d, &cfg),
+        Some(_) => {
+            let bar = ProgressBar::new(run.window_s as u64);
+            bar.set_style(
+                ProgressStyle::with_template(
+                    "  {bar:40} {pos}/{len} s of window  {elapsed} elapsed",
+                )
+                .expect("valid template"),
+            );
+            let out = rt.block_on(run_real(
+                &d,
+                source.as_ref(),
+                client.clone(),
+                &cfg,
+                &mut sink,
+                &|s| bar.set_position(s as u64),
+            ))?;
+            bar.finish_and_clear();
+            out
+        }
+    };
     if let Some(server) = local {
         // End the engine thread (and release the GPU, flush the step log) before the process exits.
         rt.block_on(server.stop());
     }
+    let probe = probe.flatten();
+    report(&a, &d, &out, probe.as_ref())?;
+    if let Some(dir) = &a.out {
+        write_json(
+            dir,
+            "summary.json",
+            &serde_json::json!({ "summary": out.summary, "client": out.client, "natural_stop_probe": probe.map(|(r, t, e)| serde_json::json!({"finish_reason": r, "tokens": t, "error": e})) }),
+        )?;
+        outln!("\n  wrote {}/records.jsonl and summary.json", dir.display())?;
+    }
+    verdict(&out)
+}
+
+/// The server to replay against: `--url`, or the CUDA engine started in this process.
+fn backend(
+    a: &ReplayRealArgs,
+    d: &serverbench_sim::Deployment,
+    model: &str,
+    rt: &Runtime,
+) -> Result<(String, Option<serverbench_backends::LocalServer>)> {
+    match (&a.url, a.engine.engine.as_str()) {
+        (Some(u), "emulated") => Ok((u.clone(), None)),
+        (None, "cuda") => {
+            let cuda = crate::cuda::serve_setup(&a.engine, model)?;
+            let cfg = ServeConfig {
+                deployment: d.clone(),
+                cost: d.cost_model(),
+                time_scale: 1.0,
+                model_name: model.to_string(),
+                vocab: cuda
+                    .as_ref()
+                    .map_or(d.model_spec().vocab, |c| c.model.vocab_size),
+                cuda,
+                limits: ServeLimits::default(),
+            };
+            let server = rt
+                .block_on(serverbench_backends::spawn_local_server(cfg))
+                .context("cannot start the CUDA engine")?;
+            Ok((server.url.clone(), Some(server)))
+        }
+        (None, "emulated") => bail!(
+            "--url: required (or --engine cuda to replay against the CUDA engine in this process)"
+        ),
+        (Some(_), "cuda") => bail!("--url and --engine cuda exclude each other"),
+        (_, other) => bail!("--engine: expected emulated or cuda, got {other:?}"),
+    }
+}
+
+/// Asks the server which models it serves: a server that cannot be reached stops the replay at once,
+/// and one that does not serve `model` says which it does. A server without `/v1/models` is let be.
+async fn check_model(client: &HttpClient, url: &str, model: &str) -> Result<()> {
+    match client.models().await {
+        Ok(models) if !models.is_empty() && !models.iter().any(|m| m == model) => bail!(
+            "--model {model:?}: the server at {url} serves {}",
+            models.join(", ")
+        ),
+        Ok(_) => Ok(()),
+        Err(e) if e.starts_with("HTTP ") => {
+            eprintln!("warning: {url}/v1/models answered {e}; the model name is not checked");
+            Ok(())
+        }
+        Err(e) => bail!("cannot reach the server at {url}: {e}"),
+    }
+}
+
+/// The summary table and the behaviour checks.
+fn report(
+    a: &ReplayRealArgs,
+    d: &serverbench_sim::Deployment,
+    out: &RealOutput,
+    probe: Option<&(Option<String>, u32, Option<String>)>,
+) -> Result<()> {
     if out.client.interrupted {
         outln!(
             "  interrupted: scored the {:.0} s measured so far\n",
@@ -225,7 +293,7 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
         out.summary.completed
     )?;
     outln!("    stream vs usage       {} without a usage block, {} with more output chunks than usage tokens", c.usage_missing, c.chunk_usage_mismatches)?;
-    match &probe {
+    match probe {
         Some((reason, tokens, None)) => {
             let ok = reason.as_deref() == Some("stop") && *tokens < 256;
             outln!("    natural stop          {} (finish_reason {:?} after {tokens} of 256 tokens without ignore_eos)", if ok { "ok" } else { "NOT honoured" }, reason.as_deref().unwrap_or("none"))?;
@@ -246,14 +314,42 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
             errors.join(", ")
         }
     )?;
-    outln!("    dispatch drift        p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms (send time after the intended time)", c.dispatch_drift_ms.p50, c.dispatch_drift_ms.p99, c.dispatch_drift_ms.max)?;
-    if let Some(dir) = &a.out {
-        write_json(
-            dir,
-            "summary.json",
-            &serde_json::json!({ "summary": out.summary, "client": out.client, "natural_stop_probe": probe.map(|(r, t, e)| serde_json::json!({"finish_reason": r, "tokens": t, "error": e})) }),
+    if let Some(first) = &c.first_error {
+        outln!("    first error           {first}")?;
+    }
+    if c.warmup_errors > 0 {
+        outln!(
+            "    warm-up               {} of {} requests failed: {}",
+            c.warmup_errors,
+            c.warmup_requests,
+            c.warmup_error.as_deref().unwrap_or("")
         )?;
-        outln!("\n  wrote {}/records.jsonl and summary.json", dir.display())?;
+    }
+    outln!("    dispatch drift        p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms (send time after the intended time)", c.dispatch_drift_ms.p50, c.dispatch_drift_ms.p99, c.dispatch_drift_ms.max)?;
+    Ok(())
+}
+
+/// The process's verdict on the run: interrupted (exit 130) or invalid (exit 3) after writing what was
+/// measured; otherwise success.
+fn verdict(out: &RealOutput) -> Result<()> {
+    if out.client.interrupted {
+        return Err(
+            crate::Exit::new(130, "interrupted: the summary scores what was measured").into(),
+        );
+    }
+    let s = &out.summary;
+    if !s.valid {
+        return Err(crate::Exit::new(
+            3,
+            format!(
+                "the run is invalid: {} of {} requests failed and {} overflowed the context (at most {:.0} % each); its score does not count",
+                s.errors,
+                s.requests,
+                s.context_overflow,
+                100.0 * serverbench_sim::MAX_ERROR_RATE
+            ),
+        )
+        .into());
     }
     Ok(())
 }

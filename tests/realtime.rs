@@ -19,6 +19,8 @@ use std::time::Duration;
 
 #[path = "abuse.rs"]
 mod abuse;
+#[path = "replay_faults.rs"]
+mod replay_faults;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -39,6 +41,7 @@ fn client(url: &str, timeout: Duration) -> Arc<HttpClient> {
             api_key: None,
             affinity_header: Some("X-Session-ID".into()),
             headers: vec![],
+            key_over_plain_http: false,
         })
         .unwrap(),
     )

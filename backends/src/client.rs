@@ -25,6 +25,9 @@ pub struct ClientConfig {
     pub affinity_header: Option<String>,
     /// Extra headers sent with every request.
     pub headers: Vec<(String, String)>,
+    /// Send the API key over plain HTTP to a host that is not this machine (off: the key goes only over
+    /// HTTPS or to loopback).
+    pub key_over_plain_http: bool,
 }
 
 /// What happened to one request, with wall-clock instants.
@@ -44,8 +47,12 @@ pub struct StreamResult {
     pub usage: Option<Usage>,
     /// Last `finish_reason`.
     pub finish_reason: Option<String>,
-    /// Failure kind (`http_500`, `connect`, `timeout`, `dropped`, `malformed_json`, `stream_error`), if it failed.
+    /// Failure kind (`http_500`, `connect`, `tls`, `timeout`, `dropped`, `malformed_json`,
+    /// `stream_error`, `event_too_large`), if it failed.
     pub error: Option<String>,
+    /// What the server or the connection said about the failure (the start of an error body, an error
+    /// event's message, the connection error).
+    pub error_message: Option<String>,
     /// When the request ended (last byte, or the failure).
     pub ended: Instant,
 }
@@ -64,23 +71,128 @@ pub enum ClientError {
     /// The HTTP stack could not be set up.
     #[error("cannot build the HTTP client: {0}")]
     Build(reqwest::Error),
+    /// The base URL is not an `http://` or `https://` URL.
+    #[error("--url {url:?}: {reason}")]
+    Url {
+        /// What was given.
+        url: String,
+        /// Why it is refused.
+        reason: String,
+    },
+    /// A header name or value that HTTP does not allow.
+    #[error("--header {0:?}: not a valid HTTP header name and value")]
+    Header(String),
+}
+
+/// The base URL a user gave, normalised: an `http` or `https` URL with a host, without a trailing `/`
+/// or `/v1` (the client adds `/v1/...` itself).
+pub fn base_url(given: &str) -> Result<reqwest::Url, ClientError> {
+    let bad = |reason: &str| ClientError::Url {
+        url: given.to_string(),
+        reason: reason.to_string(),
+    };
+    let mut url = reqwest::Url::parse(given).map_err(|e| bad(&e.to_string()))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(bad("expected an http:// or https:// URL"));
+    }
+    if matches!(url.host_str(), None | Some("")) {
+        return Err(bad("the URL names no host"));
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(bad("a base URL has no query or fragment"));
+    }
+    let path = url.path().trim_end_matches('/');
+    let path = path.strip_suffix("/v1").unwrap_or(path).to_string();
+    url.set_path(&path);
+    Ok(url)
+}
+
+/// Whether a URL's host is this machine (`localhost`, `127.0.0.0/8`, `::1`).
+fn is_loopback(url: &reqwest::Url) -> bool {
+    let Some(host) = url.host_str() else {
+        return false;
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// A client shared by all lanes.
 pub struct HttpClient {
     http: reqwest::Client,
     cfg: ClientConfig,
+    /// The API key, when it may be sent to this URL.
+    key: Option<String>,
+    headers: reqwest::header::HeaderMap,
 }
+
+/// Most bytes of an error response body kept in a record.
+const ERROR_TEXT_BYTES: usize = 500;
 
 impl HttpClient {
     /// Builds the client (connection pool without an idle limit, so every lane keeps its connection).
-    pub fn new(cfg: ClientConfig) -> Result<HttpClient, ClientError> {
+    /// The base URL is normalised ([`base_url`]); the API key is kept only where it may go: over
+    /// HTTPS, to loopback, or where `key_over_plain_http` allows it ([`HttpClient::key_withheld`]).
+    pub fn new(mut cfg: ClientConfig) -> Result<HttpClient, ClientError> {
+        let url = base_url(&cfg.base_url)?;
+        cfg.base_url = url.as_str().trim_end_matches('/').to_string();
+        let key_allowed = url.scheme() == "https" || is_loopback(&url) || cfg.key_over_plain_http;
+        let key = cfg.api_key.clone().filter(|_| key_allowed);
+        let mut headers = reqwest::header::HeaderMap::new();
+        for (k, v) in &cfg.headers {
+            let name = reqwest::header::HeaderName::from_bytes(k.as_bytes())
+                .map_err(|_| ClientError::Header(format!("{k}:{v}")))?;
+            let value = reqwest::header::HeaderValue::from_str(v)
+                .map_err(|_| ClientError::Header(format!("{k}:{v}")))?;
+            headers.append(name, value);
+        }
+        if let Some(h) = &cfg.affinity_header {
+            reqwest::header::HeaderName::from_bytes(h.as_bytes())
+                .map_err(|_| ClientError::Header(h.clone()))?;
+        }
         let http = reqwest::Client::builder()
             .pool_max_idle_per_host(usize::MAX)
             .tcp_nodelay(true)
             .build()
             .map_err(ClientError::Build)?;
-        Ok(HttpClient { http, cfg })
+        Ok(HttpClient {
+            http,
+            cfg,
+            key,
+            headers,
+        })
+    }
+
+    /// True when an API key was given but is not sent (plain HTTP to another host, and not allowed).
+    pub fn key_withheld(&self) -> bool {
+        self.cfg.api_key.is_some() && self.key.is_none()
+    }
+
+    /// The model names the server's `/v1/models` lists.
+    pub async fn models(&self) -> Result<Vec<String>, String> {
+        let mut req = self
+            .http
+            .get(format!("{}/v1/models", self.cfg.base_url))
+            .timeout(self.cfg.timeout.min(Duration::from_secs(30)))
+            .headers(self.headers.clone());
+        if let Some(key) = &self.key {
+            req = req.bearer_auth(key);
+        }
+        let resp = req.send().await.map_err(|e| describe(&e))?;
+        if !resp.status().is_success() {
+            return Err(format!("HTTP {}", resp.status().as_u16()));
+        }
+        let v: serde_json::Value = resp.json().await.map_err(|e| describe(&e))?;
+        Ok(v.get("data")
+            .and_then(|d| d.as_array())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|m| m.get("id").and_then(|i| i.as_str()).map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default())
     }
 
     /// The configuration.
@@ -124,6 +236,7 @@ impl HttpClient {
             usage: None,
             finish_reason: None,
             error: None,
+            error_message: None,
             ended: now,
         };
         self.stream_into(&mut r, lane, body, progress).await;
@@ -148,32 +261,31 @@ impl HttpClient {
             .post(url)
             .timeout(self.cfg.timeout)
             .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .headers(self.headers.clone())
             .body(body);
-        if let Some(key) = &self.cfg.api_key {
+        if let Some(key) = &self.key {
             req = req.bearer_auth(key);
         }
         if let Some(h) = &self.cfg.affinity_header {
             req = req.header(h.as_str(), format!("lane-{lane}"));
-        }
-        for (k, v) in &self.cfg.headers {
-            req = req.header(k.as_str(), v.as_str());
         }
         r.sent = Instant::now();
         let resp = match req.send().await {
             Ok(resp) => resp,
             Err(e) => {
                 r.error = Some(classify(&e));
+                r.error_message = Some(describe(&e));
                 return;
             }
         };
         if !resp.status().is_success() {
             r.error = Some(format!("http_{}", resp.status().as_u16()));
+            r.error_message = Some(error_text(resp).await);
             return;
         }
         let mut body = resp.bytes_stream();
         let mut parser = SseParser::new();
         let mut events = Vec::new();
-        let mut done = false;
         while let Some(item) = body.next().await {
             let bytes = match item {
                 Ok(b) => b,
@@ -183,23 +295,31 @@ impl HttpClient {
                     } else {
                         "dropped".into()
                     });
+                    r.error_message = Some(describe(&e));
                     return;
                 }
             };
             let now = Instant::now();
             r.first_byte.get_or_insert(now);
-            parser.feed(&bytes, &mut events);
+            if let Err(e) = parser.feed(&bytes, &mut events) {
+                r.error = Some("event_too_large".into());
+                r.error_message = Some(e.to_string());
+                return;
+            }
             for ev in events.drain(..) {
                 match ev {
-                    SseEvent::Done => done = true,
+                    // The stream is over even if the server keeps the connection open.
+                    SseEvent::Done => return,
                     SseEvent::Data(payload) => match parse_chunk(&payload) {
-                        Err(_) => {
+                        Err(e) => {
                             r.error = Some("malformed_json".into());
+                            r.error_message = Some(clip(&e.to_string()));
                             return;
                         }
                         Ok(c) => {
-                            if c.error.is_some() {
+                            if let Some(message) = c.error {
                                 r.error = Some("stream_error".into());
+                                r.error_message = Some(clip(&message));
                                 return;
                             }
                             if c.has_output {
@@ -221,22 +341,137 @@ impl HttpClient {
                 }
             }
         }
-        if !done {
-            r.error = Some("dropped".into());
-        }
+        r.error = Some("dropped".into());
+        r.error_message = Some("the stream ended without data: [DONE]".into());
     }
 }
 
-/// The kind of a failure before the response body: a timeout, a refused connection, a request the
-/// client could not build, or a connection that broke during the exchange.
+/// The start of an error response's body (its `error.message` when it is an OpenAI-style error).
+async fn error_text(resp: reqwest::Response) -> String {
+    let mut body = resp.bytes_stream();
+    let mut bytes = Vec::new();
+    while let Ok(Some(Ok(chunk))) = tokio::time::timeout(Duration::from_secs(5), body.next()).await
+    {
+        bytes.extend_from_slice(&chunk);
+        if bytes.len() > 64 << 10 {
+            break;
+        }
+    }
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    let message = serde_json::from_str::<serde_json::Value>(&text)
+        .ok()
+        .and_then(|v| {
+            let e = v.get("error")?;
+            Some(
+                e.get("message")
+                    .and_then(|m| m.as_str())
+                    .map_or_else(|| e.to_string(), str::to_string),
+            )
+        })
+        .or_else(|| v_detail(&text))
+        .unwrap_or(text);
+    clip(&message)
+}
+
+/// FastAPI-style errors (`{"detail": …}`), as `transformers serve` sends them.
+fn v_detail(text: &str) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_str(text).ok()?;
+    v.get("detail").map(|d| match d.as_str() {
+        Some(s) => s.to_string(),
+        None => d.to_string(),
+    })
+}
+
+/// At most [`ERROR_TEXT_BYTES`] of `s`, on a character boundary.
+fn clip(s: &str) -> String {
+    let s = s.trim();
+    if s.len() <= ERROR_TEXT_BYTES {
+        return s.to_string();
+    }
+    let mut end = ERROR_TEXT_BYTES;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
+/// A connection error with its causes (where TLS and DNS failures say what they are).
+fn describe(e: &reqwest::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    clip(&text)
+}
+
+/// The kind of a failure before the response body: a timeout, a refused connection, a TLS handshake
+/// that failed, a request the client could not build, or a connection that broke during the exchange.
 fn classify(e: &reqwest::Error) -> String {
     if e.is_timeout() {
         "timeout".into()
+    } else if e.is_connect() && describe(e).to_ascii_lowercase().contains("certificate")
+        || describe(e).contains("tls")
+        || describe(e).contains("TLS")
+    {
+        "tls".into()
     } else if e.is_connect() {
         "connect".into()
     } else if e.is_builder() {
         "request".into()
     } else {
         "dropped".into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client(url: &str, allow: bool) -> HttpClient {
+        HttpClient::new(ClientConfig {
+            base_url: url.into(),
+            api: Api::CompletionsTokens,
+            model: "m".into(),
+            timeout: Duration::from_secs(1),
+            api_key: Some("secret".into()),
+            affinity_header: None,
+            headers: vec![],
+            key_over_plain_http: allow,
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn the_api_key_goes_only_over_https_to_loopback_or_when_allowed() {
+        for (url, withheld) in [
+            ("http://10.1.2.3:8000", true),
+            ("http://api.example.com", true),
+            ("https://api.example.com", false),
+            ("http://127.0.0.1:8000", false),
+            ("http://localhost:8000", false),
+            ("http://[::1]:8000", false),
+        ] {
+            assert_eq!(client(url, false).key_withheld(), withheld, "{url}");
+        }
+        assert!(!client("http://10.1.2.3:8000", true).key_withheld());
+    }
+
+    #[test]
+    fn base_urls_are_normalised_or_refused() {
+        assert_eq!(base_url("http://h:1/v1/").unwrap().as_str(), "http://h:1/");
+        assert_eq!(
+            base_url("http://h:1/api/v1").unwrap().as_str(),
+            "http://h:1/api"
+        );
+        assert!(base_url("h:1").is_err());
+        assert!(base_url("ftp://h").is_err());
+        assert!(base_url("http://h/?x=1").is_err());
+        assert_eq!(
+            client("http://h:1/v1", false).config().base_url,
+            "http://h:1"
+        );
     }
 }

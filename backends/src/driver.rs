@@ -6,8 +6,8 @@ use crate::clock::ScaledClock;
 use crate::openai::{request_bytes, Api, BodyCache};
 use crate::timer::Timer;
 use serverbench_sim::{
-    summarise, Deployment, EventQueue, Handle, Outcome, Ready, Record, Replay, RunConfig,
-    StartMode, Summary, Time,
+    summarise, Deployment, EventQueue, Handle, Outcome, OverflowGuard, Ready, Record, Replay,
+    RunConfig, StartMode, Summary, Time,
 };
 use serverbench_workloads::tokens::{prompt_tokens, prompt_tokens_from, Vocab};
 use serverbench_workloads::{Quantiles, TreeSource};
@@ -46,8 +46,17 @@ pub struct ClientStats {
     pub chunk_usage_mismatches: usize,
     /// Warm-up requests sent before the window (steady start).
     pub warmup_requests: usize,
-    /// True when Ctrl-C ended the run early.
+    /// Of those, the ones that failed (the first one's reason in `warmup_error`).
+    #[serde(default)]
+    pub warmup_errors: usize,
+    /// Why the first failed warm-up request failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup_error: Option<String>,
+    /// True when Ctrl-C ended the run early (the summary scores what was measured).
     pub interrupted: bool,
+    /// The first failed request's kind and what the server said, if any request failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_error: Option<String>,
     /// Most requests in flight at once.
     pub max_in_flight: usize,
 }
@@ -111,8 +120,22 @@ pub async fn run_real(
     replay.start(Time::ZERO, &mut ready);
     let mut stats = ClientStats::default();
     let bodies: Bodies = Default::default();
+    // Ctrl-C from here on ends the run with what it measured (during the warm-up too).
+    let ctrl_c = tokio::signal::ctrl_c();
+    tokio::pin!(ctrl_c);
     if cfg.run.start == StartMode::Steady {
-        stats.warmup_requests = warm_up(&replay, &ready, &client, cfg.vocab, &bodies).await;
+        let warm = warm_up(&replay, &ready, &client, cfg.vocab, &bodies);
+        tokio::select! {
+            w = warm => {
+                stats.warmup_requests = w.sent;
+                stats.warmup_errors = w.failed;
+                stats.warmup_error = w.first_error;
+            }
+            _ = &mut ctrl_c => {
+                stats.interrupted = true;
+                return Ok(interrupted_before_the_window(d, cfg, replay.trees_started(), stats));
+            }
+        }
     }
     let clock = ScaledClock::new(cfg.time_scale);
     // Sub-millisecond wake-ups without spinning: at `--time-scale 10` a millisecond of wall clock is
@@ -128,8 +151,7 @@ pub async fn run_real(
     let mut in_flight: HashMap<usize, InFlight> = HashMap::new();
     let mut drift_ms: Vec<f64> = Vec::new();
     let mut dues: HashMap<usize, u64> = HashMap::new();
-    let ctrl_c = tokio::signal::ctrl_c();
-    tokio::pin!(ctrl_c);
+    let mut overflows = OverflowGuard::default();
     loop {
         let now = clock.now();
         progress(now as f64 / 1e9);
@@ -145,6 +167,9 @@ pub async fn run_real(
             records.push(dispatch(&replay, h, clock.now()));
             if replay.request(h).overflows(d.context_limit) {
                 // As in the simulator: never sent, failed as `context_overflow` at once.
+                overflows
+                    .overflowed(due, d.context_limit)
+                    .map_err(std::io::Error::other)?;
                 let rec = &mut records[tag];
                 rec.outcome = Outcome::ContextOverflow;
                 rec.finish_ns = Some(rec.send_ns);
@@ -248,6 +273,38 @@ pub async fn run_real(
     })
 }
 
+impl RealOutput {
+    /// The output of a run interrupted before its window opened: no request was sent in it.
+    pub fn interrupted(d: &Deployment, cfg: &RealConfig) -> RealOutput {
+        interrupted_before_the_window(
+            d,
+            cfg,
+            0,
+            ClientStats {
+                interrupted: true,
+                ..ClientStats::default()
+            },
+        )
+    }
+}
+
+fn interrupted_before_the_window(
+    d: &Deployment,
+    cfg: &RealConfig,
+    trees: u64,
+    client: ClientStats,
+) -> RealOutput {
+    let (_, mut summary) = summarise(&[], d, 0.0);
+    summary.seed = cfg.run.seed;
+    summary.concurrency = cfg.run.concurrency;
+    summary.trees_started = trees;
+    RealOutput {
+        records: Vec::new(),
+        summary,
+        client,
+    }
+}
+
 type Bodies = Arc<std::sync::Mutex<HashMap<(u32, u32), BodyCache>>>;
 
 /// A request's JSON body asking for `max_tokens`. Token-id bodies go through the body cache of the
@@ -302,6 +359,13 @@ fn finish(rec: &mut Record, r: &StreamResult, clock: &ScaledClock, stats: &mut C
         Some(kind) => {
             *stats.errors_by_kind.entry(kind.clone()).or_insert(0) += 1;
             rec.outcome = Outcome::Error(kind.clone());
+            rec.error_message = r.error_message.clone();
+            if stats.first_error.is_none() {
+                stats.first_error = Some(match &r.error_message {
+                    Some(m) => format!("{kind}: {m}"),
+                    None => kind.clone(),
+                });
+            }
         }
         None => {
             rec.outcome = Outcome::Completed;
@@ -319,6 +383,13 @@ fn finish(rec: &mut Record, r: &StreamResult, clock: &ScaledClock, stats: &mut C
     }
 }
 
+/// What the warm-up did.
+struct WarmUp {
+    sent: usize,
+    failed: usize,
+    first_error: Option<String>,
+}
+
 /// Steady start: sends each lane's first prompt once (one output token) so the server's prefix cache
 /// holds it before the window opens, as the simulator warms its cache.
 async fn warm_up(
@@ -327,7 +398,7 @@ async fn warm_up(
     client: &Arc<HttpClient>,
     vocab: Vocab,
     bodies: &Bodies,
-) -> usize {
+) -> WarmUp {
     let mut tasks = Vec::new();
     for r in ready {
         let (tree, index) = replay.tree(r.handle.lane);
@@ -340,11 +411,30 @@ async fn warm_up(
             client.stream_body(h.lane, body, None).await
         }));
     }
-    let n = tasks.len();
+    let mut w = WarmUp {
+        sent: tasks.len(),
+        failed: 0,
+        first_error: None,
+    };
     for t in tasks {
-        let _ = t.await;
+        let Ok(r) = t.await else { continue };
+        if let Some(kind) = r.error {
+            w.failed += 1;
+            w.first_error.get_or_insert(match r.error_message {
+                Some(m) => format!("{kind}: {m}"),
+                None => kind,
+            });
+        }
     }
-    n
+    w
+}
+
+/// Runs `f` unless Ctrl-C comes first (then `None`).
+pub async fn unless_interrupted<F: std::future::Future>(f: F) -> Option<F::Output> {
+    tokio::select! {
+        out = f => Some(out),
+        _ = tokio::signal::ctrl_c() => None,
+    }
 }
 
 /// The natural-stop probe: one request without `ignore_eos`. Returns the finish reason and the

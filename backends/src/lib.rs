@@ -17,8 +17,11 @@ pub mod server;
 pub mod sse;
 pub mod timer;
 
-pub use client::{ClientConfig, HttpClient, StreamResult};
-pub use driver::{natural_stop_probe, run_real, ClientStats, RealConfig, RealOutput, RecordSink};
+pub use client::{base_url, ClientConfig, ClientError, HttpClient, StreamResult};
+pub use driver::{
+    natural_stop_probe, run_real, unless_interrupted, ClientStats, RealConfig, RealOutput,
+    RecordSink,
+};
 pub use engine::{Cuda, Emulated, EngineCore, Executor, Stepped, Timing};
 pub use openai::{Api, Usage};
 pub use probe::{probe, ProbePlan, ProbeStep};

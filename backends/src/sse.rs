@@ -1,5 +1,6 @@
 //! Server-sent events: splits a byte stream into `data:` payloads, however the bytes are chunked.
-//! Keep-alive comments are skipped; `[DONE]` ends the stream. Pure: no IO.
+//! Keep-alive comments are skipped; `[DONE]` ends the stream. Each byte is scanned once for the blank
+//! line that ends an event, and an event may not grow past a limit. Pure: no IO.
 
 /// One parsed event.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -10,10 +11,21 @@ pub enum SseEvent {
     Done,
 }
 
+/// Largest event the parser holds before giving up on the stream, bytes (a chunk of a stream is a few
+/// hundred bytes; a usage block with details a few kilobytes).
+pub const MAX_EVENT_BYTES: usize = 4 << 20;
+
+/// An event grew past [`MAX_EVENT_BYTES`] without a blank line ending it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("a server-sent event grew past {MAX_EVENT_BYTES} bytes without ending")]
+pub struct EventTooLarge;
+
 /// Accumulates bytes and yields complete events.
 #[derive(Default, Debug)]
 pub struct SseParser {
     buf: Vec<u8>,
+    /// Bytes of `buf` already scanned for a blank line (less the three a separator may span).
+    scanned: usize,
 }
 
 impl SseParser {
@@ -22,15 +34,25 @@ impl SseParser {
         Self::default()
     }
 
-    /// Feeds bytes; appends every event completed by them to `out`.
-    pub fn feed(&mut self, bytes: &[u8], out: &mut Vec<SseEvent>) {
+    /// Feeds bytes; appends every event completed by them to `out`. Fails when the pending event
+    /// passes [`MAX_EVENT_BYTES`].
+    pub fn feed(&mut self, bytes: &[u8], out: &mut Vec<SseEvent>) -> Result<(), EventTooLarge> {
         self.buf.extend_from_slice(bytes);
-        while let Some((end, sep)) = find_blank_line(&self.buf) {
-            let event: Vec<u8> = self.buf.drain(..end + sep).collect();
-            if let Some(e) = parse_event(&event[..end]) {
+        let mut start = 0;
+        while let Some((end, sep)) = find_blank_line(&self.buf[start..], self.scanned) {
+            if let Some(e) = parse_event(&self.buf[start..start + end]) {
                 out.push(e);
             }
+            start += end + sep;
+            self.scanned = 0;
         }
+        self.buf.drain(..start);
+        // The last three bytes may begin a separator that the next read completes.
+        self.scanned = self.buf.len().saturating_sub(3);
+        if self.buf.len() > MAX_EVENT_BYTES {
+            return Err(EventTooLarge);
+        }
+        Ok(())
     }
 
     /// Bytes received that do not end an event yet.
@@ -39,9 +61,9 @@ impl SseParser {
     }
 }
 
-/// Position and length of the first blank line (`\n\n`, `\r\n\r\n` or `\r\r`).
-fn find_blank_line(buf: &[u8]) -> Option<(usize, usize)> {
-    let mut i = 0;
+/// Position and length of the first blank line (`\n\n`, `\r\n\r\n` or `\r\r`), scanning from `from`.
+fn find_blank_line(buf: &[u8], from: usize) -> Option<(usize, usize)> {
+    let mut i = from;
     while i + 1 < buf.len() {
         if buf[i] == b'\n' && buf[i + 1] == b'\n' {
             return Some((i, 2));
@@ -91,7 +113,7 @@ mod tests {
         let mut p = SseParser::new();
         let mut out = Vec::new();
         for chunk in text.as_bytes().chunks(piece) {
-            p.feed(chunk, &mut out);
+            p.feed(chunk, &mut out).unwrap();
         }
         out
     }
@@ -114,10 +136,44 @@ mod tests {
     fn an_unfinished_event_waits_for_its_blank_line() {
         let mut p = SseParser::new();
         let mut out = Vec::new();
-        p.feed(b"data: {\"x\":", &mut out);
+        p.feed(b"data: {\"x\":", &mut out).unwrap();
         assert!(out.is_empty());
         assert!(p.pending() > 0);
-        p.feed(b"1}\n\n", &mut out);
+        p.feed(b"1}\n\n", &mut out).unwrap();
         assert_eq!(out, vec![SseEvent::Data("{\"x\":1}".into())]);
+    }
+
+    #[test]
+    fn an_event_without_end_is_refused_once_it_passes_the_limit() {
+        let mut p = SseParser::new();
+        let mut out = Vec::new();
+        let piece = vec![b'x'; 64 << 10];
+        let mut fed = 0;
+        let err = loop {
+            if let Err(e) = p.feed(&piece, &mut out) {
+                break e;
+            }
+            fed += piece.len();
+            assert!(fed <= MAX_EVENT_BYTES, "still accepting after {fed} bytes");
+        };
+        assert_eq!(err, EventTooLarge);
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn a_separator_split_across_reads_is_found() {
+        for split in 0..4 {
+            let mut p = SseParser::new();
+            let mut out = Vec::new();
+            let text = b"data: a\r\n\r\ndata: b\n\n";
+            let cut = 7 + split; // inside the \r\n\r\n
+            p.feed(&text[..cut], &mut out).unwrap();
+            p.feed(&text[cut..], &mut out).unwrap();
+            assert_eq!(
+                out,
+                vec![SseEvent::Data("a".into()), SseEvent::Data("b".into())],
+                "{split}"
+            );
+        }
     }
 }

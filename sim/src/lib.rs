@@ -51,4 +51,7 @@ pub use run::{
     MAX_IDLE_GAP_CAP_S, MAX_INSTANT_OVERFLOWS, MAX_WINDOW_S,
 };
 pub use scan::{scan, Offer, Unbounded};
-pub use score::{prefix_window, score, summarise, value, Outcome, Record, Score, Summary};
+pub use score::{
+    prefix_window, score, summarise, value, Outcome, Record, Score, Summary, MAX_ERROR_RATE,
+    MAX_OVERFLOW_RATE,
+};

@@ -53,6 +53,9 @@ pub struct Record {
     pub preemptions: u32,
     /// How it ended.
     pub outcome: Outcome,
+    /// What a real server or connection said when the request failed (absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_message: Option<String>,
 }
 
 impl Record {
@@ -75,6 +78,7 @@ impl Record {
             cached_tokens: 0,
             preemptions: 0,
             outcome: Outcome::Cancelled,
+            error_message: None,
         }
     }
 
@@ -136,9 +140,10 @@ pub struct Score {
 
 impl Score {
     /// From summed values and the run's GPU cost.
+    /// A run that cost nothing (a window of length 0: interrupted before it opened) scores 0.
     pub fn new(qualified_value: f64, gross_value: f64, gpu_cost: f64) -> Score {
-        let d = qualified_value / gpu_cost;
-        let g = gross_value / gpu_cost;
+        let per_dollar = |v: f64| if gpu_cost > 0.0 { v / gpu_cost } else { 0.0 };
+        let (d, g) = (per_dollar(qualified_value), per_dollar(gross_value));
         Score {
             d,
             g,
@@ -255,13 +260,22 @@ pub struct Summary {
     pub spec_tokens_per_verify: f64,
     /// Context overflows / requests.
     pub overflow_rate: f64,
-    /// False when more than 1 % of requests overflowed the context.
+    /// Requests the backend failed / requests.
+    #[serde(default)]
+    pub error_rate: f64,
+    /// False when more than [`MAX_OVERFLOW_RATE`] of the requests overflowed the context or more than
+    /// [`MAX_ERROR_RATE`] failed.
     pub valid: bool,
     /// Engine steps.
     pub steps: u64,
     /// Session trees started.
     pub trees_started: u64,
 }
+
+/// Most of a run's requests that may overflow the context before the run is invalid.
+pub const MAX_OVERFLOW_RATE: f64 = 0.01;
+/// Most of a run's requests that the backend may fail before the run is invalid.
+pub const MAX_ERROR_RATE: f64 = 0.01;
 
 /// Latency quantiles and counts of a set of records (the parts of a summary that need no engine).
 pub fn summarise(records: &[Record], d: &Deployment, window_s: f64) -> (Score, Summary) {
@@ -277,11 +291,15 @@ pub fn summarise(records: &[Record], d: &Deployment, window_s: f64) -> (Score, S
     let overflow = count(|o| *o == Outcome::ContextOverflow);
     let input: u64 = records.iter().map(|r| r.input_tokens as u64).sum();
     let output: u64 = records.iter().map(|r| r.output_tokens as u64).sum();
-    let overflow_rate = if records.is_empty() {
-        0.0
-    } else {
-        overflow as f64 / records.len() as f64
+    let errors = count(|o| matches!(o, Outcome::Error(_)));
+    let rate = |n: usize| {
+        if records.is_empty() {
+            0.0
+        } else {
+            n as f64 / records.len() as f64
+        }
     };
+    let (overflow_rate, error_rate) = (rate(overflow), rate(errors));
     let summary = Summary {
         deployment: d.name.clone(),
         seed: 0,
@@ -294,7 +312,7 @@ pub fn summarise(records: &[Record], d: &Deployment, window_s: f64) -> (Score, S
         qualified: records.iter().filter(|r| r.qualifies(&d.slo)).count(),
         cancelled: count(|o| *o == Outcome::Cancelled),
         context_overflow: overflow,
-        errors: count(|o| matches!(o, Outcome::Error(_))),
+        errors,
         ttft_s: Quantiles::of(&mut ttft),
         tpot_s: Quantiles::of(&mut tpot),
         e2e_s: Quantiles::of(&mut e2e),
@@ -309,7 +327,8 @@ pub fn summarise(records: &[Record], d: &Deployment, window_s: f64) -> (Score, S
         swaps: 0,
         spec_tokens_per_verify: 0.0,
         overflow_rate,
-        valid: overflow_rate <= 0.01,
+        error_rate,
+        valid: overflow_rate <= MAX_OVERFLOW_RATE && error_rate <= MAX_ERROR_RATE,
         steps: 0,
         trees_started: 0,
     };
@@ -339,6 +358,7 @@ mod tests {
             cached_tokens: 0,
             preemptions: 0,
             outcome: Outcome::Completed,
+            error_message: None,
         }
     }
 

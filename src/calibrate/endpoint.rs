@@ -24,6 +24,7 @@ pub fn calibrate(a: &CalibrateArgs, url: &str) -> Result<()> {
                 .filter(|k| !k.is_empty()),
             affinity_header: None,
             headers: vec![],
+            key_over_plain_http: false,
         })
         .map_err(|e| anyhow!(e))?,
     );

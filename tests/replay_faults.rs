@@ -1,0 +1,275 @@
+//! `replay` from the command line against servers that misbehave in one way each: every request
+//! refused, a URL given with `/v1`, a model the server does not serve, a stream that never closes after
+//! `[DONE]`, Ctrl-C before the window opens, and a cold start that must find an empty cache.
+
+use axum::body::Body;
+use axum::response::Response;
+use axum::routing::{get, post};
+use axum::Router;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+/// A mock server: `/v1/models` lists `models`; `/v1/completions` answers with `behaviour`.
+fn mock(models: &'static [&'static str], behaviour: fn(u64) -> Response) -> Router {
+    Router::new()
+        .route(
+            "/v1/models",
+            get(move || async move {
+                let data: Vec<_> = models
+                    .iter()
+                    .map(|m| serde_json::json!({"id": m}))
+                    .collect();
+                axum::Json(serde_json::json!({"object": "list", "data": data}))
+            }),
+        )
+        .route(
+            "/v1/completions",
+            post(move |body: axum::Json<serde_json::Value>| async move {
+                let max = body.get("max_tokens").and_then(|v| v.as_u64()).unwrap_or(1);
+                behaviour(max)
+            }),
+        )
+}
+
+fn refuse_all(_max: u64) -> Response {
+    Response::builder()
+        .status(422)
+        .header("content-type", "application/json")
+        .body(Body::from(
+            r#"{"detail": "Extra inputs are not permitted: ignore_eos"}"#,
+        ))
+        .unwrap()
+}
+
+/// A healthy stream that never closes after `data: [DONE]`.
+fn done_but_open(max: u64) -> Response {
+    let mut text = String::new();
+    for _ in 0..max {
+        text.push_str(
+            "data: {\"choices\":[{\"index\":0,\"text\":\" x\",\"finish_reason\":null}]}\n\n",
+        );
+    }
+    text.push_str(&format!("data: {{\"choices\":[],\"usage\":{{\"prompt_tokens\":1,\"completion_tokens\":{max}}}}}\n\ndata: [DONE]\n\n"));
+    let s = futures_util::stream::once(
+        async move { Ok::<_, std::io::Error>(bytes::Bytes::from(text)) },
+    )
+    .chain(futures_util::stream::pending());
+    Response::builder()
+        .header("content-type", "text/event-stream")
+        .body(Body::from_stream(s))
+        .unwrap()
+}
+
+/// A response that never comes.
+fn hang(_max: u64) -> Response {
+    let s = futures_util::stream::pending::<Result<bytes::Bytes, std::io::Error>>();
+    Response::builder().body(Body::from_stream(s)).unwrap()
+}
+
+use futures_util::StreamExt;
+
+/// Starts `router` on a free port in a thread of its own; returns its base URL.
+fn start(router: Router) -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let rt = crate::runtime();
+        rt.block_on(async move {
+            let l = tokio::net::TcpListener::from_std(listener).unwrap();
+            axum::serve(l, router).await.unwrap();
+        });
+    });
+    url
+}
+
+fn out_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("sb-replay-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+fn replay(url: &str, extra: &[&str], out: &PathBuf) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_serverbench"))
+        .args([
+            "replay",
+            "--url",
+            url,
+            "-d",
+            "qwen3-8b-1xh200",
+            "--model",
+            "m",
+            "-c",
+            "2",
+        ])
+        .args(["-w", "20", "--time-scale", "10", "--timeout", "5", "--out"])
+        .arg(out)
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_run_where_every_request_fails_is_invalid_and_says_why() {
+    let _guard = crate::SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let url = start(mock(&["m"], refuse_all));
+    let dir = out_dir("all-fail");
+    let o = replay(&url, &["--no-probe", "--start", "cold"], &dir);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    assert_eq!(o.status.code(), Some(3), "{stdout}\n{stderr}");
+    assert!(stderr.contains("the run is invalid"), "{stderr}");
+    assert!(
+        stdout.contains("first error           http_422: Extra inputs are not permitted"),
+        "{stdout}"
+    );
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["summary"]["valid"], false);
+    let first = std::fs::read_to_string(dir.join("records.jsonl")).unwrap();
+    let first: serde_json::Value = serde_json::from_str(first.lines().next().unwrap()).unwrap();
+    assert_eq!(
+        first["error_message"],
+        "Extra inputs are not permitted: ignore_eos"
+    );
+}
+
+#[test]
+fn a_url_ending_in_v1_a_wrong_model_and_a_stream_left_open_after_done() {
+    let _guard = crate::SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let url = start(mock(&["m"], done_but_open));
+    // `/v1` at the end of the URL is the API's prefix, not a path to add it to.
+    let dir = out_dir("v1");
+    let o = replay(
+        &format!("{url}/v1/"),
+        &["--no-probe", "--start", "cold"],
+        &dir,
+    );
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // `[DONE]` ends a request even though the server keeps the stream open.
+    assert!(stdout.contains("errors by kind        none"), "{stdout}");
+    // A model the server does not serve stops the replay before it starts.
+    let o = Command::new(env!("CARGO_BIN_EXE_serverbench"))
+        .args(["replay", "--url", &url, "--model", "other", "-w", "20"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--model \"other\": the server at") && stderr.contains("serves m"),
+        "{stderr}"
+    );
+    // A server that is not there stops it too, once, instead of failing every request.
+    let o = Command::new(env!("CARGO_BIN_EXE_serverbench"))
+        .args(["replay", "--url", "http://127.0.0.1:1", "-w", "20"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("cannot reach the server"), "{stderr}");
+    // Malformed URLs and headers are refused up front.
+    for (args, why) in [
+        (vec!["--url", "127.0.0.1:8000"], "--url"),
+        (vec!["--url", "ftp://x"], "http:// or https://"),
+        (vec!["--url", &url, "--header", "bad header:x"], "--header"),
+    ] {
+        let o = Command::new(env!("CARGO_BIN_EXE_serverbench"))
+            .arg("replay")
+            .args(&args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            o.status.code() == Some(2) && stderr.contains(why),
+            "{args:?}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn ctrl_c_before_the_window_still_writes_a_summary() {
+    let _guard = crate::SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let url = start(mock(&["m"], hang));
+    let dir = out_dir("interrupt");
+    let child = Command::new(env!("CARGO_BIN_EXE_serverbench"))
+        .args(["replay", "--url", &url, "--model", "m", "-w", "20", "--out"])
+        .arg(&dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The probe hangs; interrupt it.
+    std::thread::sleep(Duration::from_millis(1500));
+    Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["client"]["interrupted"], true);
+    assert_eq!(summary["summary"]["requests"], 0);
+}
+
+#[test]
+fn the_natural_stop_probe_leaves_a_cold_cache_cold() {
+    let _guard = crate::SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    drop(listener);
+    let mut server = Command::new(env!("CARGO_BIN_EXE_serverbench"))
+        .args([
+            "serve",
+            "-d",
+            "qwen3-8b-1xh200",
+            "--port",
+            &port.to_string(),
+            "--time-scale",
+            "10",
+        ])
+        .spawn()
+        .unwrap();
+    let url = format!("http://127.0.0.1:{port}");
+    std::thread::sleep(Duration::from_millis(500));
+    let dir = out_dir("cold");
+    let o = Command::new(env!("CARGO_BIN_EXE_serverbench"))
+        .args([
+            "replay",
+            "--url",
+            &url,
+            "-d",
+            "qwen3-8b-1xh200",
+            "-c",
+            "1",
+            "-w",
+            "30",
+        ])
+        .args(["--time-scale", "10", "--start", "cold", "--out"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    server.kill().ok();
+    server.wait().ok();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let records = std::fs::read_to_string(dir.join("records.jsonl")).unwrap();
+    let first: serde_json::Value = serde_json::from_str(records.lines().next().unwrap()).unwrap();
+    assert_eq!(first["request"], 0);
+    assert_eq!(
+        first["cached_tokens"], 0,
+        "the probe warmed nothing of the workload"
+    );
+}
