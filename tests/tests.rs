@@ -2,6 +2,7 @@
 
 mod calibration;
 mod cli;
+mod fuzz;
 mod hardening;
 mod importers;
 mod simulator;

@@ -330,6 +330,69 @@ mod tests {
         assert!(e.message.contains("expected a string"), "{}", e.message);
     }
 
+    fn hostile() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let keys = prop::sample::select(vec![
+            "prompt",
+            "messages",
+            "content",
+            "role",
+            "type",
+            "text",
+            "max_tokens",
+            "max_completion_tokens",
+            "min_tokens",
+            "ignore_eos",
+            "stream",
+            "stream_options",
+            "include_usage",
+            "n",
+            "stop",
+            "logprobs",
+            "echo",
+        ]);
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(|v| json!(v)),
+            any::<f64>().prop_map(|v| json!(v)),
+            (0u64..2000).prop_map(|v| json!(v)),
+            "[a-z ]{0,6}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(3, 32, 6, move |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                prop::collection::vec((keys.clone(), inner), 0..8).prop_map(|kv| {
+                    Value::Object(kv.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+                }),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig {
+            cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(2048),
+            failure_persistence: None,
+            ..Default::default()
+        })]
+
+        /// Whatever a client sends, the parser answers without panicking, and what it accepts is in
+        /// range: token ids inside the vocabulary, lengths inside the context.
+        #[test]
+        fn request_parsing_never_panics_and_accepts_only_what_is_in_range(body in hostile()) {
+            for parsed in [completion(&body, 1000, 4096), chat(&body, 1000, 4096)] {
+                match parsed {
+                    Ok((ids, p)) => {
+                        proptest::prop_assert!(!ids.is_empty() && ids.iter().all(|&t| t < 1000));
+                        proptest::prop_assert!(p.max_tokens >= 1 && p.max_tokens <= 4096);
+                        proptest::prop_assert!(p.min_tokens <= p.max_tokens);
+                    }
+                    Err(e) => proptest::prop_assert!(e.status.is_client_error() && !e.message.is_empty()),
+                }
+            }
+        }
+    }
+
     #[test]
     fn the_body_limit_follows_the_context_limit() {
         assert!(

@@ -21,7 +21,8 @@ fn json_values<'a>(
         let start = offset + skipped;
         let item = stream.next()?;
         let at = line;
-        offset = stream.byte_offset();
+        // After an error the stream's offset can stand before the value's start.
+        offset = stream.byte_offset().max(start);
         line += text[start..offset].matches('\n').count();
         Some(
             item.map(|v| (at, v))

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# The hostile-input battery of docs/reliability.md: every reproduction of the hardening issue, run
+# against a release binary, each classified by how it ended. Exit codes 0, 2 (refused with an error),
+# 3 (an invalid run) and 130 (interrupted) are clean; 101 is a panic, 134 an abort, 124 a hang (the
+# 60 s timeout). Prints one line per case and a tally. Usage: BIN=target/release/serverbench bash
+# scripts/hostile.sh
+set -u
+BIN=${BIN:-target/release/serverbench}
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+printf '{"timestamp":0,"input_length":2000000,"output_length":10,"hash_ids":[]}\n' > "$T/o.jsonl"
+printf 'base: qwen3-8b-1xh200\ncontext_limit: 100\n' > "$T/ctx100.yaml"
+printf 'dp: 4294967295\n' > "$T/dp.yaml"
+printf 'tp: 65536\ndp: 65536\n' > "$T/tpdp.yaml"
+printf 'root_turns: {dist: constant, value: 1000000000}\n' > "$T/turns.yaml"
+printf 'subagents: {fanout: {dist: geometric, p: 0.5, offset: .nan}}\n' > "$T/nan.yaml"
+printf 'system_prefix_tokens: 4294967295\n' > "$T/prefix.yaml"
+printf 'engine: {speculative: {method: draft, k: 4, acceptance: 0.8, draft_params: 1.0e30}}\n' > "$T/draft.yaml"
+printf 'engine: {speculative: {method: draft, k: 4, acceptance: 0.8, draft_params: -1.0e9}}\n' > "$T/negdraft.yaml"
+printf 'prices: {input_per_m: .inf}\n' > "$T/price.yaml"
+printf 'gpu_hour_dollars: .inf\n' > "$T/gpu.yaml"
+printf 'slo: {ttft_s: .inf}\n' > "$T/slo.yaml"
+printf 'engine:\n  gpu_memory_utilization: 0.2\n' > "$T/mem.yaml"
+L='{"timestamp":0,"input_length":600,"output_length":5,"hash_ids":[1,2]}'
+printf '%s %s\n' "$L" "$L" > "$T/two.jsonl"
+M=tests/fixtures/mooncake/sample_200.jsonl
+cases=(
+  "simulate --trace $T/o.jsonl -c 1 -w 60"
+  "sweep --trace $T/o.jsonl -c 1 --seeds 2 -w 60"
+  "simulate -d $T/ctx100.yaml --trace $M -w 60"
+  "simulate -c 1000000"
+  "simulate -d $T/dp.yaml"
+  "simulate -d $T/tpdp.yaml"
+  "sweep --seeds 1000000000"
+  "sweep -w 120 --seeds 0..18446744073709551615 -c 1"
+  "workload stats --trees 1000000000000"
+  "simulate --workload $T/turns.yaml"
+  "simulate --workload $T/nan.yaml"
+  "simulate --workload $T/prefix.yaml"
+  "simulate --trace /dev/zero"
+  "replay --url http://127.0.0.1:1 --timeout inf"
+  "replay --url http://127.0.0.1:1 --timeout 1e30"
+  "replay --url http://127.0.0.1:1"
+  "replay --url https://127.0.0.1:1"
+  "replay --url 127.0.0.1:8000"
+  "replay --url http://127.0.0.1:1 --header bad"
+  "workload stats --trace $T/two.jsonl"
+  "workload scan -c 0"
+  "workload scan -w 0"
+  "workload scan -w NaN"
+  "workload scan --window=-5"
+  "simulate -d $T/draft.yaml"
+  "simulate -d $T/negdraft.yaml"
+  "simulate -d $T/price.yaml"
+  "simulate -d $T/gpu.yaml"
+  "simulate -d $T/slo.yaml"
+  "simulate -w 1e12"
+  "sweep --threads 10000"
+  "simulate -d $T/mem.yaml"
+  "serve --time-scale 1e300"
+  "what-if --profile presets/profiles/l40-derived.yaml -c 4 --seeds 1 -w 60"
+)
+declare -A tally
+for c in "${cases[@]}"; do
+  timeout 60 $BIN $c > "$T/out" 2> "$T/err"
+  rc=$?
+  kind=clean
+  case $rc in 0|2|3|130) ;; 101) kind=PANIC ;; 134) kind=ABORT ;; 124) kind=HANG ;; *) kind="exit-$rc" ;; esac
+  grep -q panicked "$T/err" && kind=PANIC
+  tally[$kind]=$(( ${tally[$kind]:-0} + 1 ))
+  printf '%-7s rc=%-3s %s\n        %s\n' "$kind" "$rc" "$c" "$(head -c 160 "$T/err" | head -n 1)"
+done
+# Broken pipes: the reader goes away after one byte.
+for c in "workload stats --trees 3000" "screen -c 4 --seeds 16 -w 60"; do
+  $BIN $c 2> "$T/err" | head -c 1 > /dev/null
+  rc=${PIPESTATUS[0]}
+  kind=clean; [ "$rc" = 0 ] || kind="exit-$rc"; grep -q panicked "$T/err" && kind=PANIC
+  tally[$kind]=$(( ${tally[$kind]:-0} + 1 ))
+  printf '%-7s rc=%-3s %s | head -c 1\n' "$kind" "$rc" "$c"
+done
+echo
+for k in "${!tally[@]}"; do echo "$k: ${tally[$k]}"; done
