@@ -195,6 +195,29 @@ fn a_url_ending_in_v1_a_wrong_model_and_a_stream_left_open_after_done() {
 }
 
 #[test]
+fn a_real_replay_of_requests_that_only_overflow_stops_with_an_error() {
+    let _guard = crate::SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let url = start(mock(&["m"], done_but_open));
+    let dir = out_dir("overflow");
+    std::fs::create_dir_all(&dir).unwrap();
+    let trace = dir.join("o.jsonl");
+    std::fs::write(
+        &trace,
+        "{\"timestamp\":0,\"input_length\":2000000,\"output_length\":10,\"hash_ids\":[]}\n",
+    )
+    .unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_serverbench"))
+        .args(["replay", "--url", &url, "--model", "m", "-c", "1", "-w", "60", "--no-probe"])
+        .arg("--trace")
+        .arg(&trace)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("no progress"), "{stderr}");
+}
+
+#[test]
 fn ctrl_c_before_the_window_still_writes_a_summary() {
     let _guard = crate::SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let url = start(mock(&["m"], hang));
