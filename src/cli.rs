@@ -319,9 +319,18 @@ pub struct ReplayRealArgs {
     /// Endpoint and prompt form: tokens (/v1/completions with token ids, exact), text, or chat.
     #[arg(long, default_value = "tokens")]
     pub api: String,
+    /// The server kind, which decides the fields that ask for exact output lengths: vllm or sglang
+    /// (`ignore_eos`, `min_tokens`; also serverbench's own serve), transformers (`transformers serve`:
+    /// a `generation_config` without end-of-sequence, text prompts only), openai (standard fields only).
+    #[arg(long, default_value = "vllm")]
+    pub server: String,
     /// Model name to send (default: the deployment's model).
     #[arg(long)]
     pub model: Option<String>,
+    /// Mix this into every synthesised prompt token, so a server that lives across runs serves no run
+    /// from another run's cache (0: unsalted; `compare --url` salts each run by its level and seed).
+    #[arg(long, default_value_t = 0)]
+    pub prompt_salt: u64,
     /// Per-request timeout, seconds.
     #[arg(long, default_value_t = 600.0)]
     pub timeout: f64,
@@ -416,9 +425,22 @@ pub struct CompareArgs {
     /// Workload seeds, comma-separated (every seed runs at every level).
     #[arg(long, short = 's', value_delimiter = ',', default_value = "0")]
     pub seeds: Vec<u64>,
-    /// The real backend: base URL of an OpenAI-compatible server (or `--engine cuda`).
+    /// The real backend: base URL of an OpenAI-compatible server (or `--engine cuda`). Each run's prompts
+    /// are salted by its level and seed (`replay --prompt-salt`): the server keeps its cache across runs.
     #[arg(long)]
     pub url: Option<String>,
+    /// With --url: endpoint and prompt form (as `replay --api`).
+    #[arg(long, default_value = "tokens")]
+    pub api: String,
+    /// With --url: the server kind (as `replay --server`).
+    #[arg(long, default_value = "vllm")]
+    pub server: String,
+    /// With --url: model name to send (default: the deployment's model).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// With --url: per-request timeout, seconds.
+    #[arg(long, default_value_t = 600.0)]
+    pub timeout: f64,
     #[command(flatten)]
     pub engine: EngineArgs,
     /// Use measured runs already in OUT/real/ and run only the missing ones (no backend needed if none is missing).
@@ -432,8 +454,12 @@ pub struct CompareArgs {
 #[derive(Args, Debug)]
 pub struct CalibrateArgs {
     /// Step logs (JSONL, `.gz` accepted) written by the CUDA engine (`--step-log`, `cuda-bench --out`).
-    #[arg(long, num_args = 1.., required_unless_present_any = ["microbench", "endpoint", "derive_from"])]
+    #[arg(long, num_args = 1.., required_unless_present_any = ["microbench", "endpoint", "derive_from", "from_probes"])]
     pub from_steps: Vec<PathBuf>,
+    /// Fit a probe log (`--endpoint --probe-log`) as `--endpoint` fits its probes: the request latency
+    /// estimated, the attention layout chosen; no server needed.
+    #[arg(long, conflicts_with_all = ["from_steps", "microbench", "endpoint", "derive_from"])]
+    pub from_probes: Option<PathBuf>,
     /// Derive a profile for `--hardware` from a measured one (preset name or YAML): its efficiencies and
     /// overheads on the new GPU's datasheet peaks.
     #[arg(long, conflicts_with_all = ["from_steps", "microbench", "endpoint"])]
@@ -484,9 +510,10 @@ pub struct CalibrateArgs {
     #[arg(long)]
     pub single_row_memory_efficiency: Option<f64>,
     /// The front end's latency per request in ms (client send to the engine seeing it), measured outside
-    /// the step log (docs/calibration.md says how); written to the profile as `request_latency_s`.
-    #[arg(long, default_value_t = 0.0)]
-    pub request_latency_ms: f64,
+    /// the step log (docs/calibration.md says how); written to the profile as `request_latency_s`. 0 if
+    /// not given, except with `--endpoint`, which estimates it from the probes.
+    #[arg(long)]
+    pub request_latency_ms: Option<f64>,
     /// Where the measurements were taken (written to the profile).
     #[arg(long, default_value = "unknown")]
     pub measured_on: String,
@@ -496,6 +523,28 @@ pub struct CalibrateArgs {
     /// `--endpoint`: model name to send (default: `--model`).
     #[arg(long)]
     pub served_model: Option<String>,
+    /// `--endpoint`: endpoint and prompt form (as `replay --api`).
+    #[arg(long, default_value = "tokens")]
+    pub api: String,
+    /// `--endpoint`: the server kind (as `replay --server`).
+    #[arg(long, default_value = "vllm")]
+    pub server: String,
+    /// `--endpoint`: fresh prompt lengths probed for TTFT, comma-separated (keep them within the
+    /// server's tokens per step: each should be one prefill step).
+    #[arg(long, value_delimiter = ',', default_value = "64,256,512,1024,2048")]
+    pub probe_prompts: Vec<u32>,
+    /// `--endpoint`: numbers of concurrent streams decoding over a long prompt (`--probe-long-context`
+    /// tokens each), comma-separated; none by default. What decode costs per context token, and whether
+    /// the server's attention grows with the square of the batch, show only here.
+    #[arg(long, value_delimiter = ',')]
+    pub probe_long_streams: Vec<u32>,
+    /// `--endpoint`: prompt length of the long-context streams.
+    #[arg(long, default_value_t = 8192)]
+    pub probe_long_context: u32,
+    /// `--endpoint`: also write the probes as a step log (JSON lines `calibrate --from-steps` reads), so
+    /// the fit can be redone without the server.
+    #[arg(long)]
+    pub probe_log: Option<PathBuf>,
     /// `--endpoint`: seed of the probe prompts (change it to avoid prompts a shared server has cached).
     #[arg(long, default_value_t = 0)]
     pub probe_seed: u64,

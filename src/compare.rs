@@ -89,7 +89,14 @@ fn replay_child(a: &CompareArgs, dir: &Path, c: u32, seed: u64) -> Result<()> {
     cmd.arg("replay");
     match (&a.url, a.engine.engine.as_str()) {
         (Some(url), "emulated") => {
-            cmd.args(["--url", url]);
+            // The server outlives each run: salted prompts keep one run out of another's cache.
+            let salt = 1 + c as u64 * 1_000_000 + seed;
+            cmd.args(["--url", url, "--api", &a.api, "--server", &a.server]);
+            cmd.args(["--timeout", &a.timeout.to_string()]);
+            cmd.args(["--prompt-salt", &salt.to_string()]);
+            if let Some(m) = &a.model {
+                cmd.args(["--model", m]);
+            }
         }
         (None, "cuda") => {
             cmd.args(["--engine", "cuda", "--weights", &a.engine.weights]);

@@ -192,3 +192,19 @@ pub fn checked(cfg: RunConfig) -> Result<RunConfig> {
         .map_err(|e| anyhow!("--{}: {}", e.field.replace('_', "-"), e.reason))?;
     Ok(cfg)
 }
+
+/// `--api`: `tokens`, `text` or `chat`.
+pub fn api(s: &str) -> Result<serverbench_backends::Api> {
+    serverbench_backends::Api::parse(s)
+        .ok_or_else(|| anyhow!("--api: expected tokens, text or chat, got {s:?}"))
+}
+
+/// `--server`: a server kind.
+pub fn server(s: &str) -> Result<serverbench_backends::Server> {
+    serverbench_backends::Server::parse(s).ok_or_else(|| {
+        anyhow!(
+            "--server: expected one of {}, got {s:?}",
+            serverbench_backends::Server::names()
+        )
+    })
+}

@@ -6,7 +6,7 @@ use crate::output::{summary_table, write_json};
 use anyhow::{anyhow, bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use serverbench_backends::{
-    natural_stop_probe, run_real, serve_until_interrupted, unless_interrupted, Api, ClientConfig,
+    natural_stop_probe, run_real, serve_until_interrupted, unless_interrupted, ClientConfig,
     HttpClient, RealConfig, RealOutput, RecordSink, Runtime, ServeConfig, ServeLimits,
 };
 use serverbench_workloads::hash::mix2;
@@ -82,8 +82,8 @@ pub fn serve(a: ServeArgs) -> Result<()> {
 }
 
 fn client_config(a: &ReplayRealArgs, url: &str, model: String) -> Result<ClientConfig> {
-    let api = Api::parse(&a.api)
-        .ok_or_else(|| anyhow!("--api: expected tokens, text or chat, got {:?}", a.api))?;
+    let api = inputs::api(&a.api)?;
+    let server = inputs::server(&a.server)?;
     if !(a.timeout > 0.0 && a.timeout <= MAX_TIMEOUT_S) {
         bail!(
             "--timeout: must be a positive number of seconds, at most {MAX_TIMEOUT_S} (a day), got {}",
@@ -102,6 +102,7 @@ fn client_config(a: &ReplayRealArgs, url: &str, model: String) -> Result<ClientC
     Ok(ClientConfig {
         base_url: url.to_string(),
         api,
+        server,
         model,
         timeout: Duration::from_secs_f64(a.timeout),
         api_key: std::env::var(&a.api_key_env).ok().filter(|k| !k.is_empty()),
@@ -128,7 +129,8 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
         d.model_spec().vocab
     };
     let vocab = Vocab::new(100, a.vocab.unwrap_or(vocab_default))
-        .ok_or_else(|| anyhow!("--vocab: must be above 100"))?;
+        .ok_or_else(|| anyhow!("--vocab: must be above 100"))?
+        .salted(a.prompt_salt);
     let client = Arc::new(HttpClient::new(client_config(&a, &url, model.clone())?)?);
     if client.key_withheld() {
         eprintln!(
@@ -293,6 +295,18 @@ fn report(
         out.summary.completed
     )?;
     outln!("    stream vs usage       {} without a usage block, {} with more output chunks than usage tokens", c.usage_missing, c.chunk_usage_mismatches)?;
+    if a.api == "chat" {
+        outln!("    full prompt           not checked (a chat template adds tokens to every prompt)")?;
+    } else {
+        let first = c.first_prompt_mismatch.map_or(String::new(), |(sent, counted)| {
+            format!(" (the first: {sent} tokens sent, the server counted {counted})")
+        });
+        outln!(
+            "    full prompt           {} of {} completed requests with usage counted another prompt length than was sent{first}",
+            c.prompt_mismatches,
+            out.summary.completed.saturating_sub(c.usage_missing)
+        )?;
+    }
     match probe {
         Some((reason, tokens, None)) => {
             let ok = reason.as_deref() == Some("stop") && *tokens < 256;

@@ -1,7 +1,7 @@
 //! The streaming HTTP client: sends one request, timestamps every chunk that carries output, reads usage
 //! back, and classifies every failure by kind. Connection reuse comes from one shared `reqwest::Client`.
 
-use crate::openai::{parse_chunk, request_bytes, Api, Usage};
+use crate::openai::{parse_chunk, request_bytes, Api, BodyForm, Server, Usage};
 use crate::sse::{SseEvent, SseParser};
 use futures_util::StreamExt;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -15,6 +15,8 @@ pub struct ClientConfig {
     pub base_url: String,
     /// Endpoint and prompt form.
     pub api: Api,
+    /// The server kind: which fields ask for an exact output length.
+    pub server: Server,
     /// Model name sent in requests.
     pub model: String,
     /// Per-request timeout (connect to last byte).
@@ -55,6 +57,8 @@ pub struct StreamResult {
     pub error_message: Option<String>,
     /// When the request ended (last byte, or the failure).
     pub ended: Instant,
+    /// When each output chunk arrived, if the caller asked for them ([`HttpClient::stream_timed`]).
+    pub chunk_times: Option<Vec<Instant>>,
 }
 
 impl StreamResult {
@@ -82,6 +86,14 @@ pub enum ClientError {
     /// A header name or value that HTTP does not allow.
     #[error("--header {0:?}: not a valid HTTP header name and value")]
     Header(String),
+    /// A prompt form the server kind does not take.
+    #[error("--api with --server {server}: {reason}")]
+    Form {
+        /// The server kind.
+        server: &'static str,
+        /// Why.
+        reason: String,
+    },
 }
 
 /// The base URL a user gave, normalised: an `http` or `https` URL with a host, without a trailing `/`
@@ -137,6 +149,10 @@ impl HttpClient {
     /// HTTPS, to loopback, or where `key_over_plain_http` allows it ([`HttpClient::key_withheld`]).
     pub fn new(mut cfg: ClientConfig) -> Result<HttpClient, ClientError> {
         let url = base_url(&cfg.base_url)?;
+        cfg.server.accepts(cfg.api).map_err(|reason| ClientError::Form {
+            server: cfg.server.name(),
+            reason,
+        })?;
         cfg.base_url = url.as_str().trim_end_matches('/').to_string();
         let key_allowed = url.scheme() == "https" || is_loopback(&url) || cfg.key_over_plain_http;
         let key = cfg.api_key.clone().filter(|_| key_allowed);
@@ -200,23 +216,33 @@ impl HttpClient {
         &self.cfg
     }
 
-    /// Sends one streaming request; `progress` counts output chunks as they arrive.
+    /// What every request body of this client shares.
+    pub fn form(&self) -> BodyForm<'_> {
+        BodyForm {
+            api: self.cfg.api,
+            server: self.cfg.server,
+            model: &self.cfg.model,
+        }
+    }
+
+    /// Sends one streaming request; `exact` asks for exactly `max_tokens` output tokens (the server
+    /// kind's fields); `progress` counts output chunks as they arrive.
     pub async fn stream(
         &self,
         lane: u32,
         prompt: &[u32],
         max_tokens: u32,
-        ignore_eos: bool,
+        exact: bool,
         progress: Option<Arc<AtomicU32>>,
     ) -> StreamResult {
-        let body = request_bytes(
-            self.cfg.api,
-            &self.cfg.model,
-            prompt,
-            max_tokens,
-            ignore_eos,
-        );
+        let body = request_bytes(self.form(), prompt, max_tokens, exact);
         self.stream_body(lane, body, progress).await
+    }
+
+    /// [`HttpClient::stream`] of an exact-length request, keeping the arrival time of every output chunk.
+    pub async fn stream_timed(&self, lane: u32, prompt: &[u32], max_tokens: u32) -> StreamResult {
+        let body = request_bytes(self.form(), prompt, max_tokens, true);
+        self.send(lane, body, None, Some(Vec::new())).await
     }
 
     /// Sends one streaming request whose JSON body is already built.
@@ -225,6 +251,16 @@ impl HttpClient {
         lane: u32,
         body: Vec<u8>,
         progress: Option<Arc<AtomicU32>>,
+    ) -> StreamResult {
+        self.send(lane, body, progress, None).await
+    }
+
+    async fn send(
+        &self,
+        lane: u32,
+        body: Vec<u8>,
+        progress: Option<Arc<AtomicU32>>,
+        chunk_times: Option<Vec<Instant>>,
     ) -> StreamResult {
         let now = Instant::now();
         let mut r = StreamResult {
@@ -238,6 +274,7 @@ impl HttpClient {
             error: None,
             error_message: None,
             ended: now,
+            chunk_times,
         };
         self.stream_into(&mut r, lane, body, progress).await;
         r.ended = Instant::now();
@@ -326,6 +363,9 @@ impl HttpClient {
                                 r.first_token.get_or_insert(now);
                                 r.last_token = Some(now);
                                 r.token_chunks += 1;
+                                if let Some(times) = &mut r.chunk_times {
+                                    times.push(now);
+                                }
                                 if let Some(p) = &progress {
                                     p.fetch_add(1, Ordering::Relaxed);
                                 }
@@ -341,8 +381,14 @@ impl HttpClient {
                 }
             }
         }
-        r.error = Some("dropped".into());
-        r.error_message = Some("the stream ended without data: [DONE]".into());
+        // A server may close the stream after its last chunk without `data: [DONE]` (transformers
+        // serve does): the stream is complete when that chunk said why it finished or gave the usage.
+        if r.finish_reason.is_none() && r.usage.is_none() {
+            r.error = Some("dropped".into());
+            r.error_message = Some(
+                "the stream ended without a finish_reason, usage or data: [DONE]".into(),
+            );
+        }
     }
 }
 
@@ -434,6 +480,7 @@ mod tests {
         HttpClient::new(ClientConfig {
             base_url: url.into(),
             api: Api::CompletionsTokens,
+            server: Server::Vllm,
             model: "m".into(),
             timeout: Duration::from_secs(1),
             api_key: Some("secret".into()),
@@ -457,6 +504,28 @@ mod tests {
             assert_eq!(client(url, false).key_withheld(), withheld, "{url}");
         }
         assert!(!client("http://10.1.2.3:8000", true).key_withheld());
+    }
+
+    #[test]
+    fn a_server_kind_refuses_a_prompt_form_it_does_not_take() {
+        let cfg = |server, api| ClientConfig {
+            base_url: "http://127.0.0.1:1".into(),
+            api,
+            server,
+            model: "m".into(),
+            timeout: Duration::from_secs(1),
+            api_key: None,
+            affinity_header: None,
+            headers: vec![],
+            key_over_plain_http: false,
+        };
+        let e = HttpClient::new(cfg(Server::Transformers, Api::CompletionsTokens))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("--api text"), "{e}");
+        assert!(HttpClient::new(cfg(Server::Transformers, Api::CompletionsText)).is_ok());
+        assert!(HttpClient::new(cfg(Server::Openai, Api::CompletionsTokens)).is_ok());
     }
 
     #[test]

@@ -4,6 +4,7 @@
 use crate::client::{HttpClient, StreamResult};
 use crate::clock::ScaledClock;
 use crate::openai::{request_bytes, Api, BodyCache};
+
 use crate::timer::Timer;
 use serverbench_sim::{
     summarise, Deployment, EventQueue, Handle, Outcome, OverflowGuard, Ready, Record, Replay,
@@ -42,6 +43,13 @@ pub struct ClientStats {
     pub length_mismatches: usize,
     /// Completed requests without a usage block.
     pub usage_missing: usize,
+    /// Completed requests whose `usage.prompt_tokens` differs from the prompt sent (the server cut,
+    /// padded or re-tokenised it).
+    #[serde(default)]
+    pub prompt_mismatches: usize,
+    /// The first of those: the tokens sent and the tokens the server counted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_prompt_mismatch: Option<(u32, u32)>,
     /// Completed requests with more output chunks than usage tokens (a stream/usage inconsistency).
     pub chunk_usage_mismatches: usize,
     /// Warm-up requests sent before the window (steady start).
@@ -321,10 +329,10 @@ fn request_body(
     bodies: &Bodies,
     max_tokens: u32,
 ) -> Vec<u8> {
-    let cfg = client.config();
-    if cfg.api != Api::CompletionsTokens {
+    let form = client.form();
+    if form.api != Api::CompletionsTokens {
         let prompt = prompt_tokens(index, req, tree.block_size, vocab);
-        return request_bytes(cfg.api, &cfg.model, &prompt, max_tokens, true);
+        return request_bytes(form, &prompt, max_tokens, true);
     }
     let key = (lane, req.agent);
     let mut cache = bodies
@@ -333,7 +341,7 @@ fn request_body(
         .remove(&key)
         .unwrap_or_default();
     let body = cache.body(
-        &cfg.model,
+        form,
         req.blocks.as_slice(),
         tree.block_size,
         max_tokens,
@@ -355,6 +363,7 @@ fn finish(rec: &mut Record, r: &StreamResult, clock: &ScaledClock, stats: &mut C
     rec.finish_ns = Some(clock.at(r.ended));
     rec.output_tokens = r.tokens();
     rec.cached_tokens = r.usage.and_then(|u| u.cached_tokens).unwrap_or(0) as u32;
+    rec.server_prompt_tokens = r.usage.map(|u| u.prompt_tokens as u32);
     match &r.error {
         Some(kind) => {
             *stats.errors_by_kind.entry(kind.clone()).or_insert(0) += 1;
@@ -374,10 +383,17 @@ fn finish(rec: &mut Record, r: &StreamResult, clock: &ScaledClock, stats: &mut C
             }
             match r.usage {
                 None => stats.usage_missing += 1,
-                Some(u) if (r.token_chunks as u64) > u.completion_tokens => {
-                    stats.chunk_usage_mismatches += 1
+                Some(u) => {
+                    if (r.token_chunks as u64) > u.completion_tokens {
+                        stats.chunk_usage_mismatches += 1;
+                    }
+                    if u.prompt_tokens != rec.input_tokens as u64 {
+                        stats.prompt_mismatches += 1;
+                        stats
+                            .first_prompt_mismatch
+                            .get_or_insert((rec.input_tokens, u.prompt_tokens as u32));
+                    }
                 }
-                _ => {}
             }
         }
     }

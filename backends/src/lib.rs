@@ -23,7 +23,7 @@ pub use driver::{
     RecordSink,
 };
 pub use engine::{Cuda, Emulated, EngineCore, Executor, Stepped, Timing};
-pub use openai::{Api, Usage};
+pub use openai::{Api, BodyForm, Server, Usage};
 pub use probe::{probe, ProbePlan, ProbeStep};
 pub use runtime::Runtime;
 pub use server::{

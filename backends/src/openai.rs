@@ -34,6 +34,90 @@ impl Api {
     }
 }
 
+/// The server requests go to: it decides which fields ask for an exact output length, and which
+/// prompt forms it takes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Server {
+    /// vLLM (and serverbench's own `serve`): `ignore_eos` and `min_tokens`.
+    #[default]
+    Vllm,
+    /// SGLang: `ignore_eos` and `min_tokens`, as vLLM.
+    Sglang,
+    /// `transformers serve`: no extension fields (any field it does not know is refused with HTTP 422);
+    /// a `generation_config` whose `eos_token_id` is -1 turns the end-of-sequence stop off. Text prompts
+    /// only.
+    Transformers,
+    /// Any other OpenAI-compatible server: the standard fields only. Output lengths are then the
+    /// server's choice; the replay's behaviour checks count the requests that differ.
+    Openai,
+}
+
+impl Server {
+    /// Every kind, in listing order.
+    pub const ALL: [Server; 4] = [
+        Server::Vllm,
+        Server::Sglang,
+        Server::Transformers,
+        Server::Openai,
+    ];
+
+    /// Parses `vllm`, `sglang`, `transformers` or `openai`.
+    pub fn parse(s: &str) -> Option<Server> {
+        Server::ALL.into_iter().find(|k| k.name() == s)
+    }
+
+    /// The name `--server` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Server::Vllm => "vllm",
+            Server::Sglang => "sglang",
+            Server::Transformers => "transformers",
+            Server::Openai => "openai",
+        }
+    }
+
+    /// Every name, comma-separated (for error messages).
+    pub fn names() -> String {
+        Server::ALL.map(Server::name).join(", ")
+    }
+
+    /// Whether the server takes prompts in this form; the error says which forms it takes.
+    pub fn accepts(self, api: Api) -> Result<(), String> {
+        match (self, api) {
+            (Server::Transformers, Api::CompletionsTokens) => Err(
+                "transformers serve takes text prompts only: use --api text (or chat)".into(),
+            ),
+            _ => Ok(()),
+        }
+    }
+
+    /// The request fields that ask for exactly `max_tokens` output tokens (none for `openai`).
+    pub fn exact_length_fields(self, max_tokens: u32) -> Vec<(&'static str, Value)> {
+        match self {
+            Server::Vllm | Server::Sglang => vec![
+                ("ignore_eos", json!(true)),
+                ("min_tokens", json!(max_tokens)),
+            ],
+            Server::Transformers => {
+                vec![("generation_config", json!(r#"{"eos_token_id": -1}"#))]
+            }
+            Server::Openai => vec![],
+        }
+    }
+}
+
+/// What every request body of one client shares: the endpoint and prompt form, the server kind and
+/// the model name.
+#[derive(Clone, Copy, Debug)]
+pub struct BodyForm<'a> {
+    /// Endpoint and prompt form.
+    pub api: Api,
+    /// The server kind (its exact-length fields).
+    pub server: Server,
+    /// The model name sent.
+    pub model: &'a str,
+}
+
 /// Renders token ids as text for the text endpoints: one short word per token.
 pub fn tokens_as_text(tokens: &[u32]) -> String {
     let mut s = String::with_capacity(tokens.len() * 6);
@@ -56,7 +140,7 @@ impl BodyCache {
     /// `tail` tokens; `tokens(from_block)` synthesises the prompt from that block on.
     pub fn body(
         &mut self,
-        model: &str,
+        form: BodyForm<'_>,
         blocks: &[u64],
         block_size: u32,
         max_tokens: u32,
@@ -72,17 +156,9 @@ impl BodyCache {
         };
         let fresh = tokens(reuse);
         let full = (blocks.len() - reuse) * block_size as usize;
-        let push = |json: &mut String, ids: &[u32]| {
-            for t in ids {
-                if !json.is_empty() {
-                    json.push(',');
-                }
-                json.push_str(itoa_u32(*t, &mut [0u8; 10]));
-            }
-        };
-        push(&mut json, &fresh[..full.min(fresh.len())]);
+        push_ids(&mut json, &fresh[..full.min(fresh.len())]);
         let mut all = json.clone();
-        push(&mut all, &fresh[full.min(fresh.len())..]);
+        push_ids(&mut all, &fresh[full.min(fresh.len())..]);
         if !blocks.is_empty() {
             self.entry = Some((
                 blocks[blocks.len() - 1],
@@ -91,9 +167,30 @@ impl BodyCache {
                 json,
             ));
         }
-        let model = serde_json::to_string(model).expect("a string serialises");
-        format!("{{\"model\":{model},\"prompt\":[{all}],\"max_tokens\":{max_tokens},\"stream\":true,\"stream_options\":{{\"include_usage\":true}},\"temperature\":0,\"ignore_eos\":true,\"min_tokens\":{max_tokens}}}").into_bytes()
+        token_body(form, &all, max_tokens, true)
     }
+}
+
+/// Appends token ids to a JSON array's text (without its brackets).
+fn push_ids(json: &mut String, ids: &[u32]) {
+    for t in ids {
+        if !json.is_empty() {
+            json.push(',');
+        }
+        json.push_str(itoa_u32(*t, &mut [0u8; 10]));
+    }
+}
+
+/// A token-id body from the ids' JSON text, written in one pass (prompts can hold 100K token ids).
+fn token_body(form: BodyForm<'_>, ids: &str, max_tokens: u32, exact: bool) -> Vec<u8> {
+    let model = serde_json::to_string(form.model).expect("a string serialises");
+    let mut extra = String::new();
+    if exact {
+        for (k, v) in form.server.exact_length_fields(max_tokens) {
+            extra.push_str(&format!(",\"{k}\":{v}"));
+        }
+    }
+    format!("{{\"model\":{model},\"prompt\":[{ids}],\"max_tokens\":{max_tokens},\"stream\":true,\"stream_options\":{{\"include_usage\":true}},\"temperature\":0{extra}}}").into_bytes()
 }
 
 fn itoa_u32(mut v: u32, buf: &mut [u8; 10]) -> &str {
@@ -109,59 +206,24 @@ fn itoa_u32(mut v: u32, buf: &mut [u8; 10]) -> &str {
     std::str::from_utf8(&buf[i..]).expect("ascii digits")
 }
 
-/// The request body as JSON bytes, serialised in one pass (prompts can hold 100K token ids).
-pub fn request_bytes(
-    api: Api,
-    model: &str,
-    prompt: &[u32],
-    max_tokens: u32,
-    ignore_eos: bool,
-) -> Vec<u8> {
-    #[derive(serde::Serialize)]
-    struct Opts {
-        include_usage: bool,
+/// The request body as JSON bytes (token-id prompts serialised in one pass).
+pub fn request_bytes(form: BodyForm<'_>, prompt: &[u32], max_tokens: u32, exact: bool) -> Vec<u8> {
+    match form.api {
+        Api::CompletionsTokens => {
+            let mut ids = String::with_capacity(prompt.len() * 7);
+            push_ids(&mut ids, prompt);
+            token_body(form, &ids, max_tokens, exact)
+        }
+        _ => serde_json::to_vec(&request_body(form, prompt, max_tokens, exact))
+            .expect("request bodies serialise"),
     }
-    #[derive(serde::Serialize)]
-    struct TokenBody<'a> {
-        model: &'a str,
-        prompt: &'a [u32],
-        max_tokens: u32,
-        stream: bool,
-        stream_options: Opts,
-        temperature: u32,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        ignore_eos: Option<bool>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        min_tokens: Option<u32>,
-    }
-    match api {
-        Api::CompletionsTokens => serde_json::to_vec(&TokenBody {
-            model,
-            prompt,
-            max_tokens,
-            stream: true,
-            stream_options: Opts {
-                include_usage: true,
-            },
-            temperature: 0,
-            ignore_eos: ignore_eos.then_some(true),
-            min_tokens: ignore_eos.then_some(max_tokens),
-        }),
-        _ => serde_json::to_vec(&request_body(api, model, prompt, max_tokens, ignore_eos)),
-    }
-    .expect("request bodies serialise")
 }
 
-/// The streaming request body: exact output length (`max_tokens` = `min_tokens` = N, `ignore_eos`),
-/// no stop strings, usage at the end.
-pub fn request_body(
-    api: Api,
-    model: &str,
-    prompt: &[u32],
-    max_tokens: u32,
-    ignore_eos: bool,
-) -> Value {
-    let mut body = match api {
+/// The streaming request body: greedy, no stop strings, usage at the end, and with `exact` the
+/// server kind's fields for an output of exactly `max_tokens` tokens.
+pub fn request_body(form: BodyForm<'_>, prompt: &[u32], max_tokens: u32, exact: bool) -> Value {
+    let model = form.model;
+    let mut body = match form.api {
         Api::CompletionsTokens => json!({ "model": model, "prompt": prompt }),
         Api::CompletionsText => json!({ "model": model, "prompt": tokens_as_text(prompt) }),
         Api::Chat => json!({
@@ -175,9 +237,10 @@ pub fn request_body(
     o.insert("stream".into(), json!(true));
     o.insert("stream_options".into(), json!({ "include_usage": true }));
     o.insert("temperature".into(), json!(0));
-    if ignore_eos {
-        o.insert("ignore_eos".into(), json!(true));
-        o.insert("min_tokens".into(), json!(max_tokens));
+    if exact {
+        for (k, v) in form.server.exact_length_fields(max_tokens) {
+            o.insert(k.into(), v);
+        }
     }
     body
 }
@@ -266,9 +329,15 @@ pub fn parse_chunk(payload: &str) -> Result<Chunk, MalformedChunk> {
 mod tests {
     use super::*;
 
+    const VLLM: BodyForm<'static> = BodyForm {
+        api: Api::CompletionsTokens,
+        server: Server::Vllm,
+        model: "m",
+    };
+
     #[test]
     fn bodies_ask_for_exact_lengths_and_usage() {
-        let b = request_body(Api::CompletionsTokens, "m", &[1, 2, 3], 7, true);
+        let b = request_body(VLLM, &[1, 2, 3], 7, true);
         assert_eq!(b["prompt"], json!([1, 2, 3]));
         assert_eq!(
             (b["max_tokens"].as_u64(), b["min_tokens"].as_u64()),
@@ -277,26 +346,56 @@ mod tests {
         assert_eq!(b["ignore_eos"], json!(true));
         assert_eq!(b["stream_options"]["include_usage"], json!(true));
         assert!(b.get("stop").is_none());
-        let c = request_body(Api::Chat, "m", &[5], 3, false);
+        let chat = BodyForm {
+            api: Api::Chat,
+            ..VLLM
+        };
+        let c = request_body(chat, &[5], 3, false);
         assert_eq!(c["messages"][0]["content"], json!(" w5"));
         assert!(c.get("ignore_eos").is_none());
     }
 
     #[test]
+    fn each_server_kind_gets_only_the_fields_it_accepts() {
+        let text = |server| BodyForm {
+            api: Api::CompletionsText,
+            server,
+            model: "m",
+        };
+        // transformers serve refuses unknown fields (HTTP 422): none of vLLM's extensions.
+        let t = request_body(text(Server::Transformers), &[7, 8], 4, true);
+        let keys: Vec<&str> = t.as_object().unwrap().keys().map(|k| k.as_str()).collect();
+        assert_eq!(
+            keys,
+            ["generation_config", "max_tokens", "model", "prompt", "stream", "stream_options", "temperature"]
+        );
+        let config: Value = serde_json::from_str(t["generation_config"].as_str().unwrap()).unwrap();
+        assert_eq!(config, json!({"eos_token_id": -1}));
+        assert_eq!(t["prompt"], json!(" w7 w8"));
+        let o = request_body(text(Server::Openai), &[7], 4, true);
+        assert!(o.get("ignore_eos").is_none() && o.get("generation_config").is_none());
+        let s = request_body(text(Server::Sglang), &[7], 4, true);
+        assert_eq!((s["ignore_eos"].clone(), s["min_tokens"].clone()), (json!(true), json!(4)));
+        // Without `exact` (the natural-stop probe) no kind asks for a length.
+        for k in Server::ALL {
+            let b = request_body(text(k), &[7], 4, false);
+            assert_eq!(b.as_object().unwrap().len(), 6, "{k:?}");
+            assert_eq!(Server::parse(k.name()), Some(k));
+        }
+        assert!(Server::Transformers.accepts(Api::CompletionsTokens).is_err());
+        assert!(Server::Transformers.accepts(Api::CompletionsText).is_ok());
+        assert_eq!(Server::parse("tgi"), None);
+    }
+
+    #[test]
     fn the_fast_body_is_the_same_json() {
-        for eos in [true, false] {
-            let fast: Value = serde_json::from_slice(&request_bytes(
-                Api::CompletionsTokens,
-                "m",
-                &[4, 5],
-                9,
-                eos,
-            ))
-            .unwrap();
-            assert_eq!(
-                fast,
-                request_body(Api::CompletionsTokens, "m", &[4, 5], 9, eos)
-            );
+        for server in Server::ALL {
+            for exact in [true, false] {
+                let form = BodyForm { server, ..VLLM };
+                let fast: Value =
+                    serde_json::from_slice(&request_bytes(form, &[4, 5], 9, exact)).unwrap();
+                assert_eq!(fast, request_body(form, &[4, 5], 9, exact), "{server:?}");
+            }
         }
     }
 
@@ -320,8 +419,8 @@ mod tests {
             (&[9], 2),
         ];
         for (blocks, tail) in turns {
-            let body = cache.body("m", blocks, 4, 5, tok(blocks, tail));
-            let want = request_bytes(Api::CompletionsTokens, "m", &tok(blocks, tail)(0), 5, true);
+            let body = cache.body(VLLM, blocks, 4, 5, tok(blocks, tail));
+            let want = request_bytes(VLLM, &tok(blocks, tail)(0), 5, true);
             let (a, b): (Value, Value) = (
                 serde_json::from_slice(&body).unwrap(),
                 serde_json::from_slice(&want).unwrap(),

@@ -24,6 +24,10 @@ pub struct ProbePlan {
     pub decode_tokens: u32,
     /// Prompt length of each decode stream.
     pub decode_prompt: u32,
+    /// Concurrent streams decoding over a long prompt (none by default).
+    pub long_streams: Vec<u32>,
+    /// Prompt length of those streams.
+    pub long_context: u32,
     /// Repetitions of each TTFT probe (fresh prompts each time).
     pub reps: u32,
     /// Token ids are drawn from here.
@@ -43,6 +47,8 @@ impl ProbePlan {
             streams: vec![1, 2, 4, 8, 16, 32],
             decode_tokens: 64,
             decode_prompt: 256,
+            long_streams: vec![],
+            long_context: 8192,
             reps: 3,
             vocab,
             seed,
@@ -112,46 +118,83 @@ pub async fn probe(client: &Arc<HttpClient>, plan: &ProbePlan) -> Result<Vec<Pro
             });
         }
     }
-    for &n in &plan.streams {
-        let tasks: Vec<_> = (0..n)
-            .map(|lane| {
-                let (client, p) = (
-                    client.clone(),
-                    prompt(next_seed(), plan.decode_prompt, plan.vocab),
-                );
-                let tokens = plan.decode_tokens;
-                tokio::spawn(async move { client.stream(lane, &p, tokens, true, None).await })
-            })
+    let decode = plan
+        .streams
+        .iter()
+        .map(|&n| (n, plan.decode_prompt))
+        .chain(plan.long_streams.iter().map(|&n| (n, plan.long_context)));
+    for (n, prompt_len) in decode {
+        let prompts: Vec<Vec<u32>> = (0..n)
+            .map(|_| prompt(next_seed(), prompt_len, plan.vocab))
             .collect();
-        let mut tpots = Vec::new();
-        for t in tasks {
-            let r = t.await.map_err(|e| format!("decode probe: {e}"))?;
-            if let Some(e) = r.error {
-                return Err(format!("{n} concurrent streams: the server answered {e}"));
-            }
-            if let (Some(a), Some(b)) = (r.first_token, r.last_token) {
-                if r.token_chunks > 1 {
-                    tpots.push((b - a).as_secs_f64() / (r.token_chunks - 1) as f64);
-                }
-            }
-        }
-        if tpots.is_empty() {
-            return Err(format!(
-                "{n} concurrent streams: no stream produced two output chunks"
-            ));
-        }
-        tpots.sort_by(f64::total_cmp);
+        let (tpot, context) = tpot(client, prompts, plan.decode_tokens).await?;
         out.push(ProbeStep {
-            what: format!("TPOT, {n} concurrent streams"),
+            what: format!("TPOT, {n} concurrent streams over {prompt_len}"),
             step: StepSample {
                 prefill: vec![],
-                decode: vec![plan.decode_prompt + plan.decode_tokens / 2; n as usize],
+                decode: vec![context; n as usize],
                 decode_kv_distinct: None,
-                seconds: tpots[tpots.len() / 2],
+                seconds: tpot,
             },
         });
     }
     Ok(out)
+}
+
+/// Streams `prompts` concurrently (`tokens` output tokens each) and measures their time per output
+/// token once every stream is decoding: each stream's chunks after the last first token (before it,
+/// other streams' prefills share the steps). Returns the median stream's TPOT and the mean context of
+/// the measured steps.
+async fn tpot(
+    client: &Arc<HttpClient>,
+    prompts: Vec<Vec<u32>>,
+    tokens: u32,
+) -> Result<(f64, u32), String> {
+    let n = prompts.len();
+    let prompt_len = prompts.first().map_or(0, |p| p.len()) as u32;
+    let tasks: Vec<_> = prompts
+        .into_iter()
+        .enumerate()
+        .map(|(lane, p)| {
+            let client = client.clone();
+            tokio::spawn(async move { client.stream_timed(lane as u32, &p, tokens).await })
+        })
+        .collect();
+    let mut results = Vec::new();
+    for t in tasks {
+        let r = t.await.map_err(|e| format!("decode probe: {e}"))?;
+        if let Some(e) = r.error {
+            return Err(format!(
+                "{n} concurrent streams: the server answered {e}: {}",
+                r.error_message.unwrap_or_default()
+            ));
+        }
+        results.push(r.chunk_times.unwrap_or_default());
+    }
+    let all_decoding = results.iter().filter_map(|t| t.first().copied()).max();
+    let mut per_stream: Vec<(f64, f64)> = Vec::new();
+    for times in &results {
+        // From the first chunk at or after the moment every stream decodes (the whole stream when
+        // fewer than two chunks come after it).
+        let from = all_decoding
+            .and_then(|at| times.iter().position(|&t| t >= at))
+            .filter(|&k| times.len() >= k + 2)
+            .unwrap_or(0);
+        if times.len() >= from + 2 {
+            let gaps = (times.len() - 1 - from) as f64;
+            let tpot = (times[times.len() - 1] - times[from]).as_secs_f64() / gaps;
+            // The measured steps' mean output position: halfway through the measured chunks.
+            per_stream.push((tpot, (from + times.len() - 1) as f64 / 2.0));
+        }
+    }
+    if per_stream.is_empty() {
+        return Err(format!(
+            "{n} concurrent streams: no stream produced two output chunks"
+        ));
+    }
+    per_stream.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (tpot, position) = per_stream[per_stream.len() / 2];
+    Ok((tpot, prompt_len + position.round() as u32))
 }
 
 async fn ttft(client: &HttpClient, prompt: &[u32], what: &str) -> Result<f64, String> {

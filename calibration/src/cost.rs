@@ -2,7 +2,7 @@
 //! `t = max(t_compute, t_memory) + t_allreduce + t_overhead` (docs/simulator.md). Pure arithmetic, no state.
 
 use crate::model::{streamed_weight_bytes, AttentionLayers, HardwareSpec, ModelSpec, WeightDtype};
-use crate::profile::{Profile, StepTime};
+use crate::profile::{AttentionLayout, Profile, StepTime};
 
 /// What a step computes, accumulated one sequence at a time by the scheduler.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -151,6 +151,8 @@ pub struct CostModel {
     draft_weights_s: f64,
     draft_s_per_token: f64,
     kernel_sum: bool,
+    /// The profile's attention computes every (query, key) pair of the packed step ([`AttentionLayout::Packed`]).
+    packed: bool,
     request_latency_ns: u64,
     /// The sliding window of the model, if it has sliding layers.
     pub window: Option<u32>,
@@ -261,6 +263,7 @@ impl CostModel {
             draft_weights_s: 2.0 * i.draft_params / tp / bw,
             draft_s_per_token: 2.0 * i.draft_params / tp / peak,
             kernel_sum: p.step_time == StepTime::KernelSum,
+            packed: p.attention_layout == AttentionLayout::Packed,
             request_latency_ns: (p.request_latency_s * 1e9).round() as u64,
             window: m.sliding_attention.as_ref().and_then(|s| s.window),
         }
@@ -287,11 +290,16 @@ impl CostModel {
     /// decode steps needs, whose shapes differ only in that sum.
     #[inline]
     pub fn clock(&self, b: &BatchShape) -> StepClock {
-        let parts = self.parts(b);
+        let parts = self.parts_but_decode_context(b);
         let head = if self.kernel_sum {
             parts.weights_s.max(parts.gemm_s) + parts.attention_s
         } else {
             parts.gemm_s + self.linear_s_per_token * self.gemm_half_tokens + parts.attention_s
+        };
+        let packed_s_per_context = if self.packed {
+            b.tokens() as f64 * self.full_s_per_pair
+        } else {
+            0.0
         };
         StepClock {
             empty: b.tokens() == 0,
@@ -300,6 +308,7 @@ impl CostModel {
             head,
             decode_seqs: b.decode_seqs as u64,
             full_s_per_pair: self.full_s_per_pair,
+            packed_s_per_context,
             weights_s: parts.weights_s,
             fixed_s: parts.fixed_s,
             overhead_s: b.seqs() as f64 * self.per_sequence_overhead_s,
@@ -326,6 +335,17 @@ impl CostModel {
     /// The step's time split into the terms a profile's efficiencies scale (see [`StepParts`]).
     #[inline]
     pub fn parts(&self, b: &BatchShape) -> StepParts {
+        let mut parts = self.parts_but_decode_context(b);
+        if self.packed {
+            parts.attention_s += b.tokens() as f64 * b.decode_context as f64 * self.full_s_per_pair;
+        }
+        parts
+    }
+
+    /// [`CostModel::parts`] without the packed attention's pairs of the decode contexts (which
+    /// [`StepClock`] adds as a function of their sum); the same as `parts` for per-sequence attention.
+    #[inline]
+    fn parts_but_decode_context(&self, b: &BatchShape) -> StepParts {
         let n = b.tokens() as f64;
         let draft = if b.draft_passes > 0 {
             let per_pass = self
@@ -342,7 +362,7 @@ impl CostModel {
             } else {
                 self.weights_s
             },
-            attention_s: b.full_pairs * self.full_s_per_pair
+            attention_s: self.attention_pairs(b) * self.full_s_per_pair
                 + self.prefill_waves(b) * b.prefill_span_max as f64 * self.sweep_s_per_token
                 + b.first_round_span() * self.span_s_per_token
                 + b.sliding_pairs * self.sliding_s_per_pair
@@ -352,6 +372,19 @@ impl CostModel {
                 + self.allreduce_s
                 + n * self.allreduce_s_per_token
                 + self.step_overhead_s,
+        }
+    }
+
+    /// The full-attention pairs a step computes but those of packed attention's decode contexts: the
+    /// causal pairs of its prefill chunks and verify tokens, or, packed, every query of the step against
+    /// the prefill chunks' cached prefixes and every query of the step (`Q × (prefill context + Q)`).
+    #[inline]
+    fn attention_pairs(&self, b: &BatchShape) -> f64 {
+        if self.packed {
+            let q = b.tokens() as f64;
+            q * (b.prefill_context as f64 + q)
+        } else {
+            b.full_pairs
         }
     }
 
@@ -418,6 +451,9 @@ pub struct StepClock {
     head: f64,
     decode_seqs: u64,
     full_s_per_pair: f64,
+    /// Packed attention: seconds per decode context token (every query of the step attends to it); 0
+    /// for per-sequence attention.
+    packed_s_per_context: f64,
     weights_s: f64,
     fixed_s: f64,
     overhead_s: f64,
@@ -431,10 +467,15 @@ impl StepClock {
             return 0.0;
         }
         let kv = self.kv.seconds(decode_context);
+        let packed = self.packed_s_per_context * decode_context as f64;
         let body = if self.kernel_sum {
-            self.head + kv
+            self.head + kv + packed
         } else {
-            let attention = (decode_context + self.decode_seqs) as f64 * self.full_s_per_pair;
+            let attention = if self.packed_s_per_context > 0.0 {
+                packed
+            } else {
+                (decode_context + self.decode_seqs) as f64 * self.full_s_per_pair
+            };
             (self.head + attention).max(self.weights_s + kv)
         };
         body + self.fixed_s + self.overhead_s

@@ -21,7 +21,7 @@ pub use model::{
     streamed_weight_bytes, weight_bytes, AttentionLayers, HardwareSpec, LinearLayers, ModelSpec,
     StateDtype, WeightDtype, GIB, MIB,
 };
-pub use profile::{FitRecord, Profile, StepTime};
+pub use profile::{AttentionLayout, FitRecord, Profile, StepTime};
 pub use serverbench_config::{FieldError, InputError};
 
 #[cfg(test)]

@@ -47,6 +47,10 @@ pub struct Profile {
     /// How the step's parts combine into its time (`roofline` unless the profile says otherwise).
     #[serde(default)]
     pub step_time: StepTime,
+    /// Which (query, key) pairs the engine's attention computes (`per_sequence` unless the profile says
+    /// otherwise).
+    #[serde(default, skip_serializing_if = "AttentionLayout::is_per_sequence")]
+    pub attention_layout: AttentionLayout,
     /// Prefill attention's sweep: seconds per KV token one round of query tiles takes to sweep (all layers
     /// together). A short chunk over a long prefix cannot fill the GPU, so its attention costs its span,
     /// not its pairs; 0 means no sweep term.
@@ -90,6 +94,28 @@ pub enum StepTime {
     /// Kernels run one after another: `max(weight streaming, GEMM compute)` + attention compute + KV traffic
     /// + overheads. What the fit uses; it matches an engine that launches its kernels in sequence.
     KernelSum,
+}
+
+/// Which (query, key) pairs a step's attention computes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AttentionLayout {
+    /// Each sequence's queries attend to its own keys (causal): paged-attention kernels (vLLM, SGLang,
+    /// serverbench's CUDA engine).
+    #[default]
+    PerSequence,
+    /// The step's queries of every sequence are packed into one row and attend to the keys of every
+    /// sequence, a mask hiding the pairs that do not belong together: all `Q × (K + Q)` pairs are
+    /// computed (`Q` query tokens of the step, `K` cached tokens its sequences read). What
+    /// `transformers serve --continuous-batching` does with its `paged|sdpa` attention.
+    Packed,
+}
+
+impl AttentionLayout {
+    /// True for the default (not written to profile files).
+    pub fn is_per_sequence(&self) -> bool {
+        *self == AttentionLayout::PerSequence
+    }
 }
 
 /// Provenance and quality of a fitted profile.

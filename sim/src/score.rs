@@ -56,6 +56,10 @@ pub struct Record {
     /// What a real server or connection said when the request failed (absent otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_message: Option<String>,
+    /// Prompt tokens a real server counted (its `usage.prompt_tokens`; absent in simulated runs and
+    /// when the server sent no usage): equal to `input_tokens` when the whole prompt arrived as sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_prompt_tokens: Option<u32>,
 }
 
 impl Record {
@@ -79,6 +83,7 @@ impl Record {
             preemptions: 0,
             outcome: Outcome::Cancelled,
             error_message: None,
+            server_prompt_tokens: None,
         }
     }
 

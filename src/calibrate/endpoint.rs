@@ -1,11 +1,18 @@
 //! `serverbench calibrate --endpoint`: probes a black-box OpenAI-compatible server (backends::probe) and
-//! fits what the probes can inform with the step-log fit.
+//! fits what the probes can inform: the step-log fit, with the request latency estimated from the
+//! probes and the attention layout (per sequence or packed) chosen by which explains them better.
+//! `--from-probes` redoes the fit from a probe log, without the server.
 
+use super::fit::{base_profile, fit_on_base, measured_on, read_step_log, report, write_profile};
 use crate::cli::CalibrateArgs;
 use anyhow::{anyhow, Context, Result};
-use serverbench_backends::{probe, Api, ClientConfig, HttpClient, ProbePlan};
-use serverbench_calibration::{FitTarget, ModelSpec, StepSample};
+use serverbench_backends::{probe, ClientConfig, HttpClient, ProbePlan, ProbeStep};
+use serverbench_calibration::{
+    predict_steps, AttentionLayout, Fit, FitTarget, ModelSpec, Profile, StepSample,
+};
 use serverbench_workloads::tokens::Vocab;
+use std::io::Write;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,7 +23,8 @@ pub fn calibrate(a: &CalibrateArgs, url: &str) -> Result<()> {
     let client = Arc::new(
         HttpClient::new(ClientConfig {
             base_url: url.trim_end_matches('/').to_string(),
-            api: Api::CompletionsTokens,
+            api: crate::inputs::api(&a.api)?,
+            server: crate::inputs::server(&a.server)?,
             model: a.served_model.clone().unwrap_or_else(|| a.model.clone()),
             timeout: Duration::from_secs(300),
             api_key: std::env::var("OPENAI_API_KEY")
@@ -30,7 +38,7 @@ pub fn calibrate(a: &CalibrateArgs, url: &str) -> Result<()> {
     );
     let vocab = Vocab::new(100, model.vocab)
         .ok_or_else(|| anyhow!("the model's vocabulary is too small"))?;
-    let plan = ProbePlan::standard(vocab, a.probe_seed);
+    let plan = plan(a, vocab)?;
     let rt = serverbench_backends::Runtime::new().context("cannot start the async runtime")?;
     eprintln!(
         "probing {url} (TTFT against prompt length, over a cached prefix; TPOT against streams)"
@@ -39,25 +47,189 @@ pub fn calibrate(a: &CalibrateArgs, url: &str) -> Result<()> {
         .block_on(probe(&client, &plan))
         .map_err(|e| anyhow!("{url}: {e}"))?;
     for s in &steps {
-        eprintln!("  {:<40} {:>9.2} ms", s.what, s.step.seconds * 1e3);
+        eprintln!("  {:<44} {:>9.2} ms", s.what, s.step.seconds * 1e3);
+    }
+    if let Some(path) = &a.probe_log {
+        write_probe_log(path, &steps)?;
     }
     let samples: Vec<StepSample> = steps.into_iter().map(|s| s.step).collect();
     let inputs = vec![format!(
-        "{} probes of {url}: TTFT of fresh prompts {:?}, of suffixes {:?} over {} cached tokens; TPOT of {:?} streams",
+        "{} probes of {url}: TTFT of fresh prompts {:?}, of suffixes {:?} over {} cached tokens; TPOT of {:?} streams over {} tokens and {:?} over {}",
         samples.len(),
         plan.prompt_lengths,
         plan.suffixes,
         plan.cached_prefix,
-        plan.streams
+        plan.streams,
+        plan.decode_prompt,
+        plan.long_streams,
+        plan.long_context
     )];
-    let fit = super::fit::fit_steps(
-        a,
-        &samples,
-        inputs,
-        "endpoint probes least squares",
-        Some(FitTarget::Wall),
-        &super::fit::measured_on(a, format!("the server at {url} (black box)")),
-    )?;
-    super::fit::report(&fit);
-    super::fit::write_profile(&fit.profile, a.out.as_deref())
+    let on = measured_on(a, format!("the server at {url} (black box)"));
+    fit_probes(a, &samples, inputs, &on)
+}
+
+/// `--from-probes`: the fit of `calibrate --endpoint` on a probe log it wrote.
+pub fn from_probe_log(a: &CalibrateArgs, path: &Path) -> Result<()> {
+    let samples = read_step_log(path, FitTarget::Wall)?;
+    let inputs = vec![format!(
+        "{} probes in {}",
+        samples.len(),
+        path.display()
+    )];
+    let on = measured_on(a, format!("the server probed into {}", path.display()));
+    fit_probes(a, &samples, inputs, &on)
+}
+
+/// The probe plan of the arguments.
+fn plan(a: &CalibrateArgs, vocab: Vocab) -> Result<ProbePlan> {
+    let mut plan = ProbePlan::standard(vocab, a.probe_seed);
+    if a.probe_prompts.is_empty() || a.probe_prompts.contains(&0) {
+        anyhow::bail!("--probe-prompts: give prompt lengths of at least one token");
+    }
+    if a.probe_long_streams.contains(&0) || a.probe_long_streams.iter().any(|&n| n > 1024) {
+        anyhow::bail!("--probe-long-streams: give between 1 and 1024 streams");
+    }
+    plan.prompt_lengths = a.probe_prompts.clone();
+    plan.long_streams = a.probe_long_streams.clone();
+    plan.long_context = a.probe_long_context.max(1);
+    Ok(plan)
+}
+
+/// Writes the probes as a step log (`wall_ms` and `gpu_ms` both the probe's time).
+fn write_probe_log(path: &Path, steps: &[ProbeStep]) -> Result<()> {
+    let mut text = Vec::new();
+    for s in steps {
+        let ms = s.step.seconds * 1e3;
+        serde_json::to_writer(
+            &mut text,
+            &serde_json::json!({"probe": s.what, "wall_ms": ms, "gpu_ms": ms,
+                "prefill": s.step.prefill, "decode": s.step.decode}),
+        )?;
+        text.write_all(b"\n")?;
+    }
+    std::fs::write(path, text).with_context(|| format!("{}: cannot write", path.display()))?;
+    eprintln!("wrote {}", path.display());
+    Ok(())
+}
+
+/// True for a TTFT probe (a prefill step alone, whose time includes the request's latency).
+fn is_ttft(s: &StepSample) -> bool {
+    s.decode.is_empty()
+}
+
+/// Fits both attention layouts, each with its request latency, keeps the one whose squared relative
+/// error over all probes is smaller, and writes it.
+fn fit_probes(
+    a: &CalibrateArgs,
+    samples: &[StepSample],
+    inputs: Vec<String>,
+    measured_on: &str,
+) -> Result<()> {
+    let base = base_profile(a)?;
+    let mut best: Option<(f64, Fit)> = None;
+    for layout in [AttentionLayout::PerSequence, AttentionLayout::Packed] {
+        let base = Profile {
+            attention_layout: layout,
+            ..base.clone()
+        };
+        let fit = fit_with_latency(a, &base, samples, &inputs, measured_on)?;
+        let error = probe_error(a, &fit.profile, samples)?;
+        eprintln!(
+            "attention {layout:?}: request latency {:.2} ms, RMS error over the probes {:.2} %",
+            fit.profile.request_latency_s * 1e3,
+            100.0 * error.sqrt()
+        );
+        if !matches!(&best, Some((e, _)) if *e <= error) {
+            best = Some((error, fit));
+        }
+    }
+    let (_, fit) = best.expect("two layouts were fitted");
+    eprintln!(
+        "kept attention {:?}",
+        fit.profile.attention_layout
+    );
+    report(&fit);
+    write_profile(&fit.profile, a.out.as_deref())
+}
+
+/// The fit with the request latency estimated (unless `--request-latency-ms` gives it): TTFT probes
+/// minus the latency are fitted with the decode probes, then the latency is moved by the TTFT probes'
+/// median residual, a few times over (the decode probes pin the step overhead the latency would
+/// otherwise hide in).
+fn fit_with_latency(
+    a: &CalibrateArgs,
+    base: &Profile,
+    samples: &[StepSample],
+    inputs: &[String],
+    measured_on: &str,
+) -> Result<Fit> {
+    let method = "endpoint probes least squares";
+    let fixed = a.request_latency_ms.map(|ms| ms / 1e3);
+    let mut latency = fixed.unwrap_or(0.0);
+    let rounds = if fixed.is_some() { 1 } else { 6 };
+    let mut fit = None;
+    for _ in 0..rounds {
+        let shifted = less_latency(samples, latency);
+        let f = fit_on_base(
+            a,
+            base,
+            &shifted,
+            inputs.to_vec(),
+            method,
+            Some(FitTarget::Wall),
+            measured_on,
+            latency,
+        )?;
+        if fixed.is_none() {
+            let (model, hardware) = super::fit::model_and_hardware(a)?;
+            let predicted = predict_steps(samples, &model, &hardware, &f.profile);
+            let mut residuals: Vec<f64> = samples
+                .iter()
+                .zip(&predicted)
+                .filter(|(s, _)| is_ttft(s))
+                .map(|(s, p)| s.seconds - p)
+                .collect();
+            if !residuals.is_empty() {
+                residuals.sort_by(f64::total_cmp);
+                latency = residuals[residuals.len() / 2].max(0.0);
+            }
+        }
+        fit = Some(f);
+    }
+    let mut fit = fit.expect("at least one round");
+    fit.profile.request_latency_s = latency;
+    Ok(fit)
+}
+
+/// The TTFT probes less `latency` (never below a tenth of their time).
+fn less_latency(samples: &[StepSample], latency: f64) -> Vec<StepSample> {
+    samples
+        .iter()
+        .map(|s| {
+            let mut s = s.clone();
+            if is_ttft(&s) {
+                s.seconds = (s.seconds - latency).max(s.seconds / 10.0);
+            }
+            s
+        })
+        .collect()
+}
+
+/// Mean squared relative error of a profile over the probes (TTFT probes with its request latency).
+fn probe_error(a: &CalibrateArgs, p: &Profile, samples: &[StepSample]) -> Result<f64> {
+    let (model, hardware) = super::fit::model_and_hardware(a)?;
+    let predicted = predict_steps(samples, &model, &hardware, p);
+    let sum: f64 = samples
+        .iter()
+        .zip(&predicted)
+        .map(|(s, &t)| {
+            let t = if is_ttft(s) {
+                t + p.request_latency_s
+            } else {
+                t
+            };
+            ((t - s.seconds) / s.seconds).powi(2)
+        })
+        .sum();
+    Ok(sum / samples.len().max(1) as f64)
 }

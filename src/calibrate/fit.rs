@@ -46,6 +46,12 @@ pub fn measured_on(a: &CalibrateArgs, known: String) -> String {
     }
 }
 
+/// The `--base-profile` preset.
+pub fn base_profile(a: &CalibrateArgs) -> Result<Profile> {
+    Profile::preset(&a.base_profile)
+        .ok_or_else(|| anyhow!("--base-profile: no profile preset {:?}", a.base_profile))
+}
+
 /// Fits the profile for the arguments' model, GPU and base profile.
 pub fn fit_steps(
     a: &CalibrateArgs,
@@ -55,13 +61,28 @@ pub fn fit_steps(
     target: Option<FitTarget>,
     measured_on: &str,
 ) -> Result<Fit> {
+    let base = base_profile(a)?;
+    let latency = a.request_latency_ms.unwrap_or(0.0) / 1e3;
+    fit_on_base(a, &base, samples, inputs, method, target, measured_on, latency)
+}
+
+/// [`fit_steps`] over a given base profile, writing `request_latency_s` into the fitted profile.
+#[allow(clippy::too_many_arguments)]
+pub fn fit_on_base(
+    a: &CalibrateArgs,
+    base: &Profile,
+    samples: &[StepSample],
+    inputs: Vec<String>,
+    method: &str,
+    target: Option<FitTarget>,
+    measured_on: &str,
+    request_latency_s: f64,
+) -> Result<Fit> {
     let (model, hardware) = model_and_hardware(a)?;
-    let base = Profile::preset(&a.base_profile)
-        .ok_or_else(|| anyhow!("--base-profile: no profile preset {:?}", a.base_profile))?;
     let setup = FitSetup {
         model: &model,
         hardware: &hardware,
-        base: &base,
+        base,
         name: a.name.clone(),
         attention_tile: a.attention_tile,
         memory_efficiency: a.memory_efficiency,
@@ -78,7 +99,7 @@ pub fn fit_steps(
         },
     };
     let mut fit = fit_profile(samples, &setup).map_err(|e| anyhow!("cannot fit: {e}"))?;
-    fit.profile.request_latency_s = a.request_latency_ms / 1e3;
+    fit.profile.request_latency_s = request_latency_s;
     fit.profile
         .check()
         .map_err(|e| anyhow!("--request-latency-ms: {e}"))?;

@@ -23,6 +23,9 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
     if let Some(url) = &a.endpoint {
         return endpoint::calibrate(&a, url);
     }
+    if let Some(path) = &a.from_probes {
+        return endpoint::from_probe_log(&a, path);
+    }
     if let Some(from) = &a.derive_from {
         return derive(&a, from);
     }

@@ -4,19 +4,28 @@
 use crate::hash::{mix2, mix64};
 use crate::tree::Request;
 
-/// A half-open range of token ids that synthesised prompts may use (leave out special tokens).
+/// A half-open range of token ids that synthesised prompts may use (leave out special tokens), and
+/// the salt mixed into every token: runs with different salts share no prompt block, so a server that
+/// lives across runs cannot serve one run's prompts from another's cache.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Vocab {
     /// First usable token id.
     pub lo: u32,
     /// One past the last usable token id.
     pub hi: u32,
+    /// Mixed into every synthesised token (0: the unsalted prompts).
+    pub salt: u64,
 }
 
 impl Vocab {
-    /// A range `[lo, hi)`; `None` when it is empty.
+    /// A range `[lo, hi)`, unsalted; `None` when it is empty.
     pub fn new(lo: u32, hi: u32) -> Option<Vocab> {
-        (hi > lo).then_some(Vocab { lo, hi })
+        (hi > lo).then_some(Vocab { lo, hi, salt: 0 })
+    }
+
+    /// The same range with prompts salted by `salt`.
+    pub fn salted(self, salt: u64) -> Vocab {
+        Vocab { salt, ..self }
     }
 
     /// Maps a well-mixed hash into the range without a division (multiply-high reduction).
@@ -28,7 +37,7 @@ impl Vocab {
 
 /// The `block_size` tokens of block `block_id`, appended to `out`.
 pub fn block_tokens(block_id: u64, block_size: u32, vocab: Vocab, out: &mut Vec<u32>) {
-    let key = mix2(block_id, 0xB10C);
+    let key = mix2(block_id, 0xB10C ^ vocab.salt);
     out.extend((0..block_size as u64).map(|j| vocab.pick(mix64(key.wrapping_add(j)))));
 }
 
@@ -55,7 +64,7 @@ pub fn prompt_tokens_from(
     for &b in &request.blocks.as_slice()[from..] {
         block_tokens(b, block_size, vocab, &mut out);
     }
-    let tail_key = mix2(mix2(session_id, 0x7A11), request.id as u64);
+    let tail_key = mix2(mix2(session_id, 0x7A11 ^ vocab.salt), request.id as u64);
     let tail = request.tail_tokens(block_size) as u64;
     out.extend((0..tail).map(|j| vocab.pick(mix64(tail_key.wrapping_add(j)))));
     out
@@ -77,5 +86,13 @@ mod tests {
         assert_eq!(a.len(), 64);
         assert!(a.iter().chain(&c).all(|&t| (100..151_000).contains(&t)));
         assert!(Vocab::new(5, 5).is_none());
+        // A salt changes every block's tokens (and no salt is the unsalted prompt).
+        let mut salted = Vec::new();
+        block_tokens(42, 64, v.salted(7), &mut salted);
+        assert_eq!(salted.len(), 64);
+        assert!(salted.iter().zip(&a).filter(|(x, y)| x == y).count() < 4);
+        let mut zero = Vec::new();
+        block_tokens(42, 64, v.salted(0), &mut zero);
+        assert_eq!(zero, a);
     }
 }
