@@ -58,6 +58,7 @@ fn main() {
             HttpClient::new(ClientConfig {
                 base_url: url,
                 api: Api::CompletionsTokens,
+                server: serverbench_backends::Server::Vllm,
                 model: "m".into(),
                 timeout: Duration::from_secs(600),
                 api_key: None,

@@ -29,7 +29,7 @@ pub fn run(a: CompareArgs) -> Result<()> {
     for &c in &a.concurrency {
         for &seed in &a.seeds {
             let dir = a.out.join("real").join(format!("c{c}_s{seed}"));
-            let real = measured(&a, &dir, c, seed)?;
+            let real = rescored(d, &dir, measured(&a, &dir, c, seed)?)?;
             let sim = study.run(&study.config(c, seed))?.summary;
             rows.push(row(c, seed, &sim, &real));
         }
@@ -79,6 +79,39 @@ fn measured(a: &CompareArgs, dir: &Path, c: u32, seed: u64) -> Result<Summary> {
         serde_json::from_str(&text).with_context(|| format!("{}: not JSON", file.display()))?;
     serde_json::from_value(v.get("summary").cloned().unwrap_or(v))
         .with_context(|| format!("{}: no replay summary in it", file.display()))
+}
+
+/// The measured run scored for the compared deployment: a run measured under another deployment (its
+/// name or targets differ) has its records re-scored with this one's targets and prices when `dir`
+/// holds them; otherwise the summary as stored.
+fn rescored(d: &serverbench_sim::Deployment, dir: &Path, stored: Summary) -> Result<Summary> {
+    if stored.deployment == d.name && stored.slo == d.slo {
+        return Ok(stored);
+    }
+    let Some(path) = ["records.jsonl", "records.jsonl.gz"]
+        .iter()
+        .map(|f| dir.join(f))
+        .find(|p| p.exists())
+    else {
+        return Ok(stored);
+    };
+    let text = crate::calibrate::read_text(&path)?;
+    let mut records = Vec::new();
+    for (i, line) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
+        let r: serverbench_sim::Record =
+            serverbench_config::parse_json_line(&path.display().to_string(), i + 1, line)?;
+        records.push(r);
+    }
+    let (_, mut s) = serverbench_sim::summarise(&records, d, stored.window_s);
+    s.seed = stored.seed;
+    s.concurrency = stored.concurrency;
+    s.trees_started = stored.trees_started;
+    s.prefix_hit_rate = stored.prefix_hit_rate;
+    Ok(s)
 }
 
 /// `serverbench replay` for one run, in a child process so every run gets a fresh server state.

@@ -296,11 +296,15 @@ fn report(
     )?;
     outln!("    stream vs usage       {} without a usage block, {} with more output chunks than usage tokens", c.usage_missing, c.chunk_usage_mismatches)?;
     if a.api == "chat" {
-        outln!("    full prompt           not checked (a chat template adds tokens to every prompt)")?;
+        outln!(
+            "    full prompt           not checked (a chat template adds tokens to every prompt)"
+        )?;
     } else {
-        let first = c.first_prompt_mismatch.map_or(String::new(), |(sent, counted)| {
-            format!(" (the first: {sent} tokens sent, the server counted {counted})")
-        });
+        let first = c
+            .first_prompt_mismatch
+            .map_or(String::new(), |(sent, counted)| {
+                format!(" (the first: {sent} tokens sent, the server counted {counted})")
+            });
         outln!(
             "    full prompt           {} of {} completed requests with usage counted another prompt length than was sent{first}",
             c.prompt_mismatches,

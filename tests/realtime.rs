@@ -36,6 +36,7 @@ fn client(url: &str, timeout: Duration) -> Arc<HttpClient> {
         HttpClient::new(ClientConfig {
             base_url: url.into(),
             api: Api::CompletionsTokens,
+            server: serverbench_backends::Server::Vllm,
             model: "m".into(),
             timeout,
             api_key: None,

@@ -207,7 +207,18 @@ fn a_real_replay_of_requests_that_only_overflow_stops_with_an_error() {
     )
     .unwrap();
     let o = Command::new(env!("CARGO_BIN_EXE_serverbench"))
-        .args(["replay", "--url", &url, "--model", "m", "-c", "1", "-w", "60", "--no-probe"])
+        .args([
+            "replay",
+            "--url",
+            &url,
+            "--model",
+            "m",
+            "-c",
+            "1",
+            "-w",
+            "60",
+            "--no-probe",
+        ])
         .arg("--trace")
         .arg(&trace)
         .output()
@@ -295,4 +306,136 @@ fn the_natural_stop_probe_leaves_a_cold_cache_cold() {
         first["cached_tokens"], 0,
         "the probe warmed nothing of the workload"
     );
+}
+
+/// A server that behaves as `transformers serve` does: any field it does not know is HTTP 422, prompts
+/// are text only, the stream closes after its usage chunk without `[DONE]`; and its tokenizer counts
+/// every word twice (a prompt the server did not take as sent).
+fn like_transformers() -> Router {
+    Router::new()
+        .route(
+            "/v1/models",
+            get(|| async { axum::Json(serde_json::json!({"object": "list", "data": []})) }),
+        )
+        .route(
+            "/v1/completions",
+            post(|body: axum::Json<serde_json::Value>| async move {
+                let known = [
+                    "model",
+                    "prompt",
+                    "max_tokens",
+                    "stream",
+                    "stream_options",
+                    "temperature",
+                    "generation_config",
+                ];
+                let o = body.as_object().unwrap();
+                if let Some(k) = o.keys().find(|k| !known.contains(&k.as_str())) {
+                    return Response::builder()
+                        .status(422)
+                        .body(Body::from(format!(
+                            r#"{{"detail": "Unexpected fields in the request: {{'{k}'}}"}}"#
+                        )))
+                        .unwrap();
+                }
+                let Some(prompt) = o["prompt"].as_str() else {
+                    return Response::builder()
+                        .status(400)
+                        .body(Body::from(r#"{"detail": "prompt must be a string."}"#))
+                        .unwrap();
+                };
+                let words = prompt.split_whitespace().count();
+                let max = o["max_tokens"].as_u64().unwrap_or(1);
+                let mut text = String::new();
+                for _ in 0..max {
+                    text.push_str("data: {\"choices\":[{\"index\":0,\"text\":\" w7\"}]}\n\n");
+                }
+                text.push_str(&format!("data: {{\"choices\":[{{\"index\":0,\"text\":\"\",\"finish_reason\":\"length\"}}],\"usage\":{{\"prompt_tokens\":{},\"completion_tokens\":{max}}}}}\n\n", 2 * words));
+                Response::builder()
+                    .header("content-type", "text/event-stream")
+                    .body(Body::from(text))
+                    .unwrap()
+            }),
+        )
+}
+
+#[test]
+fn a_server_kind_sends_only_the_fields_its_server_takes_and_the_full_prompt_is_checked() {
+    let _guard = crate::SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let url = start(like_transformers());
+    let dir = out_dir("transformers");
+    let o = replay(
+        &url,
+        &[
+            "--no-probe",
+            "--start",
+            "cold",
+            "--api",
+            "text",
+            "--server",
+            "transformers",
+        ],
+        &dir,
+    );
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // No 422, and a stream that closes after its finish chunk is complete.
+    assert!(stdout.contains("errors by kind        none"), "{stdout}");
+    assert!(stdout.contains("exact output length   0 of"), "{stdout}");
+    // Every prompt was counted twice: the full-prompt check says so, with the first example.
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    let completed = summary["summary"]["completed"].as_u64().unwrap();
+    assert!(completed > 0, "{stdout}");
+    assert_eq!(
+        summary["client"]["prompt_mismatches"].as_u64(),
+        Some(completed)
+    );
+    let (sent, counted) = (
+        summary["client"]["first_prompt_mismatch"][0]
+            .as_u64()
+            .unwrap(),
+        summary["client"]["first_prompt_mismatch"][1]
+            .as_u64()
+            .unwrap(),
+    );
+    assert_eq!(counted, 2 * sent);
+    assert!(stdout.contains("the server counted"), "{stdout}");
+    let record: serde_json::Value = serde_json::from_str(
+        std::fs::read_to_string(dir.join("records.jsonl"))
+            .unwrap()
+            .lines()
+            .find(|l| l.contains("\"completed\""))
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        record["server_prompt_tokens"].as_u64(),
+        Some(2 * record["input_tokens"].as_u64().unwrap())
+    );
+    // vLLM's fields are refused, so the same server under the default kind fails every request.
+    let o = replay(
+        &url,
+        &["--no-probe", "--start", "cold", "--api", "text"],
+        &out_dir("tf-vllm"),
+    );
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(3), "{stdout}");
+    assert!(
+        stdout.contains("Unexpected fields in the request"),
+        "{stdout}"
+    );
+    // Token-id prompts are refused up front for this kind.
+    let o = replay(
+        &url,
+        &["--no-probe", "--server", "transformers"],
+        &out_dir("tf-tokens"),
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--api text"), "{stderr}");
 }

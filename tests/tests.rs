@@ -6,6 +6,7 @@ mod fuzz;
 mod hardening;
 mod importers;
 mod simulator;
+mod third_party;
 mod workload_model;
 
 use std::ffi::OsStr;

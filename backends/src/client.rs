@@ -149,10 +149,12 @@ impl HttpClient {
     /// HTTPS, to loopback, or where `key_over_plain_http` allows it ([`HttpClient::key_withheld`]).
     pub fn new(mut cfg: ClientConfig) -> Result<HttpClient, ClientError> {
         let url = base_url(&cfg.base_url)?;
-        cfg.server.accepts(cfg.api).map_err(|reason| ClientError::Form {
-            server: cfg.server.name(),
-            reason,
-        })?;
+        cfg.server
+            .accepts(cfg.api)
+            .map_err(|reason| ClientError::Form {
+                server: cfg.server.name(),
+                reason,
+            })?;
         cfg.base_url = url.as_str().trim_end_matches('/').to_string();
         let key_allowed = url.scheme() == "https" || is_loopback(&url) || cfg.key_over_plain_http;
         let key = cfg.api_key.clone().filter(|_| key_allowed);
@@ -385,9 +387,8 @@ impl HttpClient {
         // serve does): the stream is complete when that chunk said why it finished or gave the usage.
         if r.finish_reason.is_none() && r.usage.is_none() {
             r.error = Some("dropped".into());
-            r.error_message = Some(
-                "the stream ended without a finish_reason, usage or data: [DONE]".into(),
-            );
+            r.error_message =
+                Some("the stream ended without a finish_reason, usage or data: [DONE]".into());
         }
     }
 }

@@ -84,9 +84,9 @@ impl Server {
     /// Whether the server takes prompts in this form; the error says which forms it takes.
     pub fn accepts(self, api: Api) -> Result<(), String> {
         match (self, api) {
-            (Server::Transformers, Api::CompletionsTokens) => Err(
-                "transformers serve takes text prompts only: use --api text (or chat)".into(),
-            ),
+            (Server::Transformers, Api::CompletionsTokens) => {
+                Err("transformers serve takes text prompts only: use --api text (or chat)".into())
+            }
             _ => Ok(()),
         }
     }
@@ -367,7 +367,15 @@ mod tests {
         let keys: Vec<&str> = t.as_object().unwrap().keys().map(|k| k.as_str()).collect();
         assert_eq!(
             keys,
-            ["generation_config", "max_tokens", "model", "prompt", "stream", "stream_options", "temperature"]
+            [
+                "generation_config",
+                "max_tokens",
+                "model",
+                "prompt",
+                "stream",
+                "stream_options",
+                "temperature"
+            ]
         );
         let config: Value = serde_json::from_str(t["generation_config"].as_str().unwrap()).unwrap();
         assert_eq!(config, json!({"eos_token_id": -1}));
@@ -375,14 +383,19 @@ mod tests {
         let o = request_body(text(Server::Openai), &[7], 4, true);
         assert!(o.get("ignore_eos").is_none() && o.get("generation_config").is_none());
         let s = request_body(text(Server::Sglang), &[7], 4, true);
-        assert_eq!((s["ignore_eos"].clone(), s["min_tokens"].clone()), (json!(true), json!(4)));
+        assert_eq!(
+            (s["ignore_eos"].clone(), s["min_tokens"].clone()),
+            (json!(true), json!(4))
+        );
         // Without `exact` (the natural-stop probe) no kind asks for a length.
         for k in Server::ALL {
             let b = request_body(text(k), &[7], 4, false);
             assert_eq!(b.as_object().unwrap().len(), 6, "{k:?}");
             assert_eq!(Server::parse(k.name()), Some(k));
         }
-        assert!(Server::Transformers.accepts(Api::CompletionsTokens).is_err());
+        assert!(Server::Transformers
+            .accepts(Api::CompletionsTokens)
+            .is_err());
         assert!(Server::Transformers.accepts(Api::CompletionsText).is_ok());
         assert_eq!(Server::parse("tgi"), None);
     }

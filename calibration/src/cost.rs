@@ -513,7 +513,7 @@ fn round_ns(x: f64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profile::StepTime;
+    use crate::profile::{AttentionLayout, StepTime};
 
     fn model(name: &str, hw: &str, profile: &str, tp: u32, dtype: WeightDtype) -> CostModel {
         let (m, h, p) = (
@@ -606,6 +606,7 @@ mod tests {
         for (name, hw, profile) in [
             ("qwen3.5-9b", "l40", "l40-datasheet"),
             ("qwen3-8b", "h200", "h200-qwen3-8b-cuda"),
+            ("qwen3-8b", "h200", "h200-qwen3-8b-transformers"),
         ] {
             let c = model(name, hw, profile, 1, WeightDtype::Bf16);
             let mut first = decode(12, 9_000);
@@ -627,6 +628,63 @@ mod tests {
                 "an empty step takes no time"
             );
         }
+    }
+
+    #[test]
+    fn packed_attention_pairs_every_query_of_the_step_with_every_key() {
+        let (m, h) = (
+            ModelSpec::preset("qwen3-8b").unwrap(),
+            HardwareSpec::preset("h200").unwrap(),
+        );
+        let cost = |layout| {
+            // Without the prefill sweep terms, attention is its pairs alone.
+            let p = Profile {
+                attention_layout: layout,
+                attention_sweep_s_per_token: 0.0,
+                attention_span_s_per_token: 0.0,
+                ..Profile::preset("h200-qwen3-8b-transformers").unwrap()
+            };
+            CostModel::new(CostInputs {
+                model: &m,
+                hardware: &h,
+                profile: &p,
+                dtype: WeightDtype::Bf16,
+                group_size: 128,
+                tp: 1,
+                draft_params: 0.0,
+            })
+        };
+        let (packed, per_seq) = (
+            cost(AttentionLayout::Packed),
+            cost(AttentionLayout::PerSequence),
+        );
+        let pair = m.full_attention.flops_per_pair() / (h.bf16_flops * 1.0);
+        // Decode only: S queries against S × C cached keys and the S queries themselves.
+        for (s, c) in [(4u32, 8192u32), (16, 8192), (1, 100)] {
+            let want = (s as f64 * (s as f64 * c as f64 + s as f64)) * pair;
+            let got = packed.parts(&decode(s, c)).attention_s;
+            assert!(
+                (got - want).abs() <= 1e-12 * want,
+                "{s} × {c}: {got} vs {want}"
+            );
+        }
+        // A prefill chunk mixed with decodes: the chunk's queries read the decodes' keys too.
+        let mut mixed = decode(8, 30_000);
+        mixed.add_prefill(8192, 0, None);
+        let q = 8200.0;
+        let want = q * (8.0 * 30_000.0 + q) * pair;
+        let got = packed.parts(&mixed).attention_s;
+        assert!((got - want).abs() <= 1e-9 * want, "{got} vs {want}");
+        assert!(got > 50.0 * per_seq.parts(&mixed).attention_s);
+        // And the step clock of a decode run prices the cross term at every context sum.
+        let clock = packed.clock(&mixed);
+        let mut grown = mixed;
+        grown.decode_context += 1000;
+        assert_eq!(
+            clock.seconds(grown.decode_context),
+            packed.step_seconds(&grown)
+        );
+        assert!(packed.step_seconds(&grown) > packed.step_seconds(&mixed));
     }
 
     #[test]

@@ -131,6 +131,8 @@ pub struct PrefixCache {
     released: Vec<u32>,
     /// Calls of [`PrefixCache::repeated_path_blocks`] so far (the value nodes are marked with).
     walks: u32,
+    /// Evict the most recently used unreferenced leaves first instead of the least recently used.
+    pub newest_first: bool,
 }
 
 impl Node {
@@ -168,6 +170,7 @@ impl Default for PrefixCache {
             paged: false,
             released: Vec::new(),
             walks: 0,
+            newest_first: false,
         }
     }
 }
@@ -495,12 +498,17 @@ impl PrefixCache {
         Ok(())
     }
 
-    /// Evicts up to `want` unreferenced blocks, least recently used leaves first, from their tails.
-    /// Returns the number freed.
+    /// Evicts up to `want` unreferenced blocks, least recently used leaves first (most recently used
+    /// first with `newest_first`), from their tails. Returns the number freed.
     pub fn evict(&mut self, want: u64) -> u64 {
         let mut freed = 0;
         while freed < want {
-            let Some(&(lu, id)) = self.lru.iter().next() else {
+            let next = if self.newest_first {
+                self.lru.iter().next_back()
+            } else {
+                self.lru.iter().next()
+            };
+            let Some(&(lu, id)) = next else {
                 break;
             };
             let node = &mut self.nodes[id as usize];

@@ -272,7 +272,11 @@ impl Sim<'_> {
             for r in &self.ready {
                 let (tree, _) = self.replay.tree(r.handle.lane);
                 let req = self.replay.request(r.handle);
-                self.replicas[(r.handle.lane % dp) as usize].warm(&req.blocks, tree.block_size);
+                self.replicas[(r.handle.lane % dp) as usize].warm(
+                    &req.blocks,
+                    tree.block_size,
+                    req.input_tokens,
+                );
             }
         }
         self.flush_ready();

@@ -364,6 +364,7 @@ mod tests {
             preemptions: 0,
             outcome: Outcome::Completed,
             error_message: None,
+            server_prompt_tokens: None,
         }
     }
 

@@ -71,11 +71,7 @@ pub fn calibrate(a: &CalibrateArgs, url: &str) -> Result<()> {
 /// `--from-probes`: the fit of `calibrate --endpoint` on a probe log it wrote.
 pub fn from_probe_log(a: &CalibrateArgs, path: &Path) -> Result<()> {
     let samples = read_step_log(path, FitTarget::Wall)?;
-    let inputs = vec![format!(
-        "{} probes in {}",
-        samples.len(),
-        path.display()
-    )];
+    let inputs = vec![format!("{} probes in {}", samples.len(), path.display())];
     let on = measured_on(a, format!("the server probed into {}", path.display()));
     fit_probes(a, &samples, inputs, &on)
 }
@@ -112,6 +108,29 @@ fn write_probe_log(path: &Path, steps: &[ProbeStep]) -> Result<()> {
     Ok(())
 }
 
+/// One sample per probed shape: the median time of its repetitions (a server's first request of a new
+/// shape can be much slower: allocations, kernel selection), in the order the shapes first appear.
+fn medians(samples: &[StepSample]) -> Vec<StepSample> {
+    let mut groups: Vec<(StepSample, Vec<f64>)> = Vec::new();
+    for s in samples {
+        match groups
+            .iter_mut()
+            .find(|(g, _)| g.prefill == s.prefill && g.decode == s.decode)
+        {
+            Some((_, times)) => times.push(s.seconds),
+            None => groups.push((s.clone(), vec![s.seconds])),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(mut s, mut times)| {
+            times.sort_by(f64::total_cmp);
+            s.seconds = times[times.len() / 2];
+            s
+        })
+        .collect()
+}
+
 /// True for a TTFT probe (a prefill step alone, whose time includes the request's latency).
 fn is_ttft(s: &StepSample) -> bool {
     s.decode.is_empty()
@@ -126,6 +145,7 @@ fn fit_probes(
     measured_on: &str,
 ) -> Result<()> {
     let base = base_profile(a)?;
+    let samples = &medians(samples);
     let mut best: Option<(f64, Fit)> = None;
     for layout in [AttentionLayout::PerSequence, AttentionLayout::Packed] {
         let base = Profile {
@@ -144,10 +164,7 @@ fn fit_probes(
         }
     }
     let (_, fit) = best.expect("two layouts were fitted");
-    eprintln!(
-        "kept attention {:?}",
-        fit.profile.attention_layout
-    );
+    eprintln!("kept attention {:?}", fit.profile.attention_layout);
     report(&fit);
     write_profile(&fit.profile, a.out.as_deref())
 }
@@ -191,7 +208,13 @@ fn fit_with_latency(
                 .collect();
             if !residuals.is_empty() {
                 residuals.sort_by(f64::total_cmp);
-                latency = residuals[residuals.len() / 2].max(0.0);
+                let next = residuals[residuals.len() / 2].max(0.0);
+                let settled = (next - latency).abs() < 1e-5;
+                latency = next;
+                if settled {
+                    fit = Some(f);
+                    break;
+                }
             }
         }
         fit = Some(f);

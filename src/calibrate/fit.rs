@@ -63,7 +63,16 @@ pub fn fit_steps(
 ) -> Result<Fit> {
     let base = base_profile(a)?;
     let latency = a.request_latency_ms.unwrap_or(0.0) / 1e3;
-    fit_on_base(a, &base, samples, inputs, method, target, measured_on, latency)
+    fit_on_base(
+        a,
+        &base,
+        samples,
+        inputs,
+        method,
+        target,
+        measured_on,
+        latency,
+    )
 }
 
 /// [`fit_steps`] over a given base profile, writing `request_latency_s` into the fitted profile.

@@ -29,6 +29,24 @@ pub enum SpecMethod {
     Mtp,
 }
 
+/// Which unreferenced prefix-cache blocks go first when blocks run out.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CacheEviction {
+    /// Least recently used first (vLLM, SGLang, serverbench's CUDA engine).
+    #[default]
+    Lru,
+    /// Most recently freed first: `transformers serve` keeps its free cached blocks in insertion order
+    /// and takes the newest back (a finished turn's prefix goes before older ones).
+    NewestFirst,
+}
+
+impl CacheEviction {
+    fn is_lru(&self) -> bool {
+        *self == CacheEviction::Lru
+    }
+}
+
 /// Per-kind acceptance overrides.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -156,6 +174,9 @@ pub struct EngineConfig {
     pub preemption: Preemption,
     /// Whether the prefix cache is on.
     pub prefix_caching: bool,
+    /// Which unreferenced cached blocks are evicted first (`lru` unless given).
+    #[serde(default, skip_serializing_if = "CacheEviction::is_lru")]
+    pub cache_eviction: CacheEviction,
     /// Host memory for swapped-out KV per GPU, GiB (`preemption: swap`).
     #[serde(default = "default_swap_space")]
     pub swap_space_gib: f64,
@@ -193,6 +214,7 @@ impl Default for EngineConfig {
             activation_reserve_gib: 1.0,
             preemption: Preemption::Recompute,
             prefix_caching: true,
+            cache_eviction: CacheEviction::Lru,
             swap_space_gib: default_swap_space(),
             new_token_ratio: default_new_token_ratio(),
             speculative: None,

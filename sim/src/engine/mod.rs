@@ -17,8 +17,8 @@ mod speculate;
 mod stats;
 
 pub use config::{
-    EngineConfig, KindAcceptance, Preemption, SpecMethod, Speculative, MAX_BLOCK_SIZE,
-    MAX_DRAFT_PARAMS, MAX_NUM_SEQS, MAX_SWAP_SPACE_GIB,
+    CacheEviction, EngineConfig, KindAcceptance, Preemption, SpecMethod, Speculative,
+    MAX_BLOCK_SIZE, MAX_DRAFT_PARAMS, MAX_NUM_SEQS, MAX_SWAP_SPACE_GIB,
 };
 pub use decode_run::RunBounds;
 pub use policy::{Admission, DecodeBudget, Policy, SchedulingPolicy, Shortage, StepBuilder};
@@ -254,13 +254,15 @@ impl Replica {
         swap: SwapSpace,
         opts: ReplicaOptions,
     ) -> Replica {
+        let mut kv = if g.paged {
+            KvManager::paged(g.total_blocks)
+        } else {
+            KvManager::new(g.total_blocks)
+        };
+        kv.cache.newest_first = cfg.cache_eviction == CacheEviction::NewestFirst;
         Replica {
             cfg: cfg.clone(),
-            kv: if g.paged {
-                KvManager::paged(g.total_blocks)
-            } else {
-                KvManager::new(g.total_blocks)
-            },
+            kv,
             state_blocks: g.state_blocks,
             window: g.window,
             seqs: Vec::new(),
@@ -407,14 +409,20 @@ impl Replica {
             .blocks
     }
 
-    /// Puts a prompt's blocks in the prefix cache, unreferenced, as far as free memory allows (steady-state start).
-    /// An engine with physical paging starts cold: nothing is warmed.
-    pub fn warm(&mut self, blocks: &Blocks, workload_block_size: u32) {
+    /// Puts a prompt's blocks in the prefix cache, unreferenced, as far as free memory allows (steady-state
+    /// start): the blocks a one-token request of its `prompt_tokens` leaves cached under the policy
+    /// ([`SchedulingPolicy::warm_tokens`]). An engine with physical paging starts cold: nothing is warmed.
+    pub fn warm(&mut self, blocks: &Blocks, workload_block_size: u32, prompt_tokens: u32) {
         if !self.cfg.prefix_caching || self.kv.is_paged() {
             return;
         }
         let prompt = PromptBlocks::new(blocks.clone(), workload_block_size, self.cfg.block_size);
-        let n = prompt.engine_blocks();
+        let kept = self
+            .cfg
+            .policy
+            .get()
+            .warm_tokens(prompt_tokens, self.cfg.max_num_batched_tokens);
+        let n = prompt.engine_blocks().min(kept / self.cfg.block_size);
         let m = self.kv.cache.lookup(ROOT, 0, n, &prompt);
         let room = self.kv.free();
         let n = n.min(m.blocks + room as u32);

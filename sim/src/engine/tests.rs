@@ -151,3 +151,64 @@ fn a_cancelled_sequence_gives_back_every_block() {
     assert!(r.cancel(c), "a waiting sequence");
     r.audit().unwrap();
 }
+
+/// Runs `a` (a long prompt that leaves under 15 % of the pool free once it decodes) and submits `b`,
+/// small enough to fit, after a's first step; returns the step at which `b` first ran.
+fn step_b_starts(policy: Policy) -> usize {
+    let cfg = EngineConfig {
+        policy,
+        block_size: 4,
+        max_num_batched_tokens: 128,
+        prefix_caching: false,
+        ..EngineConfig::default()
+    };
+    let mut r = Replica::paged(&cfg, 20, ReplicaOptions::default()).unwrap();
+    let input = |tag: u64, tokens: u32, output: u32| SeqInput {
+        tag,
+        blocks: Blocks::from_vec(vec![]),
+        workload_block_size: 4,
+        input: tokens,
+        output,
+        kind: RequestKind::RootTurn,
+    };
+    r.submit(input(1, 68, 8));
+    let mut events = Vec::new();
+    for step in 0..40 {
+        if step == 2 {
+            r.submit(input(2, 4, 2));
+        }
+        if r.schedule().is_none() {
+            break;
+        }
+        if r.step_entries().any(|e| e.tag == 2) {
+            return step;
+        }
+        r.finish_step(&mut events);
+        r.audit().unwrap();
+    }
+    usize::MAX
+}
+
+#[test]
+fn transformers_admits_no_prefill_below_its_safety_margin() {
+    // vLLM admits the small request as soon as it fits; transformers' FIFO scheduler waits while under
+    // 15 % of the blocks are free and the step already decodes (here until the long request ends).
+    assert_eq!(step_b_starts(Policy::VLLM), 2);
+    let t = step_b_starts(Policy::TRANSFORMERS);
+    assert!(
+        (8..usize::MAX).contains(&t),
+        "transformers started b at step {t}"
+    );
+}
+
+#[test]
+fn a_one_token_request_leaves_its_last_chunk_uncached_in_transformers_only() {
+    let tf = Policy::TRANSFORMERS.get();
+    assert_eq!(tf.warm_tokens(20_000, 8192), 16_384);
+    assert_eq!(tf.warm_tokens(8192, 8192), 0);
+    assert_eq!(tf.warm_tokens(8193, 8192), 8192);
+    assert_eq!(tf.warm_tokens(0, 8192), 0);
+    for p in [Policy::VLLM, Policy::SGLANG] {
+        assert_eq!(p.get().warm_tokens(20_000, 8192), 20_000, "{p}");
+    }
+}

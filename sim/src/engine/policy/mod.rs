@@ -34,6 +34,8 @@ use std::fmt;
 ///     }
 ///     // Admission runs every step and decode steps only use more blocks.
 ///     fn waiting_stays_blocked(&self, _preempted: bool) -> bool { true }
+///     // Every computed block is cached.
+///     fn warm_tokens(&self, tokens: u32, _budget: u32) -> u32 { tokens }
 /// }
 /// assert_eq!(Fcfs.name(), "fcfs");
 /// ```
@@ -58,9 +60,15 @@ pub trait SchedulingPolicy: Sync + 'static {
     /// say no. The simulator merges runs of decode steps into one event only when this holds (or
     /// nothing waits), which keeps merged runs identical to step-by-step simulation.
     fn waiting_stays_blocked(&self, preempted: bool) -> bool;
+
+    /// How many of a prompt's `tokens` the engine keeps in its prefix cache after serving the prompt
+    /// as a request of one output token, with `budget` tokens per step: what a steady start finds
+    /// cached, since the real replay warms each lane's first prompt with such a request.
+    fn warm_tokens(&self, tokens: u32, budget: u32) -> u32;
 }
 
 mod sglang;
+mod transformers;
 mod vllm;
 
 /// Declares the registry: every policy the engine knows, in listing order (the first is the default).
@@ -70,7 +78,7 @@ macro_rules! policies {
     };
 }
 
-policies![vllm::Vllm, sglang::Sglang];
+policies![vllm::Vllm, sglang::Sglang, transformers::Transformers];
 
 /// A policy of the registry, as a configuration field: written and read as its name.
 #[derive(Clone, Copy)]
@@ -81,6 +89,8 @@ impl Policy {
     pub const VLLM: Policy = Policy(&vllm::Vllm);
     /// SGLang's scheduler.
     pub const SGLANG: Policy = Policy(&sglang::Sglang);
+    /// `transformers serve --continuous-batching`'s FIFO scheduler.
+    pub const TRANSFORMERS: Policy = Policy(&transformers::Transformers);
 
     /// The policy named `name`.
     pub fn named(name: &str) -> Option<Policy> {
@@ -215,6 +225,12 @@ impl StepBuilder<'_> {
     /// True when a sequence was preempted while building this step.
     pub fn preempted(&self) -> bool {
         self.preempted
+    }
+
+    /// True when fewer than `fraction` of the KV blocks are free (free or held only by the prefix
+    /// cache, so an allocation could take them).
+    pub fn free_blocks_below(&self, fraction: f64) -> bool {
+        (self.r.kv.available() as f64) < fraction * self.r.kv.total() as f64
     }
 
     /// The engine's knobs.

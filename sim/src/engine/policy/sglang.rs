@@ -55,4 +55,9 @@ impl SchedulingPolicy for Sglang {
     fn waiting_stays_blocked(&self, _preempted: bool) -> bool {
         false
     }
+
+    /// The radix cache takes a finished request's whole prompt.
+    fn warm_tokens(&self, tokens: u32, _budget: u32) -> u32 {
+        tokens
+    }
 }

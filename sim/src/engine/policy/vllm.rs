@@ -33,4 +33,9 @@ impl SchedulingPolicy for Vllm {
     fn waiting_stays_blocked(&self, preempted: bool) -> bool {
         !preempted
     }
+
+    /// Blocks are cached as they are computed: the whole prompt.
+    fn warm_tokens(&self, tokens: u32, _budget: u32) -> u32 {
+        tokens
+    }
 }

@@ -1,0 +1,126 @@
+//! The transformers serve measurements (results/h200-transformers/) reproduce: the black-box profile from
+//! its probe log, and the fidelity tables from the stored runs, re-scored for the transformers deployment.
+
+use crate::{serverbench, stdout};
+use serverbench_calibration::{AttentionLayout, Profile};
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+
+fn repo(rel: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(rel)
+}
+
+fn temp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("sb-third-party-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn the_transformers_profile_reproduces_from_its_probe_log() {
+    let dir = temp("probes");
+    let out = dir.join("p.yaml");
+    let o = serverbench(
+        [
+            "calibrate",
+            "--from-probes",
+            "results/h200-transformers/calibrate/probes.jsonl",
+            "--name",
+            "h200-qwen3-8b-transformers",
+            "--out",
+        ]
+        .iter()
+        .map(OsStr::new)
+        .chain([out.as_os_str()]),
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    // Both layouts were fitted and the packed one explains the probes better.
+    assert!(stderr.contains("kept attention Packed"), "{stderr}");
+    let fresh = Profile::from_yaml("p.yaml", &std::fs::read_to_string(&out).unwrap()).unwrap();
+    let shipped = Profile::preset("h200-qwen3-8b-transformers").unwrap();
+    assert_eq!(fresh.attention_layout, AttentionLayout::Packed);
+    for (name, a, b) in [
+        ("gemm", fresh.gemm_efficiency, shipped.gemm_efficiency),
+        (
+            "attention",
+            fresh.attention_efficiency,
+            shipped.attention_efficiency,
+        ),
+        ("memory", fresh.memory_efficiency, shipped.memory_efficiency),
+        (
+            "kv",
+            fresh.kv_efficiency.unwrap(),
+            shipped.kv_efficiency.unwrap(),
+        ),
+        ("overhead", fresh.step_overhead_s, shipped.step_overhead_s),
+        (
+            "per sequence",
+            fresh.per_sequence_overhead_s,
+            shipped.per_sequence_overhead_s,
+        ),
+        (
+            "latency",
+            fresh.request_latency_s,
+            shipped.request_latency_s,
+        ),
+    ] {
+        assert!(
+            (a - b).abs() <= 1e-9 * b.abs().max(1e-9),
+            "{name}: {a} vs {b}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Copies a stored compare folder's runs (summaries and records) to `dir/real`.
+fn copy_runs(from: &Path, dir: &Path) {
+    for e in std::fs::read_dir(from.join("real")).unwrap() {
+        let e = e.unwrap();
+        let to = dir.join("real").join(e.file_name());
+        std::fs::create_dir_all(&to).unwrap();
+        for f in ["summary.json", "records.jsonl.gz"] {
+            std::fs::copy(e.path().join(f), to.join(f)).unwrap();
+        }
+    }
+}
+
+#[test]
+fn the_transformers_fidelity_tables_reproduce_from_the_stored_runs() {
+    for (part, args) in [
+        ("levels", ["-c", "1,4,8,16", "-s", "0", "-w", "120"]),
+        ("seeds", ["-c", "4", "-s", "1,2,3,4,5,6,7,8", "-w", "60"]),
+    ] {
+        let dir = temp(part);
+        let stored = repo(&format!("results/h200-transformers/{part}"));
+        copy_runs(&stored, &dir);
+        let o = serverbench(
+            ["compare", "-d", "qwen3-8b-1xh200-transformers", "--reuse"]
+                .iter()
+                .chain(args.iter())
+                .map(OsStr::new)
+                .chain([OsStr::new("--out"), dir.as_os_str()]),
+        );
+        let table = stdout(&o);
+        // The runs were measured under the benchmark deployment's name and targets: they are re-scored
+        // under the transformers deployment's (at c = 4 the measured D is not 0 under its targets).
+        assert!(table.contains("qwen3-8b-1xh200-transformers"), "{table}");
+        let fresh = std::fs::read_to_string(dir.join("compare.md")).unwrap();
+        let want = std::fs::read_to_string(stored.join("compare.md")).unwrap();
+        assert_eq!(
+            fresh, want,
+            "results/h200-transformers/{part}/compare.md is stale: re-run its compare --reuse command"
+        );
+        std::fs::remove_dir_all(&dir).ok();
+    }
+    let v: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(repo("results/h200-transformers/levels/compare.json")).unwrap(),
+    )
+    .unwrap();
+    let d_at_4 = v["rows"][1]["metrics"][0]["real"].as_f64().unwrap();
+    assert!(
+        d_at_4 > 0.2,
+        "measured D at c = 4 under the frozen targets: {d_at_4}"
+    );
+}
