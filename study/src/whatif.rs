@@ -136,6 +136,9 @@ fn variant(study: &Study, label: &str, yaml: &str) -> Result<Study, String> {
         .deployment
         .clone()
         .with_overrides(label, yaml)
-        .map_err(|e| e.reason)?;
+        .map_err(|e| match e.field.is_empty() {
+            true => e.reason,
+            false => format!("{}: {}", e.field, e.reason),
+        })?;
     Ok(study.with_deployment(d))
 }
