@@ -1,9 +1,9 @@
 //! Simulator speed: one 1800 s replay of the default deployment at c = 16 and c = 64, the 128-seed
-//! workload scan, and generating + validating 10,000 session trees.
+//! workload scan, generating + validating 10,000 session trees, and open-loop replays of recorded arrivals.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use serverbench_sim::{scan, simulate, Deployment, RunConfig};
-use serverbench_workloads::{Generator, WorkloadSpec};
+use serverbench_sim::{scan, simulate, Arrivals, Deployment, RunConfig};
+use serverbench_workloads::{Generator, TreeSource, WorkloadSpec};
 use std::hint::black_box;
 use std::time::Duration;
 
@@ -100,11 +100,80 @@ fn knobs(c: &mut Criterion) {
     group.finish();
 }
 
+/// Open-loop replays of recorded arrivals: a 300-request `requests` trace, and 10,000 Mooncake requests
+/// (the 200-line sample tiled 50 times, each copy 72 s after the last), each request at its timestamp.
+fn open_loop(c: &mut Criterion) {
+    let d = Deployment::preset("qwen3-8b-1xh200").expect("preset");
+    let cost = d.cost_model();
+    let requests: String = (0..300)
+        .map(|i| {
+            format!(
+                "{{\"arrival_s\": {}, \"input_tokens\": {}, \"output_tokens\": {}, \"hash_ids\": [1, {}]}}\n",
+                i as f64 * 0.2,
+                1000 + (i % 9) * 400,
+                50 + (i % 5) * 60,
+                i + 2
+            )
+        })
+        .collect();
+    let short = serverbench_workloads::parse_trace("r.jsonl", &requests, None).expect("trace");
+    let sample = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/mooncake/sample_200.jsonl"
+    ))
+    .expect("sample");
+    let mut tiled = String::new();
+    for copy in 0..50u64 {
+        for line in sample.lines() {
+            let v: serde_json::Value = serde_json::from_str(line).expect("json");
+            let mut v = v.as_object().expect("object").clone();
+            let t = v["timestamp"].as_f64().expect("timestamp") + copy as f64 * 72_000.0;
+            v.insert("timestamp".into(), t.into());
+            tiled.push_str(&serde_json::to_string(&v).expect("json"));
+            tiled.push('\n');
+        }
+    }
+    let long = serverbench_workloads::parse_trace("m.jsonl", &tiled, None).expect("trace");
+    let open = |window_s| RunConfig {
+        arrivals: Arrivals::Trace { speedup: 1.0 },
+        concurrency: serverbench_sim::MAX_CONCURRENCY,
+        ..RunConfig::new(1, 0, window_s)
+    };
+    let mut group = c.benchmark_group("open_loop");
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(5));
+    for (name, trace, window) in [
+        ("requests_300", &short, 120.0),
+        ("mooncake_10000", &long, 3700.0),
+    ] {
+        let run = open(window);
+        let n = simulate(&d, &cost, trace, &run)
+            .expect("runs")
+            .records
+            .len();
+        assert_eq!(n as u64, trace.finite_len().unwrap(), "every request sent");
+        group.throughput(Throughput::Elements(n as u64));
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                black_box(
+                    simulate(&d, &cost, trace, &run)
+                        .expect("runs")
+                        .summary
+                        .score
+                        .d,
+                )
+            })
+        });
+    }
+    group.finish();
+}
+
 // criterion's macro defines an undocumented function (`benches`); nothing outside this file sees it.
 #[allow(missing_docs)]
 mod group {
     use super::*;
-    criterion_group!(benches, replay, workload, knobs);
+    criterion_group!(benches, replay, workload, knobs, open_loop);
 }
 use group::benches;
 criterion_main!(benches);

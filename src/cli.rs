@@ -95,9 +95,18 @@ pub struct ReplayArgs {
     /// Cap on think times, seconds.
     #[arg(long, default_value_t = 10.0)]
     pub idle_gap_cap: f64,
-    /// Start mode: steady (lanes start mid-session with warm prefixes) or cold (all at turn 0).
+    /// Start mode: steady (lanes start mid-session with warm prefixes) or cold (all at turn 0); the open
+    /// loop always starts cold.
     #[arg(long, default_value = "steady")]
     pub start: String,
+    /// How session trees arrive: closed (c lanes, the benchmark's score), trace[:SPEEDUP] (each request
+    /// at its recorded time, never before its dependencies) or poisson:RATE (trees per second). The
+    /// open modes ignore -c; --max-open caps them.
+    #[arg(long, default_value = "closed")]
+    pub arrivals: String,
+    /// Open loop: most session trees open at once (an arrival past it waits); default no cap.
+    #[arg(long)]
+    pub max_open: Option<u32>,
 }
 
 #[derive(Args, Debug)]
@@ -147,6 +156,10 @@ pub struct SweepArgs {
     /// Also score prefix windows of the same runs, e.g. 300,900,1800 (the runs use the longest).
     #[arg(long)]
     pub windows: Option<String>,
+    /// Sweep Poisson arrival rates (session trees per second, comma-separated) instead of concurrency:
+    /// open loop, -c ignored, --max-open caps the trees open at once.
+    #[arg(long, value_delimiter = ',', conflicts_with = "windows")]
+    pub rates: Option<Vec<f64>>,
     /// Write sweep.csv, sweep.json and sweep.svg here.
     #[arg(long)]
     pub out: Option<PathBuf>,

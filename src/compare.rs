@@ -30,6 +30,14 @@ pub fn run(a: CompareArgs) -> Result<()> {
         for &seed in &a.seeds {
             let dir = a.out.join("real").join(format!("c{c}_s{seed}"));
             let real = rescored(d, &dir, measured(&a, &dir, c, seed)?)?;
+            if real.arrivals != study.replay.arrivals {
+                bail!(
+                    "{}: the stored run's arrivals are {}, this compare asks for {} (measure again without --reuse)",
+                    dir.display(),
+                    real.arrivals.label(),
+                    study.replay.arrivals.label()
+                );
+            }
             let sim = study.run(&study.config(c, seed))?.summary;
             rows.push(row(c, seed, &sim, &real));
         }
@@ -157,7 +165,11 @@ fn replay_child(a: &CompareArgs, dir: &Path, c: u32, seed: u64) -> Result<()> {
     cmd.args(["-w", &a.replay.window.to_string()])
         .args(["--idle-gap-cap", &a.replay.idle_gap_cap.to_string()])
         .args(["--start", &a.replay.start])
-        .args(["-c", &c.to_string(), "-s", &seed.to_string(), "--no-probe"])
+        .args(["--arrivals", &a.replay.arrivals]);
+    if let Some(n) = a.replay.max_open {
+        cmd.args(["--max-open", &n.to_string()]);
+    }
+    cmd.args(["-c", &c.to_string(), "-s", &seed.to_string(), "--no-probe"])
         .arg("--out")
         .arg(dir);
     eprintln!("measuring c = {c}, seed {seed} → {}", dir.display());
@@ -184,8 +196,12 @@ fn fmt_err(e: Option<f64>) -> String {
 
 fn markdown(name: &str, a: &CompareArgs, rows: &[Row], rankings: &[SeedRanking]) -> String {
     let mut s = format!(
-        "serverbench compare — {name}, window {} s, start {}; each cell: simulated / measured (error)\n\n",
-        a.replay.window, a.replay.start
+        "serverbench compare — {name}, window {} s, {}; each cell: simulated / measured (error)\n\n",
+        a.replay.window,
+        match a.replay.arrivals.as_str() {
+            "closed" => format!("start {}", a.replay.start),
+            open => format!("arrivals {open}"),
+        }
     );
     s.push_str("| c | seed | completed |");
     for (m, _) in METRICS {

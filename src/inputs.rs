@@ -3,7 +3,7 @@
 use crate::cli::{DeploymentArgs, ReplayArgs, WorkloadArgs};
 use anyhow::{anyhow, bail, Result};
 use serverbench_calibration::Profile;
-use serverbench_sim::{Deployment, RunConfig, StartMode};
+use serverbench_sim::{Arrivals, Deployment, RunConfig, StartMode, MAX_CONCURRENCY};
 use serverbench_study::Study;
 use serverbench_workloads::{read_spec, read_trace, Trace, TreeSource, Workload, WorkloadSpec};
 use std::path::Path;
@@ -173,8 +173,18 @@ pub fn time_scale(x: f64) -> Result<f64> {
 pub fn run_config(r: &ReplayArgs, concurrency: u32, seed: u64) -> Result<RunConfig> {
     let start = StartMode::parse(&r.start)
         .ok_or_else(|| anyhow!("--start: expected steady or cold, got {:?}", r.start))?;
+    let arrivals = Arrivals::parse(&r.arrivals).map_err(|e| anyhow!("--arrivals: {e}"))?;
+    let concurrency = match (arrivals, r.max_open) {
+        (Arrivals::Closed, None) => concurrency,
+        (Arrivals::Closed, Some(_)) => bail!("--max-open: only the open loop (--arrivals trace or poisson) takes it; the closed loop has -c lanes"),
+        (_, Some(n)) if n == 0 || n > MAX_CONCURRENCY => {
+            bail!("--max-open: must be between 1 and {MAX_CONCURRENCY} trees, got {n}")
+        }
+        (_, cap) => cap.unwrap_or(MAX_CONCURRENCY),
+    };
     let cfg = RunConfig {
         concurrency,
+        arrivals,
         seed,
         window_s: r.window,
         idle_gap_cap_s: r.idle_gap_cap,

@@ -118,10 +118,19 @@ pub fn summary_table(s: &Summary, gpus: u32, gpu_hour: f64, start: &str) -> Stri
             s.preemptions
         ),
     );
+    let start = match s.open_loop {
+        None => format!("{start} start"),
+        Some(o) => format!(
+            "arrivals {} (cold start) · {} requests sent late for their dependencies · {} trees waited for a slot",
+            s.arrivals.label(),
+            o.late_for_dependencies,
+            o.waited_for_a_slot
+        ),
+    };
     line(
         "run",
         format!(
-            "{} trees started · {} engine steps · {start} start · {}",
+            "{} trees started · {} engine steps · {start} · {}",
             s.trees_started,
             thousands(s.steps),
             if s.valid {

@@ -14,6 +14,10 @@ fn err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
 pub struct Band<'a> {
     pub title: &'a str,
     pub unit: &'a str,
+    /// What the x axis counts (concurrent sessions, or arrivals per second).
+    pub x_desc: &'a str,
+    /// Decimals of the x axis' labels.
+    pub x_decimals: usize,
     pub x: &'a [f64],
     pub mean: Vec<f64>,
     pub min: Vec<f64>,
@@ -60,10 +64,10 @@ fn band_panel(area: &Area<'_>, b: &Band<'_>, qualified: &[bool], recommended: f6
         .map_err(err)?;
     chart
         .configure_mesh()
-        .x_desc("concurrent sessions (lanes)")
+        .x_desc(b.x_desc)
         .y_desc(b.unit)
         .max_light_lines(1)
-        .x_label_formatter(&|v| format!("{v:.0}"))
+        .x_label_formatter(&|v| format!("{v:.prec$}", prec = b.x_decimals))
         .draw()
         .map_err(err)?;
     // Shade the levels where most value meets the SLO.

@@ -5,9 +5,9 @@ use crate::cli::SweepArgs;
 use crate::inputs;
 use crate::output::{replays_bar, write_file, write_json};
 use crate::plot::{sweep_svg, Band};
-use anyhow::Result;
+use anyhow::{bail, Result};
 use serverbench_sim::Deployment;
-use serverbench_study::{Level, Spread, SweepResult};
+use serverbench_study::{Level, RateSweep, Spread, SweepResult};
 use std::io::Write;
 
 /// Runs the grid the arguments describe, with a progress bar when `progress`.
@@ -29,6 +29,12 @@ pub fn run(a: SweepArgs) -> Result<()> {
     let d = inputs::resolved(&a.deployment)?;
     if inputs::print_config(&a.deployment, &d)? {
         return Ok(());
+    }
+    if let Some(rates) = &a.rates {
+        return rates_run(&a, &d, rates);
+    }
+    if a.replay.arrivals != "closed" {
+        bail!("--arrivals: sweep varies concurrency in the closed loop; for an open-loop sweep give --rates R1,R2,… (Poisson trees per second), and replay a trace once with simulate --arrivals trace");
     }
     let seeds = inputs::seeds(&a.seeds)?;
     let started = std::time::Instant::now();
@@ -72,12 +78,36 @@ const QUALIFIED_F: f64 = 0.9;
 
 fn plot(r: &SweepResult, d: &Deployment) -> Result<String> {
     let x: Vec<f64> = r.levels.iter().map(|l| l.concurrency as f64).collect();
+    let levels: Vec<&Level> = r.levels.iter().collect();
+    let title = format!(
+        "{} — {} seeds × {} s; green: f ≥ {:.0} % (TTFT ≤ {:.2} s, TPOT ≤ {:.1} ms)",
+        d.name,
+        r.seeds.len(),
+        r.window_s,
+        QUALIFIED_F * 100.0,
+        d.slo.ttft_s,
+        d.slo.tpot_s * 1e3
+    );
+    let axis = ("concurrent sessions (lanes)", 0);
+    plot_levels(&title, axis, &x, &levels, r.best_mean as f64)
+}
+
+/// D, G and f of `levels` at `x`, the best level marked.
+fn plot_levels(
+    title: &str,
+    (x_desc, x_decimals): (&str, usize),
+    x: &[f64],
+    levels: &[&Level],
+    best: f64,
+) -> Result<String> {
     let band = |title, unit, f: fn(&Level) -> Spread| {
-        let s: Vec<Spread> = r.levels.iter().map(f).collect();
+        let s: Vec<Spread> = levels.iter().map(|l| f(l)).collect();
         Band {
             title,
             unit,
-            x: &x,
+            x_desc,
+            x_decimals,
+            x,
             mean: s.iter().map(|v| v.mean).collect(),
             min: s.iter().map(|v| v.min).collect(),
             max: s.iter().map(|v| v.max).collect(),
@@ -92,17 +122,8 @@ fn plot(r: &SweepResult, d: &Deployment) -> Result<String> {
             |l| l.f,
         ),
     ];
-    let qualified: Vec<bool> = r.levels.iter().map(|l| l.f.mean >= QUALIFIED_F).collect();
-    let title = format!(
-        "{} — {} seeds × {} s; green: f ≥ {:.0} % (TTFT ≤ {:.2} s, TPOT ≤ {:.1} ms)",
-        d.name,
-        r.seeds.len(),
-        r.window_s,
-        QUALIFIED_F * 100.0,
-        d.slo.ttft_s,
-        d.slo.tpot_s * 1e3
-    );
-    sweep_svg(&title, &bands, &qualified, r.best_mean as f64)
+    let qualified: Vec<bool> = levels.iter().map(|l| l.f.mean >= QUALIFIED_F).collect();
+    sweep_svg(title, &bands, &qualified, best)
 }
 
 fn table(r: &SweepResult, d: &Deployment) -> String {
@@ -207,6 +228,128 @@ fn write_csv(w: &mut dyn Write, r: &SweepResult) -> std::io::Result<()> {
             write!(w, ",{}", win.d_mean)?;
         }
         writeln!(w)?;
+    }
+    Ok(())
+}
+
+/// `sweep --rates`: one open-loop Poisson level per rate.
+fn rates_run(a: &SweepArgs, d: &Deployment, rates: &[f64]) -> Result<()> {
+    for &r in rates {
+        serverbench_sim::Arrivals::parse(&format!("poisson:{r}"))
+            .map_err(|e| anyhow::anyhow!("--rates: {e}"))?;
+    }
+    let mut replay = a.replay.clone();
+    replay.arrivals = format!("poisson:{}", rates[0]);
+    let mut study = inputs::study(&a.deployment, &a.workload, &replay)?;
+    study.threads = inputs::threads(a.threads)?;
+    let seeds = inputs::seeds(&a.seeds)?;
+    let started = std::time::Instant::now();
+    let bar = replays_bar(rates.len() * seeds.len(), true);
+    let r = serverbench_study::sweep_rates(&study, rates, &seeds, &|| bar.inc(1))?;
+    bar.finish_and_clear();
+    outln!(
+        "serverbench sweep — {} ({} × {} GPU, ${:.2}/GPU-h), {} Poisson arrival rates × {} seeds, window {} s, open loop (at most {} trees open)\n",
+        d.name,
+        d.gpus(),
+        d.hardware.name,
+        d.gpu_hour_dollars,
+        rates.len(),
+        seeds.len(),
+        r.window_s,
+        r.max_open
+    )?;
+    out!("{}", rate_table(&r, d))?;
+    outln!(
+        "\n  {} replays of {} s simulated in {:.1} s",
+        rates.len() * seeds.len(),
+        r.window_s,
+        started.elapsed().as_secs_f64()
+    )?;
+    if let Some(dir) = &a.out {
+        write_file(dir, "sweep.csv", |w| write_rate_csv(w, &r))?;
+        write_json(dir, "sweep.json", &r)?;
+        let x: Vec<f64> = r.levels.iter().map(|l| l.rate).collect();
+        let levels: Vec<&Level> = r.levels.iter().map(|l| &l.level).collect();
+        let title = format!(
+            "{} — open loop, {} seeds × {} s; green: f ≥ {:.0} % (TTFT ≤ {:.2} s, TPOT ≤ {:.1} ms)",
+            d.name,
+            r.seeds.len(),
+            r.window_s,
+            QUALIFIED_F * 100.0,
+            d.slo.ttft_s,
+            d.slo.tpot_s * 1e3
+        );
+        let svg = plot_levels(
+            &title,
+            ("session trees per second (Poisson)", 2),
+            &x,
+            &levels,
+            r.best_mean,
+        )?;
+        write_file(dir, "sweep.svg", |w| w.write_all(svg.as_bytes()))?;
+        outln!(
+            "  wrote {}/sweep.csv, sweep.json and sweep.svg",
+            dir.display()
+        )?;
+    }
+    Ok(())
+}
+
+fn rate_table(r: &RateSweep, d: &Deployment) -> String {
+    let mut t = format!(
+        "  {:>8}  {:>16}  {:>12}  {:>7}  {:>7}  {:>13}  {:>13}\n",
+        "trees/s", "D mean ± std", "D min..max", "G", "f", "p90 TTFT (s)", "p90 TPOT (ms)"
+    );
+    for rl in &r.levels {
+        let l = &rl.level;
+        let mark = match (rl.rate == r.best_mean, rl.rate == r.best_robust) {
+            (true, true) => " ◀ best mean D, best robust D",
+            (true, false) => " ◀ best mean D",
+            (false, true) => " ◀ best robust D",
+            _ => "",
+        };
+        t.push_str(&format!(
+            "  {:>8}  {:>8.3} ± {:<5.3}  {:>5.2}..{:<5.2}  {:>7.3}  {:>6.1}%  {:>13.3}  {:>13.2}{}{}\n",
+            rl.rate,
+            l.d.mean,
+            l.d.std,
+            l.d.min,
+            l.d.max,
+            l.g.mean,
+            l.f.mean * 100.0,
+            l.ttft_p90_s.mean,
+            l.tpot_p90_s.mean * 1e3,
+            if l.all_valid { "" } else { " (invalid: context overflow)" },
+            mark
+        ));
+    }
+    t.push_str(&format!(
+        "\n  D = value of requests that met TTFT ≤ {:.2} s and TPOT ≤ {:.1} ms, per $ of GPU time; G = value of all requests per $; f = D / G.\n  Open loop: the rate is offered load; the closed-loop sweep (without --rates) is what the benchmark scores.\n",
+        d.slo.ttft_s,
+        d.slo.tpot_s * 1e3
+    ));
+    t
+}
+
+fn write_rate_csv(w: &mut dyn Write, r: &RateSweep) -> std::io::Result<()> {
+    writeln!(w, "rate_per_s,d_mean,d_min,d_max,d_std,d_p10,g_mean,f_mean,ttft_p90_mean_s,tpot_p90_mean_s,all_valid")?;
+    for rl in &r.levels {
+        let l = &rl.level;
+        writeln!(
+            w,
+            "{},{},{},{},{},{},{},{},{},{},{}",
+            rl.rate,
+            l.d.mean,
+            l.d.min,
+            l.d.max,
+            l.d.std,
+            l.d.p10,
+            l.g.mean,
+            l.f.mean,
+            l.ttft_p90_s.mean,
+            l.tpot_p90_s.mean,
+            l.all_valid
+        )?;
     }
     Ok(())
 }

@@ -380,3 +380,81 @@ fn a_profile_file_is_the_profile_every_command_uses() {
         );
     }
 }
+
+#[test]
+fn open_loop_runs_from_the_command_line_and_bad_modes_name_their_flag() {
+    let dir = tempdir("open");
+    let trace = dir.join("requests.jsonl");
+    let text: String = (0..40)
+        .map(|i| {
+            format!(
+                "{{\"arrival_s\": {}, \"input_tokens\": 500, \"output_tokens\": 20}}\n",
+                0.5 * i as f64
+            )
+        })
+        .collect();
+    std::fs::write(&trace, text).unwrap();
+    let t = trace.to_str().unwrap();
+    let out = dir.join("run");
+    let o = serverbench([
+        "simulate",
+        "--trace",
+        t,
+        "--arrivals",
+        "trace:2",
+        "-w",
+        "60",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let text = stdout(&o);
+    assert!(text.contains("arrivals trace:2 (cold start)"), "{text}");
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["arrivals"]["mode"], "trace");
+    assert_eq!(summary["requests"], 40);
+    let records = std::fs::read_to_string(out.join("records.jsonl")).unwrap();
+    let last: serverbench_sim::Record =
+        serde_json::from_str(records.lines().last().unwrap()).unwrap();
+    assert_eq!(
+        last.send_ns, 9_750_000_000,
+        "the 40th request at 19.5 s / 2"
+    );
+    let sweep = dir.join("sweep");
+    let o = serverbench([
+        "sweep",
+        "--rates",
+        "0.05,0.2",
+        "--seeds",
+        "2",
+        "-w",
+        "120",
+        "--out",
+        sweep.to_str().unwrap(),
+    ]);
+    assert!(stdout(&o).contains("Poisson arrival rates"));
+    let rows = csv(&sweep.join("sweep.csv"));
+    assert_eq!(
+        rows.iter()
+            .map(|r| r["rate_per_s"].as_str())
+            .collect::<Vec<_>>(),
+        ["0.05", "0.2"]
+    );
+    svg(&sweep.join("sweep.svg"));
+    for (args, flag) in [
+        (vec!["simulate", "--arrivals", "poisson:-2"], "--arrivals"),
+        (vec!["simulate", "--arrivals", "trace"], "arrivals"),
+        (vec!["simulate", "--max-open", "4"], "--max-open"),
+        (
+            vec!["simulate", "--arrivals", "poisson:1", "--max-open", "0"],
+            "--max-open",
+        ),
+        (vec!["sweep", "--arrivals", "poisson:1"], "--rates"),
+        (vec!["sweep", "--rates", "0"], "--rates"),
+    ] {
+        let o = serverbench(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(flag), "{args:?}: {err}");
+    }
+}

@@ -58,6 +58,13 @@ fn record(keys: &'static [&'static str], base: Value) -> impl Strategy<Value = V
 }
 
 const MOONCAKE: &[&str] = &["timestamp", "input_length", "output_length", "hash_ids"];
+const REQUESTS: &[&str] = &[
+    "arrival_s",
+    "input_tokens",
+    "output_tokens",
+    "hash_ids",
+    "block_size",
+];
 const BAILIAN: &[&str] = &[
     "chat_id",
     "parent_chat_id",
@@ -134,6 +141,11 @@ proptest! {
     #[test]
     fn the_mooncake_importer_never_panics(text in lines(record(MOONCAKE, json!({"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [1, 2]})))) {
         survives(&text, TraceFormat::MOONCAKE);
+    }
+
+    #[test]
+    fn the_requests_importer_never_panics(text in lines(record(REQUESTS, json!({"arrival_s": 1.5, "input_tokens": 40, "output_tokens": 5, "block_size": 16, "hash_ids": [1, 2]})))) {
+        survives(&text, TraceFormat::REQUESTS);
     }
 
     #[test]

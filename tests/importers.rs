@@ -180,6 +180,15 @@ fn malformed_inputs_name_file_line_and_field() {
         (None, "{\"requests\": [{\"type\": \"subagent\", \"requests\": [{\"type\": \"n\", \"in\": 5, \"out\": 0}]}]}".into(), 1, "requests[0].requests[0].out", "at least 1"),
         // Bailian: unknown parent.
         (None, "{\"chat_id\": 1, \"parent_chat_id\": 7, \"timestamp\": 0, \"input_length\": 5, \"output_length\": 5, \"hash_ids\": []}".into(), 1, "parent_chat_id", "earlier line"),
+        // Mooncake: a negative timestamp.
+        (None, "{\"timestamp\": -4, \"input_length\": 100, \"output_length\": 5, \"hash_ids\": []}".into(), 1, "timestamp", "non-negative"),
+        // Requests: a negative arrival, no output length, a zero block size, a chain too long, NaN-like text.
+        (None, "{\"arrival_s\": 0, \"input_tokens\": 10, \"output_tokens\": 2}\n{\"arrival_s\": -1, \"input_tokens\": 10, \"output_tokens\": 2}".into(), 2, "arrival_s", "non-negative"),
+        (None, "{\"arrival_s\": 0, \"input_tokens\": 10}".into(), 1, "", "output_tokens"),
+        (None, "{\"arrival_s\": 0, \"input_tokens\": 10, \"output_tokens\": 0}".into(), 1, "output_tokens", "at least 1"),
+        (None, "{\"arrival_s\": 0, \"input_tokens\": 10, \"output_tokens\": 3, \"block_size\": 0}".into(), 1, "block_size", "between 1"),
+        (None, "{\"arrival_s\": 0, \"input_tokens\": 20, \"output_tokens\": 3, \"hash_ids\": [1, 2]}".into(), 1, "hash_ids", "exceed"),
+        (Some(TraceFormat::REQUESTS), "{\"arrival_s\": \"soon\", \"input_tokens\": 20, \"output_tokens\": 3}".into(), 1, "arrival_s", "invalid type"),
         // Native: a dependency that is not earlier.
         (
             Some(TraceFormat::NATIVE),

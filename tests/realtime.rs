@@ -164,6 +164,60 @@ fn requests_over_the_context_limit_fail_as_overflow_against_a_server_too() {
     assert!(sim.summary.context_overflow > 0);
 }
 
+/// An open-loop replay on the wall clock sends each request at its recorded time, late by no more than
+/// the dispatch drift the client measured (records are in server time: the drift times the scale).
+#[test]
+fn a_trace_replayed_open_loop_on_the_wall_clock_keeps_its_timestamps() {
+    let _guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let d = Deployment::preset("gemma4-e4b-1xl40").unwrap();
+    let text: String = (0..60)
+        .map(|i| {
+            let t = 2.0 + i as f64 * 0.37 + if i % 3 == 0 { 0.0 } else { 0.05 };
+            format!(
+                "{{\"arrival_s\": {t}, \"input_tokens\": {}, \"output_tokens\": 12}}\n",
+                300 + 40 * i
+            )
+        })
+        .collect();
+    let trace = serverbench_workloads::parse_trace("r.jsonl", &text, None).unwrap();
+    let run = RunConfig {
+        arrivals: serverbench_sim::Arrivals::Trace { speedup: 1.0 },
+        concurrency: serverbench_sim::MAX_CONCURRENCY,
+        ..RunConfig::new(1, 0, 60.0)
+    };
+    let started = std::time::Instant::now();
+    let real = runtime().block_on(replay_against_the_emulator(&d, &trace, run, 262_144));
+    // The trace ends 24 s (2.4 s of wall clock) in: the replay stops once it has drained, not at 60 s.
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(real.records.len(), 60);
+    assert!(real.records.iter().all(|r| r.outcome == Outcome::Completed));
+    let drift_ns = real.client.dispatch_drift_ms.max * 1e6 * 10.0;
+    let mut lateness = Vec::new();
+    for r in &real.records {
+        let i = r.tree as f64;
+        let recorded = (i * 0.37 + if r.tree % 3 == 0 { 0.0 } else { 0.05 }) * 1e9;
+        let late = r.send_ns as f64 - recorded;
+        assert!(late >= -1e6, "request {} sent {late} ns early", r.tree);
+        assert!(
+            late <= drift_ns + 1e6,
+            "request {} sent {late} ns late; the drift was {drift_ns} ns at most",
+            r.tree
+        );
+        lateness.push(late);
+    }
+    lateness.sort_by(f64::total_cmp);
+    eprintln!(
+        "open-loop dispatch: median {:.2} ms, max {:.2} ms late (server time)",
+        lateness[30] / 1e6,
+        lateness[59] / 1e6
+    );
+    assert!(lateness[30] < 50e6, "median {} ns late", lateness[30]);
+}
+
 /// A server that fails on purpose, one way per request in turn.
 fn faulty_router(counter: Arc<AtomicU64>) -> Router {
     Router::new().route(

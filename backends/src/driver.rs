@@ -8,7 +8,7 @@ use crate::openai::{request_bytes, Api, BodyCache};
 use crate::timer::Timer;
 use serverbench_sim::{
     summarise, Deployment, EventQueue, Handle, Outcome, OverflowGuard, Ready, Record, Replay,
-    RunConfig, StartMode, Summary, Time,
+    RunConfig, Summary, Time,
 };
 use serverbench_workloads::tokens::{prompt_tokens, prompt_tokens_from, Vocab};
 use serverbench_workloads::{Quantiles, TreeSource};
@@ -123,7 +123,8 @@ pub async fn run_real(
     progress: &(dyn Fn(f64) + Sync),
 ) -> std::io::Result<RealOutput> {
     let window_ns = Time::from_secs(cfg.run.window_s).0;
-    let mut replay = Replay::new(source, cfg.run.replay());
+    let mut replay = Replay::new(source, cfg.run.replay())
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
     let mut ready: Vec<Ready> = Vec::new();
     replay.start(Time::ZERO, &mut ready);
     let mut stats = ClientStats::default();
@@ -131,7 +132,7 @@ pub async fn run_real(
     // Ctrl-C from here on ends the run with what it measured (during the warm-up too).
     let ctrl_c = tokio::signal::ctrl_c();
     tokio::pin!(ctrl_c);
-    if cfg.run.start == StartMode::Steady {
+    if replay.warms() {
         let warm = warm_up(&replay, &ready, &client, cfg.vocab, &bodies);
         tokio::select! {
             w = warm => {
@@ -163,8 +164,20 @@ pub async fn run_real(
     loop {
         let now = clock.now();
         progress(now as f64 / 1e9);
-        if now >= window_ns {
+        if now >= window_ns || (replay.finished() && in_flight.is_empty() && queue.is_empty()) {
             break;
+        }
+        // Open loop: trees that have arrived by now start (their requests join the queue below).
+        while let Some(at) = replay
+            .next_arrival()
+            .filter(|at| at.0 <= now && at.0 < window_ns)
+        {
+            replay.arrive(at, &mut ready);
+            for r in ready.drain(..) {
+                queue
+                    .schedule(r.at, r.handle)
+                    .expect("arrivals are due from now on");
+            }
         }
         while let Some(t) = queue.peek_time() {
             if t.0 > now || t.0 >= window_ns {
@@ -220,7 +233,11 @@ pub async fn run_real(
             in_flight.insert(tag, InFlight { task, progress: p });
             stats.max_in_flight = stats.max_in_flight.max(in_flight.len());
         }
-        let wake = queue.peek_time().map_or(window_ns, |t| t.0.min(window_ns));
+        let wake = [queue.peek_time(), replay.next_arrival()]
+            .into_iter()
+            .flatten()
+            .map(|t| t.0)
+            .fold(window_ns, u64::min);
         tokio::select! {
             biased;
             _ = &mut ctrl_c => {
@@ -260,6 +277,8 @@ pub async fn run_real(
     summary.seed = cfg.run.seed;
     summary.concurrency = cfg.run.concurrency;
     summary.trees_started = replay.trees_started();
+    summary.arrivals = cfg.run.arrivals;
+    summary.open_loop = (!cfg.run.arrivals.is_closed()).then(|| replay.open_stats());
     summary.prefix_hit_rate = {
         let (hit, all): (u64, u64) = records
             .iter()

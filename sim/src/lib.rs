@@ -45,7 +45,7 @@ pub use engine::{
     Shortage, StepBuilder, StepEntry, StepSample,
 };
 pub use kv::AuditError;
-pub use replay::{Handle, Ready, Replay, ReplayConfig, StartMode};
+pub use replay::{Arrivals, Handle, OpenStats, Ready, Replay, ReplayConfig, StartMode};
 pub use run::{
     simulate, OverflowGuard, RunConfig, RunError, RunOutput, Stalled, MAX_CONCURRENCY,
     MAX_IDLE_GAP_CAP_S, MAX_INSTANT_OVERFLOWS, MAX_WINDOW_S,

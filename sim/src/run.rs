@@ -7,7 +7,7 @@ use crate::des::{EventQueue, Time};
 use crate::engine::{
     CapacityError, EngineStats, Replica, ReplicaOptions, RunBounds, SeqEvent, SeqInput, StepSample,
 };
-use crate::replay::{Handle, Ready, Replay, ReplayConfig, StartMode};
+use crate::replay::{Arrivals, Handle, Ready, Replay, ReplayConfig, StartMode};
 use crate::score::{summarise, Outcome, Record, Summary};
 use serverbench_calibration::CostModel;
 use serverbench_calibration::FieldError;
@@ -90,8 +90,10 @@ pub struct RunConfig {
     pub window_s: f64,
     /// Cap on think times, seconds.
     pub idle_gap_cap_s: f64,
-    /// Start mode.
+    /// Start mode (closed loop only).
     pub start: StartMode,
+    /// How trees arrive: the closed loop (the benchmark's score), recorded times, or a Poisson rate.
+    pub arrivals: Arrivals,
     /// Keep per-step samples.
     pub timeline: bool,
     /// Simulate every decode step on its own instead of merging runs of identical decode steps
@@ -110,6 +112,7 @@ impl RunConfig {
             window_s,
             idle_gap_cap_s: 10.0,
             start: StartMode::Steady,
+            arrivals: Arrivals::Closed,
             timeline: false,
             audit: false,
             step_by_step: false,
@@ -152,6 +155,7 @@ impl RunConfig {
             idle_gap_cap_ns: Time::from_secs(self.idle_gap_cap_s).0,
             start: self.start,
             seed: self.seed,
+            arrivals: self.arrivals,
         }
     }
 }
@@ -173,6 +177,8 @@ enum Event {
     Arrive(Handle, u64),
     /// A replica's step (or run of decode steps) ends; the generation tells a cut-short run's stale end apart.
     StepEnd(u32, u64),
+    /// Open loop: the next session tree arrives.
+    TreeArrives,
 }
 
 struct Sim<'a> {
@@ -221,7 +227,8 @@ pub fn simulate(
         window: Time::from_secs(cfg.window_s),
         deployment,
         cost,
-        replay: Replay::new(source, cfg.replay()),
+        replay: Replay::new(source, cfg.replay())
+            .map_err(|e| RunError::Config(FieldError::new("arrivals", e)))?,
         busy: vec![false; replicas.len()],
         generation: vec![0; replicas.len()],
         dues: Default::default(),
@@ -234,14 +241,15 @@ pub fn simulate(
         overflows: OverflowGuard::default(),
         stalled: None,
     };
-    sim.start(cfg.start);
+    sim.start();
     let window = sim.window;
     while let Some((t, ev)) = sim.queue.pop() {
-        if let Event::Due(_) | Event::Arrive(..) = ev {
+        if let Event::Due(_) | Event::Arrive(..) | Event::TreeArrives = ev {
             sim.popped_due(t);
         }
         match ev {
-            Event::Due(_) | Event::Arrive(..) if t >= window => continue,
+            Event::Due(_) | Event::Arrive(..) | Event::TreeArrives if t >= window => continue,
+            Event::TreeArrives => sim.trees_arrive(t),
             _ if t > window => break,
             Event::Due(h) => {
                 sim.dispatch(h, t);
@@ -265,9 +273,9 @@ pub fn simulate(
 }
 
 impl Sim<'_> {
-    fn start(&mut self, mode: StartMode) {
+    fn start(&mut self) {
         self.replay.start(Time::ZERO, &mut self.ready);
-        if mode == StartMode::Steady {
+        if self.replay.warms() {
             let dp = self.replicas.len() as u32;
             for r in &self.ready {
                 let (tree, _) = self.replay.tree(r.handle.lane);
@@ -280,6 +288,26 @@ impl Sim<'_> {
             }
         }
         self.flush_ready();
+        self.schedule_arrival();
+    }
+
+    /// Open loop: trees arriving now start; the next arrival is scheduled.
+    fn trees_arrive(&mut self, t: Time) {
+        self.replay.arrive(t, &mut self.ready);
+        self.flush_ready();
+        self.schedule_arrival();
+    }
+
+    /// The next tree arrival as an event (decode runs stop there, as at a due request).
+    fn schedule_arrival(&mut self) {
+        if let Some(at) = self.replay.next_arrival() {
+            if at < self.window {
+                *self.dues.entry(at.0).or_insert(0) += 1;
+                self.queue
+                    .schedule(at, Event::TreeArrives)
+                    .expect("arrivals are never in the past");
+            }
+        }
     }
 
     fn popped_due(&mut self, t: Time) {
@@ -487,6 +515,8 @@ impl Sim<'_> {
         summary.spec_tokens_per_verify = ratio(st.spec_tokens as f64, st.spec_verifies as f64);
         summary.steps = st.steps;
         summary.trees_started = self.replay.trees_started();
+        summary.arrivals = cfg.arrivals;
+        summary.open_loop = (!cfg.arrivals.is_closed()).then(|| self.replay.open_stats());
         let timeline = cfg.timeline.then(|| {
             let mut all: Vec<StepSample> = self
                 .replicas

@@ -3,7 +3,7 @@
 
 use crate::deployment::Prices;
 use crate::des::{EventQueue, Time};
-use crate::replay::{Handle, Replay, ReplayConfig, StartMode};
+use crate::replay::{Arrivals, Handle, Replay, ReplayConfig, StartMode};
 use crate::score::value;
 use serde::Serialize;
 use serverbench_workloads::TreeSource;
@@ -45,8 +45,9 @@ pub fn scan(
         idle_gap_cap_ns: Time::from_secs(idle_gap_cap_s).0,
         start: StartMode::Cold,
         seed,
+        arrivals: Arrivals::Closed,
     };
-    let mut replay = Replay::new(source, cfg);
+    let mut replay = Replay::new(source, cfg).expect("a closed loop takes any source");
     let mut queue: EventQueue<Handle> = EventQueue::new();
     let mut ready = Vec::new();
     replay.start(Time::ZERO, &mut ready);

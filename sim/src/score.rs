@@ -1,6 +1,7 @@
 //! Scoring: per-request records, value, qualification against frozen SLOs, and D, G, f (docs/definitions.md).
 
 use crate::deployment::{Deployment, Prices, Slo};
+use crate::replay::{Arrivals, OpenStats};
 use serde::{Deserialize, Serialize};
 use serverbench_workloads::{Quantiles, Request, RequestKind};
 
@@ -275,6 +276,12 @@ pub struct Summary {
     pub steps: u64,
     /// Session trees started.
     pub trees_started: u64,
+    /// How trees arrived (absent from the JSON for the closed loop).
+    #[serde(default, skip_serializing_if = "Arrivals::is_closed")]
+    pub arrivals: Arrivals,
+    /// Open loop: what arrivals waited for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_loop: Option<OpenStats>,
 }
 
 /// Most of a run's requests that may overflow the context before the run is invalid.
@@ -336,6 +343,8 @@ pub fn summarise(records: &[Record], d: &Deployment, window_s: f64) -> (Score, S
         valid: overflow_rate <= MAX_OVERFLOW_RATE && error_rate <= MAX_ERROR_RATE,
         steps: 0,
         trees_started: 0,
+        arrivals: Arrivals::Closed,
+        open_loop: None,
     };
     (s, summary)
 }

@@ -1,4 +1,5 @@
 //! Studies over many simulated replays: [`sweep`] (concurrency × seeds, and window sensitivity),
+//! [`sweep_rates`] (Poisson arrival rates × seeds),
 //! [`screen`] (seeds ranked by difficulty), [`freeze_slo`] (targets from a reference configuration),
 //! [`what_if`] (each serving knob alone), and the statistics of simulated-against-measured
 //! comparisons ([`compare`]). Callable from Rust; the binary only parses arguments, prints and writes.
@@ -30,7 +31,7 @@ pub use grid::{run_all, Spread};
 pub use scan::scan_seeds;
 pub use screen::{screen, ScreenResult, SeedRow};
 pub use slo::{freeze_slo, SeedP90};
-pub use sweep::{sweep, Cell, Level, SweepResult, WindowD};
+pub use sweep::{sweep, sweep_rates, Cell, Level, RateLevel, RateSweep, SweepResult, WindowD};
 pub use whatif::{what_if, Knob, KnobRow, KNOBS};
 
 use serverbench_calibration::{CostModel, FieldError};
@@ -87,9 +88,13 @@ impl Study {
     }
 
     /// The options of the run at `concurrency` lanes and `seed`.
+    /// The open modes keep the study's cap on open trees: their load is the arrival rate, not `concurrency`.
     pub fn config(&self, concurrency: u32, seed: u64) -> RunConfig {
         RunConfig {
-            concurrency,
+            concurrency: match self.replay.arrivals.is_closed() {
+                true => concurrency,
+                false => self.replay.concurrency,
+            },
             seed,
             ..self.replay
         }

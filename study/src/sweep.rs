@@ -4,7 +4,7 @@
 
 use crate::{run_all, Spread, Study, StudyError};
 use serde::Serialize;
-use serverbench_sim::{prefix_window, score};
+use serverbench_sim::{prefix_window, score, Arrivals};
 
 /// One replay of the grid.
 #[derive(Clone, Debug, Serialize)]
@@ -181,4 +181,75 @@ fn level(c: u32, cells: &[Cell], windows: &[f64]) -> Level {
         all_valid: mine.iter().all(|x| x.valid),
         windows,
     }
+}
+
+/// One Poisson rate of a rate sweep: its statistics over seeds.
+#[derive(Clone, Debug, Serialize)]
+pub struct RateLevel {
+    /// Session trees per second.
+    pub rate: f64,
+    /// The level's statistics (`concurrency` is the cap on open trees).
+    #[serde(flatten)]
+    pub level: Level,
+}
+
+/// A sweep over Poisson arrival rates.
+#[derive(Clone, Debug, Serialize)]
+pub struct RateSweep {
+    /// Deployment name.
+    pub deployment: String,
+    /// The runs' window, seconds.
+    pub window_s: f64,
+    /// Seeds of every rate.
+    pub seeds: Vec<u64>,
+    /// Most trees open at once.
+    pub max_open: u32,
+    /// One per rate, in the order given.
+    pub levels: Vec<RateLevel>,
+    /// The rate with the best mean D.
+    pub best_mean: f64,
+    /// The rate with the best 10th-percentile D over seeds.
+    pub best_robust: f64,
+}
+
+/// Runs every Poisson `rate` (trees per second) × seed, open loop, with the study's cap on open trees.
+pub fn sweep_rates(
+    study: &Study,
+    rates: &[f64],
+    seeds: &[u64],
+    progress: &(dyn Fn() + Sync),
+) -> Result<RateSweep, StudyError> {
+    if rates.is_empty() || seeds.is_empty() {
+        return Err(StudyError::NothingToRun);
+    }
+    let cap = study.replay.concurrency;
+    let mut levels = Vec::new();
+    for &rate in rates {
+        let mut at_rate = study.clone();
+        at_rate.replay.arrivals = Arrivals::Poisson { rate };
+        let r = sweep(&at_rate, &[cap], seeds, &[], progress)?;
+        let level = r.levels.into_iter().next().expect("one level per rate");
+        levels.push(RateLevel { rate, level });
+    }
+    let best = |key: fn(&Level) -> f64| {
+        levels
+            .iter()
+            .fold(&levels[0], |b, l| {
+                if key(&l.level) > key(&b.level) {
+                    l
+                } else {
+                    b
+                }
+            })
+            .rate
+    };
+    Ok(RateSweep {
+        deployment: study.deployment.name.clone(),
+        window_s: study.replay.window_s,
+        seeds: seeds.to_vec(),
+        max_open: cap,
+        best_mean: best(|l| l.d.mean),
+        best_robust: best(|l| l.d.p10),
+        levels,
+    })
 }

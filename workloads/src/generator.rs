@@ -15,6 +15,11 @@ const GLOBAL_PREFIX_SALT: u64 = 0x5157_E11A_9EF1_0000;
 pub trait TreeSource: Send + Sync {
     /// Tree number `k` of the stream; the same `k` always gives the same tree.
     fn tree(&self, k: u64) -> Arc<SessionTree>;
+    /// How many distinct trees the stream has before it repeats (a trace's length); `None` for an
+    /// endless generator. A replay of recorded arrivals plays each of them once.
+    fn finite_len(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// The `agentic-coding` generator for one seed.

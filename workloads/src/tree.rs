@@ -179,6 +179,14 @@ pub enum TreeError {
         /// Position of the request.
         index: usize,
     },
+    /// Recorded arrival times that are not one per request.
+    #[error("arrivals_ns: {given} times for {requests} requests (one per request)")]
+    ArrivalsLength {
+        /// Times given.
+        given: usize,
+        /// Requests in the tree.
+        requests: usize,
+    },
 }
 
 /// One application session: a DAG of requests, validated on construction.
@@ -189,6 +197,11 @@ pub struct SessionTree {
     /// Tokens per block of the `blocks` chains.
     pub block_size: u32,
     requests: Vec<Request>,
+    /// When each request arrived in the recorded trace, nanoseconds on the trace's own clock (one per
+    /// request, by id); only traces of arrivals (Mooncake, Bailian, the `requests` format) have them.
+    /// `--arrivals trace` replays them; a closed-loop replay ignores them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    arrivals_ns: Option<Vec<u64>>,
 }
 
 impl SessionTree {
@@ -228,7 +241,32 @@ impl SessionTree {
             session_id,
             block_size,
             requests,
+            arrivals_ns: None,
         })
+    }
+
+    /// The same tree with recorded arrival times, one per request (by id).
+    pub fn with_arrivals(mut self, arrivals_ns: Vec<u64>) -> Result<Self, TreeError> {
+        if arrivals_ns.len() != self.requests.len() {
+            return Err(TreeError::ArrivalsLength {
+                given: arrivals_ns.len(),
+                requests: self.requests.len(),
+            });
+        }
+        self.arrivals_ns = Some(arrivals_ns);
+        Ok(self)
+    }
+
+    /// Recorded arrival times, one per request, if the trace had them.
+    pub fn arrivals_ns(&self) -> Option<&[u64]> {
+        self.arrivals_ns.as_deref()
+    }
+
+    /// The earliest recorded arrival of the tree, if the trace had arrival times.
+    pub fn first_arrival_ns(&self) -> Option<u64> {
+        self.arrivals_ns
+            .as_ref()
+            .and_then(|a| a.iter().min().copied())
     }
 
     /// The requests, in a topological order.
@@ -278,10 +316,16 @@ impl<'de> Deserialize<'de> for SessionTree {
             session_id: u64,
             block_size: u32,
             requests: Vec<Request>,
+            #[serde(default)]
+            arrivals_ns: Option<Vec<u64>>,
         }
         let raw = Raw::deserialize(d)?;
-        SessionTree::new(raw.session_id, raw.block_size, raw.requests)
-            .map_err(serde::de::Error::custom)
+        let tree = SessionTree::new(raw.session_id, raw.block_size, raw.requests)
+            .map_err(serde::de::Error::custom)?;
+        match raw.arrivals_ns {
+            Some(a) => tree.with_arrivals(a).map_err(serde::de::Error::custom),
+            None => Ok(tree),
+        }
     }
 }
 

@@ -1,5 +1,6 @@
 //! Qwen-Bailian usage traces: one request per line (`chat_id`, `parent_chat_id`, `timestamp` in
-//! seconds, lengths, `hash_ids` of 16-token blocks); sessions are the trees `parent_chat_id` forms.
+//! seconds, lengths, `hash_ids` of 16-token blocks); sessions are the trees `parent_chat_id` forms, and
+//! each request's timestamp is its recorded arrival.
 
 use super::{at_least_one, has_key, lines, prompt_chain, typed_line, Ids, Importer};
 use crate::error::InputError;
@@ -50,7 +51,8 @@ impl Importer for Bailian {
 fn bailian(file: &str, text: &str) -> Result<Vec<SessionTree>, InputError> {
     // chat_id -> (tree index, request index, timestamp)
     let mut where_is: HashMap<i64, (usize, u32, f64)> = HashMap::new();
-    let mut trees: Vec<(Vec<Request>, usize)> = Vec::new();
+    // per tree: its requests, their arrival times and the line it starts on
+    let mut trees: Vec<(Vec<Request>, Vec<u64>, usize)> = Vec::new();
     for (n, l) in lines(text) {
         let b: BailianLine = typed_line(file, n, l)?;
         if !(b.timestamp >= 0.0 && b.timestamp.is_finite()) {
@@ -66,7 +68,7 @@ fn bailian(file: &str, text: &str) -> Result<Vec<SessionTree>, InputError> {
         let blocks = prompt_chain(&b.hash_ids, b.input_length, 16, 0, Ids::FullBlocks)
             .map_err(|e| InputError::new(file, n, "hash_ids", e))?;
         let (tree, deps, think_s) = if b.parent_chat_id < 0 {
-            trees.push((Vec::new(), n));
+            trees.push((Vec::new(), Vec::new(), n));
             (trees.len() - 1, vec![], 0.0)
         } else {
             let &(t, r, ts) = where_is.get(&b.parent_chat_id).ok_or_else(|| {
@@ -82,6 +84,7 @@ fn bailian(file: &str, text: &str) -> Result<Vec<SessionTree>, InputError> {
             })?;
             (t, vec![r], (b.timestamp - ts).max(0.0))
         };
+        trees[tree].1.push((b.timestamp * 1e9).round() as u64);
         let requests = &mut trees[tree].0;
         let id = requests.len() as u32;
         let turn = b.turn.map_or(id, |t| t.min(u32::MAX as u64) as u32);
@@ -112,8 +115,9 @@ fn bailian(file: &str, text: &str) -> Result<Vec<SessionTree>, InputError> {
     trees
         .into_iter()
         .enumerate()
-        .map(|(i, (reqs, line))| {
+        .map(|(i, (reqs, arrivals, line))| {
             SessionTree::new(i as u64, 16, reqs)
+                .and_then(|t| t.with_arrivals(arrivals))
                 .map_err(|e| InputError::new(file, line, "", e.to_string()))
         })
         .collect()

@@ -33,6 +33,7 @@ pub trait Importer: Sync + 'static {
 mod bailian;
 mod mooncake;
 mod native;
+mod requests;
 mod weka;
 
 /// Declares the registry: every format, in detection order (the first whose `detects` holds wins).
@@ -46,6 +47,7 @@ formats![
     native::Native,
     bailian::Bailian,
     mooncake::Mooncake,
+    requests::Requests,
     weka::Weka
 ];
 
@@ -60,6 +62,8 @@ impl TraceFormat {
     pub const MOONCAKE: TraceFormat = TraceFormat(&mooncake::Mooncake);
     /// Qwen-Bailian JSONL.
     pub const BAILIAN: TraceFormat = TraceFormat(&bailian::Bailian);
+    /// Single timestamped requests (`arrival_s`, `input_tokens`, `output_tokens`).
+    pub const REQUESTS: TraceFormat = TraceFormat(&requests::Requests);
     /// This tool's own export.
     pub const NATIVE: TraceFormat = TraceFormat(&native::Native);
 
@@ -142,6 +146,10 @@ impl Trace {
 impl TreeSource for Trace {
     fn tree(&self, k: u64) -> Arc<SessionTree> {
         self.trees[(k % self.trees.len() as u64) as usize].clone()
+    }
+
+    fn finite_len(&self) -> Option<u64> {
+        Some(self.trees.len() as u64)
     }
 }
 
@@ -234,6 +242,26 @@ pub(super) fn prompt_chain(
         ));
     };
     Ok(Blocks::from_vec(chain_ids(&ids[..keep], salt)))
+}
+
+/// A recorded time in `unit_ns` nanoseconds per unit as nanoseconds; the error names the field.
+pub(super) fn arrival_ns(
+    file: &str,
+    line: usize,
+    field: &str,
+    t: f64,
+    unit_ns: f64,
+) -> Result<u64, InputError> {
+    let ns = t * unit_ns;
+    if !(t >= 0.0 && ns < u64::MAX as f64) {
+        return Err(InputError::new(
+            file,
+            line,
+            field,
+            format!("must be a non-negative time, got {t}"),
+        ));
+    }
+    Ok(ns.round() as u64)
 }
 
 pub(super) fn at_least_one(
