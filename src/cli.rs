@@ -467,8 +467,21 @@ pub struct CompareArgs {
 #[derive(Args, Debug)]
 pub struct CalibrateArgs {
     /// Step logs (JSONL, `.gz` accepted) written by the CUDA engine (`--step-log`, `cuda-bench --out`).
-    #[arg(long, num_args = 1.., required_unless_present_any = ["microbench", "endpoint", "derive_from", "from_probes"])]
+    #[arg(long, num_args = 1.., required_unless_present_any = ["microbench", "endpoint", "derive_from", "from_probes", "from_ops"])]
     pub from_steps: Vec<PathBuf>,
+    /// Fit a profile for `--hardware` from measured operator tables: CSV files, or directories whose
+    /// every `.csv` is read (aiconfigurator's operator database or LLMServingSim's per-layer profile);
+    /// reports each operator class's error on held-out rows.
+    #[arg(long, num_args = 1.., conflicts_with_all = ["from_steps", "microbench", "endpoint", "derive_from", "from_probes"])]
+    pub from_ops: Vec<PathBuf>,
+    /// `--from-ops`: the GPU whose compute-bound rows (GEMM compute, prefill attention) set the compute
+    /// efficiencies, as fractions of its own peak (default: `--hardware`).
+    #[arg(long, requires = "from_ops")]
+    pub compute_gpu: Option<String>,
+    /// `--from-ops`: the GPU whose bandwidth-bound rows (weight streaming, decode attention, int4,
+    /// all-reduce) set the bandwidth efficiencies (default: `--hardware`).
+    #[arg(long, requires = "from_ops")]
+    pub memory_gpu: Option<String>,
     /// Fit a probe log (`--endpoint --probe-log`) as `--endpoint` fits its probes: the request latency
     /// estimated, the attention layout chosen; no server needed.
     #[arg(long, conflicts_with_all = ["from_steps", "microbench", "endpoint", "derive_from"])]

@@ -366,3 +366,59 @@ fn compare_reproduces_the_documented_fidelity_from_stored_measurements() {
     assert!(dir.join("compare.svg").exists() && dir.join("compare.md").exists());
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// The shipped L40 profiles are what `scripts/fit_l40_profiles.sh` fits from the shipped operator
+/// tables (and their per-class reports are the stored ones).
+#[test]
+fn the_shipped_l40_profiles_reproduce_from_the_shipped_operator_tables() {
+    let dir = std::env::temp_dir().join(format!("serverbench-l40-ops-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let o = std::process::Command::new("bash")
+        .arg(repo("scripts/fit_l40_profiles.sh"))
+        .arg(env!("CARGO_BIN_EXE_serverbench"))
+        .arg(&dir)
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    for fw in ["sglang", "vllm"] {
+        let read = |path: std::path::PathBuf| {
+            let text = std::fs::read_to_string(&path).unwrap();
+            let mut p =
+                serverbench_calibration::Profile::from_yaml(&path.display().to_string(), &text)
+                    .unwrap();
+            p.fit.as_mut().unwrap().fitted_at.clear();
+            p
+        };
+        let name = format!("l40-ops-{fw}.yaml");
+        assert_eq!(
+            read(dir.join(&name)),
+            read(repo(&format!("presets/profiles/{name}"))),
+            "presets/profiles/{name} is stale: run scripts/fit_l40_profiles.sh"
+        );
+        let report = format!("fit_{fw}.md");
+        assert_eq!(
+            std::fs::read_to_string(dir.join(&report)).unwrap(),
+            std::fs::read_to_string(repo(&format!("results/l40-ops/{report}"))).unwrap(),
+            "results/l40-ops/{report} is stale"
+        );
+    }
+}
+
+/// The L40 validation table in docs/fidelity.md and results/l40-ops/validation.md is what
+/// `scripts/l40_validation.sh` prints now.
+#[test]
+fn the_l40_validation_table_reproduces() {
+    let o = std::process::Command::new("bash")
+        .arg(repo("scripts/l40_validation.sh"))
+        .arg(env!("CARGO_BIN_EXE_serverbench"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        String::from_utf8(o.stdout).unwrap(),
+        std::fs::read_to_string(repo("results/l40-ops/validation.md")).unwrap(),
+        "results/l40-ops/validation.md is stale: scripts/l40_validation.sh > results/l40-ops/validation.md"
+    );
+}

@@ -9,6 +9,7 @@ pub mod cost;
 pub mod fit;
 pub mod memory;
 pub mod model;
+pub mod ops;
 pub mod profile;
 
 pub use cost::{BatchShape, CostInputs, CostModel, StepClock, StepParts};
@@ -21,7 +22,7 @@ pub use model::{
     streamed_weight_bytes, weight_bytes, AttentionLayers, HardwareSpec, LinearLayers, ModelSpec,
     StateDtype, WeightDtype, GIB, MIB,
 };
-pub use profile::{AttentionLayout, FitRecord, Profile, StepTime};
+pub use profile::{AttentionLayout, FitRecord, OpClassRecord, Profile, StepTime};
 pub use serverbench_config::{FieldError, InputError};
 
 #[cfg(test)]

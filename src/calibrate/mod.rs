@@ -3,6 +3,7 @@
 
 mod endpoint;
 mod fit;
+mod from_ops;
 mod microbench;
 
 pub use fit::read_text;
@@ -25,6 +26,9 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
     }
     if let Some(path) = &a.from_probes {
         return endpoint::from_probe_log(&a, path);
+    }
+    if !a.from_ops.is_empty() {
+        return from_ops::calibrate(&a, &a.from_ops);
     }
     if let Some(from) = &a.derive_from {
         return derive(&a, from);

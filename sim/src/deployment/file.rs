@@ -212,10 +212,25 @@ impl Deployment {
 }
 
 /// When an override changes some fields of a spec the base names by preset, the base gets the preset's
-/// fields first, so that the override merges into them.
+/// fields first, so that the override merges into them. An override that is a whole spec on its own
+/// (every required field: what printing a deployment writes) replaces the base's instead, so fields it
+/// leaves out because they are unset (`kv_efficiency`, a fit's `op_classes`) stay unset.
 fn expand_preset(base: &mut Value, over: &Value, key: &str) {
-    let (Some(Value::Mapping(_)), Some(Value::String(name))) = (over.get(key), base.get(key))
-    else {
+    let Some(o @ Value::Mapping(_)) = over.get(key) else {
+        return;
+    };
+    let whole = match key {
+        "model" => from_value::<ModelSpec>(o.clone()).is_ok(),
+        "hardware" => from_value::<HardwareSpec>(o.clone()).is_ok(),
+        _ => from_value::<Profile>(o.clone()).is_ok(),
+    };
+    if whole {
+        if let Value::Mapping(m) = base {
+            m.remove(key);
+        }
+        return;
+    }
+    let Some(Value::String(name)) = base.get(key) else {
         return;
     };
     let expanded = match key {
@@ -275,6 +290,29 @@ mod tests {
             text.contains("layers: 40") && text.contains("hardware: h200"),
             "{text}"
         );
+        assert_eq!(Deployment::from_yaml("p.yaml", &text).unwrap(), d);
+    }
+
+    /// A printed spec replaces the default deployment's: the unset fields it leaves out stay unset (the
+    /// default's fitted profile has a `kv_efficiency` and a fit record; the datasheet one has neither).
+    #[test]
+    fn a_printed_spec_keeps_its_unset_fields_unset() {
+        let d = Deployment::preset("qwen3.5-9b-2xl40")
+            .unwrap()
+            .with_overrides(
+                "o.yaml",
+                "profile: l40-datasheet
+",
+            )
+            .unwrap()
+            .with_overrides(
+                "o.yaml",
+                "profile: {step_overhead_s: 0.003}
+",
+            )
+            .unwrap();
+        assert_eq!(d.profile.kv_efficiency, None);
+        let text = serde_yaml::to_string(&DeploymentFile::of(&d)).unwrap();
         assert_eq!(Deployment::from_yaml("p.yaml", &text).unwrap(), d);
     }
 
