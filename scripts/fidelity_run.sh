@@ -24,7 +24,7 @@ stop_packing() { kill "$packer" 2>/dev/null; wait "$packer" 2>/dev/null; }
 compare_part() {
   local name=$1; shift
   keep_packing "$name"
-  "$BIN" compare -d qwen3-8b-1xh200 --engine cuda "$@" \
+  "$BIN" compare -d qwen3-8b-1xh200 --engine cuda --start steady "$@" \
     --out "$WORK/$name" 2>&1 | tee "$WORK/$name.log"
   for d in "$WORK/$name"/real/*/; do gzip -f "$d"/*.jsonl 2>/dev/null; done
   # How the shipped profile predicts these new steps, per class of step (held out from its fit).

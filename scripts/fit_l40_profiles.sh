@@ -23,6 +23,6 @@ for fw in sglang vllm; do
     --hardware l40 --compute-gpu rtx4090 --memory-gpu l40s --base-profile l40-datasheet \
     --name "l40-ops-$fw" \
     --measured-on "no L40: NVIDIA aiconfigurator's L40S operator database ($fw kernels, CUDA graphs) and LLMServingSim's RTX 4090 profile of Llama-3.1-8B (vLLM 0.19, eager)" \
-    --notes "$NOTES" --out "$OUT/l40-ops-$fw.yaml" 2>&1 | grep -v '^wrote ' > "$REPORT/fit_$fw.md" || { cat "$REPORT/fit_$fw.md" >&2; exit 1; }
+    --band 0.15,0.10,0.5 --notes "$NOTES" --out "$OUT/l40-ops-$fw.yaml" 2>&1 | grep -v '^wrote ' > "$REPORT/fit_$fw.md" || { cat "$REPORT/fit_$fw.md" >&2; exit 1; }
   echo "wrote $OUT/l40-ops-$fw.yaml and $REPORT/fit_$fw.md"
 done

@@ -55,7 +55,7 @@ for p in $parts; do
       done ;;
     replay)
       for c in ${CONCURRENCY:-4 16 64}; do
-        "$BIN" replay --engine cuda -d qwen3-8b-1xh200 -c "$c" -w "$WINDOW" --no-probe \
+        "$BIN" replay --engine cuda -d qwen3-8b-1xh200 --start steady -c "$c" -w "$WINDOW" --no-probe \
           --step-log "$OUT/steps_c$c.jsonl" --out "$OUT/replay_c$c" 2>&1 | tail -n 30
         cp "$OUT/replay_c$c/summary.json" "$OUT/summary_c$c.json"
         gzip -c "$OUT/replay_c$c/records.jsonl" > "$OUT/records_c$c.jsonl.gz"

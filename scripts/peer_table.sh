@@ -10,7 +10,7 @@ trap 'rm -rf "$TMP"' EXIT
 run() { # NAME SOURCE DEPLOYMENT ARGS...
   local name=$1 src=$2 dep=$3; shift 3
   mkdir -p "$TMP/$name"; cp -r "$src/real" "$TMP/$name/"
-  "$BIN" compare -d "$dep" --reuse --out "$TMP/$name" "$@" > /dev/null 2>&1
+  "$BIN" compare -d "$dep" --start steady --reuse --out "$TMP/$name" "$@" > /dev/null 2>&1
 }
 for dep in qwen3-8b-1xh200 qwen3-8b-1xh200-transformers; do
   run "cuda-levels-$dep" results/h200-fidelity/levels "$dep" -c 1,4,8,16 -s 0 -w 120

@@ -96,7 +96,7 @@ calibrate() {
 compare_part() {
   local name=$1; shift
   keep_packing "$name"
-  "$BIN" compare -d qwen3-8b-1xh200 --url "$URL" --api text --server transformers --model "$MODEL" \
+  "$BIN" compare -d qwen3-8b-1xh200 --start steady --url "$URL" --api text --server transformers --model "$MODEL" \
     --reuse "$@" --out "$WORK/$name" 2>&1 | tee -a "$WORK/$name.log"
   for d in "$WORK/$name"/real/*/; do gzip -f "$d"/*.jsonl 2>/dev/null; done
   stop_packing; pack "$name"

@@ -18,9 +18,9 @@ for e in ${EFFICIENCIES:-1.0 0.6 0.5 0.4 0.25}; do
     rm -rf "$TMP/$part"; mkdir -p "$TMP/$part"; cp -r "$RES/$part/real" "$TMP/$part/"
   done
   echo; echo "## attention_efficiency $e"; echo
-  "$BIN" compare -d qwen3-8b-1xh200-transformers --profile "$TMP/profile.yaml" -c 1,4,8,16 -s 0 -w 120 \
+  "$BIN" compare -d qwen3-8b-1xh200-transformers --start steady --profile "$TMP/profile.yaml" -c 1,4,8,16 -s 0 -w 120 \
     --reuse --out "$TMP/levels" 2>/dev/null | grep '^|'
   echo
-  "$BIN" compare -d qwen3-8b-1xh200-transformers --profile "$TMP/profile.yaml" -c 4 -s 1,2,3,4,5,6,7,8 -w 60 \
+  "$BIN" compare -d qwen3-8b-1xh200-transformers --start steady --profile "$TMP/profile.yaml" -c 4 -s 1,2,3,4,5,6,7,8 -w 60 \
     --reuse --out "$TMP/seeds" 2>/dev/null | grep '^|\|^Seed ranking'
 done

@@ -95,9 +95,10 @@ pub struct ReplayArgs {
     /// Cap on think times, seconds.
     #[arg(long, default_value_t = 10.0)]
     pub idle_gap_cap: f64,
-    /// Start mode: steady (lanes start mid-session with warm prefixes) or cold (all at turn 0); the open
-    /// loop always starts cold.
-    #[arg(long, default_value = "steady")]
+    /// Start mode: cold (every lane at turn 0 with an empty cache: a freshly started server, what the
+    /// benchmark replays) or steady (lanes start mid-session with warm prefixes); the open loop always
+    /// starts cold.
+    #[arg(long, default_value = "cold")]
     pub start: String,
     /// How session trees arrive: closed (c lanes, the benchmark's score), trace[:SPEEDUP] (each request
     /// at its recorded time, never before its dependencies) or poisson:RATE (trees per second). The
@@ -160,6 +161,10 @@ pub struct SweepArgs {
     /// open loop, -c ignored, --max-open caps the trees open at once.
     #[arg(long, value_delimiter = ',', conflicts_with = "windows")]
     pub rates: Option<Vec<f64>>,
+    /// Also run the sweep at both ends of the profile's stated band (slowest and fastest server it
+    /// allows) and say whether the recommended concurrency moves.
+    #[arg(long, conflicts_with = "rates")]
+    pub band: bool,
     /// Write sweep.csv, sweep.json and sweep.svg here.
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -482,6 +487,10 @@ pub struct CalibrateArgs {
     /// all-reduce) set the bandwidth efficiencies (default: `--hardware`).
     #[arg(long, requires = "from_ops")]
     pub memory_gpu: Option<String>,
+    /// `--from-ops`: the profile's stated band, as relative half-widths of its compute efficiencies,
+    /// bandwidth efficiencies and host overheads (`0.15,0.10,0.5`: ±15 %, ±10 %, ±50 %).
+    #[arg(long, requires = "from_ops", value_delimiter = ',', num_args = 1)]
+    pub band: Option<Vec<f64>>,
     /// Fit a probe log (`--endpoint --probe-log`) as `--endpoint` fits its probes: the request latency
     /// estimated, the attention layout chosen; no server needed.
     #[arg(long, conflicts_with_all = ["from_steps", "microbench", "endpoint", "derive_from"])]

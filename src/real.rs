@@ -295,6 +295,13 @@ fn report(
         out.summary.completed
     )?;
     outln!("    stream vs usage       {} without a usage block, {} with more output chunks than usage tokens", c.usage_missing, c.chunk_usage_mismatches)?;
+    match &c.first_unrecognised_field {
+        None => outln!("    output fields         every chunk's output was in a field counted as tokens")?,
+        Some(f) => outln!(
+            "    output fields         WARNING: {} requests streamed a delta field `{f}` that is not counted as output: TTFT and TPOT are not measured from it",
+            c.unrecognised_output_streams
+        )?,
+    }
     if a.api == "chat" {
         outln!(
             "    full prompt           not checked (a chat template adds tokens to every prompt)"

@@ -6,6 +6,7 @@ use crate::inputs;
 use crate::output::{replays_bar, write_file, write_json};
 use crate::plot::{sweep_svg, Band};
 use anyhow::{bail, Result};
+use serverbench_calibration::BandEnd;
 use serverbench_sim::Deployment;
 use serverbench_study::{Level, RateSweep, Spread, SweepResult};
 use std::io::Write;
@@ -51,6 +52,9 @@ pub fn run(a: SweepArgs) -> Result<()> {
         a.replay.start
     )?;
     out!("{}", table(&r, &d))?;
+    if a.band {
+        out!("\n{}", band_report(&a, &d, &r)?)?;
+    }
     if a.windows.is_some() {
         out!("\n{}", window_table(&r))?;
     }
@@ -352,4 +356,60 @@ fn write_rate_csv(w: &mut dyn Write, r: &RateSweep) -> std::io::Result<()> {
         )?;
     }
     Ok(())
+}
+
+/// `sweep --band`: the grid at both ends of the profile's band, and whether the recommendation moves.
+fn band_report(a: &SweepArgs, d: &Deployment, nominal: &SweepResult) -> Result<String> {
+    let Some(b) = d.profile.band else {
+        bail!(
+            "--band: profile {} states no band (a `band:` of compute, memory and overhead half-widths)",
+            d.profile.name
+        );
+    };
+    let mut t = format!(
+        "  band of profile {} (compute efficiencies ±{:.0} %, bandwidth ±{:.0} %, host overheads ±{:.0} %):\n",
+        d.profile.name,
+        100.0 * b.compute,
+        100.0 * b.memory,
+        100.0 * b.overhead
+    );
+    let mut picks = Vec::new();
+    for (label, end) in [
+        ("slow end", Some(BandEnd::Slow)),
+        ("nominal", None),
+        ("fast end", Some(BandEnd::Fast)),
+    ] {
+        let r = match end {
+            None => nominal.clone(),
+            Some(end) => {
+                let mut study = inputs::study(&a.deployment, &a.workload, &a.replay)?;
+                study.threads = inputs::threads(a.threads)?;
+                let mut moved = study.deployment.clone();
+                moved.profile = moved.profile.at_band_end(end);
+                let study = study.with_deployment(moved);
+                let seeds = inputs::seeds(&a.seeds)?;
+                serverbench_study::sweep(&study, &a.concurrency, &seeds, &[], &|| {})?
+            }
+        };
+        let best = r
+            .levels
+            .iter()
+            .find(|l| l.concurrency == r.best_mean)
+            .expect("best level");
+        t.push_str(&format!(
+            "    {label:<9} best mean D at c = {} (D {:.3}), robust c = {}\n",
+            r.best_mean, best.d.mean, r.best_robust
+        ));
+        picks.push((r.best_mean, r.best_robust));
+    }
+    let (lo, hi) = (picks[0], picks[2]);
+    t.push_str(&if lo == picks[1] && hi == picks[1] {
+        "  The recommended concurrency does not move within the band.\n".to_string()
+    } else {
+        format!(
+            "  The recommendation moves within the band: best mean c = {} / {} / {} (slow / nominal / fast).\n",
+            lo.0, picks[1].0, hi.0
+        )
+    });
+    Ok(t)
 }

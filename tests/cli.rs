@@ -458,3 +458,38 @@ fn open_loop_runs_from_the_command_line_and_bad_modes_name_their_flag() {
         assert!(err.contains(flag), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn sweep_band_runs_both_ends_of_the_profile_band() {
+    let o = serverbench(["sweep", "-c", "1,4", "--seeds", "2", "-w", "300", "--band"]);
+    let text = stdout(&o);
+    for line in [
+        "band of profile l40-ops-sglang",
+        "slow end  best mean D at c =",
+        "fast end  best mean D at c =",
+    ] {
+        assert!(text.contains(line), "{text}");
+    }
+    assert!(
+        text.contains("does not move") || text.contains("moves within the band"),
+        "{text}"
+    );
+    let o = serverbench([
+        "sweep",
+        "-d",
+        "qwen3-8b-1xh200",
+        "-c",
+        "1",
+        "--seeds",
+        "1",
+        "-w",
+        "60",
+        "--band",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--band: profile h200-qwen3-8b-cuda states no band"),
+        "{err}"
+    );
+}

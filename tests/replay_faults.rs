@@ -439,3 +439,72 @@ fn a_server_kind_sends_only_the_fields_its_server_takes_and_the_full_prompt_is_c
     assert_eq!(o.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("--api text"), "{stderr}");
 }
+
+/// A stream of `max` chunks whose delta carries its token in `field`, then usage and `[DONE]`.
+fn delta_stream(field: &str, max: u64) -> Response {
+    let mut text = String::new();
+    for _ in 0..max {
+        text.push_str(&format!(
+            "data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"{field}\":\" x\"}},\"finish_reason\":null}}]}}\n\n"
+        ));
+    }
+    text.push_str(&format!("data: {{\"choices\":[],\"usage\":{{\"prompt_tokens\":1,\"completion_tokens\":{max}}}}}\n\ndata: [DONE]\n\n"));
+    Response::builder()
+        .header("content-type", "text/event-stream")
+        .body(Body::from(text))
+        .unwrap()
+}
+
+fn reasoning(max: u64) -> Response {
+    delta_stream("reasoning", max)
+}
+
+fn thinking(max: u64) -> Response {
+    delta_stream("thinking", max)
+}
+
+/// A reasoning model's tokens (vLLM's `delta.reasoning`) are output: TTFT and TPOT come from them. A
+/// field no client counts is flagged, with the number of requests, instead of measuring nothing.
+#[test]
+fn reasoning_tokens_count_as_output_and_an_unknown_output_field_is_flagged() {
+    let _guard = crate::SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for (behaviour, flagged) in [(reasoning as fn(u64) -> Response, false), (thinking, true)] {
+        let url = start(mock(&["m"], behaviour));
+        let dir = out_dir(if flagged { "thinking" } else { "reasoning" });
+        let o = replay(&url, &["--no-probe"], &dir);
+        let stdout = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            o.status.success(),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let summary: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap())
+                .unwrap();
+        let client = &summary["client"];
+        let n = client["unrecognised_output_streams"].as_u64().unwrap();
+        if flagged {
+            assert!(
+                n > 0 && client["first_unrecognised_field"] == "thinking",
+                "{client}"
+            );
+            assert!(
+                stdout.contains("WARNING") && stdout.contains("`thinking`"),
+                "{stdout}"
+            );
+        } else {
+            assert_eq!(n, 0, "{client}");
+            assert!(
+                stdout.contains("every chunk's output was in a field counted as tokens"),
+                "{stdout}"
+            );
+            let records = std::fs::read_to_string(dir.join("records.jsonl")).unwrap();
+            let first: serverbench_sim::Record =
+                serde_json::from_str(records.lines().next().unwrap()).unwrap();
+            assert!(
+                first.first_token_ns.is_some(),
+                "TTFT from the first reasoning chunk"
+            );
+        }
+    }
+}

@@ -45,6 +45,8 @@ pub struct StreamResult {
     pub last_token: Option<Instant>,
     /// Chunks that carried output.
     pub token_chunks: u32,
+    /// The first delta field that carried a value but no output this client counts, if any chunk had one.
+    pub unrecognised_field: Option<String>,
     /// Usage block, if the server sent one.
     pub usage: Option<Usage>,
     /// Last `finish_reason`.
@@ -271,6 +273,7 @@ impl HttpClient {
             first_token: None,
             last_token: None,
             token_chunks: 0,
+            unrecognised_field: None,
             usage: None,
             finish_reason: None,
             error: None,
@@ -371,6 +374,9 @@ impl HttpClient {
                                 if let Some(p) = &progress {
                                     p.fetch_add(1, Ordering::Relaxed);
                                 }
+                            }
+                            if r.unrecognised_field.is_none() {
+                                r.unrecognised_field = c.unrecognised;
                             }
                             if c.finish_reason.is_some() {
                                 r.finish_reason = c.finish_reason;

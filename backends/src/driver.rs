@@ -52,6 +52,13 @@ pub struct ClientStats {
     pub first_prompt_mismatch: Option<(u32, u32)>,
     /// Completed requests with more output chunks than usage tokens (a stream/usage inconsistency).
     pub chunk_usage_mismatches: usize,
+    /// Requests whose stream carried a delta field with a value but no output field this client counts
+    /// (a server streaming tokens under another name: TTFT and TPOT would be measured wrong).
+    #[serde(default)]
+    pub unrecognised_output_streams: usize,
+    /// The first such field's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_unrecognised_field: Option<String>,
     /// Warm-up requests sent before the window (steady start).
     pub warmup_requests: usize,
     /// Of those, the ones that failed (the first one's reason in `warmup_error`).
@@ -383,6 +390,12 @@ fn finish(rec: &mut Record, r: &StreamResult, clock: &ScaledClock, stats: &mut C
     rec.output_tokens = r.tokens();
     rec.cached_tokens = r.usage.and_then(|u| u.cached_tokens).unwrap_or(0) as u32;
     rec.server_prompt_tokens = r.usage.map(|u| u.prompt_tokens as u32);
+    if let Some(field) = &r.unrecognised_field {
+        stats.unrecognised_output_streams += 1;
+        stats
+            .first_unrecognised_field
+            .get_or_insert_with(|| field.clone());
+    }
     match &r.error {
         Some(kind) => {
             *stats.errors_by_kind.entry(kind.clone()).or_insert(0) += 1;

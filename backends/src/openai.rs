@@ -173,11 +173,12 @@ impl BodyCache {
 
 /// Appends token ids to a JSON array's text (without its brackets).
 fn push_ids(json: &mut String, ids: &[u32]) {
+    let mut digits = itoa::Buffer::new();
     for t in ids {
         if !json.is_empty() {
             json.push(',');
         }
-        json.push_str(itoa_u32(*t, &mut [0u8; 10]));
+        json.push_str(digits.format(*t));
     }
 }
 
@@ -191,19 +192,6 @@ fn token_body(form: BodyForm<'_>, ids: &str, max_tokens: u32, exact: bool) -> Ve
         }
     }
     format!("{{\"model\":{model},\"prompt\":[{ids}],\"max_tokens\":{max_tokens},\"stream\":true,\"stream_options\":{{\"include_usage\":true}},\"temperature\":0{extra}}}").into_bytes()
-}
-
-fn itoa_u32(mut v: u32, buf: &mut [u8; 10]) -> &str {
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    std::str::from_utf8(&buf[i..]).expect("ascii digits")
 }
 
 /// The request body as JSON bytes (token-id prompts serialised in one pass).
@@ -256,11 +244,20 @@ pub struct Usage {
     pub cached_tokens: Option<u64>,
 }
 
+/// Delta fields that carry output tokens.
+const OUTPUT_FIELDS: [&str; 4] = ["content", "reasoning", "reasoning_content", "tool_calls"];
+/// Delta fields that carry none.
+const NOT_OUTPUT_FIELDS: [&str; 3] = ["role", "refusal", "function_call"];
+
 /// What one stream chunk carries.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Chunk {
-    /// True if it carries output (text, content, reasoning content or tool calls).
+    /// True if it carries output (text, content, reasoning — vLLM's `reasoning` or the older
+    /// `reasoning_content` — or tool calls).
     pub has_output: bool,
+    /// A delta field with a value that is none of those (a server streaming output under a name this
+    /// client does not count would measure no tokens): its name.
+    pub unrecognised: Option<String>,
     /// The usage block (the last chunk).
     pub usage: Option<Usage>,
     /// `finish_reason`, when set.
@@ -301,11 +298,17 @@ pub fn parse_chunk(payload: &str) -> Result<Chunk, MalformedChunk> {
         };
         let delta = choice.get("delta");
         c.has_output = nonempty(choice.get("text"))
-            || delta.is_some_and(|d| {
-                nonempty(d.get("content"))
-                    || nonempty(d.get("reasoning_content"))
-                    || nonempty(d.get("tool_calls"))
-            });
+            || delta.is_some_and(|d| OUTPUT_FIELDS.iter().any(|f| nonempty(d.get(f))));
+        if !c.has_output {
+            c.unrecognised = delta
+                .and_then(Value::as_object)
+                .and_then(|d| {
+                    d.iter().find(|(k, v)| {
+                        !NOT_OUTPUT_FIELDS.contains(&k.as_str()) && nonempty(Some(v))
+                    })
+                })
+                .map(|(k, _)| k.clone());
+        }
         c.finish_reason = choice
             .get("finish_reason")
             .and_then(Value::as_str)
@@ -452,6 +455,21 @@ mod tests {
         assert!(!empty.has_output, "a role-only delta carries no token");
         let r = parse_chunk(r#"{"choices":[{"delta":{"reasoning_content":"x"}}]}"#).unwrap();
         assert!(r.has_output);
+        let r = parse_chunk(
+            r#"{"choices":[{"delta":{"role":"assistant","content":null,"reasoning":"x"}}]}"#,
+        )
+        .unwrap();
+        assert!(r.has_output, "vLLM's reasoning field is output");
+        assert_eq!(r.unrecognised, None);
+        let r =
+            parse_chunk(r#"{"choices":[{"delta":{"role":"assistant","thinking":"x"}}]}"#).unwrap();
+        assert!(!r.has_output);
+        assert_eq!(
+            r.unrecognised.as_deref(),
+            Some("thinking"),
+            "flagged, not silently dropped"
+        );
+        assert_eq!(empty.unrecognised, None, "a role-only delta is not flagged");
         let u = parse_chunk(r#"{"choices":[],"usage":{"prompt_tokens":10,"completion_tokens":4,"prompt_tokens_details":{"cached_tokens":8}}}"#).unwrap();
         assert_eq!(
             u.usage,

@@ -22,7 +22,7 @@ pub use model::{
     streamed_weight_bytes, weight_bytes, AttentionLayers, HardwareSpec, LinearLayers, ModelSpec,
     StateDtype, WeightDtype, GIB, MIB,
 };
-pub use profile::{AttentionLayout, FitRecord, OpClassRecord, Profile, StepTime};
+pub use profile::{AttentionLayout, Band, BandEnd, FitRecord, OpClassRecord, Profile, StepTime};
 pub use serverbench_config::{FieldError, InputError};
 
 #[cfg(test)]

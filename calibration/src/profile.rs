@@ -79,9 +79,34 @@ pub struct Profile {
     /// L2, so this may exceed 1). `kv_efficiency` if absent: every read counts as a read from memory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shared_kv_efficiency: Option<f64>,
+    /// The stated uncertainty of the figures, if the profile gives one (`sweep --band` runs both ends).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub band: Option<Band>,
     /// How a fitted profile was obtained: the inputs, where and when, and the error of the fit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fit: Option<FitRecord>,
+}
+
+/// A profile's stated uncertainty, as relative half-widths (0.15: ±15 %).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Band {
+    /// Compute-bound efficiencies: `gemm_efficiency`, `attention_efficiency`.
+    pub compute: f64,
+    /// Bandwidth-bound efficiencies: `memory_efficiency`, `kv_efficiency`, `single_row_memory_efficiency`,
+    /// `allreduce_efficiency`.
+    pub memory: f64,
+    /// Host costs: `step_overhead_s`, `per_sequence_overhead_s`, `request_latency_s`.
+    pub overhead: f64,
+}
+
+/// Which end of a profile's band.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BandEnd {
+    /// Every efficiency at its low end and every overhead at its high end: the slowest server the band allows.
+    Slow,
+    /// The opposite: the fastest.
+    Fast,
 }
 
 /// How the parts of a step combine into its duration.
@@ -202,6 +227,40 @@ impl Profile {
         serverbench_config::preset_names("profiles")
     }
 
+    /// The profile at one end of its band (itself when it states none). Efficiencies stay at most 1
+    /// (`shared_kv_efficiency`, which may exceed it, is scaled with the bandwidth terms without a cap).
+    pub fn at_band_end(&self, end: BandEnd) -> Profile {
+        let Some(b) = self.band else {
+            return self.clone();
+        };
+        let sign = match end {
+            BandEnd::Slow => -1.0,
+            BandEnd::Fast => 1.0,
+        };
+        let eff = |x: f64, w: f64| (x * (1.0 + sign * w)).min(1.0);
+        let cost = |x: f64| x * (1.0 - sign * b.overhead);
+        let mut p = self.clone();
+        p.gemm_efficiency = eff(p.gemm_efficiency, b.compute);
+        p.attention_efficiency = eff(p.attention_efficiency, b.compute);
+        p.memory_efficiency = eff(p.memory_efficiency, b.memory);
+        p.allreduce_efficiency = eff(p.allreduce_efficiency, b.memory);
+        p.kv_efficiency = p.kv_efficiency.map(|e| eff(e, b.memory));
+        p.single_row_memory_efficiency = p.single_row_memory_efficiency.map(|e| eff(e, b.memory));
+        p.shared_kv_efficiency = p.shared_kv_efficiency.map(|e| e * (1.0 + sign * b.memory));
+        p.step_overhead_s = cost(p.step_overhead_s);
+        p.per_sequence_overhead_s = cost(p.per_sequence_overhead_s);
+        p.request_latency_s = cost(p.request_latency_s);
+        p.name = format!(
+            "{} ({} end of its band)",
+            p.name,
+            match end {
+                BandEnd::Slow => "slow",
+                BandEnd::Fast => "fast",
+            }
+        );
+        p
+    }
+
     /// Keeps every efficiency and overhead of `self` (fractions of peak, host costs) and moves them to
     /// another GPU: the derivation of a profile for hardware that was not measured.
     pub fn derived_for(&self, hardware: &str, name: &str, record: FitRecord) -> Profile {
@@ -296,6 +355,20 @@ impl Profile {
                 "must be positive when attention_tile_tokens is set",
             ));
         }
+        if let Some(b) = self.band {
+            for (name, w) in [
+                ("band.compute", b.compute),
+                ("band.memory", b.memory),
+                ("band.overhead", b.overhead),
+            ] {
+                if !(0.0..1.0).contains(&w) {
+                    return Err(FieldError::new(
+                        name,
+                        format!("must be at least 0 and below 1, got {w}"),
+                    ));
+                }
+            }
+        }
         Ok(())
     }
 
@@ -351,5 +424,26 @@ mod tests {
         let e = Profile::from_yaml("p.yaml", "name: x\nhardware: [1]\n").unwrap_err();
         assert_eq!((e.file.as_str(), e.field.as_str()), ("p.yaml", "hardware"));
         assert_eq!(e.line, 2);
+    }
+
+    #[test]
+    fn a_band_moves_every_term_the_way_its_end_says() {
+        let p = Profile::preset("l40-ops-sglang").unwrap();
+        let b = p.band.expect("the operator-table profiles state a band");
+        let slow = p.at_band_end(BandEnd::Slow);
+        let fast = p.at_band_end(BandEnd::Fast);
+        assert!((slow.gemm_efficiency - p.gemm_efficiency * (1.0 - b.compute)).abs() < 1e-12);
+        assert_eq!(fast.gemm_efficiency, 1.0, "capped at the peak");
+        assert!(slow.kv_efficiency < p.kv_efficiency && fast.kv_efficiency > p.kv_efficiency);
+        assert!(
+            slow.step_overhead_s > p.step_overhead_s && fast.step_overhead_s < p.step_overhead_s
+        );
+        slow.check().unwrap();
+        fast.check().unwrap();
+        let none = Profile::preset("l40-datasheet").unwrap();
+        assert_eq!(none.at_band_end(BandEnd::Slow), none, "no band: unchanged");
+        let mut bad = p.clone();
+        bad.band = Some(Band { compute: 1.5, ..b });
+        assert_eq!(bad.check().unwrap_err().field, "band.compute");
     }
 }

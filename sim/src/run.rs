@@ -104,7 +104,8 @@ pub struct RunConfig {
 }
 
 impl RunConfig {
-    /// The defaults: c = 16, seed 0, 1800 s, 10 s idle-gap cap, steady start.
+    /// The defaults: c = 16, seed 0, 1800 s, 10 s idle-gap cap, steady start (the command line defaults
+    /// to `--start cold`).
     pub fn new(concurrency: u32, seed: u64, window_s: f64) -> RunConfig {
         RunConfig {
             concurrency,

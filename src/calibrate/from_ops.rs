@@ -6,7 +6,7 @@ use super::load_profile;
 use crate::cli::CalibrateArgs;
 use anyhow::{anyhow, bail, Context, Result};
 use serverbench_calibration::ops::{fit_ops, profile_from_ops, read_op_table, OpsSources};
-use serverbench_calibration::{FitRecord, HardwareSpec, OpClassRecord};
+use serverbench_calibration::{Band, FitRecord, HardwareSpec, OpClassRecord};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -105,6 +105,19 @@ pub fn calibrate(a: &CalibrateArgs, paths: &[PathBuf]) -> Result<()> {
         op_classes: classes,
         ..Default::default()
     });
+    if let Some(b) = &a.band {
+        let [compute, memory, overhead] = b[..] else {
+            bail!(
+                "--band: expected three numbers (compute, bandwidth, overheads), got {}",
+                b.len()
+            );
+        };
+        p.band = Some(Band {
+            compute,
+            memory,
+            overhead,
+        });
+    }
     p.check().map_err(|e| anyhow!("fitted profile: {e}"))?;
     eprintln!(
         "{}",
