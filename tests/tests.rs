@@ -5,6 +5,7 @@ mod cli;
 mod fuzz;
 mod hardening;
 mod importers;
+mod lessons;
 mod open_loop;
 mod simulator;
 mod third_party;
