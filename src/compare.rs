@@ -49,6 +49,10 @@ pub fn run(a: CompareArgs) -> Result<()> {
     write_json(
         &a.out,
         "compare.json",
+        &crate::meta::Meta::now(Some(d)).with_server(
+            a.url.as_deref(),
+            &a.model.clone().unwrap_or_else(|| d.model.name.clone()),
+        ),
         &serde_json::json!({ "deployment": d.name, "profile": d.profile.name, "window_s": a.replay.window,
             "start": a.replay.start, "rows": rows, "seed_rankings": rankings }),
     )?;

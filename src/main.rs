@@ -8,6 +8,7 @@ mod cli;
 mod compare;
 mod cuda;
 mod inputs;
+mod meta;
 mod plot;
 mod real;
 mod screen;

@@ -1,5 +1,6 @@
 //! Printing tables and writing result files.
 
+use crate::meta::Meta;
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
@@ -41,9 +42,19 @@ pub fn write_file(
 }
 
 /// Writes `value` as pretty JSON.
-pub fn write_json<T: Serialize>(dir: &Path, name: &str, value: &T) -> Result<()> {
+/// `value` as pretty JSON in `dir/name`, with `meta` added as its `meta` field (an object's; anything
+/// else is written as `{"meta": …, "value": …}`).
+pub fn write_json<T: Serialize>(dir: &Path, name: &str, meta: &Meta, value: &T) -> Result<()> {
+    let mut v = serde_json::to_value(value)?;
+    let meta = serde_json::to_value(meta)?;
+    match &mut v {
+        serde_json::Value::Object(m) => {
+            m.insert("meta".into(), meta);
+        }
+        other => v = serde_json::json!({ "meta": meta, "value": other.take() }),
+    }
     write_file(dir, name, |w| {
-        serde_json::to_writer_pretty(&mut *w, value)?;
+        serde_json::to_writer_pretty(&mut *w, &v)?;
         w.write_all(b"\n")
     })
 }

@@ -208,9 +208,11 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
     let probe = probe.flatten();
     report(&a, &d, &out, probe.as_ref())?;
     if let Some(dir) = &a.out {
+        let meta = crate::meta::Meta::now(Some(&d)).with_server(a.url.as_deref(), &model);
         write_json(
             dir,
             "summary.json",
+            &meta,
             &serde_json::json!({ "summary": out.summary, "client": out.client, "natural_stop_probe": probe.map(|(r, t, e)| serde_json::json!({"finish_reason": r, "tokens": t, "error": e})) }),
         )?;
         outln!("\n  wrote {}/records.jsonl and summary.json", dir.display())?;

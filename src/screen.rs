@@ -77,7 +77,7 @@ pub fn run(a: ScreenArgs) -> Result<()> {
             }
             Ok(())
         })?;
-        write_json(dir, "screen.json", &r)?;
+        write_json(dir, "screen.json", &crate::meta::Meta::now(Some(&d)), &r)?;
         let ds: Vec<f64> = r.seeds.iter().map(|s| s.d).collect();
         let title = format!(
             "{} at c = {}: D of {} seeds",

@@ -42,7 +42,12 @@ pub fn run(a: SimulateArgs) -> Result<()> {
             }
             Ok(())
         })?;
-        write_json(dir, "summary.json", &out.summary)?;
+        write_json(
+            dir,
+            "summary.json",
+            &crate::meta::Meta::now(Some(&d)),
+            &serde_json::json!({ "summary": out.summary }),
+        )?;
         outln!("  wrote {}/records.jsonl and summary.json", dir.display())?;
         if let Some(steps) = &out.timeline {
             write_file(dir, "timeline.csv", |w| {

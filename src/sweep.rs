@@ -66,7 +66,7 @@ pub fn run(a: SweepArgs) -> Result<()> {
     )?;
     if let Some(dir) = &a.out {
         write_file(dir, "sweep.csv", |w| write_csv(w, &r))?;
-        write_json(dir, "sweep.json", &r)?;
+        write_json(dir, "sweep.json", &crate::meta::Meta::now(Some(&d)), &r)?;
         let svg = plot(&r, &d)?;
         write_file(dir, "sweep.svg", |w| w.write_all(svg.as_bytes()))?;
         outln!(
@@ -271,7 +271,7 @@ fn rates_run(a: &SweepArgs, d: &Deployment, rates: &[f64]) -> Result<()> {
     )?;
     if let Some(dir) = &a.out {
         write_file(dir, "sweep.csv", |w| write_rate_csv(w, &r))?;
-        write_json(dir, "sweep.json", &r)?;
+        write_json(dir, "sweep.json", &crate::meta::Meta::now(Some(d)), &r)?;
         let x: Vec<f64> = r.levels.iter().map(|l| l.rate).collect();
         let levels: Vec<&Level> = r.levels.iter().map(|l| &l.level).collect();
         let title = format!(

@@ -150,7 +150,7 @@ fn scan(a: WorkloadScanArgs) -> Result<()> {
             }
             Ok(())
         })?;
-        write_json(dir, "scan.json", &offers)?;
+        write_json(dir, "scan.json", &crate::meta::Meta::now(Some(&d)), &offers)?;
     }
     Ok(())
 }

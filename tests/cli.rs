@@ -26,9 +26,58 @@ fn simulate_writes_records_and_summary_that_parse() {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     let n = parsed.len();
-    let summary: serverbench_sim::Summary =
+    let file: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    let summary: serverbench_sim::Summary =
+        serde_json::from_value(file["summary"].clone()).unwrap();
     assert_eq!(summary.requests, n);
+    // The metadata every JSON output carries: what made it, from which commit, with which deployment.
+    let meta = &file["meta"];
+    assert_eq!(meta["tool"], "serverbench");
+    assert_eq!(meta["version"], env!("CARGO_PKG_VERSION"));
+    assert!(
+        meta["commit"]
+            .as_str()
+            .is_some_and(|c| c == "unknown" || c.len() == 40),
+        "{meta}"
+    );
+    assert_eq!(meta["command"][1], "simulate");
+    assert!(meta["created_utc"].as_str().unwrap().ends_with('Z'));
+    assert_eq!(meta["deployment"]["name"], "qwen3.5-9b-2xl40");
+    let sha = meta["deployment"]["sha256"].as_str().unwrap();
+    assert!(
+        sha.len() == 64 && sha.chars().all(|c| c.is_ascii_hexdigit()),
+        "{sha}"
+    );
+    // The same deployment printed and read back hashes the same; a changed one does not.
+    let again = tempdir("simulate-again");
+    let yaml = again.join("d.yaml");
+    std::fs::write(&yaml, stdout(&serverbench(["simulate", "--print-config"]))).unwrap();
+    let hash = |args: &[&str]| {
+        let out = again.join("o");
+        let mut all = vec![
+            "simulate",
+            "-c",
+            "1",
+            "-w",
+            "10",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        all.extend_from_slice(args);
+        stdout(&serverbench(&all));
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap())
+                .unwrap();
+        v["meta"]["deployment"]["sha256"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(hash(&["-d", yaml.to_str().unwrap()]), sha);
+    let engine = again.join("e.yaml");
+    std::fs::write(&engine, "max_num_seqs: 8\n").unwrap();
+    assert_ne!(hash(&["--engine-config", engine.to_str().unwrap()]), sha);
 }
 
 #[test]
@@ -200,13 +249,25 @@ fn sweep_output_does_not_depend_on_thread_count_and_parses() {
         dir
     };
     let (one, two) = (run("1"), run("2"));
-    for f in ["sweep.csv", "sweep.json", "sweep.svg"] {
-        assert_eq!(
-            std::fs::read(one.join(f)).unwrap(),
-            std::fs::read(two.join(f)).unwrap(),
+    for f in ["sweep.csv", "sweep.svg"] {
+        assert!(
+            std::fs::read(one.join(f)).unwrap() == std::fs::read(two.join(f)).unwrap(),
             "{f} depends on the thread count"
         );
     }
+    // sweep.json too, but for its metadata (the command line, with --threads, and the time).
+    let without_meta = |dir: &Path| {
+        let mut v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("sweep.json")).unwrap())
+                .unwrap();
+        assert!(v["meta"]["command"].as_array().unwrap().len() > 2);
+        v.as_object_mut().unwrap().remove("meta");
+        v
+    };
+    assert!(
+        without_meta(&one) == without_meta(&two),
+        "sweep.json depends on the thread count"
+    );
     let rows = csv(&one.join("sweep.csv"));
     assert_eq!(rows.len(), 3);
     for r in &rows {
@@ -411,8 +472,8 @@ fn open_loop_runs_from_the_command_line_and_bad_modes_name_their_flag() {
     assert!(text.contains("arrivals trace:2 (cold start)"), "{text}");
     let summary: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
-    assert_eq!(summary["arrivals"]["mode"], "trace");
-    assert_eq!(summary["requests"], 40);
+    assert_eq!(summary["summary"]["arrivals"]["mode"], "trace");
+    assert_eq!(summary["summary"]["requests"], 40);
     let records = std::fs::read_to_string(out.join("records.jsonl")).unwrap();
     let last: serverbench_sim::Record =
         serde_json::from_str(records.lines().last().unwrap()).unwrap();
