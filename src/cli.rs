@@ -249,6 +249,10 @@ pub struct WorkloadExportArgs {
     /// Context limit the generator compacts against.
     #[arg(long, default_value_t = 1_048_576)]
     pub context_limit: u32,
+    /// Output format: `native` (this tool's trees, re-importable exactly) or `aiperf` (AIPerf's
+    /// multi-turn Mooncake trace: `aiperf profile --custom-dataset-type mooncake_trace`).
+    #[arg(long, default_value = "native", value_parser = ["native", "aiperf"])]
+    pub format: String,
     /// Output file (default: standard output).
     #[arg(long, short = 'o')]
     pub out: Option<PathBuf>,

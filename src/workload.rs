@@ -67,16 +67,19 @@ fn stats(a: WorkloadStatsArgs) -> Result<()> {
 
 fn export(a: WorkloadExportArgs) -> Result<()> {
     let trees = trees(&a.workload, a.seed, a.trees, a.context_limit)?;
+    let write = |w: &mut dyn std::io::Write| match a.format.as_str() {
+        "native" => write_native(trees, w),
+        "aiperf" => serverbench_workloads::write_aiperf(trees, w),
+        _ => unreachable!("clap accepts native or aiperf"),
+    };
     match &a.out {
         Some(path) => {
             let f = std::fs::File::create(path)
                 .with_context(|| format!("{}: cannot create", path.display()))?;
-            write_native(trees, std::io::BufWriter::new(f))
+            write(&mut std::io::BufWriter::new(f))
                 .with_context(|| format!("{}: cannot write", path.display()))
         }
-        None => {
-            write_native(trees, std::io::stdout().lock()).context("cannot write to standard output")
-        }
+        None => write(&mut std::io::stdout().lock()).context("cannot write to standard output"),
     }
 }
 

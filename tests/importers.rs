@@ -230,3 +230,58 @@ fn weka_jsonl_corpus_reports_the_line_of_the_bad_trace() {
         2
     );
 }
+
+/// `workload export --format aiperf`: one line per request in session order, AIPerf's field names, equal
+/// blocks under equal small ids, think times as delays in ms.
+#[test]
+fn the_aiperf_export_keeps_requests_shares_and_think_times() {
+    let g = serverbench_workloads::Generator::new(
+        serverbench_workloads::WorkloadSpec::default(),
+        4,
+        1_048_576,
+    )
+    .unwrap();
+    let trees: Vec<_> = (0..3)
+        .map(|k| serverbench_workloads::TreeSource::tree(&g, k))
+        .collect();
+    let mut out = Vec::new();
+    serverbench_workloads::write_aiperf(trees.iter().cloned(), &mut out).unwrap();
+    let lines: Vec<serde_json::Value> = std::str::from_utf8(&out)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let requests: Vec<_> = trees
+        .iter()
+        .flat_map(|t| t.requests().iter().map(move |r| (t.clone(), r.clone())))
+        .collect();
+    assert_eq!(lines.len(), requests.len());
+    let mut by_block: std::collections::HashMap<u64, u64> = Default::default();
+    for (line, (_, r)) in lines.iter().zip(&requests) {
+        assert_eq!(line["input_length"], r.input_tokens);
+        assert_eq!(line["output_length"], r.output_tokens);
+        match r.id {
+            0 => assert!(line.get("delay").is_none()),
+            _ => assert_eq!(line["delay"], r.think_ns / 1_000_000),
+        }
+        let ids = line["hash_ids"].as_array().unwrap();
+        assert_eq!(ids.len(), r.blocks.len());
+        for (id, block) in ids.iter().zip(r.blocks.as_slice()) {
+            let id = id.as_u64().unwrap();
+            assert_eq!(
+                *by_block.entry(*block).or_insert(id),
+                id,
+                "one id per block, everywhere"
+            );
+        }
+    }
+    let sessions: std::collections::BTreeSet<&str> = lines
+        .iter()
+        .map(|l| l["session_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(sessions.len(), 3);
+    assert!(
+        by_block.values().all(|&id| id < by_block.len() as u64),
+        "ids are 0, 1, 2, …"
+    );
+}

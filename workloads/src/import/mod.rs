@@ -195,6 +195,44 @@ pub fn write_native<W: Write>(
     Ok(())
 }
 
+/// Writes trees as AIPerf's multi-turn Mooncake trace (`--custom-dataset-type mooncake_trace`): one JSON
+/// line per request, `session_id` naming its tree, `input_length`, `output_length`, `hash_ids` (one per
+/// full block of the tree's `block_size` tokens, numbered 0, 1, 2… in order of first use, equal blocks
+/// equal ids: give AIPerf the same `--isl-block-size`) and, from a session's second request on, `delay`
+/// (its think time, ms). AIPerf plays a session's turns one after another, so sub-agents run in turn
+/// rather than in parallel and joins become sequential waits.
+pub fn write_aiperf<W: Write>(
+    trees: impl IntoIterator<Item = Arc<SessionTree>>,
+    mut w: W,
+) -> std::io::Result<()> {
+    let mut ids: std::collections::HashMap<u64, u64> = Default::default();
+    for (k, t) in trees.into_iter().enumerate() {
+        for r in t.requests() {
+            let hash_ids: Vec<u64> = r
+                .blocks
+                .as_slice()
+                .iter()
+                .map(|b| {
+                    let next = ids.len() as u64;
+                    *ids.entry(*b).or_insert(next)
+                })
+                .collect();
+            let mut line = serde_json::json!({
+                "session_id": format!("tree-{k}-{}", t.session_id),
+                "input_length": r.input_tokens,
+                "output_length": r.output_tokens,
+                "hash_ids": hash_ids,
+            });
+            if r.id > 0 {
+                line["delay"] = serde_json::json!(r.think_ns / 1_000_000);
+            }
+            serde_json::to_writer(&mut w, &line)?;
+            w.write_all(b"\n")?;
+        }
+    }
+    Ok(())
+}
+
 /// Non-empty lines with their 1-based numbers.
 pub(super) fn lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
     text.lines()
