@@ -38,6 +38,12 @@ pub enum Command {
     CudaCheck(CudaCheckArgs),
     /// The same runs in the simulator and against a real backend: D, G, f, TTFT and TPOT side by side with errors.
     Compare(CompareArgs),
+    /// Write a submission's decisions to one sealed file: deployment, targets, concurrency, window,
+    /// development seeds, the server, the gates, and held-out seeds chosen from them.
+    Freeze(FreezeArgs),
+    /// The final verification of a frozen submission: replays on its held-out seeds against a fresh
+    /// server, scored only if every behaviour gate passes (exit 3 when one fails).
+    Verify(VerifyArgs),
     /// Fit a cost-model profile: from a real engine's step logs, GPU microbenchmarks or a black-box endpoint.
     Calibrate(CalibrateArgs),
     /// Generate, import, export and summarise workloads.
@@ -616,4 +622,52 @@ mod tests {
         use clap::CommandFactory;
         super::Cli::command().debug_assert();
     }
+}
+
+#[derive(Args, Debug)]
+pub struct FreezeArgs {
+    #[command(flatten)]
+    pub deployment: DeploymentArgs,
+    /// Declared concurrency (lanes) of the submission.
+    #[arg(long, short = 'c')]
+    pub concurrency: u32,
+    /// Seeds used during development (a count N or a range A..B); the held-out seeds avoid them.
+    #[arg(long, default_value = "8")]
+    pub dev_seeds: String,
+    /// Held-out seeds the final replay runs.
+    #[arg(long, default_value_t = 3)]
+    pub held_out: usize,
+    /// Window of each final run, seconds.
+    #[arg(long, short = 'w', default_value_t = 1800.0)]
+    pub window: f64,
+    /// The server's base URL.
+    #[arg(long)]
+    pub url: String,
+    /// The server kind (as `replay --server`).
+    #[arg(long, default_value = "vllm")]
+    pub server: String,
+    /// Endpoint and prompt form (as `replay --api`).
+    #[arg(long, default_value = "tokens")]
+    pub api: String,
+    /// Model name to send (default: the deployment's model).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// The frozen file to write.
+    #[arg(long, short = 'o', default_value = "frozen.json")]
+    pub out: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct VerifyArgs {
+    /// The file `serverbench freeze` wrote.
+    pub frozen: PathBuf,
+    /// The fresh deployment's URL, when it is not the frozen one.
+    #[arg(long)]
+    pub url: Option<String>,
+    /// Write verify.json, the deployment and each held-out run (summary, records) here.
+    #[arg(long, default_value = "verify")]
+    pub out: PathBuf,
+    /// Wall-clock compression, for testing against `serve --time-scale X` (as `replay --time-scale`).
+    #[arg(long, default_value_t = 1.0)]
+    pub time_scale: f64,
 }

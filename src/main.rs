@@ -15,6 +15,7 @@ mod screen;
 mod simulate;
 mod slo;
 mod sweep;
+mod verify;
 mod whatif;
 mod workload;
 
@@ -87,5 +88,7 @@ fn try_main() -> anyhow::Result<()> {
         cli::Command::Compare(a) => compare::run(a),
         cli::Command::Calibrate(a) => calibrate::run(a),
         cli::Command::Workload(w) => workload::run(w),
+        cli::Command::Freeze(a) => verify::freeze(a),
+        cli::Command::Verify(a) => verify::verify(a),
     }
 }

@@ -508,3 +508,121 @@ fn reasoning_tokens_count_as_output_and_an_unknown_output_field_is_flagged() {
         }
     }
 }
+
+fn serverbench_cmd(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_serverbench"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// `freeze`, then `verify`: against a healthy emulated server every gate passes and the score counts;
+/// an edited frozen file is refused; a server that miscounts prompts fails the full-prompt gate.
+#[test]
+fn verify_scores_a_healthy_server_and_fails_a_broken_one_for_the_right_reason() {
+    let _guard = crate::SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let rt = crate::runtime();
+    let d = serverbench_sim::Deployment::preset("gemma4-e4b-1xl40").unwrap();
+    let cfg = serverbench_backends::ServeConfig {
+        cost: d.cost_model(),
+        deployment: d,
+        time_scale: 20.0,
+        model_name: "m".into(),
+        vocab: 262_144,
+        cuda: None,
+        limits: Default::default(),
+    };
+    let healthy = rt.block_on(serverbench_backends::spawn_local(cfg)).unwrap();
+    let dir = out_dir("verify");
+    std::fs::create_dir_all(&dir).unwrap();
+    let frozen = dir.join("frozen.json");
+    let freeze = |url: &str, model: &str, path: &PathBuf| {
+        let o = serverbench_cmd(&[
+            "freeze",
+            "-d",
+            "gemma4-e4b-1xl40",
+            "-c",
+            "2",
+            "-w",
+            "20",
+            "--held-out",
+            "2",
+            "--dev-seeds",
+            "0..4",
+            "--url",
+            url,
+            "--model",
+            model,
+            "-o",
+            path.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    freeze(&healthy, "m", &frozen);
+    let file: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&frozen).unwrap()).unwrap();
+    let held: Vec<u64> = file["frozen"]["held_out_seeds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_u64().unwrap())
+        .collect();
+    assert_eq!(held.len(), 2);
+    assert!(
+        held.iter().all(|s| *s >= 1_000_000),
+        "disjoint from the development seeds 0..4"
+    );
+    let verify = |path: &PathBuf, out: &str| {
+        serverbench_cmd(&[
+            "verify",
+            path.to_str().unwrap(),
+            "--time-scale",
+            "20",
+            "--out",
+            dir.join(out).to_str().unwrap(),
+        ])
+    };
+    let o = verify(&frozen, "ok");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        stdout.contains("VERIFIED. Final score over the held-out seeds"),
+        "{stdout}"
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("ok/verify.json")).unwrap())
+            .unwrap();
+    assert_eq!(report["verified"], true);
+    assert!(report["score"]["d"].as_f64().unwrap() > 0.0);
+    assert_eq!(report["runs"].as_array().unwrap().len(), 2);
+    // An edited decision breaks the seal.
+    let edited = dir.join("edited.json");
+    std::fs::write(
+        &edited,
+        std::fs::read_to_string(&frozen)
+            .unwrap()
+            .replace("\"concurrency\": 2", "\"concurrency\": 3"),
+    )
+    .unwrap();
+    let o = verify(&edited, "edited");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("changed after `freeze`"), "{stderr}");
+    // A server that reports one prompt token for every prompt (it truncated them, or counts wrong).
+    let broken = start(mock(&["m"], done_but_open));
+    let frozen_broken = dir.join("broken.json");
+    freeze(&broken, "m", &frozen_broken);
+    let o = verify(&frozen_broken, "broken");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(3), "{stdout}");
+    assert!(stdout.contains("FAILED: full prompt"), "{stdout}");
+    assert!(
+        stdout.contains("full prompt                  FAIL"),
+        "{stdout}"
+    );
+    drop(rt);
+}
