@@ -504,7 +504,8 @@ mod tests {
     fn every_gate_fails_for_its_own_reason() {
         let t = Gates::default();
         assert!(gates(&t, &[healthy()], "tokens").iter().all(|g| g.passed));
-        let broken: [(&str, fn(&mut Run)); 7] = [
+        type Breaks = fn(&mut Run);
+        let broken: [(&str, Breaks); 7] = [
             ("full prompt", |r| r.client["prompt_mismatches"] = 3.into()),
             ("exact output length", |r| {
                 r.client["length_mismatches"] = 1.into()
