@@ -30,6 +30,17 @@ pub fn run(a: CompareArgs) -> Result<()> {
         for &seed in &a.seeds {
             let dir = a.out.join("real").join(format!("c{c}_s{seed}"));
             let real = rescored(d, &dir, measured(&a, &dir, c, seed)?)?;
+            let start = study.config(c, seed).start;
+            if let Some(stored) = real
+                .start
+                .filter(|s| study.replay.arrivals.is_closed() && *s != start)
+            {
+                bail!(
+                    "{}: the stored run started {stored:?}, this compare asks for --start {:?} (pass the stored run's --start, or measure again without --reuse)",
+                    dir.display(),
+                    start
+                );
+            }
             if real.arrivals != study.replay.arrivals {
                 bail!(
                     "{}: the stored run's arrivals are {}, this compare asks for {} (measure again without --reuse)",

@@ -554,3 +554,46 @@ fn sweep_band_runs_both_ends_of_the_profile_band() {
         "{err}"
     );
 }
+
+/// A stored run records how it started; `compare --reuse` refuses to set it against a simulation that
+/// starts otherwise, and takes it when the flags agree.
+#[test]
+fn compare_reuse_refuses_a_stored_run_that_started_otherwise() {
+    let dir = tempdir("reuse-start");
+    let run = dir.join("real/c1_s0");
+    stdout(&serverbench([
+        "simulate",
+        "-c",
+        "1",
+        "-s",
+        "0",
+        "-w",
+        "60",
+        "--start",
+        "steady",
+        "--out",
+        run.to_str().unwrap(),
+    ]));
+    let compare = |start: &str| {
+        serverbench([
+            "compare",
+            "-c",
+            "1",
+            "-s",
+            "0",
+            "-w",
+            "60",
+            "--reuse",
+            "--start",
+            start,
+            "--out",
+            dir.to_str().unwrap(),
+        ])
+    };
+    let o = compare("cold");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("the stored run started Steady"), "{err}");
+    let table = stdout(&compare("steady"));
+    assert!(table.contains("| 1 | 0 |"), "{table}");
+}

@@ -283,6 +283,10 @@ pub async fn run_real(
     let (_, mut summary) = summarise(&records, d, window_s);
     summary.seed = cfg.run.seed;
     summary.concurrency = cfg.run.concurrency;
+    summary.start = Some(match cfg.run.arrivals {
+        serverbench_sim::Arrivals::Closed => cfg.run.start,
+        _ => serverbench_sim::StartMode::Cold,
+    });
     summary.trees_started = replay.trees_started();
     summary.arrivals = cfg.run.arrivals;
     summary.open_loop = (!cfg.run.arrivals.is_closed()).then(|| replay.open_stats());
@@ -331,6 +335,10 @@ fn interrupted_before_the_window(
     let (_, mut summary) = summarise(&[], d, 0.0);
     summary.seed = cfg.run.seed;
     summary.concurrency = cfg.run.concurrency;
+    summary.start = Some(match cfg.run.arrivals {
+        serverbench_sim::Arrivals::Closed => cfg.run.start,
+        _ => serverbench_sim::StartMode::Cold,
+    });
     summary.trees_started = trees;
     RealOutput {
         records: Vec::new(),

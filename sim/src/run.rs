@@ -508,6 +508,10 @@ impl Sim<'_> {
         }
         summary.seed = cfg.seed;
         summary.concurrency = cfg.concurrency;
+        summary.start = Some(match cfg.arrivals {
+            Arrivals::Closed => cfg.start,
+            _ => StartMode::Cold,
+        });
         summary.kv_occupancy_mean = ratio(st.occupancy_integral, st.busy_ns as f64);
         summary.kv_occupancy_max = st.occupancy_max;
         summary.prefix_hit_rate = ratio(st.hit_tokens as f64, st.lookup_tokens as f64);

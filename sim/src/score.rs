@@ -1,7 +1,7 @@
 //! Scoring: per-request records, value, qualification against frozen SLOs, and D, G, f (docs/definitions.md).
 
 use crate::deployment::{Deployment, Prices, Slo};
-use crate::replay::{Arrivals, OpenStats};
+use crate::replay::{Arrivals, OpenStats, StartMode};
 use serde::{Deserialize, Serialize};
 use serverbench_workloads::{Quantiles, Request, RequestKind};
 
@@ -282,6 +282,9 @@ pub struct Summary {
     /// Open loop: what arrivals waited for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub open_loop: Option<OpenStats>,
+    /// How the run started (absent from summaries written before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<StartMode>,
 }
 
 /// Most of a run's requests that may overflow the context before the run is invalid.
@@ -345,6 +348,7 @@ pub fn summarise(records: &[Record], d: &Deployment, window_s: f64) -> (Score, S
         trees_started: 0,
         arrivals: Arrivals::Closed,
         open_loop: None,
+        start: None,
     };
     (s, summary)
 }
