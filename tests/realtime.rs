@@ -431,6 +431,31 @@ fn serve_and_replay_work_from_the_command_line() {
             && metrics.contains("vllm:prefix_cache_hits_total"),
         "{metrics}"
     );
+    // Server-side latency histograms: every finished request observed, the inter-token latency near
+    // what the client measured as TPOT (server time both).
+    let value = |series: &str| -> f64 {
+        metrics
+            .lines()
+            .find(|l| l.starts_with(series))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {series} in\n{metrics}"))
+    };
+    let finished = value("vllm:request_success_total");
+    assert!(finished > 0.0);
+    assert!(value("vllm:time_to_first_token_seconds_count") >= finished);
+    assert_eq!(value("vllm:e2e_request_latency_seconds_count"), finished);
+    assert!(
+        metrics.contains("vllm:time_to_first_token_seconds_bucket{"),
+        "{metrics}"
+    );
+    let itl = value("vllm:inter_token_latency_seconds_sum")
+        / value("vllm:inter_token_latency_seconds_count");
+    let tpot = summary["summary"]["tpot_s"]["p50"].as_f64().unwrap();
+    assert!(
+        (itl / tpot - 1.0).abs() < 0.5,
+        "server-side mean inter-token latency {itl} s against the client's p50 TPOT {tpot} s"
+    );
 }
 
 /// GET over a plain TCP connection (enough for /health and /metrics).

@@ -22,6 +22,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 mod http;
+mod metrics;
 mod params;
 
 use http::serve_router;
@@ -80,23 +81,12 @@ struct Submission {
     events: mpsc::UnboundedSender<EngineEvent>,
 }
 
-/// Engine gauges and counters for `/metrics`.
-#[derive(Clone, Copy, Debug, Default)]
-struct Metrics {
-    running: usize,
-    waiting: usize,
-    kv_usage: f64,
-    prefix_queries: u64,
-    prefix_hits: u64,
-    prompt_tokens: u64,
-    generation_tokens: u64,
-    requests_finished: u64,
-    requests_cancelled: u64,
-}
+use metrics::{Counts as Metrics, Latency, RequestClock};
 
 struct Emulator {
     submit: Mutex<std_mpsc::Sender<Submission>>,
     metrics: Arc<Mutex<Metrics>>,
+    latency: Arc<Latency>,
     cfg: ServeConfig,
     engine: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
@@ -225,6 +215,7 @@ fn router(cfg: ServeConfig) -> Result<Router, String> {
     let em = Arc::new(Emulator {
         submit: Mutex::new(tx),
         metrics,
+        latency: Arc::new(Latency::new(cfg.time_scale)),
         cfg,
         engine: Mutex::new(Some(engine)),
     });
@@ -438,6 +429,7 @@ async fn read_json(em: &Emulator, req: Request) -> Result<Value, Refusal> {
 }
 
 async fn generate(em: Arc<Emulator>, ids: Vec<u32>, p: Params, chat: bool) -> Response {
+    let clock = RequestClock::start();
     let limit = em.cfg.deployment.context_limit as u64;
     if ids.len() as u64 + p.max_tokens as u64 > limit {
         return error(StatusCode::BAD_REQUEST, &format!("this model's maximum context length is {limit} tokens; the prompt ({}) plus max_tokens ({}) exceed it", ids.len(), p.max_tokens));
@@ -487,6 +479,8 @@ async fn generate(em: Arc<Emulator>, ids: Vec<u32>, p: Params, chat: bool) -> Re
         finish_reason,
         include_usage: p.include_usage,
         id: format!("cmpl-{seed:x}"),
+        clock,
+        latency: em.latency.clone(),
     };
     if p.stream {
         stream_response(out)
@@ -507,6 +501,8 @@ struct Output {
     finish_reason: &'static str,
     include_usage: bool,
     id: String,
+    clock: RequestClock,
+    latency: Arc<Latency>,
 }
 
 impl Output {
@@ -549,11 +545,13 @@ fn stream_response(out: Output) -> Response {
         }
         match out.rx.recv().await {
             Some(EngineEvent::Tokens(n)) => {
+                out.clock.tokens(n, &out.latency);
                 let t = out.text(n);
                 let b = sse(&out.chunk(Some(&t), None));
                 Some((Ok::<_, Infallible>(b), (out, false)))
             }
             Some(EngineEvent::Done { cached_tokens }) => {
+                out.clock.done(&out.latency);
                 let mut b = format!("data: {}\n\n", out.chunk(None, Some(out.finish_reason)));
                 if out.include_usage {
                     let mut u = out.chunk(None, None);
@@ -584,8 +582,12 @@ async fn whole_response(mut out: Output) -> Response {
     let mut cached = 0;
     while let Some(e) = out.rx.recv().await {
         match e {
-            EngineEvent::Tokens(n) => text.push_str(&out.text(n)),
+            EngineEvent::Tokens(n) => {
+                out.clock.tokens(n, &out.latency);
+                text.push_str(&out.text(n));
+            }
             EngineEvent::Done { cached_tokens } => {
+                out.clock.done(&out.latency);
                 cached = cached_tokens;
                 break;
             }
@@ -612,72 +614,13 @@ async fn models(State(em): State<Arc<Emulator>>) -> Json<Value> {
 
 async fn metrics_text(State(em): State<Arc<Emulator>>) -> Response {
     let m = *em.metrics.lock().expect("metrics lock");
-    let model = &em.cfg.model_name;
-    let mut t = String::new();
-    let mut metric = |name: &str, kind: &str, help: &str, v: String| {
-        t.push_str(&format!(
-            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name}{{model_name=\"{model}\"}} {v}\n"
-        ));
-    };
-    metric(
-        "vllm:num_requests_running",
-        "gauge",
-        "Requests in the running batch.",
-        m.running.to_string(),
-    );
-    metric(
-        "vllm:num_requests_waiting",
-        "gauge",
-        "Requests waiting to be scheduled.",
-        m.waiting.to_string(),
-    );
-    metric(
-        "vllm:kv_cache_usage_perc",
-        "gauge",
-        "Fraction of KV blocks in use (1 = full).",
-        format!("{:.6}", m.kv_usage),
-    );
-    metric(
-        "vllm:gpu_cache_usage_perc",
-        "gauge",
-        "Fraction of KV blocks in use (older name).",
-        format!("{:.6}", m.kv_usage),
-    );
-    metric(
-        "vllm:prefix_cache_queries_total",
-        "counter",
-        "Prompt tokens looked up in the prefix cache.",
-        m.prefix_queries.to_string(),
-    );
-    metric(
-        "vllm:prefix_cache_hits_total",
-        "counter",
-        "Prompt tokens served from the prefix cache.",
-        m.prefix_hits.to_string(),
-    );
-    metric(
-        "vllm:prompt_tokens_total",
-        "counter",
-        "Prompt tokens received.",
-        m.prompt_tokens.to_string(),
-    );
-    metric(
-        "vllm:generation_tokens_total",
-        "counter",
-        "Output tokens generated.",
-        m.generation_tokens.to_string(),
-    );
-    metric(
-        "vllm:request_success_total",
-        "counter",
-        "Requests finished (all their tokens sent).",
-        m.requests_finished.to_string(),
-    );
-    metric(
-        "serverbench:requests_cancelled_total",
-        "counter",
-        "Requests cancelled because their client went away.",
-        m.requests_cancelled.to_string(),
-    );
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], t).into_response()
+    let t = metrics::text(&em.cfg.model_name, &m, &em.latency);
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        t,
+    )
+        .into_response()
 }
