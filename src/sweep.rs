@@ -131,38 +131,12 @@ fn plot_levels(
 }
 
 fn table(r: &SweepResult, d: &Deployment) -> String {
-    let mut t = String::new();
-    t.push_str(&format!(
-        "  {:>5}  {:>16}  {:>12}  {:>7}  {:>7}  {:>13}  {:>13}\n",
-        "c", "D mean ± std", "D min..max", "G", "f", "p90 TTFT (s)", "p90 TPOT (ms)"
-    ));
-    for l in &r.levels {
-        let mark = match (l.concurrency == r.best_mean, l.concurrency == r.best_robust) {
-            (true, true) => " ◀ best mean D, best robust D",
-            (true, false) => " ◀ best mean D",
-            (false, true) => " ◀ best robust D",
-            _ => "",
-        };
-        t.push_str(&format!(
-            "  {:>5}  {:>8.3} ± {:<5.3}  {:>5.2}..{:<5.2}  {:>7.3}  {:>6.1}%  {:>13.3}  {:>13.2}{}{}\n",
-            l.concurrency,
-            l.d.mean,
-            l.d.std,
-            l.d.min,
-            l.d.max,
-            l.g.mean,
-            l.f.mean * 100.0,
-            l.ttft_p90_s.mean,
-            l.tpot_p90_s.mean * 1e3,
-            if l.all_valid { "" } else { " (invalid: context overflow)" },
-            mark
-        ));
-    }
-    t.push_str(&format!(
-        "\n  D = value of requests that met TTFT ≤ {:.2} s and TPOT ≤ {:.1} ms, per $ of GPU time; G = value of all requests per $; f = D / G.\n",
-        d.slo.ttft_s,
-        d.slo.tpot_s * 1e3
-    ));
+    let rows = r.levels.iter().map(|l| {
+        let c = l.concurrency;
+        (c.to_string(), l, c == r.best_mean, c == r.best_robust)
+    });
+    let mut t = level_rows("c", 5, rows);
+    t.push_str(&definitions(d));
     let robust = r
         .levels
         .iter()
@@ -300,21 +274,36 @@ fn rates_run(a: &SweepArgs, d: &Deployment, rates: &[f64]) -> Result<()> {
 }
 
 fn rate_table(r: &RateSweep, d: &Deployment) -> String {
+    let rows = r.levels.iter().map(|rl| {
+        let best = (rl.rate == r.best_mean, rl.rate == r.best_robust);
+        (rl.rate.to_string(), &rl.level, best.0, best.1)
+    });
+    let mut t = level_rows("trees/s", 8, rows);
+    t.push_str(&definitions(d));
+    t.push_str("  Open loop: the rate is offered load; the closed-loop sweep (without --rates) is what the benchmark scores.\n");
+    t
+}
+
+/// The header and one row per level: `axis` (its column `width` wide) names the load, and the levels
+/// with the best mean and the best robust D are marked.
+fn level_rows<'a>(
+    axis: &str,
+    width: usize,
+    rows: impl Iterator<Item = (String, &'a Level, bool, bool)>,
+) -> String {
     let mut t = format!(
-        "  {:>8}  {:>16}  {:>12}  {:>7}  {:>7}  {:>13}  {:>13}\n",
-        "trees/s", "D mean ± std", "D min..max", "G", "f", "p90 TTFT (s)", "p90 TPOT (ms)"
+        "  {axis:>width$}  {:>16}  {:>12}  {:>7}  {:>7}  {:>13}  {:>13}\n",
+        "D mean ± std", "D min..max", "G", "f", "p90 TTFT (s)", "p90 TPOT (ms)"
     );
-    for rl in &r.levels {
-        let l = &rl.level;
-        let mark = match (rl.rate == r.best_mean, rl.rate == r.best_robust) {
+    for (label, l, best_mean, best_robust) in rows {
+        let mark = match (best_mean, best_robust) {
             (true, true) => " ◀ best mean D, best robust D",
             (true, false) => " ◀ best mean D",
             (false, true) => " ◀ best robust D",
             _ => "",
         };
         t.push_str(&format!(
-            "  {:>8}  {:>8.3} ± {:<5.3}  {:>5.2}..{:<5.2}  {:>7.3}  {:>6.1}%  {:>13.3}  {:>13.2}{}{}\n",
-            rl.rate,
+            "  {label:>width$}  {:>8.3} ± {:<5.3}  {:>5.2}..{:<5.2}  {:>7.3}  {:>6.1}%  {:>13.3}  {:>13.2}{}{}\n",
             l.d.mean,
             l.d.std,
             l.d.min,
@@ -327,12 +316,16 @@ fn rate_table(r: &RateSweep, d: &Deployment) -> String {
             mark
         ));
     }
-    t.push_str(&format!(
-        "\n  D = value of requests that met TTFT ≤ {:.2} s and TPOT ≤ {:.1} ms, per $ of GPU time; G = value of all requests per $; f = D / G.\n  Open loop: the rate is offered load; the closed-loop sweep (without --rates) is what the benchmark scores.\n",
+    t
+}
+
+/// What D, G and f mean under the deployment's targets.
+fn definitions(d: &Deployment) -> String {
+    format!(
+        "\n  D = value of requests that met TTFT ≤ {:.2} s and TPOT ≤ {:.1} ms, per $ of GPU time; G = value of all requests per $; f = D / G.\n",
         d.slo.ttft_s,
         d.slo.tpot_s * 1e3
-    ));
-    t
+    )
 }
 
 fn write_rate_csv(w: &mut dyn Write, r: &RateSweep) -> std::io::Result<()> {

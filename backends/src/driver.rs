@@ -281,15 +281,8 @@ pub async fn run_real(
         cfg.run.window_s
     };
     let (_, mut summary) = summarise(&records, d, window_s);
-    summary.seed = cfg.run.seed;
-    summary.concurrency = cfg.run.concurrency;
-    summary.start = Some(match cfg.run.arrivals {
-        serverbench_sim::Arrivals::Closed => cfg.run.start,
-        _ => serverbench_sim::StartMode::Cold,
-    });
+    summary.describe_run(&cfg.run, replay.open_stats());
     summary.trees_started = replay.trees_started();
-    summary.arrivals = cfg.run.arrivals;
-    summary.open_loop = (!cfg.run.arrivals.is_closed()).then(|| replay.open_stats());
     summary.prefix_hit_rate = {
         let (hit, all): (u64, u64) = records
             .iter()
@@ -333,12 +326,7 @@ fn interrupted_before_the_window(
     client: ClientStats,
 ) -> RealOutput {
     let (_, mut summary) = summarise(&[], d, 0.0);
-    summary.seed = cfg.run.seed;
-    summary.concurrency = cfg.run.concurrency;
-    summary.start = Some(match cfg.run.arrivals {
-        serverbench_sim::Arrivals::Closed => cfg.run.start,
-        _ => serverbench_sim::StartMode::Cold,
-    });
+    summary.describe_run(&cfg.run, Default::default());
     summary.trees_started = trees;
     RealOutput {
         records: Vec::new(),

@@ -178,6 +178,15 @@ impl OpClass {
         }
     }
 
+    /// Whether the class is fitted as a ratio to the bf16 GEMM of the same shape (fp8, int4), which
+    /// carries between GPUs, rather than as a fraction of one GPU's peak.
+    pub fn is_ratio(self) -> bool {
+        matches!(
+            self,
+            OpClass::Fp8Compute | OpClass::Int4Compute | OpClass::Int4Memory
+        )
+    }
+
     /// Whether the class is set by tensor throughput (which does not carry between GPUs of one die at
     /// different tensor rates) rather than by bandwidth.
     pub fn compute_bound(self) -> bool {
@@ -706,6 +715,18 @@ pub fn fit_ops(
     Ok(fits)
 }
 
+impl OpsSources {
+    /// The GPU whose rows set `class`: the compute GPU for compute-bound efficiencies, the memory GPU
+    /// for the rest (ratios first; they may come from any GPU that has them).
+    pub fn gpu_for(&self, class: OpClass) -> &str {
+        if class.compute_bound() && !class.is_ratio() {
+            &self.compute_gpu
+        } else {
+            &self.memory_gpu
+        }
+    }
+}
+
 /// A profile field and the class fit that set it.
 pub type UsedFit = (&'static str, ClassFit);
 
@@ -728,22 +749,14 @@ pub fn profile_from_ops(
     sources: &OpsSources,
 ) -> Result<(Profile, Vec<UsedFit>), String> {
     let pick = |class: OpClass| -> Option<ClassFit> {
-        let preferred = if class.compute_bound()
-            && !matches!(class, OpClass::Fp8Compute | OpClass::Int4Compute)
-        {
-            &sources.compute_gpu
-        } else {
-            &sources.memory_gpu
-        };
+        let gpu = sources.gpu_for(class);
         fits.iter()
-            .find(|f| f.class == class && &f.gpu == preferred)
+            .find(|f| f.class == class && f.gpu == gpu)
             .or_else(|| {
-                matches!(
-                    class,
-                    OpClass::Fp8Compute | OpClass::Int4Compute | OpClass::Int4Memory
-                )
-                .then(|| fits.iter().find(|f| f.class == class))
-                .flatten()
+                class
+                    .is_ratio()
+                    .then(|| fits.iter().find(|f| f.class == class))
+                    .flatten()
             })
             .cloned()
     };
@@ -754,13 +767,7 @@ pub fn profile_from_ops(
             format!(
                 "no {} rows measured on {} to fit {field}",
                 class.label(),
-                if class.compute_bound()
-                    && !matches!(class, OpClass::Fp8Compute | OpClass::Int4Compute)
-                {
-                    &sources.compute_gpu
-                } else {
-                    &sources.memory_gpu
-                }
+                sources.gpu_for(class)
             )
         })?;
         *slot = f.value;

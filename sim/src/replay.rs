@@ -117,6 +117,16 @@ pub struct ReplayConfig {
     pub arrivals: Arrivals,
 }
 
+impl ReplayConfig {
+    /// How the replay actually starts: the open loop always starts cold.
+    pub fn effective_start(&self) -> StartMode {
+        match self.arrivals {
+            Arrivals::Closed => self.start,
+            _ => StartMode::Cold,
+        }
+    }
+}
+
 /// Identifies a request of the tree a lane is replaying.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Handle {
@@ -167,6 +177,24 @@ struct Open {
     rng: ChaCha8Rng,
 }
 
+impl Open {
+    /// Nothing arrived yet: trees in `order` (a trace's, empty for Poisson), its earliest arrival
+    /// `base_ns`, gaps drawn from `seed`.
+    fn new(order: Vec<(u64, u64)>, base_ns: u64, seed: u64) -> Open {
+        Open {
+            order,
+            base_ns,
+            origin: Time::ZERO,
+            next: None,
+            arrived: 0,
+            pending: Default::default(),
+            free: Vec::new(),
+            open: 0,
+            rng: ChaCha8Rng::seed_from_u64(seed),
+        }
+    }
+}
+
 /// What an open-loop replay waited for.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OpenStats {
@@ -194,17 +222,7 @@ impl<'a> Replay<'a> {
         let open = match cfg.arrivals {
             Arrivals::Closed => None,
             Arrivals::Trace { speedup } => Some(trace_order(source, speedup)?),
-            Arrivals::Poisson { .. } => Some(Open {
-                order: Vec::new(),
-                base_ns: 0,
-                origin: Time::ZERO,
-                next: None,
-                arrived: 0,
-                pending: Default::default(),
-                free: Vec::new(),
-                open: 0,
-                rng: ChaCha8Rng::seed_from_u64(mix2(cfg.seed, 0xA221_7A15)),
-            }),
+            Arrivals::Poisson { .. } => Some(Open::new(Vec::new(), 0, mix2(cfg.seed, 0xA221_7A15))),
         };
         Ok(Replay {
             cfg,
@@ -219,7 +237,7 @@ impl<'a> Replay<'a> {
 
     /// Whether the first requests' prefixes are warmed before the window (a closed-loop steady start).
     pub fn warms(&self) -> bool {
-        self.open.is_none() && self.cfg.start == StartMode::Steady
+        self.cfg.effective_start() == StartMode::Steady
     }
 
     /// Starts the replay at `now`; appends the first due requests to `out`. Closed loop: every lane
@@ -501,17 +519,8 @@ fn trace_order(source: &dyn TreeSource, speedup: f64) -> Result<Open, String> {
     for o in &mut order {
         o.0 = scaled(o.0 - base_ns, speedup);
     }
-    Ok(Open {
-        order,
-        base_ns,
-        origin: Time::ZERO,
-        next: None,
-        arrived: 0,
-        pending: Default::default(),
-        free: Vec::new(),
-        open: 0,
-        rng: ChaCha8Rng::seed_from_u64(0),
-    })
+    // A trace draws nothing: the seed is unused.
+    Ok(Open::new(order, base_ns, 0))
 }
 
 #[cfg(test)]

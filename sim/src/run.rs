@@ -506,12 +506,7 @@ impl Sim<'_> {
         for r in &self.replicas {
             st.add(&r.stats);
         }
-        summary.seed = cfg.seed;
-        summary.concurrency = cfg.concurrency;
-        summary.start = Some(match cfg.arrivals {
-            Arrivals::Closed => cfg.start,
-            _ => StartMode::Cold,
-        });
+        summary.describe_run(cfg, self.replay.open_stats());
         summary.kv_occupancy_mean = ratio(st.occupancy_integral, st.busy_ns as f64);
         summary.kv_occupancy_max = st.occupancy_max;
         summary.prefix_hit_rate = ratio(st.hit_tokens as f64, st.lookup_tokens as f64);
@@ -520,8 +515,6 @@ impl Sim<'_> {
         summary.spec_tokens_per_verify = ratio(st.spec_tokens as f64, st.spec_verifies as f64);
         summary.steps = st.steps;
         summary.trees_started = self.replay.trees_started();
-        summary.arrivals = cfg.arrivals;
-        summary.open_loop = (!cfg.arrivals.is_closed()).then(|| self.replay.open_stats());
         let timeline = cfg.timeline.then(|| {
             let mut all: Vec<StepSample> = self
                 .replicas

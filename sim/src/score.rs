@@ -287,6 +287,18 @@ pub struct Summary {
     pub start: Option<StartMode>,
 }
 
+impl Summary {
+    /// Records what run this summary is of: its seed, concurrency, start, arrivals and, open loop, what
+    /// the arrivals waited for (`open`); the simulator and the real replay share it.
+    pub fn describe_run(&mut self, cfg: &crate::run::RunConfig, open: OpenStats) {
+        self.seed = cfg.seed;
+        self.concurrency = cfg.concurrency;
+        self.start = Some(cfg.replay().effective_start());
+        self.arrivals = cfg.arrivals;
+        self.open_loop = (!cfg.arrivals.is_closed()).then_some(open);
+    }
+}
+
 /// Most of a run's requests that may overflow the context before the run is invalid.
 pub const MAX_OVERFLOW_RATE: f64 = 0.01;
 /// Most of a run's requests that the backend may fail before the run is invalid.

@@ -282,6 +282,36 @@ pub(super) fn prompt_chain(
     Ok(Blocks::from_vec(chain_ids(&ids[..keep], salt)))
 }
 
+/// A trace line that is a whole session: one root request with its recorded arrival.
+pub(super) struct OneRequest {
+    pub input: u32,
+    pub output: u32,
+    pub blocks: Blocks,
+    pub block_size: u32,
+    pub arrival_ns: u64,
+}
+
+impl OneRequest {
+    /// Tree `id` of one request, from line `line` of `file` (the error names them).
+    pub fn tree(self, file: &str, line: usize, id: u64) -> Result<SessionTree, InputError> {
+        let r = crate::tree::Request {
+            id: 0,
+            agent: 0,
+            kind: crate::tree::RequestKind::RootTurn,
+            deps: vec![],
+            think_ns: 0,
+            blocks: self.blocks,
+            input_tokens: self.input,
+            output_tokens: self.output,
+            background: false,
+            turn: 0,
+        };
+        SessionTree::new(id, self.block_size, vec![r])
+            .and_then(|t| t.with_arrivals(vec![self.arrival_ns]))
+            .map_err(|e| InputError::new(file, line, "", e.to_string()))
+    }
+}
+
 /// A recorded time in `unit_ns` nanoseconds per unit as nanoseconds; the error names the field.
 pub(super) fn arrival_ns(
     file: &str,

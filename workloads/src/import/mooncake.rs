@@ -2,9 +2,11 @@
 //! `output_length` and `hash_ids` (one id per 512-token block, the last one partial). Each request is a
 //! tree of its own, with its timestamp as its recorded arrival.
 
-use super::{arrival_ns, at_least_one, has_key, lines, prompt_chain, typed_line, Ids, Importer};
+use super::{
+    arrival_ns, at_least_one, has_key, lines, prompt_chain, typed_line, Ids, Importer, OneRequest,
+};
 use crate::error::InputError;
-use crate::tree::{Request, RequestKind, SessionTree};
+use crate::tree::SessionTree;
 use serde::Deserialize;
 
 #[derive(Deserialize)]
@@ -45,22 +47,14 @@ fn mooncake(file: &str, text: &str) -> Result<Vec<SessionTree>, InputError> {
         let output = at_least_one(file, n, "output_length", m.output_length)?;
         let blocks = prompt_chain(&m.hash_ids, m.input_length, 512, 0, Ids::WithPartial)
             .map_err(|e| InputError::new(file, n, "hash_ids", e))?;
-        let r = Request {
-            id: 0,
-            agent: 0,
-            kind: RequestKind::RootTurn,
-            deps: vec![],
-            think_ns: 0,
+        let one = OneRequest {
+            input,
+            output,
             blocks,
-            input_tokens: input,
-            output_tokens: output,
-            background: false,
-            turn: 0,
+            block_size: 512,
+            arrival_ns: at,
         };
-        let tree = SessionTree::new(trees.len() as u64, 512, vec![r])
-            .and_then(|t| t.with_arrivals(vec![at]))
-            .map_err(|e| InputError::new(file, n, "", e.to_string()))?;
-        trees.push(tree);
+        trees.push(one.tree(file, n, trees.len() as u64)?);
     }
     Ok(trees)
 }

@@ -4,9 +4,11 @@
 //! `i`) with their `block_size` (16 when absent). Each request is a tree of its own; it never reads a
 //! timestamp as a dependency.
 
-use super::{arrival_ns, at_least_one, has_key, lines, prompt_chain, typed_line, Ids, Importer};
+use super::{
+    arrival_ns, at_least_one, has_key, lines, prompt_chain, typed_line, Ids, Importer, OneRequest,
+};
 use crate::error::InputError;
-use crate::tree::{Request, RequestKind, SessionTree};
+use crate::tree::SessionTree;
 use serde::Deserialize;
 
 /// Largest `block_size` the format accepts.
@@ -62,22 +64,14 @@ fn requests(file: &str, text: &str) -> Result<Vec<SessionTree>, InputError> {
         }
         let blocks = prompt_chain(&r.hash_ids, r.input_tokens, block_size, 0, Ids::FullBlocks)
             .map_err(|e| InputError::new(file, n, "hash_ids", e))?;
-        let req = Request {
-            id: 0,
-            agent: 0,
-            kind: RequestKind::RootTurn,
-            deps: vec![],
-            think_ns: 0,
+        let one = OneRequest {
+            input,
+            output,
             blocks,
-            input_tokens: input,
-            output_tokens: output,
-            background: false,
-            turn: 0,
+            block_size: block_size as u32,
+            arrival_ns: at,
         };
-        let tree = SessionTree::new(trees.len() as u64, block_size as u32, vec![req])
-            .and_then(|t| t.with_arrivals(vec![at]))
-            .map_err(|e| InputError::new(file, n, "", e.to_string()))?;
-        trees.push(tree);
+        trees.push(one.tree(file, n, trees.len() as u64)?);
     }
     Ok(trees)
 }
