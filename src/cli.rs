@@ -44,7 +44,8 @@ pub enum Command {
     /// The final verification of a frozen submission: replays on its held-out seeds against a fresh
     /// server, scored only if every behaviour gate passes (exit 3 when one fails).
     Verify(VerifyArgs),
-    /// Fit a cost-model profile: from a real engine's step logs, GPU microbenchmarks or a black-box endpoint.
+    /// Fit a cost-model profile: from a real engine's step logs, GPU microbenchmarks, a black-box endpoint
+    /// or measured operator tables.
     Calibrate(CalibrateArgs),
     /// Generate, import, export and summarise workloads.
     #[command(subcommand)]
