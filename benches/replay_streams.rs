@@ -52,6 +52,7 @@ fn main() {
             vocab: 151_936,
             cuda: None,
             limits: Default::default(),
+            generation: Default::default(),
         };
         let url = spawn_local(cfg).await.expect("emulator");
         let client = Arc::new(

@@ -420,6 +420,16 @@ pub struct ServeArgs {
     /// On Ctrl-C, seconds open requests may take to finish before the server exits.
     #[arg(long, default_value_t = 30.0)]
     pub drain_timeout: f64,
+    /// Which emulated checkpoint answers: servers with the same seed and vocabulary give the same greedy
+    /// tokens and log-probabilities (a reference and a candidate for `verify --reference`).
+    #[arg(long, default_value_t = 0)]
+    pub model_seed: u64,
+    /// Serve the model differently on purpose, to see what `verify` makes of it: `none`,
+    /// `truncate-prompt:N` (the model sees only the last N prompt tokens; usage still counts them all)
+    /// or `runner-up:P` (a fraction P of output tokens is the second most likely: faithful but not
+    /// greedy-identical).
+    #[arg(long, default_value = "none")]
+    pub fault: String,
 }
 
 #[derive(Args, Debug)]
@@ -656,6 +666,20 @@ pub struct FreezeArgs {
     /// The frozen file to write.
     #[arg(long, short = 'o', default_value = "frozen.json")]
     pub out: PathBuf,
+    /// Let the score count without a generation check against a reference (`verify --reference`).
+    #[arg(long)]
+    pub no_fidelity: bool,
+    /// Held-out prompts whose greedy continuations are compared with the reference's.
+    #[arg(long, default_value_t = 16)]
+    pub fidelity_prompts: usize,
+    /// Least fraction of continuation tokens that must agree with the reference's before the first
+    /// difference.
+    #[arg(long, default_value_t = 0.0)]
+    pub min_greedy_agreement: f64,
+    /// Largest mean per-token log-probability regret (nats) under the reference of a continuation that
+    /// differs from the reference's.
+    #[arg(long, default_value_t = 4.0)]
+    pub max_regret: f64,
 }
 
 #[derive(Args, Debug)]
@@ -671,4 +695,16 @@ pub struct VerifyArgs {
     /// Wall-clock compression, for testing against `serve --time-scale X` (as `replay --time-scale`).
     #[arg(long, default_value_t = 1.0)]
     pub time_scale: f64,
+    /// A reference server of the same checkpoint (a plain implementation) to check generation against.
+    #[arg(long)]
+    pub reference: Option<String>,
+    /// The reference's model name (default: the frozen model name).
+    #[arg(long)]
+    pub reference_model: Option<String>,
+    /// The reference's server kind (which fields ask for an exact output length).
+    #[arg(long, default_value = "vllm")]
+    pub reference_server: String,
+    /// A question set (JSONL: {"prompt": text, "answer": text} per line) both servers answer.
+    #[arg(long)]
+    pub answers: Option<PathBuf>,
 }

@@ -6,8 +6,8 @@ use crate::output::{summary_table, write_json};
 use anyhow::{anyhow, bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use serverbench_backends::{
-    natural_stop_probe, run_real, serve_until_interrupted, unless_interrupted, ClientConfig,
-    HttpClient, RealConfig, RealOutput, RecordSink, Runtime, ServeConfig, ServeLimits,
+    natural_stop_probe, run_real, serve_until_interrupted, unless_interrupted, ClientConfig, Fault,
+    Generation, HttpClient, RealConfig, RealOutput, RecordSink, Runtime, ServeConfig, ServeLimits,
 };
 use serverbench_workloads::hash::mix2;
 use serverbench_workloads::tokens::{block_tokens, Vocab};
@@ -64,6 +64,10 @@ pub fn serve(a: ServeArgs) -> Result<()> {
         vocab,
         cuda,
         limits: limits(&a)?,
+        generation: Generation {
+            model_seed: a.model_seed,
+            fault: Fault::parse(&a.fault).map_err(|e| anyhow!("--fault: {e}"))?,
+        },
     };
     let addr = format!("{}:{}", a.host, a.port);
     let banner = |at: std::net::SocketAddr| {
@@ -241,6 +245,7 @@ fn backend(
                     .map_or(d.model_spec().vocab, |c| c.model.vocab_size),
                 cuda,
                 limits: ServeLimits::default(),
+                generation: Default::default(),
             };
             let server = rt
                 .block_on(serverbench_backends::spawn_local_server(cfg))

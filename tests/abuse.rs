@@ -28,6 +28,7 @@ async fn server(preset: &str, time_scale: f64) -> LocalServer {
         vocab,
         cuda: None,
         limits: limits(),
+        generation: Default::default(),
     })
     .await
     .unwrap()

@@ -147,6 +147,34 @@ fn bad_files_get_an_error_naming_file_and_field_and_exit_2() {
     );
 }
 
+/// `freeze`'s fidelity thresholds are checked before anything is written, each error naming its flag.
+#[test]
+fn freeze_refuses_fidelity_thresholds_out_of_range() {
+    let dir = tempdir("freeze-thresholds");
+    let out = dir.join("f.json");
+    for (flag, value) in [
+        ("--max-regret", "0"),
+        ("--max-regret", "inf"),
+        ("--min-greedy-agreement", "1.5"),
+        ("--fidelity-prompts", "0"),
+    ] {
+        let o = serverbench([
+            "freeze",
+            "-c",
+            "2",
+            "--url",
+            "http://127.0.0.1:9",
+            &format!("{flag}={value}"),
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(o.status.code(), Some(2), "{flag} {value}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(flag), "{flag} {value}: {err}");
+        assert!(!out.exists(), "nothing written for {flag} {value}");
+    }
+}
+
 #[test]
 fn workload_commands_run_on_samples_and_generator() {
     let text = stdout(&serverbench([

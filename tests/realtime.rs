@@ -67,6 +67,7 @@ async fn replay_against_the_emulator(
         vocab,
         cuda: None,
         limits: Default::default(),
+        generation: Default::default(),
     };
     let url = spawn_local(cfg).await.unwrap();
     let real_cfg = RealConfig {
@@ -493,6 +494,7 @@ fn endpoint_probes_of_the_emulator_recover_its_step_times() {
             vocab: 151_936,
             cuda: None,
             limits: Default::default(),
+            generation: Default::default(),
         };
         let url = spawn_local(cfg).await.unwrap();
         let plan = serverbench_backends::ProbePlan::standard(Vocab::new(100, 151_936).unwrap(), 0);
@@ -573,6 +575,7 @@ fn compare_against_a_server_runs_both_sides_and_agrees_with_the_emulator() {
             vocab: 151_936,
             cuda: None,
             limits: Default::default(),
+            generation: Default::default(),
         })
         .await
         .unwrap()

@@ -516,12 +516,12 @@ fn serverbench_cmd(args: &[&str]) -> Output {
         .unwrap()
 }
 
-/// `freeze`, then `verify`: against a healthy emulated server every gate passes and the score counts;
-/// an edited frozen file is refused; a server that miscounts prompts fails the full-prompt gate.
-#[test]
-fn verify_scores_a_healthy_server_and_fails_a_broken_one_for_the_right_reason() {
-    let _guard = crate::SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let rt = crate::runtime();
+/// An emulated server of the gemma deployment at 20× (checkpoint `model_seed`, served with `fault`).
+fn emulator(
+    rt: &tokio::runtime::Runtime,
+    model_seed: u64,
+    fault: serverbench_backends::Fault,
+) -> String {
     let d = serverbench_sim::Deployment::preset("gemma4-e4b-1xl40").unwrap();
     let cfg = serverbench_backends::ServeConfig {
         cost: d.cost_model(),
@@ -531,34 +531,82 @@ fn verify_scores_a_healthy_server_and_fails_a_broken_one_for_the_right_reason() 
         vocab: 262_144,
         cuda: None,
         limits: Default::default(),
+        generation: serverbench_backends::Generation { model_seed, fault },
     };
-    let healthy = rt.block_on(serverbench_backends::spawn_local(cfg)).unwrap();
+    rt.block_on(serverbench_backends::spawn_local(cfg)).unwrap()
+}
+
+/// `serverbench freeze` of the gemma deployment at c = 2, 20 s, two held-out seeds, with `extra` flags.
+fn freeze(url: &str, path: &std::path::Path, extra: &[&str]) {
+    let mut args = vec![
+        "freeze",
+        "-d",
+        "gemma4-e4b-1xl40",
+        "-c",
+        "2",
+        "-w",
+        "20",
+        "--held-out",
+        "2",
+        "--dev-seeds",
+        "0..4",
+        "--url",
+        url,
+        "--model",
+        "m",
+        "-o",
+        path.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let o = serverbench_cmd(&args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// `serverbench verify FROZEN --time-scale 20 --out OUT` with `extra` flags: (exit code, stdout).
+fn verify(
+    frozen: &std::path::Path,
+    out: &std::path::Path,
+    extra: &[&str],
+) -> (Option<i32>, String, String) {
+    let mut args = vec![
+        "verify",
+        frozen.to_str().unwrap(),
+        "--time-scale",
+        "20",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let o = serverbench_cmd(&args);
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// The line of one gate in `verify`'s table (after the replays' own output).
+fn gate_line<'a>(stdout: &'a str, gate: &str) -> &'a str {
+    let table = &stdout[stdout.find("serverbench verify —").unwrap_or(0)..];
+    table
+        .lines()
+        .find(|l| l.trim_start().starts_with(gate))
+        .unwrap_or_else(|| panic!("no `{gate}` gate in\n{stdout}"))
+}
+
+/// `freeze`, then `verify`: against a healthy emulated server checked against a reference of the same
+/// checkpoint every gate passes and the score counts; an edited frozen file is refused; a server that
+/// miscounts prompts fails the full-prompt gate; without a reference the score does not count.
+#[test]
+fn verify_scores_a_healthy_server_and_fails_a_broken_one_for_the_right_reason() {
+    let _guard = crate::SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let rt = crate::runtime();
+    let healthy = emulator(&rt, 0, Default::default());
+    let reference = emulator(&rt, 0, Default::default());
     let dir = out_dir("verify");
     std::fs::create_dir_all(&dir).unwrap();
     let frozen = dir.join("frozen.json");
-    let freeze = |url: &str, model: &str, path: &PathBuf| {
-        let o = serverbench_cmd(&[
-            "freeze",
-            "-d",
-            "gemma4-e4b-1xl40",
-            "-c",
-            "2",
-            "-w",
-            "20",
-            "--held-out",
-            "2",
-            "--dev-seeds",
-            "0..4",
-            "--url",
-            url,
-            "--model",
-            model,
-            "-o",
-            path.to_str().unwrap(),
-        ]);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    };
-    freeze(&healthy, "m", &frozen);
+    freeze(&healthy, &frozen, &[]);
     let file: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&frozen).unwrap()).unwrap();
     let held: Vec<u64> = file["frozen"]["held_out_seeds"]
@@ -572,33 +620,26 @@ fn verify_scores_a_healthy_server_and_fails_a_broken_one_for_the_right_reason() 
         held.iter().all(|s| *s >= 1_000_000),
         "disjoint from the development seeds 0..4"
     );
-    let verify = |path: &PathBuf, out: &str| {
-        serverbench_cmd(&[
-            "verify",
-            path.to_str().unwrap(),
-            "--time-scale",
-            "20",
-            "--out",
-            dir.join(out).to_str().unwrap(),
-        ])
-    };
-    let o = verify(&frozen, "ok");
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    assert_eq!(file["frozen"]["gates"]["fidelity"]["max_regret"], 4.0);
+    let (code, stdout, stderr) = verify(&frozen, &dir.join("ok"), &["--reference", &reference]);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
     assert!(
         stdout.contains("VERIFIED. Final score over the held-out seeds"),
         "{stdout}"
     );
+    assert!(gate_line(&stdout, "greedy agreement").contains("16 of 16 continuations identical"));
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("ok/verify.json")).unwrap())
             .unwrap();
     assert_eq!(report["verified"], true);
     assert!(report["score"]["d"].as_f64().unwrap() > 0.0);
     assert_eq!(report["runs"].as_array().unwrap().len(), 2);
+    assert_eq!(report["fidelity"]["prompts"].as_array().unwrap().len(), 16);
+    // Without a reference the same server's score does not count.
+    let (code, stdout, _) = verify(&frozen, &dir.join("no-reference"), &[]);
+    assert_eq!(code, Some(3), "{stdout}");
+    assert!(stdout.contains("FAILED: generation fidelity"), "{stdout}");
+    assert!(gate_line(&stdout, "generation fidelity").contains("no --reference given"));
     // An edited decision breaks the seal.
     let edited = dir.join("edited.json");
     std::fs::write(
@@ -608,21 +649,159 @@ fn verify_scores_a_healthy_server_and_fails_a_broken_one_for_the_right_reason() 
             .replace("\"concurrency\": 2", "\"concurrency\": 3"),
     )
     .unwrap();
-    let o = verify(&edited, "edited");
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    let (code, _, stderr) = verify(&edited, &dir.join("edited"), &[]);
+    assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("changed after `freeze`"), "{stderr}");
     // A server that reports one prompt token for every prompt (it truncated them, or counts wrong).
     let broken = start(mock(&["m"], done_but_open));
     let frozen_broken = dir.join("broken.json");
-    freeze(&broken, "m", &frozen_broken);
-    let o = verify(&frozen_broken, "broken");
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(o.status.code(), Some(3), "{stdout}");
+    freeze(&broken, &frozen_broken, &["--no-fidelity"]);
+    let (code, stdout, _) = verify(&frozen_broken, &dir.join("broken"), &[]);
+    assert_eq!(code, Some(3), "{stdout}");
     assert!(stdout.contains("FAILED: full prompt"), "{stdout}");
     assert!(
-        stdout.contains("full prompt                  FAIL"),
+        gate_line(&stdout, "full prompt").contains("FAIL"),
         "{stdout}"
     );
+    assert!(gate_line(&stdout, "generation fidelity").contains("not required"));
+    drop(rt);
+}
+
+/// Generation fidelity against a reference of the same checkpoint: another checkpoint fails
+/// teacher-forced regret and the answer tests, a server that silently truncates prompts to 64 tokens
+/// fails teacher-forced regret (the questions are shorter than that), though every behaviour gate
+/// passes; a faithful server whose kernels pick the runner-up token at 25 % of
+/// positions passes regret but fails a strict greedy-agreement threshold (and the answer tests, whose
+/// answers are the reference's first token).
+#[test]
+fn verify_checks_generation_against_a_reference() {
+    use serverbench_backends::Fault;
+    let _guard = crate::SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let rt = crate::runtime();
+    let reference = emulator(&rt, 0, Fault::None);
+    let dir = out_dir("verify-fidelity");
+    std::fs::create_dir_all(&dir).unwrap();
+    // A question set whose answers are the reference's own (its first answer word).
+    let client = serverbench_backends::HttpClient::new(serverbench_backends::ClientConfig {
+        base_url: reference.clone(),
+        api: serverbench_backends::Api::CompletionsText,
+        server: serverbench_backends::Server::Vllm,
+        model: "m".into(),
+        timeout: std::time::Duration::from_secs(30),
+        api_key: None,
+        affinity_header: None,
+        headers: vec![],
+        key_over_plain_http: false,
+    })
+    .unwrap();
+    let mut questions = String::new();
+    for q in 0..10 {
+        let prompt = format!("question {q}: what comes next?");
+        let text = rt
+            .block_on(serverbench_backends::fidelity::answer(&client, &prompt, 8))
+            .unwrap();
+        let word = text.split_whitespace().next().unwrap().to_string();
+        questions.push_str(&serde_json::json!({"prompt": prompt, "answer": word}).to_string());
+        questions.push('\n');
+    }
+    let answers = dir.join("answers.jsonl");
+    std::fs::write(&answers, questions).unwrap();
+    let answers = answers.to_str().unwrap().to_string();
+    let cases: [(&str, u64, Fault, &[&str], Option<&str>); 4] = [
+        ("same", 0, Fault::None, &[], None),
+        (
+            "other-checkpoint",
+            1,
+            Fault::None,
+            &[],
+            Some("teacher-forced regret, answer tests"),
+        ),
+        (
+            "truncating",
+            0,
+            Fault::TruncatePrompt(64),
+            &[],
+            Some("teacher-forced regret"),
+        ),
+        (
+            "runner-up",
+            0,
+            Fault::RunnerUp(250_000),
+            &["--min-greedy-agreement", "0.9"],
+            Some("greedy agreement, answer tests"),
+        ),
+    ];
+    for (name, seed, fault, flags, fails) in cases {
+        let url = emulator(&rt, seed, fault);
+        let frozen = dir.join(format!("{name}.json"));
+        freeze(&url, &frozen, flags);
+        let (code, stdout, stderr) = verify(
+            &frozen,
+            &dir.join(name),
+            &["--reference", &reference, "--answers", &answers],
+        );
+        match fails {
+            None => {
+                assert_eq!(code, Some(0), "{name}: {stdout}\n{stderr}");
+                assert!(
+                    gate_line(&stdout, "answer tests").contains("candidate 10 of 10, reference 10"),
+                    "{stdout}"
+                );
+            }
+            Some(reasons) => {
+                assert_eq!(code, Some(3), "{name}: {stdout}\n{stderr}");
+                assert!(
+                    stdout.contains(&format!("FAILED: {reasons} (")),
+                    "{name}: {stdout}"
+                );
+                for behaviour in ["full prompt", "exact output length", "natural stop"] {
+                    assert!(
+                        gate_line(&stdout, behaviour).contains("pass"),
+                        "{name}: {stdout}"
+                    );
+                }
+            }
+        }
+        if name == "runner-up" {
+            let report: serde_json::Value = serde_json::from_str(
+                &std::fs::read_to_string(dir.join(name).join("verify.json")).unwrap(),
+            )
+            .unwrap();
+            let worst = report["fidelity"]["prompts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| p["mean_regret"].as_f64().unwrap())
+                .fold(0.0, f64::max);
+            // Each runner-up token costs ln(0.6 / 0.08) = 2.01 nats; a quarter of them, about 0.5.
+            assert!(worst > 0.0 && worst < 1.5, "{worst}");
+            let distinct: std::collections::BTreeSet<String> = report["fidelity"]["prompts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| p["mean_regret"].to_string())
+                .collect();
+            assert!(distinct.len() > 4, "the prompts differ: {distinct:?}");
+        }
+    }
+    // A malformed question set is refused before anything runs, naming the file and line.
+    let bad = dir.join("bad.jsonl");
+    std::fs::write(
+        &bad,
+        "{\"prompt\": \"q\", \"answer\": \"a\"}\n{\"prompt\": 3}\n",
+    )
+    .unwrap();
+    let (code, _, stderr) = verify(
+        &dir.join("same.json"),
+        &dir.join("bad"),
+        &[
+            "--reference",
+            &reference,
+            "--answers",
+            bad.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("bad.jsonl:2"), "{stderr}");
     drop(rt);
 }

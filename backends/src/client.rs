@@ -215,6 +215,32 @@ impl HttpClient {
             .unwrap_or_default())
     }
 
+    /// Posts a JSON body to `path` (e.g. `/v1/completions`) and returns the JSON answer: an error
+    /// status, a broken connection or a body that is not JSON is an error that says which.
+    pub async fn post_json(
+        &self,
+        path: &str,
+        body: &serde_json::Value,
+    ) -> Result<serde_json::Value, String> {
+        let mut req = self
+            .http
+            .post(format!("{}{path}", self.cfg.base_url))
+            .timeout(self.cfg.timeout)
+            .headers(self.headers.clone())
+            .json(body);
+        if let Some(key) = &self.key {
+            req = req.bearer_auth(key);
+        }
+        let resp = req.send().await.map_err(|e| describe(&e))?;
+        if !resp.status().is_success() {
+            let status = resp.status().as_u16();
+            return Err(format!("HTTP {status}: {}", error_text(resp).await));
+        }
+        resp.json()
+            .await
+            .map_err(|e| format!("the answer is not JSON: {}", describe(&e)))
+    }
+
     /// The configuration.
     pub fn config(&self) -> &ClientConfig {
         &self.cfg

@@ -10,6 +10,7 @@ pub mod client;
 pub mod clock;
 pub mod driver;
 pub mod engine;
+pub mod fidelity;
 pub mod openai;
 pub mod probe;
 pub mod runtime;
@@ -28,5 +29,5 @@ pub use probe::{probe, ProbePlan, ProbeStep};
 pub use runtime::Runtime;
 pub use server::{
     prompt_blocks, serve, serve_until_interrupted, spawn_local, spawn_local_server, CudaServe,
-    LocalServer, ServeConfig, ServeLimits,
+    Fault, Generation, LocalServer, ServeConfig, ServeLimits,
 };

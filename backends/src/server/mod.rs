@@ -23,10 +23,13 @@ use tokio::sync::mpsc;
 
 mod http;
 mod metrics;
+mod model;
 mod params;
 
 use http::serve_router;
 pub use http::ServeLimits;
+use model::{Context, PseudoModel};
+pub use model::{Fault, Generation};
 use params::{Params, Refusal};
 
 /// Tokens per block of the prompt hashes the emulator derives from token ids.
@@ -49,6 +52,8 @@ pub struct ServeConfig {
     pub cuda: Option<CudaServe>,
     /// What the server tolerates from its clients.
     pub limits: ServeLimits,
+    /// The emulated checkpoint whose greedy tokens and log-probabilities responses carry.
+    pub generation: Generation,
 }
 
 /// The CUDA engine's set-up (the deployment's engine config and memory plan size its KV pool).
@@ -87,6 +92,7 @@ struct Emulator {
     submit: Mutex<std_mpsc::Sender<Submission>>,
     metrics: Arc<Mutex<Metrics>>,
     latency: Arc<Latency>,
+    model: PseudoModel,
     cfg: ServeConfig,
     engine: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
@@ -212,10 +218,18 @@ fn router(cfg: ServeConfig) -> Result<Router, String> {
         }
     }
     .map_err(|e| e.to_string())?;
+    if cfg.vocab < model::MIN_VOCAB {
+        return Err(format!(
+            "the vocabulary must have at least {} tokens, got {}",
+            model::MIN_VOCAB,
+            cfg.vocab
+        ));
+    }
     let em = Arc::new(Emulator {
         submit: Mutex::new(tx),
         metrics,
         latency: Arc::new(Latency::new(cfg.time_scale)),
+        model: PseudoModel::new(cfg.vocab, cfg.generation.model_seed),
         cfg,
         engine: Mutex::new(Some(engine)),
     });
@@ -434,6 +448,12 @@ async fn generate(em: Arc<Emulator>, ids: Vec<u32>, p: Params, chat: bool) -> Re
     if ids.len() as u64 + p.max_tokens as u64 > limit {
         return error(StatusCode::BAD_REQUEST, &format!("this model's maximum context length is {limit} tokens; the prompt ({}) plus max_tokens ({}) exceed it", ids.len(), p.max_tokens));
     }
+    if em.cfg.cuda.is_some() && (p.logprobs.is_some() || p.echo) {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "logprobs/echo: the CUDA engine's server does not return log-probabilities",
+        );
+    }
     let blocks = prompt_blocks(&ids);
     let seed = blocks
         .as_slice()
@@ -452,6 +472,13 @@ async fn generate(em: Arc<Emulator>, ids: Vec<u32>, p: Params, chat: bool) -> Re
     } else {
         "length"
     };
+    let seen = em.cfg.generation.fault.visible(&ids);
+    let mut logprobs = Logprobs::new(p.logprobs, p.tokens_as_ids);
+    let mut echoed = String::new();
+    if p.echo {
+        echoed = logprobs.prompt(&em.model, &ids, ids.len() - seen.len());
+    }
+    let context = em.model.after(seen);
     let (tx, rx) = mpsc::unbounded_channel();
     {
         let mut m = em.metrics.lock().expect("metrics lock");
@@ -470,10 +497,13 @@ async fn generate(em: Arc<Emulator>, ids: Vec<u32>, p: Params, chat: bool) -> Re
     }
     let out = Output {
         rx,
-        model: em.cfg.model_name.clone(),
+        model_name: em.cfg.model_name.clone(),
         chat,
-        seed,
-        vocab: em.cfg.vocab,
+        fault: em.cfg.generation.fault,
+        model: em.model,
+        context,
+        logprobs,
+        echoed,
         produced: 0,
         prompt_tokens,
         finish_reason,
@@ -489,13 +519,106 @@ async fn generate(em: Arc<Emulator>, ids: Vec<u32>, p: Params, chat: bool) -> Re
     }
 }
 
+/// The `logprobs` object of a completion (OpenAI's legacy form: tokens, their log-probabilities, the
+/// most likely alternatives, and each token's character offset in the text).
+struct Logprobs {
+    top: Option<u8>,
+    as_ids: bool,
+    tokens: Vec<Value>,
+    token_logprobs: Vec<Value>,
+    top_logprobs: Vec<Value>,
+    text_offset: Vec<Value>,
+    chars: usize,
+}
+
+impl Logprobs {
+    fn new(top: Option<u8>, as_ids: bool) -> Logprobs {
+        Logprobs {
+            top,
+            as_ids,
+            tokens: Vec::new(),
+            token_logprobs: Vec::new(),
+            top_logprobs: Vec::new(),
+            text_offset: Vec::new(),
+            chars: 0,
+        }
+    }
+
+    /// Adds one token of the text (scored when the model saw what came before it) and returns its text.
+    fn push(&mut self, model: &PseudoModel, before: Option<Context>, id: u32) -> String {
+        let text = model::token_text(id, false);
+        if let Some(k) = self.top {
+            self.tokens.push(json!(self.key(id)));
+            self.text_offset.push(json!(self.chars));
+            match before {
+                Some(c) => {
+                    let mut top: serde_json::Map<String, Value> = model
+                        .top(c, k as usize)
+                        .into_iter()
+                        .map(|(t, lp)| (self.key(t), json!(lp)))
+                        .collect();
+                    top.insert(self.key(id), json!(model.logprob(c, id)));
+                    self.token_logprobs.push(json!(model.logprob(c, id)));
+                    self.top_logprobs.push(Value::Object(top));
+                }
+                None => {
+                    self.token_logprobs.push(Value::Null);
+                    self.top_logprobs.push(Value::Null);
+                }
+            }
+        }
+        self.chars += text.len();
+        text
+    }
+
+    fn key(&self, id: u32) -> String {
+        model::token_text(id, self.as_ids)
+    }
+
+    /// Adds an echoed prompt whose first `unseen` tokens the model did not see; returns its text.
+    fn prompt(&mut self, model: &PseudoModel, ids: &[u32], unseen: usize) -> String {
+        let mut text = String::new();
+        let mut c = None;
+        for (i, &t) in ids.iter().enumerate() {
+            if i == unseen {
+                c = Some(model.start());
+                text.push_str(&self.push(model, None, t));
+            } else {
+                text.push_str(&self.push(model, c, t));
+            }
+            if let Some(c) = c.as_mut() {
+                model.push(c, t);
+            }
+        }
+        text
+    }
+
+    /// The object as it stands, and a fresh one for what follows (for a streamed chunk).
+    fn take(&mut self) -> Value {
+        if self.top.is_none() {
+            return Value::Null;
+        }
+        json!({
+            "tokens": std::mem::take(&mut self.tokens),
+            "token_logprobs": std::mem::take(&mut self.token_logprobs),
+            "top_logprobs": std::mem::take(&mut self.top_logprobs),
+            "text_offset": std::mem::take(&mut self.text_offset),
+        })
+    }
+}
+
 /// A request's output as it comes from the engine.
 struct Output {
     rx: mpsc::UnboundedReceiver<EngineEvent>,
-    model: String,
+    model_name: String,
     chat: bool,
-    seed: u64,
-    vocab: u32,
+    fault: Fault,
+    model: PseudoModel,
+    /// The model's context: the prompt it saw and the output so far.
+    context: Context,
+    logprobs: Logprobs,
+    /// The echoed prompt's text (empty without echo).
+    echoed: String,
     produced: u32,
     prompt_tokens: u32,
     finish_reason: &'static str,
@@ -506,26 +629,29 @@ struct Output {
 }
 
 impl Output {
-    /// Text of the next `n` output tokens (one short word per deterministic token id).
+    /// Text of the next `n` output tokens: the model's greedy choices (unless a fault changes them), one
+    /// short word each.
     fn text(&mut self, n: u32) -> String {
         let mut s = String::new();
-        for i in 0..n {
-            let id = mix2(self.seed, (self.produced + i) as u64) % self.vocab as u64;
-            s.push_str(&format!(" t{id}"));
+        for _ in 0..n {
+            let id = self.fault.choose(&self.model, self.context);
+            s.push_str(&self.logprobs.push(&self.model, Some(self.context), id));
+            self.model.push(&mut self.context, id);
         }
         self.produced += n;
         s
     }
 
-    fn chunk(&self, text: Option<&str>, finish: Option<&str>) -> Value {
+    fn chunk(&mut self, text: Option<&str>, finish: Option<&str>) -> Value {
         if self.chat {
             let delta = match text {
                 Some(t) => json!({ "content": t }),
                 None => json!({}),
             };
-            json!({ "id": self.id, "object": "chat.completion.chunk", "created": 0, "model": self.model, "choices": [{ "index": 0, "delta": delta, "finish_reason": finish }] })
+            json!({ "id": self.id, "object": "chat.completion.chunk", "created": 0, "model": self.model_name, "choices": [{ "index": 0, "delta": delta, "finish_reason": finish }] })
         } else {
-            json!({ "id": self.id, "object": "text_completion", "created": 0, "model": self.model, "choices": [{ "index": 0, "text": text.unwrap_or(""), "logprobs": null, "finish_reason": finish }] })
+            let logprobs = self.logprobs.take();
+            json!({ "id": self.id, "object": "text_completion", "created": 0, "model": self.model_name, "choices": [{ "index": 0, "text": text.unwrap_or(""), "logprobs": logprobs, "finish_reason": finish }] })
         }
     }
 
@@ -552,7 +678,8 @@ fn stream_response(out: Output) -> Response {
             }
             Some(EngineEvent::Done { cached_tokens }) => {
                 out.clock.done(&out.latency);
-                let mut b = format!("data: {}\n\n", out.chunk(None, Some(out.finish_reason)));
+                let finish = out.finish_reason;
+                let mut b = format!("data: {}\n\n", out.chunk(None, Some(finish)));
                 if out.include_usage {
                     let mut u = out.chunk(None, None);
                     u["choices"] = json!([]);
@@ -578,7 +705,7 @@ fn stream_response(out: Output) -> Response {
 }
 
 async fn whole_response(mut out: Output) -> Response {
-    let mut text = String::new();
+    let mut text = std::mem::take(&mut out.echoed);
     let mut cached = 0;
     while let Some(e) = out.rx.recv().await {
         match e {
@@ -596,14 +723,14 @@ async fn whole_response(mut out: Output) -> Response {
     let choice = if out.chat {
         json!({ "index": 0, "message": { "role": "assistant", "content": text }, "finish_reason": out.finish_reason })
     } else {
-        json!({ "index": 0, "text": text, "logprobs": null, "finish_reason": out.finish_reason })
+        json!({ "index": 0, "text": text, "logprobs": out.logprobs.take(), "finish_reason": out.finish_reason })
     };
     let object = if out.chat {
         "chat.completion"
     } else {
         "text_completion"
     };
-    Json(json!({ "id": out.id, "object": object, "created": 0, "model": out.model, "choices": [choice], "usage": out.usage(cached) })).into_response()
+    Json(json!({ "id": out.id, "object": object, "created": 0, "model": out.model_name, "choices": [choice], "usage": out.usage(cached) })).into_response()
 }
 
 async fn models(State(em): State<Arc<Emulator>>) -> Json<Value> {

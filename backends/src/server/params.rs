@@ -16,7 +16,18 @@ pub(super) struct Params {
     pub(super) ignore_eos: bool,
     pub(super) stream: bool,
     pub(super) include_usage: bool,
+    /// Log-probabilities asked for: `Some(k)` gives each token's and the `k` most likely (at most
+    /// [`MAX_LOGPROBS`]; completions only).
+    pub(super) logprobs: Option<u8>,
+    /// Return the prompt before the output, with its log-probabilities when asked for (completions,
+    /// not streamed).
+    pub(super) echo: bool,
+    /// Write tokens in `logprobs` as `token_id:N` (vLLM's `return_tokens_as_token_ids`).
+    pub(super) tokens_as_ids: bool,
 }
+
+/// The most alternatives `logprobs` may ask for (vLLM's default `max_logprobs`).
+pub(super) const MAX_LOGPROBS: u64 = 20;
 
 /// `max_tokens` when a request gives none (vLLM's default for completions).
 const DEFAULT_MAX_TOKENS: u64 = 16;
@@ -194,7 +205,7 @@ fn flag(body: &Value, key: &str) -> Result<bool, Refusal> {
 }
 
 /// What the request asks for; refuses what this server does not implement (several choices, stop
-/// strings, log-probabilities, echo).
+/// strings, log-probabilities on chat, echo on chat or in a stream).
 fn params(body: &Value, chat: bool, context_limit: u32) -> Result<Params, Refusal> {
     if !body.is_object() {
         return Err(Refusal::bad("the body must be a JSON object"));
@@ -235,13 +246,29 @@ fn params(body: &Value, chat: bool, context_limit: u32) -> Result<Params, Refusa
         Some(Value::Array(a)) if a.is_empty() => {}
         Some(_) => return unsupported("stop", "stop strings"),
     }
-    match body.get("logprobs") {
-        None | Some(Value::Null) | Some(Value::Bool(false)) => {}
-        Some(v) if v.as_u64() == Some(0) && !chat => {}
-        Some(_) => return unsupported("logprobs", "log-probabilities"),
+    let logprobs = match body.get("logprobs") {
+        None | Some(Value::Null) | Some(Value::Bool(false)) => None,
+        Some(_) if chat => {
+            return Err(Refusal::bad(
+                "logprobs: log-probabilities are served on /v1/completions only",
+            ))
+        }
+        Some(v) => match v.as_u64() {
+            Some(k) if k <= MAX_LOGPROBS => Some(k as u8),
+            _ => {
+                return Err(Refusal::bad(format!(
+                    "logprobs: must be a whole number from 0 to {MAX_LOGPROBS}, got {v}"
+                )))
+            }
+        },
+    };
+    let stream = flag(body, "stream")?;
+    let echo = flag(body, "echo")?;
+    if echo && chat {
+        return unsupported("echo", "echoed prompts on /v1/chat/completions");
     }
-    if flag(body, "echo")? {
-        return unsupported("echo", "echoed prompts");
+    if echo && stream {
+        return unsupported("echo", "echoed prompts in streamed responses");
     }
     let include_usage = match body.get("stream_options") {
         None | Some(Value::Null) => false,
@@ -252,8 +279,11 @@ fn params(body: &Value, chat: bool, context_limit: u32) -> Result<Params, Refusa
         max_tokens: max_tokens as u32,
         min_tokens: min_tokens as u32,
         ignore_eos: flag(body, "ignore_eos")?,
-        stream: flag(body, "stream")?,
+        stream,
         include_usage,
+        logprobs,
+        echo,
+        tokens_as_ids: flag(body, "return_tokens_as_token_ids")?,
     })
 }
 
@@ -288,8 +318,17 @@ mod tests {
         assert!(refused(json!({"prompt": [1, -3]})).starts_with("prompt[1]"));
         assert!(refused(json!({"prompt": [1], "n": 2})).starts_with("n:"));
         assert!(refused(json!({"prompt": [1], "stop": ["\n"]})).starts_with("stop:"));
-        assert!(refused(json!({"prompt": [1], "logprobs": 5})).starts_with("logprobs:"));
-        assert!(refused(json!({"prompt": [1], "echo": true})).starts_with("echo:"));
+        assert!(refused(json!({"prompt": [1], "logprobs": 21})).starts_with("logprobs:"));
+        assert!(refused(json!({"prompt": [1], "logprobs": "5"})).starts_with("logprobs:"));
+        assert!(refused(json!({"prompt": [1], "echo": true, "stream": true})).starts_with("echo:"));
+        let p = completion(&json!({"prompt": [1], "echo": true, "logprobs": 5, "return_tokens_as_token_ids": true}), 1000, 4096).unwrap().1;
+        assert_eq!((p.echo, p.logprobs, p.tokens_as_ids), (true, Some(5), true));
+        let e = chat(
+            &json!({"messages": [{"content": "x"}], "logprobs": true}),
+            1000,
+            4096,
+        );
+        assert!(e.unwrap_err().message.contains("/v1/completions only"));
         assert!(refused(json!({"prompt": [1], "stream": "yes"})).starts_with("stream:"));
         assert!(refused(json!({"prompt": []})).contains("empty"));
         let ok = completion(
@@ -350,6 +389,7 @@ mod tests {
             "stop",
             "logprobs",
             "echo",
+            "return_tokens_as_token_ids",
         ]);
         let leaf = prop_oneof![
             Just(Value::Null),
