@@ -707,7 +707,9 @@ fn verify_checks_generation_against_a_reference() {
     let answers = dir.join("answers.jsonl");
     std::fs::write(&answers, questions).unwrap();
     let answers = answers.to_str().unwrap().to_string();
-    let cases: [(&str, u64, Fault, &[&str], Option<&str>); 4] = [
+    /// Name, checkpoint, fault, extra `freeze` flags, the gates that must fail.
+    type Case<'a> = (&'a str, u64, Fault, &'a [&'a str], Option<&'a str>);
+    let cases: [Case; 4] = [
         ("same", 0, Fault::None, &[], None),
         (
             "other-checkpoint",

@@ -98,7 +98,7 @@ impl PseudoModel {
 
     /// The context before any token.
     pub fn start(&self) -> Context {
-        Context(mix2(self.seed, 0x5EED_0F_C0DE))
+        Context(mix2(self.seed, 0x5EED_0FC0_DE00))
     }
 
     /// The context after `ids`.
