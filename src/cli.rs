@@ -134,9 +134,13 @@ pub struct SimulateArgs {
     /// Write records.jsonl and summary.json here.
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Also write timeline.csv (one row per engine step) and timeline.svg to --out.
-    #[arg(long, requires = "out")]
+    /// Also write timeline.csv (one row per engine step) and timeline.svg to --out (and the plot into
+    /// --report).
+    #[arg(long)]
     pub timeline: bool,
+    /// Write a self-contained HTML report (summary, timeline plot, metadata) to this file.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -175,6 +179,9 @@ pub struct SweepArgs {
     /// Write sweep.csv, sweep.json and sweep.svg here.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Write a self-contained HTML report (the table, the plot, metadata) to this file.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -197,6 +204,9 @@ pub struct ScreenArgs {
     /// Write screen.csv, screen.json and screen.svg here.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Write a self-contained HTML report (the ranking, the histogram, metadata) to this file.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -488,6 +498,9 @@ pub struct CompareArgs {
     /// Directory for the measured runs (real/cC_sS/), compare.json, compare.md and compare.svg.
     #[arg(long)]
     pub out: PathBuf,
+    /// Write a self-contained HTML report (the comparison tables, the plot, metadata) to this file.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]

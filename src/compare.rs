@@ -57,13 +57,14 @@ pub fn run(a: CompareArgs) -> Result<()> {
     let table = markdown(&d.name, &a, &rows, &rankings);
     out!("{table}")?;
     write_file(&a.out, "compare.md", |w| w.write_all(table.as_bytes()))?;
+    let meta = crate::meta::Meta::now(Some(d)).with_server(
+        a.url.as_deref(),
+        &a.model.clone().unwrap_or_else(|| d.model.name.clone()),
+    );
     write_json(
         &a.out,
         "compare.json",
-        &crate::meta::Meta::now(Some(d)).with_server(
-            a.url.as_deref(),
-            &a.model.clone().unwrap_or_else(|| d.model.name.clone()),
-        ),
+        &meta,
         &serde_json::json!({ "deployment": d.name, "profile": d.profile.name, "window_s": a.replay.window,
             "start": a.replay.start, "rows": rows, "seed_rankings": rankings }),
     )?;
@@ -87,6 +88,15 @@ pub fn run(a: CompareArgs) -> Result<()> {
         "\n  wrote {}/compare.md, compare.json and compare.svg",
         a.out.display()
     )?;
+    if let Some(path) = &a.report {
+        let mut r = crate::report::Report::new(&format!("serverbench compare — {}", d.name), meta);
+        r.markdown(&table).svg(
+            "simulated (y) against measured (x), one point per run; the line is y = x",
+            &svg,
+        );
+        r.write(path)?;
+        outln!("  wrote the report {}", path.display())?;
+    }
     Ok(())
 }
 

@@ -11,6 +11,7 @@ mod inputs;
 mod meta;
 mod plot;
 mod real;
+mod report;
 mod screen;
 mod simulate;
 mod slo;

@@ -34,11 +34,13 @@ pub fn sweep_svg(
 ) -> Result<String> {
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (900, 320 * bands.len() as u32 + 40))
+        let root = SVGBackend::with_string(&mut svg, (900, 320 * bands.len() as u32 + 64))
             .into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
-        let (top, rest) = root.split_vertically(40);
-        top.titled(title, ("sans-serif", 20)).map_err(err)?;
+        let (top, rest) = root.split_vertically(64);
+        let (heading, legend) = top.split_vertically(34);
+        heading.titled(title, ("sans-serif", 18)).map_err(err)?;
+        sweep_legend(&legend)?;
         let panels = rest.split_evenly((bands.len(), 1));
         for (area, band) in panels.iter().zip(bands) {
             band_panel(area, band, qualified, recommended)?;
@@ -46,6 +48,32 @@ pub fn sweep_svg(
         root.present().map_err(err)?;
     }
     Ok(svg)
+}
+
+/// The sweep's legend, once, above the panels (inside a panel it hid the curves' peaks).
+fn sweep_legend(area: &Area<'_>) -> Result<()> {
+    let font = ("sans-serif", 13).into_font();
+    let y = 14;
+    let mut x = 70;
+    let entries: [(&str, ShapeStyle, bool); 4] = [
+        ("mean over seeds", BLUE.stroke_width(2), false),
+        ("band: min..max over seeds", BLUE.mix(0.18).filled(), true),
+        ("f ≥ 90 % at this level", GREEN.mix(0.12).filled(), true),
+        ("recommended concurrency", RED.stroke_width(1), false),
+    ];
+    for (label, style, filled) in entries {
+        if filled {
+            area.draw(&Rectangle::new([(x, y - 6), (x + 22, y + 6)], style))
+                .map_err(err)?;
+        } else {
+            area.draw(&PathElement::new(vec![(x, y), (x + 22, y)], style))
+                .map_err(err)?;
+        }
+        area.draw(&Text::new(label, (x + 28, y - 7), font.clone()))
+            .map_err(err)?;
+        x += 40 + 7 * label.chars().count() as i32;
+    }
+    Ok(())
 }
 
 fn band_panel(area: &Area<'_>, b: &Band<'_>, qualified: &[bool], recommended: f64) -> Result<()> {
@@ -70,19 +98,18 @@ fn band_panel(area: &Area<'_>, b: &Band<'_>, qualified: &[bool], recommended: f6
         .x_label_formatter(&|v| format!("{v:.prec$}", prec = b.x_decimals))
         .draw()
         .map_err(err)?;
-    // Shade the levels where most value meets the SLO.
+    // Shade the levels where most value meets the SLO: a strip centred on each, never past the
+    // midpoint to its neighbours (nor past 8 % of the level), so a strip ends at its level.
     for (i, &ok) in qualified.iter().enumerate() {
         if ok {
-            let lo = if i == 0 {
-                x0
-            } else {
-                (b.x[i - 1] * b.x[i]).sqrt()
+            let reach = |j: Option<usize>| {
+                j.and_then(|j| b.x.get(j)).map_or(1.08, |&n| {
+                    let ratio = if n > b.x[i] { n / b.x[i] } else { b.x[i] / n };
+                    ratio.sqrt().min(1.08)
+                })
             };
-            let hi = if i + 1 == b.x.len() {
-                x1
-            } else {
-                (b.x[i] * b.x[i + 1]).sqrt()
-            };
+            let lo = b.x[i] / reach(i.checked_sub(1));
+            let hi = b.x[i] * reach(Some(i + 1));
             chart
                 .draw_series(std::iter::once(Rectangle::new(
                     [(lo, 0.0), (hi, ymax)],
@@ -101,9 +128,7 @@ fn band_panel(area: &Area<'_>, b: &Band<'_>, qualified: &[bool], recommended: f6
             b.x.iter().zip(&b.mean).map(|(&x, &y)| (x, y)),
             BLUE.stroke_width(2),
         ))
-        .map_err(err)?
-        .label("mean over seeds (band: min..max)")
-        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], BLUE.stroke_width(2)));
+        .map_err(err)?;
     chart
         .draw_series(
             b.x.iter()
@@ -116,15 +141,6 @@ fn band_panel(area: &Area<'_>, b: &Band<'_>, qualified: &[bool], recommended: f6
             vec![(recommended, 0.0), (recommended, ymax)],
             RED.stroke_width(1),
         )))
-        .map_err(err)?
-        .label("recommended concurrency")
-        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], RED));
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperRight)
-        .draw()
         .map_err(err)?;
     Ok(())
 }
@@ -165,6 +181,7 @@ pub fn histogram_svg(
             .configure_mesh()
             .x_desc(x_desc)
             .y_desc("seeds")
+            .y_label_formatter(&|v| format!("{v:.0}"))
             .draw()
             .map_err(err)?;
         chart
@@ -176,8 +193,14 @@ pub fn histogram_svg(
                 )
             }))
             .map_err(err)?;
+        // Dark colours that read on white.
         for (i, &(label, x)) in marks.iter().enumerate() {
-            let color = Palette99::pick(i + 1).to_rgba();
+            let color = match i {
+                0 => RGBColor(200, 30, 30),
+                1 => RGBColor(20, 20, 20),
+                2 => RGBColor(120, 40, 160),
+                _ => RGBColor(0, 110, 110),
+            };
             chart
                 .draw_series(std::iter::once(PathElement::new(
                     vec![(x, 0.0), (x, top)],
@@ -228,6 +251,7 @@ pub fn timeline_svg(t: &Timeline<'_>) -> Result<String> {
         let mut c = ChartBuilder::on(&panels[0])
             .caption("sequences in the engine", ("sans-serif", 15))
             .margin(10)
+            .margin_right(28)
             .x_label_area_size(28)
             .y_label_area_size(56)
             .build_cartesian_2d(xs.clone(), 0f64..seqs_max)
@@ -249,6 +273,7 @@ pub fn timeline_svg(t: &Timeline<'_>) -> Result<String> {
         let mut c = ChartBuilder::on(&panels[1])
             .caption("KV cache occupancy", ("sans-serif", 15))
             .margin(10)
+            .margin_right(28)
             .x_label_area_size(28)
             .y_label_area_size(56)
             .build_cartesian_2d(xs.clone(), 0f64..100f64)
@@ -294,10 +319,17 @@ fn latency_panel(
     scale: f64,
     window_s: f64,
 ) -> Result<()> {
-    let top = points.iter().map(|p| p.1).fold(target, f64::max) * scale * 1.1;
+    let top = latency_axis_top(points, target) * scale;
+    let above = points.iter().filter(|p| p.1 * scale > top).count();
+    let caption = if above > 0 {
+        format!("{caption}; {above} above the axis, drawn at its top")
+    } else {
+        caption.to_string()
+    };
     let mut c = ChartBuilder::on(area)
         .caption(caption, ("sans-serif", 15))
         .margin(10)
+        .margin_right(28)
         .x_label_area_size(36)
         .y_label_area_size(56)
         .build_cartesian_2d(0f64..window_s, 0f64..top)
@@ -309,7 +341,7 @@ fn latency_panel(
         .map_err(err)?;
     c.draw_series(points.iter().map(|&(x, y)| {
         Circle::new(
-            (x, y * scale),
+            (x, (y * scale).min(top)),
             2,
             if y <= target {
                 BLUE.filled()
@@ -336,6 +368,24 @@ fn latency_panel(
         .draw()
         .map_err(err)?;
     Ok(())
+}
+
+/// The top of a latency axis: the largest value, unless a few outliers would squash the rest — then
+/// the larger of three times the target and the 99th percentile (with 10 % headroom either way).
+fn latency_axis_top(points: &[(f64, f64)], target: f64) -> f64 {
+    let mut v: Vec<f64> = points
+        .iter()
+        .map(|p| p.1)
+        .filter(|y| y.is_finite())
+        .collect();
+    v.sort_by(f64::total_cmp);
+    let max = v.last().copied().unwrap_or(0.0).max(target);
+    let p99 = v
+        .get((v.len() * 99 / 100).min(v.len().saturating_sub(1)))
+        .copied()
+        .unwrap_or(0.0);
+    let cap = (3.0 * target).max(p99);
+    max.min(cap).max(target) * 1.1
 }
 
 /// Panels of simulated (y) against measured (x) values, one point per run, with the line y = x.

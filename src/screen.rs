@@ -5,6 +5,7 @@ use crate::cli::ScreenArgs;
 use crate::inputs;
 use crate::output::{replays_bar, write_file, write_json};
 use crate::plot::histogram_svg;
+use crate::report::Report;
 use anyhow::Result;
 use serverbench_study::ScreenResult;
 
@@ -65,19 +66,17 @@ pub fn run(a: ScreenArgs) -> Result<()> {
         r.seeds.len(),
         started.elapsed().as_secs_f64()
     )?;
-    if let Some(dir) = &a.out {
-        write_file(dir, "screen.csv", |w| {
-            writeln!(w, "rank,seed,d,g,f,offered_value,flag")?;
-            for s in &r.seeds {
-                writeln!(
-                    w,
-                    "{},{},{},{},{},{},{}",
-                    s.rank, s.seed, s.d, s.g, s.f, s.offered_value, s.flag
-                )?;
-            }
-            Ok(())
-        })?;
-        write_json(dir, "screen.json", &crate::meta::Meta::now(Some(&d)), &r)?;
+    let csv = || {
+        let mut t = String::from("rank,seed,d,g,f,offered_value,flag\n");
+        for s in &r.seeds {
+            t.push_str(&format!(
+                "{},{},{},{},{},{},{}\n",
+                s.rank, s.seed, s.d, s.g, s.f, s.offered_value, s.flag
+            ));
+        }
+        t
+    };
+    let svg = || {
         let ds: Vec<f64> = r.seeds.iter().map(|s| s.d).collect();
         let title = format!(
             "{} at c = {}: D of {} seeds",
@@ -85,17 +84,43 @@ pub fn run(a: ScreenArgs) -> Result<()> {
             r.concurrency,
             ds.len()
         );
-        let svg = histogram_svg(
+        histogram_svg(
             &title,
             "D ($ of qualified value per $ of GPU time)",
             &ds,
             &[("p10", r.d_p10), ("p50", r.d_p50), ("p90", r.d_p90)],
-        )?;
+        )
+    };
+    if let Some(dir) = &a.out {
+        write_file(dir, "screen.csv", |w| w.write_all(csv().as_bytes()))?;
+        write_json(dir, "screen.json", &crate::meta::Meta::now(Some(&d)), &r)?;
+        let svg = svg()?;
         write_file(dir, "screen.svg", |w| w.write_all(svg.as_bytes()))?;
         outln!(
             "  wrote {}/screen.csv, screen.json and screen.svg",
             dir.display()
         )?;
+    }
+    if let Some(path) = &a.report {
+        let title = format!(
+            "serverbench screen — {}, c = {}, {} seeds",
+            r.deployment,
+            r.concurrency,
+            r.seeds.len()
+        );
+        let mut rep = Report::new(&title, crate::meta::Meta::now(Some(&d)));
+        rep.section(
+            "D over seeds",
+            &format!(
+                "mean {:.3} · p10 {:.3} · p50 {:.3} · p90 {:.3}; representative seeds (D nearest the median) {:?}; hardest seeds (lowest D) {:?}; flagged: outside [p10, p90].",
+                r.d_mean, r.d_p10, r.d_p50, r.d_p90, r.representative, r.hardest
+            ),
+        )
+        .svg("how many seeds reach each D, with the p10, p50 and p90 lines", &svg()?)
+        .section("Ranking", "Hardest first.")
+        .csv_table("", &csv());
+        rep.write(path)?;
+        outln!("  wrote the report {}", path.display())?;
     }
     Ok(())
 }

@@ -4,13 +4,18 @@ use crate::cli::SimulateArgs;
 use crate::inputs;
 use crate::output::{summary_table, write_file, write_json};
 use crate::plot::{timeline_svg, Timeline};
-use anyhow::Result;
+use crate::report::Report;
+use anyhow::{bail, Result};
+use serverbench_sim::{Deployment, RunConfig, RunOutput};
 
 pub fn run(a: SimulateArgs) -> Result<()> {
     let d = inputs::resolved(&a.deployment)?;
     let cost = d.cost_model();
     if inputs::print_config(&a.deployment, &d)? {
         return Ok(());
+    }
+    if a.timeline && a.out.is_none() && a.report.is_none() {
+        bail!("--timeline: give --out DIR (timeline.csv, timeline.svg) or --report FILE (the plot), or both");
     }
     let mut cfg = inputs::run_config(&a.replay, a.concurrency, a.seed)?;
     cfg.timeline = a.timeline;
@@ -25,10 +30,8 @@ pub fn run(a: SimulateArgs) -> Result<()> {
         cfg.seed,
         cfg.window_s
     )?;
-    out!(
-        "{}",
-        summary_table(&out.summary, d.gpus(), d.gpu_hour_dollars, &a.replay.start)
-    )?;
+    let summary = summary_table(&out.summary, d.gpus(), d.gpu_hour_dollars, &a.replay.start);
+    out!("{summary}")?;
     outln!(
         "\n  simulated {:.0} s in {:.1} ms of wall time",
         cfg.window_s,
@@ -70,33 +73,58 @@ pub fn run(a: SimulateArgs) -> Result<()> {
                 }
                 Ok(())
             })?;
-            let t = Timeline {
-                title: &format!(
-                    "{} at c = {}, seed {}: load, KV and latency over time",
-                    d.name, cfg.concurrency, cfg.seed
-                ),
-                steps: bucket_max(steps, cfg.window_s, 1500),
-                ttft: out
-                    .records
-                    .iter()
-                    .filter_map(|r| r.ttft_s().map(|t| (r.send_ns as f64 / 1e9, t)))
-                    .collect(),
-                ttft_target: d.slo.ttft_s,
-                tpot: out
-                    .records
-                    .iter()
-                    .filter(|r| r.output_tokens > 1)
-                    .filter_map(|r| r.tpot_s().map(|t| (r.send_ns as f64 / 1e9, t)))
-                    .collect(),
-                tpot_target: d.slo.tpot_s,
-                window_s: cfg.window_s,
-            };
-            let svg = timeline_svg(&t)?;
+            let svg = timeline(&d, &cfg, &out)?.unwrap_or_default();
             write_file(dir, "timeline.svg", |w| w.write_all(svg.as_bytes()))?;
             outln!("  wrote {}/timeline.csv and timeline.svg", dir.display())?;
         }
     }
+    if let Some(path) = &a.report {
+        let title = format!(
+            "serverbench simulate — {}, c = {}, seed {}, window {} s",
+            d.name, cfg.concurrency, cfg.seed, cfg.window_s
+        );
+        let mut r = Report::new(&title, crate::meta::Meta::now(Some(&d)));
+        r.section("Summary", "").text(&summary);
+        if let Some(svg) = timeline(&d, &cfg, &out)? {
+            r.section(
+                "Timeline",
+                "Sequences running and waiting, KV occupancy, and each request's TTFT and TPOT at its send time.",
+            )
+            .svg("load, KV and latency over the window", &svg);
+        }
+        r.write(path)?;
+        outln!("  wrote the report {}", path.display())?;
+    }
     Ok(())
+}
+
+/// The timeline plot of a run simulated with its timeline (`None` without one).
+fn timeline(d: &Deployment, cfg: &RunConfig, out: &RunOutput) -> Result<Option<String>> {
+    let Some(steps) = &out.timeline else {
+        return Ok(None);
+    };
+    let t = Timeline {
+        title: &format!(
+            "{} at c = {}, seed {}: load, KV and latency over time",
+            d.name, cfg.concurrency, cfg.seed
+        ),
+        steps: bucket_max(steps, cfg.window_s, 1500),
+        ttft: out
+            .records
+            .iter()
+            .filter_map(|r| r.ttft_s().map(|t| (r.send_ns as f64 / 1e9, t)))
+            .collect(),
+        ttft_target: d.slo.ttft_s,
+        tpot: out
+            .records
+            .iter()
+            .filter(|r| r.output_tokens > 1)
+            .filter_map(|r| r.tpot_s().map(|t| (r.send_ns as f64 / 1e9, t)))
+            .collect(),
+        tpot_target: d.slo.tpot_s,
+        window_s: cfg.window_s,
+    };
+    Ok(Some(timeline_svg(&t)?))
 }
 
 /// At most `buckets` points: the largest running, waiting and occupancy of the steps in each time bucket

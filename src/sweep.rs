@@ -5,6 +5,7 @@ use crate::cli::SweepArgs;
 use crate::inputs;
 use crate::output::{replays_bar, write_file, write_json};
 use crate::plot::{sweep_svg, Band};
+use crate::report::Report;
 use anyhow::{bail, Result};
 use serverbench_calibration::BandEnd;
 use serverbench_sim::Deployment;
@@ -51,30 +52,65 @@ pub fn run(a: SweepArgs) -> Result<()> {
         r.window_s,
         a.replay.start
     )?;
-    out!("{}", table(&r, &d))?;
+    let mut printed = table(&r, &d);
     if a.band {
-        out!("\n{}", band_report(&a, &d, &r)?)?;
+        printed.push_str(&format!("\n{}", band_report(&a, &d, &r)?));
     }
     if a.windows.is_some() {
-        out!("\n{}", window_table(&r))?;
+        printed.push_str(&format!("\n{}", window_table(&r)));
     }
+    out!("{printed}")?;
     outln!(
         "\n  {} replays of {} s simulated in {:.1} s",
         r.cells.len(),
         r.window_s,
         started.elapsed().as_secs_f64()
     )?;
-    if let Some(dir) = &a.out {
-        write_file(dir, "sweep.csv", |w| write_csv(w, &r))?;
-        write_json(dir, "sweep.json", &crate::meta::Meta::now(Some(&d)), &r)?;
-        let svg = plot(&r, &d)?;
-        write_file(dir, "sweep.svg", |w| w.write_all(svg.as_bytes()))?;
-        outln!(
-            "  wrote {}/sweep.csv, sweep.json and sweep.svg",
-            dir.display()
-        )?;
+    let outputs = Outputs {
+        printed: &printed,
+        csv: &|w| write_csv(w, &r),
+        svg: &|| plot(&r, &d),
+    };
+    outputs.write(&a, &d, &r)
+}
+
+/// What a sweep writes: its printed table, CSV and plot, to `--out` and `--report`.
+struct Outputs<'a> {
+    printed: &'a str,
+    csv: &'a dyn Fn(&mut dyn Write) -> std::io::Result<()>,
+    svg: &'a dyn Fn() -> Result<String>,
+}
+
+impl Outputs<'_> {
+    fn write<T: serde::Serialize>(&self, a: &SweepArgs, d: &Deployment, result: &T) -> Result<()> {
+        if let Some(dir) = &a.out {
+            write_file(dir, "sweep.csv", |w| (self.csv)(w))?;
+            write_json(dir, "sweep.json", &crate::meta::Meta::now(Some(d)), result)?;
+            let svg = (self.svg)()?;
+            write_file(dir, "sweep.svg", |w| w.write_all(svg.as_bytes()))?;
+            outln!(
+                "  wrote {}/sweep.csv, sweep.json and sweep.svg",
+                dir.display()
+            )?;
+        }
+        if let Some(path) = &a.report {
+            let mut csv = Vec::new();
+            (self.csv)(&mut csv)?;
+            let title = format!("serverbench sweep — {}", d.name);
+            let mut r = Report::new(&title, crate::meta::Meta::now(Some(d)));
+            r.section("Result", "The table the command printed.")
+                .text(self.printed)
+                .svg(
+                    "D, G and f against the load: mean over seeds, band min..max; green where mean f reaches 90 %; red line: the recommended level",
+                    &(self.svg)()?,
+                )
+                .section("Every level", "sweep.csv's columns (fractions to four significant digits).")
+                .csv_table("", &String::from_utf8_lossy(&csv));
+            r.write(path)?;
+            outln!("  wrote the report {}", path.display())?;
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 /// Levels where at least 90 % of the value met the SLO on average are "qualified".
@@ -236,16 +272,15 @@ fn rates_run(a: &SweepArgs, d: &Deployment, rates: &[f64]) -> Result<()> {
         r.window_s,
         r.max_open
     )?;
-    out!("{}", rate_table(&r, d))?;
+    let printed = rate_table(&r, d);
+    out!("{printed}")?;
     outln!(
         "\n  {} replays of {} s simulated in {:.1} s",
         rates.len() * seeds.len(),
         r.window_s,
         started.elapsed().as_secs_f64()
     )?;
-    if let Some(dir) = &a.out {
-        write_file(dir, "sweep.csv", |w| write_rate_csv(w, &r))?;
-        write_json(dir, "sweep.json", &crate::meta::Meta::now(Some(d)), &r)?;
+    let svg = || {
         let x: Vec<f64> = r.levels.iter().map(|l| l.rate).collect();
         let levels: Vec<&Level> = r.levels.iter().map(|l| &l.level).collect();
         let title = format!(
@@ -257,20 +292,20 @@ fn rates_run(a: &SweepArgs, d: &Deployment, rates: &[f64]) -> Result<()> {
             d.slo.ttft_s,
             d.slo.tpot_s * 1e3
         );
-        let svg = plot_levels(
+        plot_levels(
             &title,
             ("session trees per second (Poisson)", 2),
             &x,
             &levels,
             r.best_mean,
-        )?;
-        write_file(dir, "sweep.svg", |w| w.write_all(svg.as_bytes()))?;
-        outln!(
-            "  wrote {}/sweep.csv, sweep.json and sweep.svg",
-            dir.display()
-        )?;
-    }
-    Ok(())
+        )
+    };
+    let outputs = Outputs {
+        printed: &printed,
+        csv: &|w| write_rate_csv(w, &r),
+        svg: &svg,
+    };
+    outputs.write(a, d, &r)
 }
 
 fn rate_table(r: &RateSweep, d: &Deployment) -> String {

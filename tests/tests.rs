@@ -7,6 +7,7 @@ mod hardening;
 mod importers;
 mod lessons;
 mod open_loop;
+mod report;
 mod simulator;
 mod third_party;
 mod workload_model;
