@@ -266,9 +266,11 @@ pub struct WorkloadExportArgs {
     /// Context limit the generator compacts against.
     #[arg(long, default_value_t = 1_048_576)]
     pub context_limit: u32,
-    /// Output format: `native` (this tool's trees, re-importable exactly) or `aiperf` (AIPerf's
-    /// multi-turn Mooncake trace: `aiperf profile --custom-dataset-type mooncake_trace`).
-    #[arg(long, default_value = "native", value_parser = ["native", "aiperf"])]
+    /// Output format: `native` (this tool's trees, re-importable exactly), `aiperf` (AIPerf's
+    /// multi-turn Mooncake trace: `aiperf profile --custom-dataset-type mooncake_trace`) or `weka`
+    /// (Weka / Claude-Code traces with nested sub-agents: GuideLLM's `--data kind=weka,…`, and this
+    /// tool's `--trace`).
+    #[arg(long, default_value = "native", value_parser = ["native", "aiperf", "weka"])]
     pub format: String,
     /// Output file (default: standard output).
     #[arg(long, short = 'o')]

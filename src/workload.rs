@@ -70,7 +70,8 @@ fn export(a: WorkloadExportArgs) -> Result<()> {
     let write = |w: &mut dyn std::io::Write| match a.format.as_str() {
         "native" => write_native(trees, w),
         "aiperf" => serverbench_workloads::write_aiperf(trees, w),
-        _ => unreachable!("clap accepts native or aiperf"),
+        "weka" => serverbench_workloads::write_weka(trees, w),
+        _ => unreachable!("clap accepts native, aiperf or weka"),
     };
     match &a.out {
         Some(path) => {

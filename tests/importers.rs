@@ -285,3 +285,132 @@ fn the_aiperf_export_keeps_requests_shares_and_think_times() {
         "ids are 0, 1, 2, …"
     );
 }
+
+/// `workload export --format weka` read back by the Weka importer is the same workload: every request's
+/// tokens, think time, background flag and dependencies (renumbered in the order written), and the same
+/// prefix sharing (equal blocks, equal ids, across trees); sub-agents nested where they were spawned.
+#[test]
+fn the_weka_export_reads_back_as_the_same_trees() {
+    let g = serverbench_workloads::Generator::new(
+        serverbench_workloads::WorkloadSpec::default(),
+        7,
+        1_048_576,
+    )
+    .unwrap();
+    let trees: Vec<_> = (0..40)
+        .map(|k| serverbench_workloads::TreeSource::tree(&g, k))
+        .collect();
+    let mut out = Vec::new();
+    serverbench_workloads::write_weka(trees.iter().cloned(), &mut out).unwrap();
+    let text = String::from_utf8(out).unwrap();
+    assert!(
+        text.contains("\"type\":\"subagent\""),
+        "the sample has sub-agents"
+    );
+    let back = serverbench_workloads::parse_trace(
+        "export.jsonl",
+        &text,
+        Some(serverbench_workloads::TraceFormat::WEKA),
+    )
+    .unwrap();
+    assert_eq!(
+        serverbench_workloads::TreeSource::finite_len(&back),
+        Some(trees.len() as u64)
+    );
+    let mut ours_to_theirs: std::collections::HashMap<u64, u64> = Default::default();
+    for (k, t) in trees.iter().enumerate() {
+        let b = serverbench_workloads::TreeSource::tree(&back, k as u64);
+        assert_eq!(b.requests().len(), t.requests().len(), "tree {k}");
+        // The importer numbers requests in the order written: each agent's requests, sub-agents after
+        // the request that spawned them. Match them by that walk.
+        let mut order = Vec::new();
+        fn walk(t: &serverbench_workloads::SessionTree, agent: u32, order: &mut Vec<u32>) {
+            for r in t.requests().iter().filter(|r| r.agent == agent) {
+                order.push(r.id);
+                let mut spawned = Vec::new();
+                for s in t.requests() {
+                    let first =
+                        t.requests().iter().find(|x| x.agent == s.agent).unwrap().id == s.id;
+                    if s.agent != agent
+                        && first
+                        && s.deps.first() == Some(&r.id)
+                        && !spawned.contains(&s.agent)
+                    {
+                        spawned.push(s.agent);
+                    }
+                }
+                for a in spawned {
+                    walk(t, a, order);
+                }
+            }
+        }
+        walk(t, 0, &mut order);
+        let mut position = vec![0u32; order.len()];
+        for (i, &id) in order.iter().enumerate() {
+            position[id as usize] = i as u32;
+        }
+        for (i, &id) in order.iter().enumerate() {
+            let (o, n) = (&t.requests()[id as usize], &b.requests()[i]);
+            assert_eq!(
+                (o.input_tokens, o.output_tokens, o.background),
+                (n.input_tokens, n.output_tokens, n.background),
+                "tree {k} request {id}"
+            );
+            assert!(
+                o.think_ns.abs_diff(n.think_ns) <= 1,
+                "tree {k} request {id}: think {} vs {}",
+                o.think_ns,
+                n.think_ns
+            );
+            let mut want: Vec<u32> = o.deps.iter().map(|&d| position[d as usize]).collect();
+            let mut got = n.deps.clone();
+            want.sort_unstable();
+            got.sort_unstable();
+            assert_eq!(want, got, "tree {k} request {id}: dependencies");
+            assert_eq!(
+                (o.agent == 0),
+                (n.agent == 0),
+                "tree {k} request {id}: root or sub-agent"
+            );
+            assert_eq!(o.blocks.len(), n.blocks.len());
+            for (x, y) in o.blocks.as_slice().iter().zip(n.blocks.as_slice()) {
+                assert_eq!(
+                    *ours_to_theirs.entry(*x).or_insert(*y),
+                    *y,
+                    "one block, one id"
+                );
+            }
+        }
+    }
+}
+
+/// A tree whose dependencies a Weka trace cannot say is refused, naming the tree and the request.
+#[test]
+fn the_weka_export_refuses_what_the_format_cannot_say() {
+    use serverbench_workloads::{Blocks, Request, SessionTree};
+    let req = |id: u32, agent: u32, deps: Vec<u32>| Request {
+        id,
+        agent,
+        kind: if agent == 0 {
+            RequestKind::RootTurn
+        } else {
+            RequestKind::SubagentTurn
+        },
+        deps,
+        think_ns: 0,
+        input_tokens: 100,
+        output_tokens: 10,
+        background: false,
+        turn: 0,
+        blocks: Blocks::from_vec(vec![]),
+    };
+    // The sub-agent is not in the background, yet the parent's next turn does not wait for it.
+    let t = SessionTree::new(
+        0,
+        64,
+        vec![req(0, 0, vec![]), req(1, 1, vec![0]), req(2, 0, vec![0])],
+    )
+    .unwrap();
+    let e = serverbench_workloads::write_weka([std::sync::Arc::new(t)], Vec::new()).unwrap_err();
+    assert!(e.to_string().contains("tree 0: request 2"), "{e}");
+}

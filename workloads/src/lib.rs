@@ -25,7 +25,10 @@ pub mod tree;
 
 pub use error::InputError;
 pub use generator::{Generator, TreeSource};
-pub use import::{parse_trace, read_trace, write_aiperf, write_native, Trace, TraceFormat};
+pub use import::{
+    parse_trace, read_trace, write_aiperf, write_native, write_weka, Trace, TraceFormat,
+    WekaExportError,
+};
 pub use spec::{CompactionSpec, Dist, SubagentSpec, WorkloadSpec};
 pub use stats::{quantile, workload_stats, Quantiles, WorkloadStats};
 pub use tree::{Blocks, Request, RequestKind, SessionTree, TreeError};

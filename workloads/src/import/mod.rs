@@ -35,6 +35,7 @@ mod mooncake;
 mod native;
 mod requests;
 mod weka;
+pub use weka::{write_weka, WekaExportError};
 
 /// Declares the registry: every format, in detection order (the first whose `detects` holds wins).
 macro_rules! formats {

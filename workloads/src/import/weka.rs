@@ -256,3 +256,158 @@ fn join(path: &str, name: &str) -> String {
         format!("{path}.{name}")
     }
 }
+
+/// Why a tree cannot be written as a Weka trace.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("tree {tree}: request {request}: {reason}")]
+pub struct WekaExportError {
+    /// Position of the tree in what was written.
+    pub tree: usize,
+    /// The request at fault.
+    pub request: u32,
+    /// What the format cannot say.
+    pub reason: String,
+}
+
+/// Writes trees as Weka / Claude-Code traces (JSONL, one trace per line), the format GuideLLM replays
+/// with `--data kind=weka,…` and this tool imports back: each agent's requests in order, each sub-agent
+/// as a `type: "subagent"` entry right after the request that spawned it (`status: "async_launched"`
+/// when it runs in the background), `hash_ids` numbered 1, 2, 3… in order of first use across the file
+/// (`hash_id_scope: "global"`), `think_time` the request's think time (s) and `t` its start were every
+/// response instant. A tree whose dependencies the format cannot express (a request that waits for
+/// something other than its agent's previous request, its spawner and its sub-agents' ends) is an
+/// error naming the tree and request; nothing of that tree is written.
+pub fn write_weka<W: std::io::Write>(
+    trees: impl IntoIterator<Item = std::sync::Arc<SessionTree>>,
+    mut w: W,
+) -> Result<(), std::io::Error> {
+    let mut ids: std::collections::HashMap<u64, u64> = Default::default();
+    for (k, t) in trees.into_iter().enumerate() {
+        let v = weka_trace(&t, k, &mut ids)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+        serde_json::to_writer(&mut w, &v)?;
+        w.write_all(b"\n")?;
+    }
+    Ok(())
+}
+
+/// One tree as a Weka trace object, checked: read back, it has the same requests and dependencies.
+fn weka_trace(
+    t: &SessionTree,
+    k: usize,
+    ids: &mut std::collections::HashMap<u64, u64>,
+) -> Result<Value, WekaExportError> {
+    let reqs = t.requests();
+    let fail = |request: u32, reason: String| WekaExportError {
+        tree: k,
+        request,
+        reason,
+    };
+    // Start times were every response instant: the latest dependency's start plus the think time.
+    let mut start = vec![0f64; reqs.len()];
+    for r in reqs {
+        let after = r
+            .deps
+            .iter()
+            .map(|&d| start[d as usize])
+            .fold(0.0, f64::max);
+        start[r.id as usize] = after + r.think_ns as f64 / 1e9;
+    }
+    let mut order = Vec::with_capacity(reqs.len());
+    let list = weka_agent(t, 0, &start, ids, &mut order);
+    if order.len() != reqs.len() {
+        let missing = (0..reqs.len() as u32)
+            .find(|i| !order.contains(i))
+            .unwrap_or(0);
+        return Err(fail(
+            missing,
+            "its agent is not reached from the root agent through spawns".into(),
+        ));
+    }
+    let v = serde_json::json!({
+        "id": format!("tree-{k}-{}", t.session_id),
+        "block_size": t.block_size,
+        "hash_id_scope": "global",
+        "requests": list,
+    });
+    // Read it back: the importer must see the same dependencies (ids renumbered in write order).
+    let back = weka("export", &v.to_string()).map_err(|e| fail(0, e.to_string()))?;
+    let mut position = vec![0u32; reqs.len()];
+    for (i, &id) in order.iter().enumerate() {
+        position[id as usize] = i as u32;
+    }
+    for (i, &id) in order.iter().enumerate() {
+        let ours = &reqs[id as usize];
+        let theirs = &back[0].requests()[i];
+        let mut want: Vec<u32> = ours.deps.iter().map(|&d| position[d as usize]).collect();
+        let mut got = theirs.deps.clone();
+        want.sort_unstable();
+        got.sort_unstable();
+        if want != got || ours.background != theirs.background {
+            return Err(fail(
+                id,
+                format!("waits for requests {:?}, which a Weka trace cannot say (it would wait for {:?})", ours.deps, got.iter().map(|&p| order[p as usize]).collect::<Vec<_>>()),
+            ));
+        }
+    }
+    Ok(v)
+}
+
+/// The `requests` list of `agent`: its requests in order, each followed by the sub-agents it spawned.
+fn weka_agent(
+    t: &SessionTree,
+    agent: u32,
+    start: &[f64],
+    ids: &mut std::collections::HashMap<u64, u64>,
+    order: &mut Vec<u32>,
+) -> Vec<Value> {
+    let reqs = t.requests();
+    let mut out = Vec::new();
+    for r in reqs.iter().filter(|r| r.agent == agent) {
+        order.push(r.id);
+        let hash_ids: Vec<u64> = r
+            .blocks
+            .as_slice()
+            .iter()
+            .map(|b| {
+                let next = ids.len() as u64 + 1;
+                *ids.entry(*b).or_insert(next)
+            })
+            .collect();
+        out.push(serde_json::json!({
+            "t": (start[r.id as usize] * 1e3).round() / 1e3,
+            "type": "n",
+            "in": r.input_tokens,
+            "out": r.output_tokens,
+            "hash_ids": hash_ids,
+            "think_time": r.think_ns as f64 / 1e9,
+        }));
+        // Sub-agents whose first request this one spawned, in agent order.
+        let mut spawned: Vec<u32> = Vec::new();
+        for s in reqs {
+            let first_of_agent =
+                reqs.iter().find(|x| x.agent == s.agent).map(|x| x.id) == Some(s.id);
+            if s.agent != agent
+                && first_of_agent
+                && s.deps.first() == Some(&r.id)
+                && !spawned.contains(&s.agent)
+            {
+                spawned.push(s.agent);
+            }
+        }
+        for a in spawned {
+            let first = reqs
+                .iter()
+                .find(|x| x.agent == a)
+                .expect("the agent has a request");
+            out.push(serde_json::json!({
+                "type": "subagent",
+                "t": (start[first.id as usize] * 1e3).round() / 1e3,
+                "agent_id": format!("agent-{a}"),
+                "status": if first.background { "async_launched" } else { "completed" },
+                "requests": weka_agent(t, a, start, ids, order),
+            }));
+        }
+    }
+    out
+}
