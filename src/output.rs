@@ -112,6 +112,16 @@ pub fn summary_table(s: &Summary, gpus: u32, gpu_hour: f64, start: &str) -> Stri
         ),
     );
     line(
+        "ITL",
+        format!(
+            "p50 {:.2} ms  p90 {:.2} ms  p99 {:.2} ms   max {:.1} ms (every gap between output chunks)",
+            s.itl_s.p50 * 1e3,
+            s.itl_s.p90 * 1e3,
+            s.itl_s.p99 * 1e3,
+            s.itl_s.max * 1e3
+        ),
+    );
+    line(
         "throughput",
         format!(
             "{} prompt tok/s · {:.0} output tok/s",

@@ -111,6 +111,21 @@ fn replay_against_the_emulator_agrees_with_the_simulator() {
         );
         assert_eq!(real.client.length_mismatches, 0);
         let r = &real.summary;
+        // One inter-token gap per output chunk after a request's first (the emulator streams one token
+        // per chunk), measured on the client's clock; its median is the step time the simulator's is.
+        let gaps: u64 = real
+            .records
+            .iter()
+            .filter(|x| x.itl_max_ns.is_some())
+            .map(|x| x.output_tokens as u64 - 1)
+            .sum();
+        assert_eq!(r.itl_s.count as u64, gaps);
+        assert!(
+            rel(r.itl_s.p50, sim.itl_s.p50) <= 0.25,
+            "p50 ITL sim {} real {}",
+            sim.itl_s.p50,
+            r.itl_s.p50
+        );
         let errors = [
             rel(r.score.d, sim.score.d),
             rel(r.ttft_s.p90, sim.ttft_s.p90),

@@ -322,11 +322,55 @@ fn merged_decode_runs_give_the_same_records_as_step_by_step() {
         );
         assert_eq!(merged.summary.steps, single.summary.steps);
         assert_eq!(merged.summary.score, single.summary.score);
+        assert_eq!(merged.summary.itl_s, single.summary.itl_s, "c = {c}");
         assert_eq!(
             merged.summary.spec_tokens_per_verify,
             single.summary.spec_tokens_per_verify
         );
     }
+}
+
+/// The inter-token latencies agree with the records: one gap per output token after a request's first
+/// (no speculation: one token per chunk), the largest gap of any request is the distribution's
+/// maximum, no request's largest gap is below its mean gap (TPOT), and the gaps of the requests that
+/// completed add up to their first-to-last-token times.
+#[test]
+fn inter_token_latencies_agree_with_the_records() {
+    let d = default_deployment();
+    let out = run(&d, &RunConfig::new(24, 3, 900.0));
+    let itl = out.summary.itl_s;
+    let gaps: u64 = out
+        .records
+        .iter()
+        .map(|r| r.output_tokens.saturating_sub(1) as u64)
+        .sum();
+    assert_eq!(itl.count as u64, gaps);
+    let max = out
+        .records
+        .iter()
+        .filter_map(|r| r.itl_max_ns)
+        .max()
+        .unwrap();
+    assert_eq!((max as f64 / 1e9 - itl.max).abs(), 0.0);
+    let mut spans = 0u64;
+    for r in &out.records {
+        assert_eq!(r.itl_max_ns.is_some(), r.output_tokens > 1, "{r:?}");
+        if let (Some(m), Some(tpot)) = (r.itl_max_ns, r.tpot_s()) {
+            assert!(m as f64 / 1e9 >= tpot - 1e-9, "{r:?}");
+        }
+        if r.outcome == serverbench_sim::Outcome::Completed {
+            spans += r.last_token_ns.unwrap() - r.first_token_ns.unwrap();
+        }
+    }
+    // Every gap of a completed request lies between its first and last token; cancelled requests'
+    // gaps come on top.
+    assert!(
+        itl.mean * itl.count as f64 >= spans as f64 / 1e9 * (1.0 - 1e-9),
+        "{} {} {spans}",
+        itl.mean,
+        itl.count
+    );
+    assert!(itl.p50 <= itl.p90 && itl.p90 <= itl.p99 && itl.p99 <= itl.max);
 }
 
 /// Mean over a few seeds of a summary figure, for direction-of-effect checks.

@@ -275,14 +275,15 @@ impl HttpClient {
         self.send(lane, body, None, Some(Vec::new())).await
     }
 
-    /// Sends one streaming request whose JSON body is already built.
+    /// Sends one streaming request whose JSON body is already built, keeping the arrival time of every
+    /// output chunk (for the inter-token latencies).
     pub async fn stream_body(
         &self,
         lane: u32,
         body: Vec<u8>,
         progress: Option<Arc<AtomicU32>>,
     ) -> StreamResult {
-        self.send(lane, body, progress, None).await
+        self.send(lane, body, progress, Some(Vec::new())).await
     }
 
     async fn send(

@@ -74,6 +74,9 @@ pub struct ClientStats {
     pub first_error: Option<String>,
     /// Most requests in flight at once.
     pub max_in_flight: usize,
+    /// Gaps between consecutive output chunks of every request, engine ns (the summary's `itl_s`).
+    #[serde(skip)]
+    pub itl: serverbench_sim::IntervalHistogram,
 }
 
 /// A finished real replay.
@@ -281,6 +284,7 @@ pub async fn run_real(
         cfg.run.window_s
     };
     let (_, mut summary) = summarise(&records, d, window_s);
+    summary.itl_s = stats.itl.quantiles_s();
     summary.describe_run(&cfg.run, replay.open_stats());
     summary.trees_started = replay.trees_started();
     summary.prefix_hit_rate = {
@@ -382,6 +386,13 @@ fn finish(rec: &mut Record, r: &StreamResult, clock: &ScaledClock, stats: &mut C
     rec.send_ns = clock.at(r.sent);
     rec.first_token_ns = r.first_token.map(|t| clock.at(t));
     rec.last_token_ns = r.last_token.map(|t| clock.at(t));
+    if let Some(times) = &r.chunk_times {
+        let gaps = times
+            .windows(2)
+            .map(|w| clock.at(w[1]).saturating_sub(clock.at(w[0])));
+        rec.itl_max_ns = gaps.clone().max();
+        gaps.for_each(|g| stats.itl.add(g));
+    }
     rec.finish_ns = Some(clock.at(r.ended));
     rec.output_tokens = r.tokens();
     rec.cached_tokens = r.usage.and_then(|u| u.cached_tokens).unwrap_or(0) as u32;

@@ -40,9 +40,9 @@ pub use deployment::{
 };
 pub use des::{EventQueue, PastError, Time};
 pub use engine::{
-    Admission, CacheEviction, CapacityError, DecodeBudget, EngineStats, KvLayout, PagingError,
-    Replica, ReplicaOptions, RunBounds, SchedulingPolicy, SeqEvent, SeqId, SeqInput, SeqProgress,
-    Shortage, StepBuilder, StepEntry, StepSample,
+    Admission, CacheEviction, CapacityError, DecodeBudget, EngineStats, IntervalHistogram,
+    KvLayout, PagingError, Replica, ReplicaOptions, RunBounds, SchedulingPolicy, SeqEvent, SeqId,
+    SeqInput, SeqProgress, Shortage, StepBuilder, StepEntry, StepSample,
 };
 pub use kv::AuditError;
 pub use replay::{Arrivals, Handle, OpenStats, Ready, Replay, ReplayConfig, StartMode};

@@ -476,6 +476,7 @@ impl Sim<'_> {
                     rec.output_tokens = p.generated;
                     rec.cached_tokens = p.cached_tokens;
                     rec.preemptions = p.preemptions;
+                    rec.itl_max_ns = (p.generated > 1).then_some(p.max_itl_ns);
                     rec.outcome = Outcome::Completed;
                     let h = Handle {
                         lane: rec.lane,
@@ -497,15 +498,19 @@ impl Sim<'_> {
                 r.output_tokens = p.generated;
                 r.cached_tokens = p.cached_tokens;
                 r.preemptions = p.preemptions;
+                r.itl_max_ns = (p.generated > 1).then_some(p.max_itl_ns);
                 r.outcome = Outcome::Cancelled;
             }
             replica.cancel_all();
         }
         let (_, mut summary) = summarise(&self.records, self.deployment, cfg.window_s);
         let mut st = EngineStats::default();
+        let mut itl = crate::engine::IntervalHistogram::default();
         for r in &self.replicas {
             st.add(&r.stats);
+            itl.merge(&r.itl);
         }
+        summary.itl_s = itl.quantiles_s();
         summary.describe_run(cfg, self.replay.open_stats());
         summary.kv_occupancy_mean = ratio(st.occupancy_integral, st.busy_ns as f64);
         summary.kv_occupancy_max = st.occupancy_max;

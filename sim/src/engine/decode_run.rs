@@ -57,6 +57,22 @@ impl Default for DecodeRun {
     }
 }
 
+impl DecodeRun {
+    /// When step `i` of the run ends, ns.
+    pub(crate) fn step_end(&self, i: usize) -> u64 {
+        self.ends[i]
+    }
+
+    /// The longest gap between consecutive step ends of the run's first `steps` steps, ns.
+    pub(crate) fn longest_gap(&self, steps: usize) -> u64 {
+        self.ends[..steps]
+            .windows(2)
+            .map(|w| w[1] - w[0])
+            .max()
+            .unwrap_or(0)
+    }
+}
+
 /// When to consider merging, and where a run must end.
 #[derive(Clone, Copy, Debug)]
 pub struct RunBounds {

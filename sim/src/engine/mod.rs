@@ -23,7 +23,7 @@ pub use config::{
 pub use decode_run::RunBounds;
 pub use policy::{Admission, DecodeBudget, Policy, SchedulingPolicy, Shortage, StepBuilder};
 pub use seq::{SeqEvent, SeqId, SeqInput, SeqProgress};
-pub use stats::{EngineStats, StepSample};
+pub use stats::{EngineStats, IntervalHistogram, StepSample};
 
 use crate::des::Time;
 use crate::kv::{AuditError, KvManager, PromptBlocks, ROOT};
@@ -155,6 +155,15 @@ pub struct Replica {
     swap: SwapSpace,
     opts: ReplicaOptions,
     timeline: Option<Vec<StepSample>>,
+    /// When the scheduled step ends, ns (set by [`Replica::note_step`]), and when the one before ended.
+    step_end_ns: u64,
+    prev_step_end_ns: u64,
+    /// Sequences of the step being finished whose gap since their last token is the gap between the
+    /// two steps' ends (counted into `itl` once per step).
+    back_to_back: u64,
+    /// Gaps between consecutive output tokens of every sequence (one per token after a request's first,
+    /// or per output chunk where a step emits several).
+    pub itl: IntervalHistogram,
     /// Totals.
     pub stats: EngineStats,
 }
@@ -278,6 +287,10 @@ impl Replica {
             swap,
             opts,
             timeline: opts.timeline.then(Vec::new),
+            step_end_ns: 0,
+            prev_step_end_ns: 0,
+            back_to_back: 0,
+            itl: IntervalHistogram::default(),
             stats: EngineStats::default(),
         }
     }
@@ -364,6 +377,7 @@ impl Replica {
             kind: input.kind,
             draw_key: serverbench_workloads::hash::mix2(self.spec_seed, input.tag),
             swapped: 0,
+            last_token_ns: 0,
             table: Vec::new(),
         };
         let id = match self.free_ids.pop() {
@@ -501,6 +515,8 @@ impl Replica {
 
     /// Records the step that was scheduled as starting at `start` and lasting `step_ns` (occupancy, timeline).
     pub fn note_step(&mut self, start: Time, step_ns: u64, shape: &BatchShape) {
+        self.prev_step_end_ns = self.step_end_ns;
+        self.step_end_ns = start.0 + step_ns;
         let occ = self.kv.used() as f64 / self.kv.total().max(1) as f64;
         self.run.occupancy = occ;
         self.stats.steps += self.run.repeat as u64;
@@ -528,6 +544,13 @@ impl Replica {
         self.run.repeat = 1;
         self.run.active = false;
         let report = self.opts.report_tokens;
+        // Inside a run every sequence of the batch emits at every step end: the run's own gaps are the
+        // same for all of them.
+        let run_gap = if in_run {
+            self.run.longest_gap(repeat)
+        } else {
+            0
+        };
         for k in 0..self.step.len() {
             let Scheduled {
                 seq: id, tokens, ..
@@ -540,6 +563,8 @@ impl Replica {
                     self.stats.spec_verifies += repeat as u64;
                     self.stats.spec_tokens += m as u64;
                 }
+                let (first, last) = (self.run.step_end(0), self.run.step_end(repeat - 1));
+                self.note_tokens(id, first, last, run_gap);
                 any_done |= self.emit_decoded(id, m, false, events);
                 continue;
             }
@@ -548,10 +573,21 @@ impl Replica {
                 let m = self.draw_tokens(id, s.output_left());
                 self.stats.spec_verifies += 1;
                 self.stats.spec_tokens += m as u64;
+                let at = self.step_end_ns;
+                self.note_tokens(id, at, at, 0);
                 any_done |= self.emit_decoded(id, m, report, events);
                 continue;
             }
             any_done |= self.computed(id, tokens, events);
+        }
+        let gap = self.step_end_ns.saturating_sub(self.prev_step_end_ns);
+        self.itl.add_n(gap, std::mem::take(&mut self.back_to_back));
+        if in_run {
+            let b = self.step.len() as u64;
+            for i in 1..repeat {
+                let gap = self.run.step_end(i) - self.run.step_end(i - 1);
+                self.itl.add_n(gap, b);
+            }
         }
         if any_done {
             let mut finished = Vec::new();
@@ -605,7 +641,28 @@ impl Replica {
         if s.generated == 0 {
             events.push(SeqEvent::FirstToken { tag: s.tag });
         }
+        let at = self.step_end_ns;
+        self.note_tokens(id, at, at, 0);
         self.emit(id, 1, self.opts.report_tokens, events)
+    }
+
+    /// `id` emits output at `first` and, inside a decode run, at every step end up to `last`, the
+    /// run's longest gap between steps being `run_gap` (the run's own gaps go into the distribution
+    /// once for the whole batch): the gap since its previous token goes into the distribution, and
+    /// the longest into its progress.
+    #[inline]
+    fn note_tokens(&mut self, id: SeqId, first: u64, last: u64, run_gap: u64) {
+        let s = &mut self.seqs[id.at()];
+        if s.generated > 0 {
+            let gap = first.saturating_sub(s.last_token_ns);
+            s.progress.max_itl_ns = s.progress.max_itl_ns.max(gap.max(run_gap));
+            if s.last_token_ns == self.prev_step_end_ns && first == self.step_end_ns {
+                self.back_to_back += 1;
+            } else {
+                self.itl.add(gap);
+            }
+        }
+        s.last_token_ns = last;
     }
 
     /// A decoding sequence emitted `m` tokens (their KV is now computed); reports them when asked and

@@ -72,6 +72,8 @@ pub struct SeqProgress {
     pub cached_tokens: u32,
     /// Times the sequence was preempted.
     pub preemptions: u32,
+    /// Longest gap between two consecutive output tokens, ns (0 before the second token).
+    pub max_itl_ns: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -103,6 +105,8 @@ pub(crate) struct Seq {
     pub(crate) swapped: u32,
     /// Physical ids of the private blocks, in order (paging only).
     pub(crate) table: Vec<u32>,
+    /// When its last output token came out, ns (engine time).
+    pub(crate) last_token_ns: u64,
 }
 
 impl Seq {
