@@ -401,6 +401,7 @@ mod tests {
             outcome: Outcome::Completed,
             error_message: None,
             server_prompt_tokens: None,
+            itl_max_ns: None,
         }
     }
 
