@@ -53,6 +53,7 @@ fn main() {
             cuda: None,
             limits: Default::default(),
             generation: Default::default(),
+            words: None,
         };
         let url = spawn_local(cfg).await.expect("emulator");
         let client = Arc::new(
@@ -66,6 +67,7 @@ fn main() {
                 affinity_header: None,
                 headers: vec![],
                 key_over_plain_http: false,
+                words: None,
             })
             .expect("client"),
         );

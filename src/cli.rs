@@ -391,6 +391,10 @@ pub struct ReplayRealArgs {
     /// Token ids of synthesised prompts are drawn from [100, VOCAB) (default: the model's vocabulary).
     #[arg(long)]
     pub vocab: Option<u32>,
+    /// With --api text or chat: build prompts from this Hugging Face tokenizer.json's one-token words,
+    /// so that a server with the same tokenizer counts exactly the workload's tokens.
+    #[arg(long)]
+    pub tokenizer: Option<PathBuf>,
     /// Compress wall-clock time by this factor (only for testing against `serve --time-scale`).
     #[arg(long, default_value_t = 1.0)]
     pub time_scale: f64,
@@ -442,6 +446,10 @@ pub struct ServeArgs {
     /// greedy-identical).
     #[arg(long, default_value = "none")]
     pub fault: String,
+    /// Count text prompts with this Hugging Face tokenizer.json and write each output token as one of its
+    /// one-token words (so a client counting the text with it agrees with usage); emulated engine only.
+    #[arg(long)]
+    pub tokenizer: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]

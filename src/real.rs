@@ -53,9 +53,21 @@ pub fn serve(a: ServeArgs) -> Result<()> {
     d.replica(serverbench_sim::ReplicaOptions::default())?;
     let model = a.model.clone().unwrap_or_else(|| d.model.name.clone());
     let cuda = crate::cuda::serve_setup(&a.engine, &model)?;
-    let vocab = cuda
-        .as_ref()
-        .map_or(d.model_spec().vocab, |c| c.model.vocab_size);
+    let words = match &a.tokenizer {
+        None => None,
+        Some(_) if cuda.is_some() => {
+            bail!("--tokenizer: the CUDA engine's server writes its own tokens; the tokenizer is for the emulated engine")
+        }
+        Some(path) => Some(Arc::new(
+            serverbench_backends::Words::from_file(path)
+                .map_err(|e| anyhow!("--tokenizer: {e}"))?,
+        )),
+    };
+    let vocab = match (&cuda, &words) {
+        (Some(c), _) => c.model.vocab_size,
+        (None, Some(w)) => w.vocab_size(),
+        (None, None) => d.model_spec().vocab,
+    };
     let cfg = ServeConfig {
         deployment: d.clone(),
         cost,
@@ -68,6 +80,7 @@ pub fn serve(a: ServeArgs) -> Result<()> {
             model_seed: a.model_seed,
             fault: Fault::parse(&a.fault).map_err(|e| anyhow!("--fault: {e}"))?,
         },
+        words,
     };
     let addr = format!("{}:{}", a.host, a.port);
     let banner = |at: std::net::SocketAddr| {
@@ -103,6 +116,22 @@ fn client_config(a: &ReplayRealArgs, url: &str, model: String) -> Result<ClientC
                 .ok_or_else(|| anyhow!("--header: expected NAME:VALUE, got {h:?}"))
         })
         .collect::<Result<Vec<_>>>()?;
+    let words = match &a.tokenizer {
+        None => None,
+        Some(_) if api == serverbench_backends::Api::CompletionsTokens => bail!(
+            "--tokenizer: prompts of --api tokens are token ids, counted exactly already; give --api text or --api chat"
+        ),
+        Some(path) => {
+            let w = serverbench_backends::Words::from_file(path).map_err(|e| anyhow!("--tokenizer: {e}"))?;
+            eprintln!(
+                "prompts from {} one-token words of {} ({} special token(s) added per prompt)",
+                w.len(),
+                path.display(),
+                w.special_tokens()
+            );
+            Some(Arc::new(w))
+        }
+    };
     Ok(ClientConfig {
         base_url: url.to_string(),
         api,
@@ -113,6 +142,7 @@ fn client_config(a: &ReplayRealArgs, url: &str, model: String) -> Result<ClientC
         affinity_header: a.affinity_header.clone(),
         headers,
         key_over_plain_http: a.api_key_over_http,
+        words,
     })
 }
 
@@ -246,6 +276,7 @@ fn backend(
                 cuda,
                 limits: ServeLimits::default(),
                 generation: Default::default(),
+                words: None,
             };
             let server = rt
                 .block_on(serverbench_backends::spawn_local_server(cfg))

@@ -683,6 +683,7 @@ fn fidelity_client(url: &str, server: &str, model: &str) -> Result<HttpClient> {
         affinity_header: None,
         headers: Vec::new(),
         key_over_plain_http: false,
+        words: None,
     })?)
 }
 

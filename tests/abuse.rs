@@ -29,6 +29,7 @@ async fn server(preset: &str, time_scale: f64) -> LocalServer {
         cuda: None,
         limits: limits(),
         generation: Default::default(),
+        words: None,
     })
     .await
     .unwrap()

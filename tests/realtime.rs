@@ -43,6 +43,7 @@ fn client(url: &str, timeout: Duration) -> Arc<HttpClient> {
             affinity_header: Some("X-Session-ID".into()),
             headers: vec![],
             key_over_plain_http: false,
+            words: None,
         })
         .unwrap(),
     )
@@ -68,6 +69,7 @@ async fn replay_against_the_emulator(
         cuda: None,
         limits: Default::default(),
         generation: Default::default(),
+        words: None,
     };
     let url = spawn_local(cfg).await.unwrap();
     let real_cfg = RealConfig {
@@ -510,6 +512,7 @@ fn endpoint_probes_of_the_emulator_recover_its_step_times() {
             cuda: None,
             limits: Default::default(),
             generation: Default::default(),
+            words: None,
         };
         let url = spawn_local(cfg).await.unwrap();
         let plan = serverbench_backends::ProbePlan::standard(Vocab::new(100, 151_936).unwrap(), 0);
@@ -591,6 +594,7 @@ fn compare_against_a_server_runs_both_sides_and_agrees_with_the_emulator() {
             cuda: None,
             limits: Default::default(),
             generation: Default::default(),
+            words: None,
         })
         .await
         .unwrap()

@@ -532,6 +532,7 @@ fn emulator(
         cuda: None,
         limits: Default::default(),
         generation: serverbench_backends::Generation { model_seed, fault },
+        words: None,
     };
     rt.block_on(serverbench_backends::spawn_local(cfg)).unwrap()
 }
@@ -692,6 +693,7 @@ fn verify_checks_generation_against_a_reference() {
         affinity_header: None,
         headers: vec![],
         key_over_plain_http: false,
+        words: None,
     })
     .unwrap();
     let mut questions = String::new();
@@ -805,5 +807,133 @@ fn verify_checks_generation_against_a_reference() {
     );
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("bad.jsonl:2"), "{stderr}");
+    drop(rt);
+}
+
+/// `--tokenizer`: against a server counting text with the same tokenizer (`serve --tokenizer`), every
+/// text prompt `replay --api text --tokenizer` sends is counted as exactly the workload's tokens (plus
+/// the tokenizer's beginning-of-sequence token), for a byte-level and a SentencePiece-style tokenizer;
+/// without it, ` wN` words are counted several tokens each. The server's output text is one word of the
+/// tokenizer per token, so a client counting the text agrees with usage.
+#[test]
+fn tokenizer_prompts_are_counted_exactly_by_a_server_with_that_tokenizer() {
+    let _guard = crate::SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let rt = crate::runtime();
+    let dir = out_dir("tokenizer");
+    for (name, special) in [
+        ("byte-level-bpe-3k.json", 0u32),
+        ("metaspace-bpe-3k.json", 1),
+    ] {
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/tokenizers")
+            .join(name);
+        let words = std::sync::Arc::new(serverbench_backends::Words::from_file(&path).unwrap());
+        let d = serverbench_sim::Deployment::preset("gemma4-e4b-1xl40").unwrap();
+        let cfg = serverbench_backends::ServeConfig {
+            cost: d.cost_model(),
+            deployment: d,
+            time_scale: 20.0,
+            model_name: "m".into(),
+            vocab: words.vocab_size(),
+            cuda: None,
+            limits: Default::default(),
+            generation: Default::default(),
+            words: Some(words.clone()),
+        };
+        let url = rt.block_on(serverbench_backends::spawn_local(cfg)).unwrap();
+        let replay = |out: &str, tokenizer: bool| {
+            let out = dir.join(format!("{name}-{out}"));
+            let mut args = vec![
+                "replay",
+                "--url",
+                &url,
+                "--model",
+                "m",
+                "-d",
+                "gemma4-e4b-1xl40",
+                "--api",
+                "text",
+                "-c",
+                "2",
+                "-w",
+                "40",
+                "--time-scale",
+                "20",
+                "--no-probe",
+            ];
+            let p = path.to_str().unwrap().to_string();
+            if tokenizer {
+                args.extend(["--tokenizer", &p]);
+            }
+            let o_s = out.to_str().unwrap().to_string();
+            args.extend(["--out", &o_s]);
+            let o = serverbench_cmd(&args);
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            let v: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap())
+                    .unwrap();
+            let records: Vec<serverbench_sim::Record> =
+                std::fs::read_to_string(out.join("records.jsonl"))
+                    .unwrap()
+                    .lines()
+                    .map(|l| serde_json::from_str(l).unwrap())
+                    .collect();
+            (v, records)
+        };
+        let (v, records) = replay("with", true);
+        let counted: Vec<_> = records
+            .iter()
+            .filter_map(|r| r.server_prompt_tokens.map(|s| (r.input_tokens, s)))
+            .collect();
+        assert!(counted.len() >= 2, "{name}: {} completed", counted.len());
+        for (sent, server) in &counted {
+            assert_eq!(*server, sent + special, "{name}");
+        }
+        assert_eq!(v["client"]["prompt_mismatches"], 0, "{name}");
+        let (v, records) = replay("without", false);
+        assert!(
+            v["client"]["prompt_mismatches"].as_u64().unwrap() > 0,
+            "{name}"
+        );
+        let inflated = records
+            .iter()
+            .filter_map(|r| {
+                r.server_prompt_tokens
+                    .map(|s| s as f64 / r.input_tokens as f64)
+            })
+            .fold(f64::MAX, f64::min);
+        assert!(
+            inflated > 1.5,
+            "{name}: ` wN` words count {inflated:.2} tokens each at least"
+        );
+        // The output text, counted by the client with the same tokenizer, is as long as usage says.
+        let client = serverbench_backends::HttpClient::new(serverbench_backends::ClientConfig {
+            base_url: url.clone(),
+            api: serverbench_backends::Api::CompletionsText,
+            server: serverbench_backends::Server::Vllm,
+            model: "m".into(),
+            timeout: std::time::Duration::from_secs(30),
+            api_key: None,
+            affinity_header: None,
+            headers: vec![],
+            key_over_plain_http: false,
+            words: None,
+        })
+        .unwrap();
+        let answer = rt
+            .block_on(client.post_json(
+                "/v1/completions",
+                &serde_json::json!({"model": "m", "prompt": " the replay", "max_tokens": 64, "ignore_eos": true}),
+            ))
+            .unwrap();
+        let text = answer["choices"][0]["text"].as_str().unwrap();
+        assert_eq!(answer["usage"]["completion_tokens"], 64);
+        assert_eq!(words.tokens(text).unwrap().len(), 64, "{name}: {text}");
+        assert_eq!(
+            answer["usage"]["prompt_tokens"],
+            2 + special,
+            "{name}: ' the replay' is two tokens and the special ones"
+        );
+    }
     drop(rt);
 }

@@ -30,6 +30,8 @@ pub struct ClientConfig {
     /// Send the API key over plain HTTP to a host that is not this machine (off: the key goes only over
     /// HTTPS or to loopback).
     pub key_over_plain_http: bool,
+    /// Text prompts of a real tokenizer's one-token words (`--tokenizer`), instead of ` wN` words.
+    pub words: Option<Arc<crate::Words>>,
 }
 
 /// What happened to one request, with wall-clock instants.
@@ -252,6 +254,7 @@ impl HttpClient {
             api: self.cfg.api,
             server: self.cfg.server,
             model: &self.cfg.model,
+            words: self.cfg.words.as_deref(),
         }
     }
 
@@ -521,6 +524,7 @@ mod tests {
             affinity_header: None,
             headers: vec![],
             key_over_plain_http: allow,
+            words: None,
         })
         .unwrap()
     }
@@ -552,6 +556,7 @@ mod tests {
             affinity_header: None,
             headers: vec![],
             key_over_plain_http: false,
+            words: None,
         };
         let e = HttpClient::new(cfg(Server::Transformers, Api::CompletionsTokens))
             .err()

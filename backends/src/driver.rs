@@ -157,6 +157,10 @@ pub async fn run_real(
         }
     }
     let clock = ScaledClock::new(cfg.time_scale);
+    let prompt_extra = match (client.config().api, &client.config().words) {
+        (Api::CompletionsText, Some(w)) => w.special_tokens(),
+        _ => 0,
+    };
     // Sub-millisecond wake-ups without spinning: at `--time-scale 10` a millisecond of wall clock is
     // 10 ms of server time, and a dispatch loop that spins for its next deadline takes a core from the
     // streams it serves.
@@ -259,7 +263,7 @@ pub async fn run_real(
                 let due = dues.remove(&done.tag).unwrap_or(0);
                 drift_ms.push(done.result.sent.saturating_duration_since(clock.instant(due)).as_secs_f64() * 1e3);
                 let rec = &mut records[done.tag];
-                finish(rec, &done.result, &clock, &mut stats);
+                finish(rec, &done.result, &clock, prompt_extra, &mut stats);
                 sink.write(rec)?;
                 let at = Time(clock.at(done.result.ended).max(queue.now().0));
                 let h = Handle { lane: rec.lane, request: rec.request };
@@ -382,7 +386,15 @@ fn dispatch(replay: &Replay<'_>, h: Handle, now: u64) -> Record {
     Record::sent(index, h.lane, 0, replay.request(h), now)
 }
 
-fn finish(rec: &mut Record, r: &StreamResult, clock: &ScaledClock, stats: &mut ClientStats) {
+/// Fills `rec` from what the stream gave; `prompt_extra` is what the server's prompt count may exceed
+/// the workload's by (the special tokens its tokenizer adds around a text prompt, under `--tokenizer`).
+fn finish(
+    rec: &mut Record,
+    r: &StreamResult,
+    clock: &ScaledClock,
+    prompt_extra: u32,
+    stats: &mut ClientStats,
+) {
     rec.send_ns = clock.at(r.sent);
     rec.first_token_ns = r.first_token.map(|t| clock.at(t));
     rec.last_token_ns = r.last_token.map(|t| clock.at(t));
@@ -426,7 +438,7 @@ fn finish(rec: &mut Record, r: &StreamResult, clock: &ScaledClock, stats: &mut C
                     if (r.token_chunks as u64) > u.completion_tokens {
                         stats.chunk_usage_mismatches += 1;
                     }
-                    if u.prompt_tokens != rec.input_tokens as u64 {
+                    if u.prompt_tokens != (rec.input_tokens + prompt_extra) as u64 {
                         stats.prompt_mismatches += 1;
                         stats
                             .first_prompt_mismatch

@@ -17,6 +17,7 @@ pub mod runtime;
 pub mod server;
 pub mod sse;
 pub mod timer;
+pub mod words;
 
 pub use client::{base_url, ClientConfig, ClientError, HttpClient, StreamResult};
 pub use driver::{
@@ -31,3 +32,4 @@ pub use server::{
     prompt_blocks, serve, serve_until_interrupted, spawn_local, spawn_local_server, CudaServe,
     Fault, Generation, LocalServer, ServeConfig, ServeLimits,
 };
+pub use words::Words;

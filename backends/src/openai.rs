@@ -116,6 +116,8 @@ pub struct BodyForm<'a> {
     pub server: Server,
     /// The model name sent.
     pub model: &'a str,
+    /// Words of a real tokenizer for text prompts (` wN` words without one).
+    pub words: Option<&'a crate::Words>,
 }
 
 /// Renders token ids as text for the text endpoints: one short word per token.
@@ -211,12 +213,16 @@ pub fn request_bytes(form: BodyForm<'_>, prompt: &[u32], max_tokens: u32, exact:
 /// server kind's fields for an output of exactly `max_tokens` tokens.
 pub fn request_body(form: BodyForm<'_>, prompt: &[u32], max_tokens: u32, exact: bool) -> Value {
     let model = form.model;
+    let text = |p: &[u32]| match form.words {
+        Some(w) => w.text(p),
+        None => tokens_as_text(p),
+    };
     let mut body = match form.api {
         Api::CompletionsTokens => json!({ "model": model, "prompt": prompt }),
-        Api::CompletionsText => json!({ "model": model, "prompt": tokens_as_text(prompt) }),
+        Api::CompletionsText => json!({ "model": model, "prompt": text(prompt) }),
         Api::Chat => json!({
             "model": model,
-            "messages": [{ "role": "user", "content": tokens_as_text(prompt) }],
+            "messages": [{ "role": "user", "content": text(prompt) }],
             "max_completion_tokens": max_tokens,
         }),
     };
@@ -336,6 +342,7 @@ mod tests {
         api: Api::CompletionsTokens,
         server: Server::Vllm,
         model: "m",
+        words: None,
     };
 
     #[test]
@@ -364,6 +371,7 @@ mod tests {
             api: Api::CompletionsText,
             server,
             model: "m",
+            words: None,
         };
         // transformers serve refuses unknown fields (HTTP 422): none of vLLM's extensions.
         let t = request_body(text(Server::Transformers), &[7, 8], 4, true);

@@ -33,6 +33,7 @@ pub fn calibrate(a: &CalibrateArgs, url: &str) -> Result<()> {
             affinity_header: None,
             headers: vec![],
             key_over_plain_http: false,
+            words: None,
         })
         .map_err(|e| anyhow!(e))?,
     );

@@ -54,6 +54,9 @@ pub struct ServeConfig {
     pub limits: ServeLimits,
     /// The emulated checkpoint whose greedy tokens and log-probabilities responses carry.
     pub generation: Generation,
+    /// A real tokenizer (`--tokenizer`): text prompts are counted with it, and each output token is one
+    /// of its one-token words, so a client counting the text with it counts what usage says.
+    pub words: Option<Arc<crate::Words>>,
 }
 
 /// The CUDA engine's set-up (the deployment's engine config and memory plan size its KV pool).
@@ -381,9 +384,14 @@ pub fn prompt_blocks(ids: &[u32]) -> Blocks {
 }
 
 async fn completions(State(em): State<Arc<Emulator>>, req: Request) -> Response {
-    let parsed = read_json(&em, req)
-        .await
-        .and_then(|body| params::completion(&body, em.cfg.vocab, em.cfg.deployment.context_limit));
+    let parsed = read_json(&em, req).await.and_then(|body| {
+        params::completion(
+            &body,
+            em.cfg.vocab,
+            em.cfg.deployment.context_limit,
+            em.cfg.words.as_deref(),
+        )
+    });
     match parsed {
         Ok((ids, p)) => generate(em, ids, p, false).await,
         Err(e) => e.response(),
@@ -391,9 +399,14 @@ async fn completions(State(em): State<Arc<Emulator>>, req: Request) -> Response 
 }
 
 async fn chat(State(em): State<Arc<Emulator>>, req: Request) -> Response {
-    let parsed = read_json(&em, req)
-        .await
-        .and_then(|body| params::chat(&body, em.cfg.vocab, em.cfg.deployment.context_limit));
+    let parsed = read_json(&em, req).await.and_then(|body| {
+        params::chat(
+            &body,
+            em.cfg.vocab,
+            em.cfg.deployment.context_limit,
+            em.cfg.words.as_deref(),
+        )
+    });
     match parsed {
         Ok((ids, p)) => generate(em.clone(), ids, p, true).await,
         Err(e) => e.response(),
@@ -473,7 +486,7 @@ async fn generate(em: Arc<Emulator>, ids: Vec<u32>, p: Params, chat: bool) -> Re
         "length"
     };
     let seen = em.cfg.generation.fault.visible(&ids);
-    let mut logprobs = Logprobs::new(p.logprobs, p.tokens_as_ids);
+    let mut logprobs = Logprobs::new(p.logprobs, p.tokens_as_ids, em.cfg.words.clone());
     let mut echoed = String::new();
     if p.echo {
         echoed = logprobs.prompt(&em.model, &ids, ids.len() - seen.len());
@@ -524,6 +537,7 @@ async fn generate(em: Arc<Emulator>, ids: Vec<u32>, p: Params, chat: bool) -> Re
 struct Logprobs {
     top: Option<u8>,
     as_ids: bool,
+    words: Option<Arc<crate::Words>>,
     tokens: Vec<Value>,
     token_logprobs: Vec<Value>,
     top_logprobs: Vec<Value>,
@@ -532,10 +546,11 @@ struct Logprobs {
 }
 
 impl Logprobs {
-    fn new(top: Option<u8>, as_ids: bool) -> Logprobs {
+    fn new(top: Option<u8>, as_ids: bool, words: Option<Arc<crate::Words>>) -> Logprobs {
         Logprobs {
             top,
             as_ids,
+            words,
             tokens: Vec::new(),
             token_logprobs: Vec::new(),
             top_logprobs: Vec::new(),
@@ -546,7 +561,10 @@ impl Logprobs {
 
     /// Adds one token of the text (scored when the model saw what came before it) and returns its text.
     fn push(&mut self, model: &PseudoModel, before: Option<Context>, id: u32) -> String {
-        let text = model::token_text(id, false);
+        let text = match &self.words {
+            Some(w) => w.word(id).to_string(),
+            None => model::token_text(id, false),
+        };
         if let Some(k) = self.top {
             self.tokens.push(json!(self.key(id)));
             self.text_offset.push(json!(self.chars));
@@ -572,7 +590,10 @@ impl Logprobs {
     }
 
     fn key(&self, id: u32) -> String {
-        model::token_text(id, self.as_ids)
+        match &self.words {
+            Some(w) if !self.as_ids => w.word(id).to_string(),
+            _ => model::token_text(id, self.as_ids),
+        }
     }
 
     /// Adds an echoed prompt whose first `unseen` tokens the model did not see; returns its text.

@@ -76,11 +76,12 @@ pub(super) fn completion(
     body: &Value,
     vocab: u32,
     context_limit: u32,
+    words: Option<&crate::Words>,
 ) -> Result<(Vec<u32>, Params), Refusal> {
     let prompt = body
         .get("prompt")
         .ok_or_else(|| Refusal::bad("prompt: missing"))?;
-    let ids = prompt_ids(prompt, vocab)?;
+    let ids = prompt_ids(prompt, vocab, words)?;
     Ok((nonempty(ids)?, params(body, false, context_limit)?))
 }
 
@@ -89,6 +90,7 @@ pub(super) fn chat(
     body: &Value,
     vocab: u32,
     context_limit: u32,
+    words: Option<&crate::Words>,
 ) -> Result<(Vec<u32>, Params), Refusal> {
     let messages = body
         .get("messages")
@@ -102,7 +104,7 @@ pub(super) fn chat(
             &mut text,
         )?;
     }
-    let ids = text_ids(&text.join("\n"), vocab);
+    let ids = text_ids(&text.join("\n"), vocab, words)?;
     Ok((nonempty(ids)?, params(body, true, context_limit)?))
 }
 
@@ -147,10 +149,11 @@ fn content_text<'a>(
 }
 
 /// Token ids from a completions `prompt`: a list of ids (each inside the vocabulary), a one-element
-/// list of lists, or text (4 bytes per pseudo-token, hashed into the vocabulary).
-fn prompt_ids(v: &Value, vocab: u32) -> Result<Vec<u32>, Refusal> {
+/// list of lists, or text (counted by the tokenizer when there is one, else 4 bytes per pseudo-token,
+/// hashed into the vocabulary).
+fn prompt_ids(v: &Value, vocab: u32, words: Option<&crate::Words>) -> Result<Vec<u32>, Refusal> {
     match v {
-        Value::String(s) => Ok(text_ids(s, vocab)),
+        Value::String(s) => text_ids(s, vocab, words),
         Value::Array(a) if a.iter().all(Value::is_number) => a
             .iter()
             .enumerate()
@@ -162,7 +165,7 @@ fn prompt_ids(v: &Value, vocab: u32) -> Result<Vec<u32>, Refusal> {
                 ))),
             })
             .collect(),
-        Value::Array(a) if a.len() == 1 => prompt_ids(&a[0], vocab),
+        Value::Array(a) if a.len() == 1 => prompt_ids(&a[0], vocab, words),
         Value::Array(_) => Err(Refusal::bad(
             "prompt: batches of prompts are not supported; send one prompt per request",
         )),
@@ -172,14 +175,24 @@ fn prompt_ids(v: &Value, vocab: u32) -> Result<Vec<u32>, Refusal> {
     }
 }
 
-/// Pseudo-token ids of text: 4 bytes each, hashed into the vocabulary.
-pub(super) fn text_ids(s: &str, vocab: u32) -> Vec<u32> {
-    s.as_bytes()
+/// Token ids of text: the tokenizer's, or pseudo-tokens of 4 bytes each hashed into the vocabulary.
+pub(super) fn text_ids(
+    s: &str,
+    vocab: u32,
+    words: Option<&crate::Words>,
+) -> Result<Vec<u32>, Refusal> {
+    if let Some(w) = words {
+        return w
+            .prompt_tokens(s)
+            .map(|ids| ids.into_iter().map(|t| t.min(vocab - 1)).collect())
+            .map_err(Refusal::bad);
+    }
+    Ok(s.as_bytes()
         .chunks(4)
         .map(|c| {
             (mix2(c.iter().fold(0u64, |h, &b| h << 8 | b as u64), 0x7E47) % vocab as u64) as u32
         })
-        .collect()
+        .collect())
 }
 
 /// A whole number field: absent is `None`; a string, a fraction, a negative number or one that does
@@ -292,12 +305,18 @@ mod tests {
     use super::*;
 
     fn refused(body: Value) -> String {
-        completion(&body, 1000, 4096).unwrap_err().message
+        completion(&body, 1000, 4096, None).unwrap_err().message
     }
 
     #[test]
     fn bad_parameters_get_a_reason_not_a_default() {
-        let ok = completion(&json!({"prompt": [1, 2, 3], "max_tokens": 5}), 1000, 4096).unwrap();
+        let ok = completion(
+            &json!({"prompt": [1, 2, 3], "max_tokens": 5}),
+            1000,
+            4096,
+            None,
+        )
+        .unwrap();
         assert_eq!((ok.0, ok.1.max_tokens), (vec![1, 2, 3], 5));
         for (max, why) in [
             (json!(-5), "non-negative integer"),
@@ -321,12 +340,13 @@ mod tests {
         assert!(refused(json!({"prompt": [1], "logprobs": 21})).starts_with("logprobs:"));
         assert!(refused(json!({"prompt": [1], "logprobs": "5"})).starts_with("logprobs:"));
         assert!(refused(json!({"prompt": [1], "echo": true, "stream": true})).starts_with("echo:"));
-        let p = completion(&json!({"prompt": [1], "echo": true, "logprobs": 5, "return_tokens_as_token_ids": true}), 1000, 4096).unwrap().1;
+        let p = completion(&json!({"prompt": [1], "echo": true, "logprobs": 5, "return_tokens_as_token_ids": true}), 1000, 4096, None).unwrap().1;
         assert_eq!((p.echo, p.logprobs, p.tokens_as_ids), (true, Some(5), true));
         let e = chat(
             &json!({"messages": [{"content": "x"}], "logprobs": true}),
             1000,
             4096,
+            None,
         );
         assert!(e.unwrap_err().message.contains("/v1/completions only"));
         assert!(refused(json!({"prompt": [1], "stream": "yes"})).starts_with("stream:"));
@@ -335,22 +355,20 @@ mod tests {
             &json!({"prompt": "hi", "stop": [], "n": 1, "logprobs": null}),
             1000,
             4096,
+            None,
         );
         assert!(ok.is_ok());
     }
 
     #[test]
     fn chat_content_may_be_a_list_of_text_parts() {
-        let (ids, _) = chat(
-            &json!({"messages": [{"role": "user", "content": [{"type": "text", "text": "hello world"}]}]}),
-            1000,
-            4096,
-        )
+        let (ids, _) = chat(&json!({"messages": [{"role": "user", "content": [{"type": "text", "text": "hello world"}]}]}), 1000, 4096, None)
         .unwrap();
         let (same, _) = chat(
             &json!({"messages": [{"role": "user", "content": "hello world"}]}),
             1000,
             4096,
+            None,
         )
         .unwrap();
         assert_eq!(ids, same);
@@ -358,6 +376,7 @@ mod tests {
             &json!({"messages": [{"content": [{"type": "image_url", "image_url": {}}]}]}),
             1000,
             4096,
+            None,
         )
         .unwrap_err();
         assert!(
@@ -365,7 +384,7 @@ mod tests {
             "{}",
             e.message
         );
-        let e = chat(&json!({"messages": [{"content": 7}]}), 1000, 4096).unwrap_err();
+        let e = chat(&json!({"messages": [{"content": 7}]}), 1000, 4096, None).unwrap_err();
         assert!(e.message.contains("expected a string"), "{}", e.message);
     }
 
@@ -420,7 +439,7 @@ mod tests {
         /// range: token ids inside the vocabulary, lengths inside the context.
         #[test]
         fn request_parsing_never_panics_and_accepts_only_what_is_in_range(body in hostile()) {
-            for parsed in [completion(&body, 1000, 4096), chat(&body, 1000, 4096)] {
+            for parsed in [completion(&body, 1000, 4096, None), chat(&body, 1000, 4096, None)] {
                 match parsed {
                     Ok((ids, p)) => {
                         proptest::prop_assert!(!ids.is_empty() && ids.iter().all(|&t| t < 1000));
