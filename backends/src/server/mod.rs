@@ -372,15 +372,21 @@ fn error(status: StatusCode, message: &str) -> Response {
 
 /// Chained block ids of a prompt's full 16-token blocks: equal prefixes give equal ids.
 pub fn prompt_blocks(ids: &[u32]) -> Blocks {
-    let mut prev = 0x9E37_79B9u64;
-    Blocks::from_vec(
-        ids.chunks_exact(PROMPT_BLOCK)
-            .map(|b| {
-                prev = b.iter().fold(prev, |h, &t| mix2(h, t as u64));
-                prev
-            })
-            .collect(),
-    )
+    prompt_digest(ids).0
+}
+
+/// The prompt's block ids and the emulated model's context after it, in one pass: the context is the
+/// running hash whose values at block boundaries are the block ids.
+fn prompt_digest(ids: &[u32]) -> (Blocks, Context) {
+    let mut h = model::START;
+    let mut blocks = Vec::with_capacity(ids.len() / PROMPT_BLOCK);
+    for chunk in ids.chunks(PROMPT_BLOCK) {
+        h = chunk.iter().fold(h, |h, &t| mix2(h, t as u64));
+        if chunk.len() == PROMPT_BLOCK {
+            blocks.push(h);
+        }
+    }
+    (Blocks::from_vec(blocks), Context(h))
 }
 
 async fn completions(State(em): State<Arc<Emulator>>, req: Request) -> Response {
@@ -467,7 +473,7 @@ async fn generate(em: Arc<Emulator>, ids: Vec<u32>, p: Params, chat: bool) -> Re
             "logprobs/echo: the CUDA engine's server does not return log-probabilities",
         );
     }
-    let blocks = prompt_blocks(&ids);
+    let (blocks, after_prompt) = prompt_digest(&ids);
     let seed = blocks
         .as_slice()
         .last()
@@ -491,7 +497,11 @@ async fn generate(em: Arc<Emulator>, ids: Vec<u32>, p: Params, chat: bool) -> Re
     if p.echo {
         echoed = logprobs.prompt(&em.model, &ids, ids.len() - seen.len());
     }
-    let context = em.model.after(seen);
+    let context = if seen.len() == ids.len() {
+        after_prompt
+    } else {
+        em.model.after(seen)
+    };
     let (tx, rx) = mpsc::unbounded_channel();
     {
         let mut m = em.metrics.lock().expect("metrics lock");

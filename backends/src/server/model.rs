@@ -50,7 +50,7 @@ impl Fault {
     /// The token emitted after `c`: the most likely one, or the runner-up where this fault says so.
     pub fn choose(self, model: &PseudoModel, c: Context) -> u32 {
         match self {
-            Fault::RunnerUp(ppm) if mix2(c.0, 0xF11F) % 1_000_000 < ppm as u64 => {
+            Fault::RunnerUp(ppm) if mix2(model.keyed(c), 0xF11F) % 1_000_000 < ppm as u64 => {
                 model.top(c, 2)[1].0
             }
             _ => model.greedy(c),
@@ -79,12 +79,18 @@ pub struct Generation {
 #[derive(Clone, Copy, Debug)]
 pub struct PseudoModel {
     vocab: u32,
-    seed: u64,
+    /// The checkpoint's key, mixed into every choice.
+    key: u64,
 }
 
-/// Where the model is in a sequence: a digest of every token so far.
+/// Where the model is in a sequence: a digest of every token so far — the same running hash whose
+/// values at block boundaries are the prompt's block ids ([`super::prompt_blocks`]), so that one pass
+/// over a prompt gives both.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Context(u64);
+pub struct Context(pub(super) u64);
+
+/// The running hash's value before any token.
+pub(super) const START: u64 = 0x9E37_79B9;
 
 impl PseudoModel {
     /// The model of `vocab` tokens (at least [`MIN_VOCAB`]) and checkpoint `seed`.
@@ -93,12 +99,15 @@ impl PseudoModel {
             vocab >= MIN_VOCAB,
             "a vocabulary of at least {MIN_VOCAB} tokens"
         );
-        PseudoModel { vocab, seed }
+        PseudoModel {
+            vocab,
+            key: mix2(seed, 0x5EED_0FC0_DE00),
+        }
     }
 
     /// The context before any token.
     pub fn start(&self) -> Context {
-        Context(mix2(self.seed, 0x5EED_0FC0_DE00))
+        Context(START)
     }
 
     /// The context after `ids`.
@@ -112,19 +121,24 @@ impl PseudoModel {
 
     /// Appends one token.
     pub fn push(&self, c: &mut Context, token: u32) {
-        c.0 = mix2(c.0, token as u64 + 1);
+        c.0 = mix2(c.0, token as u64);
+    }
+
+    /// The context as this checkpoint sees it.
+    fn keyed(&self, c: Context) -> u64 {
+        mix2(c.0, self.key)
     }
 
     /// The most likely next token.
     pub fn greedy(&self, c: Context) -> u32 {
-        (mix2(c.0, 0x6EED) % self.vocab as u64) as u32
+        (mix2(self.keyed(c), 0x6EED) % self.vocab as u64) as u32
     }
 
     /// The runner-up tokens: distinct, none the greedy one.
     fn alternates(&self, c: Context) -> impl Iterator<Item = u32> {
         let g = self.greedy(c) as u64;
         let v = self.vocab as u64;
-        let stride = 1 + mix2(c.0, 0xA17) % ((v - 1) / ALTERNATES as u64);
+        let stride = 1 + mix2(self.keyed(c), 0xA17) % ((v - 1) / ALTERNATES as u64);
         (1..=ALTERNATES as u64).map(move |j| ((g + j * stride) % v) as u32)
     }
 
