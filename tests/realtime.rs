@@ -463,6 +463,17 @@ fn serve_and_replay_work_from_the_command_line() {
     assert!(finished > 0.0);
     assert!(value("vllm:time_to_first_token_seconds_count") >= finished);
     assert_eq!(value("vllm:e2e_request_latency_seconds_count"), finished);
+    // Every request that reached a step waited in the queue first; the wait ends before its first token.
+    let queued = value("vllm:request_queue_time_seconds_count");
+    assert!(
+        queued >= finished,
+        "{queued} queue times for {finished} finished requests"
+    );
+    let mean = |series: &str| value(&format!("{series}_sum")) / value(&format!("{series}_count"));
+    assert!(
+        mean("vllm:request_queue_time_seconds") <= mean("vllm:time_to_first_token_seconds"),
+        "{metrics}"
+    );
     assert!(
         metrics.contains("vllm:time_to_first_token_seconds_bucket{"),
         "{metrics}"

@@ -464,7 +464,7 @@ impl Sim<'_> {
         self.check(r);
         for e in std::mem::take(&mut self.events) {
             match e {
-                SeqEvent::Emitted { .. } => {}
+                SeqEvent::Emitted { .. } | SeqEvent::Admitted { .. } => {}
                 SeqEvent::FirstToken { tag } => {
                     self.records[tag as usize].first_token_ns = Some(t.0)
                 }

@@ -43,6 +43,7 @@ const E2E_BUCKETS: [f64; 18] = [
 /// Server-side latency histograms, shared by every response.
 #[derive(Debug)]
 pub(super) struct Latency {
+    queue: Histogram,
     ttft: Histogram,
     itl: Histogram,
     e2e: Histogram,
@@ -53,11 +54,17 @@ pub(super) struct Latency {
 impl Latency {
     pub fn new(time_scale: f64) -> Latency {
         Latency {
+            queue: Histogram::new(TTFT_BUCKETS),
             ttft: Histogram::new(TTFT_BUCKETS),
             itl: Histogram::new(ITL_BUCKETS),
             e2e: Histogram::new(E2E_BUCKETS),
             scale: time_scale,
         }
+    }
+
+    /// A request waited `wall` (wall clock) from its arrival to its first scheduled step.
+    pub fn queued(&self, wall: std::time::Duration) {
+        self.queue.observe(self.scale * wall.as_secs_f64());
     }
 }
 
@@ -74,6 +81,11 @@ impl RequestClock {
             arrived: Instant::now(),
             last_token: None,
         }
+    }
+
+    /// When the request arrived.
+    pub fn arrived(&self) -> Instant {
+        self.arrived
     }
 
     /// `n` tokens go out now: the first one's time to first token, then each one's gap.
@@ -167,6 +179,11 @@ pub(super) fn text(model: &str, c: &Counts, l: &Latency) -> String {
     ] {
         r.register(name, help, ConstCounter::new(v));
     }
+    r.register(
+        "vllm:request_queue_time_seconds",
+        "Time from a request's arrival to the engine step that first scheduled it, server seconds",
+        l.queue.clone(),
+    );
     r.register(
         "vllm:time_to_first_token_seconds",
         "Time from a request's arrival to its first output token, server seconds",

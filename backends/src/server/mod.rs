@@ -82,6 +82,8 @@ enum EngineEvent {
 }
 
 struct Submission {
+    /// When the request arrived (its queue time runs from here to its first scheduled step).
+    arrived: std::time::Instant,
     ids: Vec<u32>,
     blocks: Blocks,
     prompt_tokens: u32,
@@ -187,6 +189,8 @@ fn router(cfg: ServeConfig) -> Result<Router, String> {
     let (tx, rx) = std_mpsc::channel();
     let metrics = Arc::new(Mutex::new(Metrics::default()));
     let m2 = metrics.clone();
+    let latency = Arc::new(Latency::new(cfg.time_scale));
+    let l2 = latency.clone();
     let thread = std::thread::Builder::new().name("serverbench-engine".into());
     let opts = ReplicaOptions {
         report_tokens: true,
@@ -197,7 +201,7 @@ fn router(cfg: ServeConfig) -> Result<Router, String> {
     let engine = match cfg.cuda.clone() {
         None => {
             let core = EngineCore::new(replica, Emulated::new(cfg.cost.clone()), cfg.time_scale);
-            thread.spawn(move || serve_engine(core, rx, m2))
+            thread.spawn(move || serve_engine(core, rx, m2, l2))
         }
         Some(c) => {
             // The GPU is opened on the engine thread (its CUDA context lives there); the caller waits
@@ -208,7 +212,7 @@ fn router(cfg: ServeConfig) -> Result<Router, String> {
             let h = thread.spawn(move || match Cuda::load(&d, &c, blocks, opts) {
                 Ok((replica, exec)) => {
                     let _ = ready_tx.send(Ok(()));
-                    serve_engine(EngineCore::new(replica, exec, 1.0), rx, m2);
+                    serve_engine(EngineCore::new(replica, exec, 1.0), rx, m2, l2);
                 }
                 Err(e) => {
                     let _ = ready_tx.send(Err(e));
@@ -231,7 +235,7 @@ fn router(cfg: ServeConfig) -> Result<Router, String> {
     let em = Arc::new(Emulator {
         submit: Mutex::new(tx),
         metrics,
-        latency: Arc::new(Latency::new(cfg.time_scale)),
+        latency,
         model: PseudoModel::new(cfg.vocab, cfg.generation.model_seed),
         cfg,
         engine: Mutex::new(Some(engine)),
@@ -253,11 +257,17 @@ fn serve_engine<E: Executor>(
     mut core: EngineCore<E>,
     rx: std_mpsc::Receiver<Submission>,
     metrics: Arc<Mutex<Metrics>>,
+    latency: Arc<Latency>,
 ) {
     let mut next_tag: u64 = 0;
     let mut senders: HashMap<u64, mpsc::UnboundedSender<EngineEvent>> = HashMap::new();
-    let mut take = |s: Submission, core: &mut EngineCore<E>, senders: &mut HashMap<_, _>| {
+    let mut queued: HashMap<u64, std::time::Instant> = HashMap::new();
+    let mut take = |s: Submission,
+                    core: &mut EngineCore<E>,
+                    senders: &mut HashMap<_, _>,
+                    queued: &mut HashMap<u64, std::time::Instant>| {
         senders.insert(next_tag, s.events);
+        queued.insert(next_tag, s.arrived);
         let input = SeqInput {
             tag: next_tag,
             blocks: s.blocks,
@@ -272,12 +282,13 @@ fn serve_engine<E: Executor>(
     loop {
         loop {
             match rx.try_recv() {
-                Ok(s) => take(s, &mut core, &mut senders),
+                Ok(s) => take(s, &mut core, &mut senders, &mut queued),
                 Err(std_mpsc::TryRecvError::Empty) => break,
                 Err(std_mpsc::TryRecvError::Disconnected) => return,
             }
         }
         cancel_abandoned(&mut core, &mut senders, &metrics);
+        let started = std::time::Instant::now();
         let stepped = match core.step() {
             Ok(s) => s,
             Err(e) => {
@@ -289,12 +300,20 @@ fn serve_engine<E: Executor>(
             // Nothing can run until a request arrives (or there is no work at all).
             core.idle();
             match rx.recv() {
-                Ok(s) => take(s, &mut core, &mut senders),
+                Ok(s) => take(s, &mut core, &mut senders, &mut queued),
                 Err(_) => return,
             }
             continue;
         };
         core.take_finished();
+        for e in &stepped.events {
+            if let SeqEvent::Admitted { tag } = *e {
+                if let Some(arrived) = queued.remove(&tag) {
+                    latency.queued(started.saturating_duration_since(arrived));
+                }
+            }
+        }
+        queued.retain(|tag, _| senders.contains_key(tag));
         dispatch(&stepped.events, core.replica(), &mut senders, &metrics);
     }
 }
@@ -348,7 +367,7 @@ fn dispatch(
                     }
                 }
             }
-            SeqEvent::FirstToken { .. } => {}
+            SeqEvent::FirstToken { .. } | SeqEvent::Admitted { .. } => {}
         }
     }
     let mut m = metrics.lock().expect("metrics lock");
@@ -509,6 +528,7 @@ async fn generate(em: Arc<Emulator>, ids: Vec<u32>, p: Params, chat: bool) -> Re
     }
     let prompt_tokens = ids.len() as u32;
     let sub = Submission {
+        arrived: clock.arrived(),
         ids,
         blocks,
         prompt_tokens,

@@ -60,6 +60,9 @@ impl Replica {
             let s = &mut self.seqs[id.at()];
             if !s.admitted {
                 s.admitted = true;
+                if self.opts.report_tokens {
+                    self.admitted_now.push(s.tag);
+                }
                 s.progress.cached_tokens = computed;
                 self.stats.lookup_tokens += s.input as u64;
                 self.stats.hit_tokens += computed as u64;

@@ -161,6 +161,8 @@ pub struct Replica {
     /// Sequences of the step being finished whose gap since their last token is the gap between the
     /// two steps' ends (counted into `itl` once per step).
     back_to_back: u64,
+    /// Tags admitted for the first time by the scheduled step (reported when it finishes).
+    admitted_now: Vec<u64>,
     /// Gaps between consecutive output tokens of every sequence (one per token after a request's first,
     /// or per output chunk where a step emits several).
     pub itl: IntervalHistogram,
@@ -290,6 +292,7 @@ impl Replica {
             step_end_ns: 0,
             prev_step_end_ns: 0,
             back_to_back: 0,
+            admitted_now: Vec::new(),
             itl: IntervalHistogram::default(),
             stats: EngineStats::default(),
         }
@@ -539,6 +542,11 @@ impl Replica {
 
     /// Applies the scheduled step's results (its tokens come out now); appends events.
     pub fn finish_step(&mut self, events: &mut Vec<SeqEvent>) {
+        events.extend(
+            self.admitted_now
+                .drain(..)
+                .map(|tag| SeqEvent::Admitted { tag }),
+        );
         let mut any_done = false;
         let (repeat, in_run) = (self.run.repeat as usize, self.run.active);
         self.run.repeat = 1;

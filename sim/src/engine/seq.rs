@@ -41,6 +41,12 @@ pub struct SeqInput {
 /// What a step did to a sequence.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SeqEvent {
+    /// The sequence was scheduled for the first time in this step (its first prefill chunk ran; only
+    /// when the replica reports tokens: [`crate::ReplicaOptions::report_tokens`]).
+    Admitted {
+        /// Caller's tag.
+        tag: u64,
+    },
     /// The first output token came out at the end of this step.
     FirstToken {
         /// Caller's tag.
