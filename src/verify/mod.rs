@@ -1,7 +1,8 @@
 //! `serverbench freeze` and `serverbench verify`: a submission's decisions written once (deployment,
 //! targets, concurrency, window, development seeds, the server, the gates' thresholds, and held-out
 //! seeds chosen from them), and the final replay on those held-out seeds against a fresh server, scored
-//! only if every behaviour gate passes. Each replay is a `serverbench replay` child process.
+//! only if every behaviour gate passes. Each replay is a `serverbench replay` child process; the
+//! generation check against a reference is `fidelity`.
 
 use crate::cli::{FreezeArgs, VerifyArgs};
 use crate::inputs;
@@ -9,14 +10,14 @@ use crate::meta::{deployment_sha256, Meta};
 use crate::output::write_json;
 use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
-use serverbench_backends::fidelity::{self, PromptFidelity};
-use serverbench_backends::{Api, ClientConfig, HttpClient, Server as ServerKind};
 use serverbench_sim::{Deployment, Outcome, Record, Slo, Summary};
-use serverbench_workloads::tokens::{prompt_tokens, Vocab};
-use serverbench_workloads::Workload;
 use sha2::{Digest, Sha256};
 use std::path::Path;
 use std::process::Command;
+
+mod fidelity;
+pub use fidelity::FidelityGates;
+use fidelity::{check_fidelity, fidelity_gates, fidelity_thresholds, read_questions};
 
 /// Thresholds of the behaviour gates.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -40,41 +41,6 @@ pub struct Gates {
     /// Generation fidelity against a reference server.
     #[serde(default)]
     pub fidelity: FidelityGates,
-}
-
-/// Thresholds of the generation-fidelity gates (`verify --reference`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct FidelityGates {
-    /// The score counts only with a reference check (`freeze --no-fidelity` turns it off).
-    pub required: bool,
-    /// Held-out prompts whose greedy continuations are compared.
-    pub prompts: usize,
-    /// Most tokens of each prompt (the end of a held-out request's prompt).
-    pub max_prompt_tokens: u32,
-    /// Tokens of each greedy continuation.
-    pub continuation_tokens: u32,
-    /// Largest mean per-token log-probability regret (nats) a continuation that differs from the
-    /// reference's may have under the reference (the benchmark's 4.0).
-    pub max_regret: f64,
-    /// Least fraction of continuation tokens before the first difference from the reference.
-    pub min_greedy_agreement: f64,
-    /// Most tokens of each answer of a question set (`verify --answers`).
-    pub answer_tokens: u32,
-}
-
-impl Default for FidelityGates {
-    fn default() -> FidelityGates {
-        FidelityGates {
-            required: true,
-            prompts: 16,
-            max_prompt_tokens: 2048,
-            continuation_tokens: 32,
-            max_regret: 4.0,
-            min_greedy_agreement: 0.0,
-            answer_tokens: 64,
-        }
-    }
 }
 
 impl Default for Gates {
@@ -556,272 +522,6 @@ fn gates(t: &Gates, runs: &[Run], api: &str) -> Vec<Gate> {
     g
 }
 
-/// The fidelity thresholds `freeze`'s flags ask for.
-fn fidelity_thresholds(a: &FreezeArgs) -> Result<FidelityGates> {
-    if a.fidelity_prompts == 0 || a.fidelity_prompts > 256 {
-        bail!(
-            "--fidelity-prompts: must be between 1 and 256, got {}",
-            a.fidelity_prompts
-        );
-    }
-    if !(0.0..=1.0).contains(&a.min_greedy_agreement) {
-        bail!(
-            "--min-greedy-agreement: must be a fraction from 0 to 1, got {}",
-            a.min_greedy_agreement
-        );
-    }
-    if !(a.max_regret.is_finite() && a.max_regret > 0.0) {
-        bail!(
-            "--max-regret: must be a positive number of nats, got {}",
-            a.max_regret
-        );
-    }
-    Ok(FidelityGates {
-        required: !a.no_fidelity,
-        prompts: a.fidelity_prompts,
-        min_greedy_agreement: a.min_greedy_agreement,
-        max_regret: a.max_regret,
-        ..FidelityGates::default()
-    })
-}
-
-/// One question of a question set: a text prompt and the answer its continuation must contain.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Question {
-    prompt: String,
-    answer: String,
-}
-
-/// A question set (JSONL, one `{"prompt": …, "answer": …}` per line; blank lines skipped).
-fn read_questions(path: &Path) -> Result<Vec<Question>> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("{}: cannot read the question set", path.display()))?;
-    let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let q: Question = serde_json::from_str(line).with_context(|| {
-            format!(
-                "{}:{}: not a question: {{\"prompt\": text, \"answer\": text}} expected",
-                path.display(),
-                i + 1
-            )
-        })?;
-        if q.answer.trim().is_empty() {
-            bail!(
-                "{}:{}: answer: empty (every answer must be text the continuation can contain)",
-                path.display(),
-                i + 1
-            );
-        }
-        out.push(q);
-    }
-    if out.is_empty() {
-        bail!("{}: the question set has no questions", path.display());
-    }
-    Ok(out)
-}
-
-/// What the reference check measured.
-#[derive(Clone, Debug, Serialize)]
-struct FidelityReport {
-    reference: String,
-    prompts: Vec<PromptFidelity>,
-    answers: Option<AnswerCounts>,
-}
-
-/// Questions answered correctly by each server.
-#[derive(Clone, Copy, Debug, Serialize)]
-struct AnswerCounts {
-    questions: usize,
-    candidate: usize,
-    reference: usize,
-}
-
-/// The held-out prompts of the fidelity check: the first held-out seed's sessions, one request of each
-/// tree at a varying depth, its last tokens up to the frozen prompt length, salted apart from the
-/// replays' prompts.
-fn fidelity_prompts(f: &Frozen, d: &Deployment) -> Result<Vec<Vec<u32>>> {
-    let seed = f.held_out_seeds[0];
-    let source = Workload::default()
-        .source(seed, d.context_limit)
-        .map_err(|e| anyhow!("workload: {e}"))?;
-    let vocab = Vocab::new(100, d.model_spec().vocab)
-        .ok_or_else(|| anyhow!("the model's vocabulary has no usable token ids"))?
-        .salted(seed ^ 0xF1DE);
-    let t = &f.gates.fidelity;
-    Ok((0..t.prompts as u64)
-        .map(|k| {
-            let tree = source.tree(k);
-            let requests = tree.requests();
-            let r = &requests[k as usize % requests.len()];
-            let mut p = prompt_tokens(tree.session_id, r, tree.block_size, vocab);
-            // The end of the prompt: its start is the system prompt every session shares.
-            p.split_off(p.len().saturating_sub(t.max_prompt_tokens as usize))
-        })
-        .collect())
-}
-
-/// A client for the fidelity requests to one server.
-fn fidelity_client(url: &str, server: &str, model: &str) -> Result<HttpClient> {
-    Ok(HttpClient::new(ClientConfig {
-        base_url: url.to_string(),
-        api: Api::CompletionsTokens,
-        server: ServerKind::parse(server).ok_or_else(|| {
-            anyhow!(
-                "server kind `{server}`: expected one of {}",
-                ServerKind::names()
-            )
-        })?,
-        model: model.to_string(),
-        timeout: std::time::Duration::from_secs(600),
-        api_key: std::env::var("OPENAI_API_KEY")
-            .ok()
-            .filter(|k| !k.is_empty()),
-        affinity_header: None,
-        headers: Vec::new(),
-        key_over_plain_http: false,
-        words: None,
-    })?)
-}
-
-/// Greedy continuations of the held-out prompts from candidate and reference, teacher forcing where
-/// they differ, and the question set when given. A failed request is the check's failure (`Ok(Err)`),
-/// not an error of `verify`.
-fn check_fidelity(
-    f: &Frozen,
-    d: &Deployment,
-    a: &VerifyArgs,
-    url: &str,
-    reference: &str,
-    questions: Option<&[Question]>,
-) -> Result<std::result::Result<FidelityReport, String>> {
-    let prompts = fidelity_prompts(f, d)?;
-    let cand = fidelity_client(url, &f.server.kind, &f.server.model)?;
-    let refr = fidelity_client(
-        reference,
-        &a.reference_server,
-        a.reference_model.as_deref().unwrap_or(&f.server.model),
-    )?;
-    let t = f.gates.fidelity.clone();
-    let rt = crate::real::runtime()?;
-    Ok(rt.block_on(async move {
-        let mut out = Vec::new();
-        for p in &prompts {
-            out.push(fidelity::compare(&cand, &refr, p, t.continuation_tokens).await?);
-        }
-        let answers = match questions {
-            None => None,
-            Some(qs) => {
-                let mut counts = AnswerCounts {
-                    questions: qs.len(),
-                    candidate: 0,
-                    reference: 0,
-                };
-                for q in qs {
-                    let c = fidelity::answer(&cand, &q.prompt, t.answer_tokens)
-                        .await
-                        .map_err(|e| format!("candidate: {e}"))?;
-                    let r = fidelity::answer(&refr, &q.prompt, t.answer_tokens)
-                        .await
-                        .map_err(|e| format!("reference: {e}"))?;
-                    counts.candidate += c.contains(q.answer.trim()) as usize;
-                    counts.reference += r.contains(q.answer.trim()) as usize;
-                }
-                Some(counts)
-            }
-        };
-        Ok(FidelityReport {
-            reference: reference.to_string(),
-            prompts: out,
-            answers,
-        })
-    }))
-}
-
-/// The generation-fidelity gates.
-fn fidelity_gates(
-    t: &FidelityGates,
-    measured: &Option<std::result::Result<FidelityReport, String>>,
-) -> Vec<Gate> {
-    let one = |passed, detail: String| {
-        vec![Gate {
-            name: "generation fidelity",
-            passed,
-            detail,
-        }]
-    };
-    let r = match measured {
-        None if !t.required => {
-            return one(
-                true,
-                "not required (frozen with --no-fidelity)".into(),
-            )
-        }
-        None => {
-            return one(
-                false,
-                "no --reference given: the score counts only after the candidate's generation is checked against a reference".into(),
-            )
-        }
-        Some(Err(e)) => return one(false, format!("the check could not run: {e}")),
-        Some(Ok(r)) => r,
-    };
-    let tokens: usize = r.prompts.iter().map(|p| p.continuation_tokens).sum();
-    let agreed: usize = r.prompts.iter().map(|p| p.agreed_tokens).sum();
-    let agreement = agreed as f64 / tokens.max(1) as f64;
-    let identical = r.prompts.iter().filter(|p| !p.suspicious()).count();
-    let worst = r
-        .prompts
-        .iter()
-        .filter(|p| p.suspicious())
-        .map(|p| p.mean_regret)
-        .fold(0.0, f64::max);
-    let mut g = vec![
-        Gate {
-            name: "greedy agreement",
-            passed: agreement >= t.min_greedy_agreement,
-            detail: format!(
-                "{:.1} % of continuation tokens agree before the first difference; {identical} of {} continuations identical (at least {:.1} %)",
-                100.0 * agreement,
-                r.prompts.len(),
-                100.0 * t.min_greedy_agreement
-            ),
-        },
-        Gate {
-            name: "teacher-forced regret",
-            passed: worst <= t.max_regret,
-            detail: format!(
-                "{} continuations differ; worst mean per-token regret under the reference {worst:.2} nats (at most {})",
-                r.prompts.len() - identical,
-                t.max_regret
-            ),
-        },
-    ];
-    g.push(match r.answers {
-        None => Gate {
-            name: "answer tests",
-            passed: true,
-            detail: "no question set given (--answers)".into(),
-        },
-        Some(c) => Gate {
-            name: "answer tests",
-            passed: fidelity::answers_pass(c.candidate, c.reference, c.questions),
-            detail: format!(
-                "candidate {} of {}, reference {} (at least max(0, {} − {}))",
-                c.candidate,
-                c.questions,
-                c.reference,
-                c.reference,
-                c.questions / 10
-            ),
-        },
-    });
-    g
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -875,84 +575,6 @@ mod tests {
             gates(&t, &[chat], "chat").iter().all(|g| g.passed),
             "a chat template adds tokens"
         );
-    }
-
-    fn report(agreed: usize, regret: f64, answers: Option<(usize, usize)>) -> FidelityReport {
-        let p = PromptFidelity {
-            prompt_tokens: 100,
-            continuation_tokens: 32,
-            agreed_tokens: agreed,
-            mean_regret: regret,
-            max_regret: regret,
-        };
-        FidelityReport {
-            reference: "r".into(),
-            prompts: vec![
-                p.clone(),
-                PromptFidelity {
-                    agreed_tokens: 32,
-                    mean_regret: 0.0,
-                    ..p
-                },
-            ],
-            answers: answers.map(|(candidate, reference)| AnswerCounts {
-                questions: 10,
-                candidate,
-                reference,
-            }),
-        }
-    }
-
-    fn failed(
-        t: &FidelityGates,
-        m: Option<std::result::Result<FidelityReport, String>>,
-    ) -> Vec<&'static str> {
-        fidelity_gates(t, &m)
-            .into_iter()
-            .filter(|g| !g.passed)
-            .map(|g| g.name)
-            .collect()
-    }
-
-    /// Each fidelity gate passes on a faithful candidate and fails, alone, for its own reason; a
-    /// missing reference fails unless the frozen file does not require one.
-    #[test]
-    fn every_fidelity_gate_fails_for_its_own_reason() {
-        let t = FidelityGates {
-            min_greedy_agreement: 0.5,
-            ..FidelityGates::default()
-        };
-        let none: Vec<&str> = vec![];
-        assert_eq!(failed(&t, Some(Ok(report(32, 0.0, Some((10, 10)))))), none);
-        assert_eq!(failed(&t, Some(Ok(report(20, 3.9, Some((9, 10)))))), none);
-        assert_eq!(
-            failed(&t, Some(Ok(report(20, 4.1, None)))),
-            ["teacher-forced regret"]
-        );
-        // 32 + 0 of 64 tokens agree: exactly the threshold passes, one fewer fails.
-        assert_eq!(failed(&t, Some(Ok(report(0, 0.5, None)))), none);
-        let strict = FidelityGates {
-            min_greedy_agreement: 0.6,
-            ..t.clone()
-        };
-        assert_eq!(
-            failed(&strict, Some(Ok(report(0, 0.5, None)))),
-            ["greedy agreement"]
-        );
-        assert_eq!(
-            failed(&t, Some(Ok(report(32, 0.0, Some((8, 10)))))),
-            ["answer tests"]
-        );
-        assert_eq!(failed(&t, None), ["generation fidelity"]);
-        assert_eq!(
-            failed(&t, Some(Err("reference: HTTP 400".into()))),
-            ["generation fidelity"]
-        );
-        let optional = FidelityGates {
-            required: false,
-            ..t
-        };
-        assert_eq!(failed(&optional, None), none);
     }
 
     #[test]
