@@ -58,6 +58,7 @@ fn stats(a: WorkloadStatsArgs) -> Result<()> {
     out!("{}", q_row("input tokens", &s.input_tokens, "tok"))?;
     out!("{}", q_row("output tokens", &s.output_tokens, "tok"))?;
     out!("{}", q_row("think time (uncapped)", &s.think_time_s, "s"))?;
+    out!("{}", q_row("uncached prompt", &s.uncached_tokens, "tok"))?;
     outln!(
         "  prefix reuse with an infinite cache: {:.1} % of prompt tokens",
         s.prefix_reuse_ratio * 100.0

@@ -82,6 +82,9 @@ pub struct WorkloadStats {
     pub compactions: usize,
     /// Fraction of prompt tokens an infinite prefix cache would serve from blocks seen before.
     pub prefix_reuse_ratio: f64,
+    /// Per request, the prompt tokens an infinite prefix cache would not hold (what each request
+    /// prefills; TTFT follows it).
+    pub uncached_tokens: Quantiles,
 }
 
 /// Summarises trees in the order given (the order matters only for the prefix-reuse ratio). Trees are
@@ -92,6 +95,7 @@ pub fn workload_stats<T: std::borrow::Borrow<SessionTree>>(
     let mut s = WorkloadStats::default();
     let (mut turns, mut per_tree, mut input, mut output, mut think) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut uncached = Vec::new();
     let mut seen: HashSet<u64> = HashSet::new();
     let (mut reused, mut total) = (0u64, 0u64);
     for t in trees {
@@ -120,6 +124,7 @@ pub fn workload_stats<T: std::borrow::Borrow<SessionTree>>(
                 .map_or(0, |i| i + 1);
             reused += hit as u64 * t.block_size as u64;
             total += r.input_tokens as u64;
+            uncached.push((r.input_tokens as u64 - hit as u64 * t.block_size as u64) as f64);
             seen.extend(&ids[hit..]);
         }
         s.subagents += agents.len();
@@ -130,6 +135,7 @@ pub fn workload_stats<T: std::borrow::Borrow<SessionTree>>(
     s.input_tokens = Quantiles::of(&mut input);
     s.output_tokens = Quantiles::of(&mut output);
     s.think_time_s = Quantiles::of(&mut think);
+    s.uncached_tokens = Quantiles::of(&mut uncached);
     s.prefix_reuse_ratio = if total == 0 {
         0.0
     } else {
@@ -151,5 +157,43 @@ mod tests {
         assert_eq!(q.max, 4.0);
         assert_eq!(q.mean, 2.5);
         assert_eq!(quantile(&[], 0.5), 0.0);
+    }
+
+    /// A second turn that extends the first by one block re-prefills that block and its tail; a
+    /// sub-agent starting fresh re-prefills everything but the shared first block.
+    #[test]
+    fn uncached_tokens_are_what_an_infinite_cache_misses() {
+        use crate::tree::{Blocks, Request, SessionTree};
+        let req = |id: u32, agent: u32, deps: Vec<u32>, input: u32, blocks: Vec<u64>| Request {
+            id,
+            agent,
+            kind: if agent == 0 {
+                RequestKind::RootTurn
+            } else {
+                RequestKind::SubagentTurn
+            },
+            deps,
+            think_ns: 0,
+            input_tokens: input,
+            output_tokens: 1,
+            background: false,
+            turn: 0,
+            blocks: Blocks::from_vec(blocks),
+        };
+        let t = SessionTree::new(
+            0,
+            64,
+            vec![
+                req(0, 0, vec![], 140, vec![1, 2]),
+                req(1, 1, vec![0], 200, vec![1, 7, 8]),
+                req(2, 0, vec![0, 1], 210, vec![1, 2, 3]),
+            ],
+        )
+        .unwrap();
+        let s = workload_stats([t]);
+        // 140 (nothing cached); 200 − 64 (block 1); 210 − 128 (blocks 1, 2).
+        let mut want = vec![140.0, 136.0, 82.0];
+        assert_eq!(s.uncached_tokens, Quantiles::of(&mut want));
+        assert!((s.prefix_reuse_ratio - 192.0 / 550.0).abs() < 1e-12);
     }
 }
