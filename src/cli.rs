@@ -500,6 +500,9 @@ pub struct CompareArgs {
     /// With --url: per-request timeout, seconds.
     #[arg(long, default_value_t = 600.0)]
     pub timeout: f64,
+    /// With --url and --api text or chat: build prompts from this tokenizer.json (as `replay --tokenizer`).
+    #[arg(long)]
+    pub tokenizer: Option<PathBuf>,
     #[command(flatten)]
     pub engine: EngineArgs,
     /// Use measured runs already in OUT/real/ and run only the missing ones (no backend needed if none is missing).

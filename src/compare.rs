@@ -163,6 +163,7 @@ fn replay_child(a: &CompareArgs, dir: &Path, c: u32, seed: u64) -> Result<()> {
             if let Some(m) = &a.model {
                 cmd.args(["--model", m]);
             }
+            add_path(&mut cmd, "--tokenizer", &a.tokenizer);
         }
         (None, "cuda") => {
             cmd.args(["--engine", "cuda", "--weights", &a.engine.weights]);
