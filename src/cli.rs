@@ -733,4 +733,8 @@ pub struct VerifyArgs {
     /// A question set (JSONL: {"prompt": text, "answer": text} per line) both servers answer.
     #[arg(long)]
     pub answers: Option<PathBuf>,
+    /// With a frozen --api text or chat: build the replays' prompts from this tokenizer.json (as
+    /// `replay --tokenizer`), so that the full-prompt gate counts exactly.
+    #[arg(long)]
+    pub tokenizer: Option<PathBuf>,
 }

@@ -246,7 +246,7 @@ pub fn verify(a: VerifyArgs) -> Result<()> {
     let mut runs = Vec::new();
     for (i, &seed) in f.held_out_seeds.iter().enumerate() {
         let dir = a.out.join(format!("seed_{seed}"));
-        replay_child(&f, &url, &deployment_file, seed, i == 0, a.time_scale, &dir)?;
+        replay_child(&f, &url, &deployment_file, seed, i == 0, &a, &dir)?;
         runs.push(read_run(&dir, seed, f.concurrency)?);
     }
     let measured = match &a.reference {
@@ -340,13 +340,14 @@ pub fn verify(a: VerifyArgs) -> Result<()> {
     }
 }
 
+/// One held-out replay as a `serverbench replay` child process (the first with the natural-stop probe).
 fn replay_child(
     f: &Frozen,
     url: &str,
     deployment: &Path,
     seed: u64,
     probe: bool,
-    time_scale: f64,
+    a: &VerifyArgs,
     dir: &Path,
 ) -> Result<()> {
     std::fs::create_dir_all(dir)
@@ -379,11 +380,14 @@ fn replay_child(
             "--prompt-salt",
             &(seed ^ 0x5EA1).to_string(),
         ])
-        .args(["--time-scale", &time_scale.to_string()])
+        .args(["--time-scale", &a.time_scale.to_string()])
         .arg("--out")
         .arg(dir);
     if !probe {
         cmd.arg("--no-probe");
+    }
+    if let Some(t) = &a.tokenizer {
+        cmd.arg("--tokenizer").arg(t);
     }
     eprintln!("replaying held-out seed {seed} → {}", dir.display());
     let status = cmd.status().context("cannot start the replay")?;
