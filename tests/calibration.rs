@@ -325,36 +325,7 @@ fn calibrate_check_reports_the_shipped_profile_on_held_out_steps() {
 #[test]
 fn compare_reproduces_the_documented_fidelity_from_stored_measurements() {
     let dir = std::env::temp_dir().join(format!("sb-compare-{}", std::process::id()));
-    let real = dir.join("real");
-    std::fs::create_dir_all(&real).unwrap();
-    let stored = repo("results/h200-fidelity/seeds/real");
-    for e in std::fs::read_dir(&stored).unwrap() {
-        let e = e.unwrap();
-        std::fs::create_dir_all(real.join(e.file_name())).unwrap();
-        std::fs::copy(
-            e.path().join("summary.json"),
-            real.join(e.file_name()).join("summary.json"),
-        )
-        .unwrap();
-    }
-    let args = [
-        "compare",
-        "-d",
-        "qwen3-8b-1xh200",
-        "--start",
-        "steady",
-        "-c",
-        "4",
-        "-s",
-        "1,2,3,4,5,6,7,8",
-        "-w",
-        "35",
-        "--reuse",
-        "--out",
-    ];
-    stdout(&serverbench(
-        args.iter().map(OsStr::new).chain([dir.as_os_str()]),
-    ));
+    crate::compare_stored_seeds(&dir, &[]);
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("compare.json")).unwrap()).unwrap();
     let rho = v["seed_rankings"][0]["spearman_d"].as_f64().unwrap();

@@ -595,6 +595,23 @@ fn gate_line<'a>(stdout: &'a str, gate: &str) -> &'a str {
         .unwrap_or_else(|| panic!("no `{gate}` gate in\n{stdout}"))
 }
 
+/// A client of `/v1/completions` with text prompts and model `m`, for requests a test sends by hand.
+fn text_client(url: &str) -> serverbench_backends::HttpClient {
+    serverbench_backends::HttpClient::new(serverbench_backends::ClientConfig {
+        base_url: url.to_string(),
+        api: serverbench_backends::Api::CompletionsText,
+        server: serverbench_backends::Server::Vllm,
+        model: "m".into(),
+        timeout: std::time::Duration::from_secs(30),
+        api_key: None,
+        affinity_header: None,
+        headers: vec![],
+        key_over_plain_http: false,
+        words: None,
+    })
+    .unwrap()
+}
+
 /// `freeze`, then `verify`: against a healthy emulated server checked against a reference of the same
 /// checkpoint every gate passes and the score counts; an edited frozen file is refused; a server that
 /// miscounts prompts fails the full-prompt gate; without a reference the score does not count.
@@ -683,19 +700,7 @@ fn verify_checks_generation_against_a_reference() {
     let dir = out_dir("verify-fidelity");
     std::fs::create_dir_all(&dir).unwrap();
     // A question set whose answers are the reference's own (its first answer word).
-    let client = serverbench_backends::HttpClient::new(serverbench_backends::ClientConfig {
-        base_url: reference.clone(),
-        api: serverbench_backends::Api::CompletionsText,
-        server: serverbench_backends::Server::Vllm,
-        model: "m".into(),
-        timeout: std::time::Duration::from_secs(30),
-        api_key: None,
-        affinity_header: None,
-        headers: vec![],
-        key_over_plain_http: false,
-        words: None,
-    })
-    .unwrap();
+    let client = text_client(&reference);
     let mut questions = String::new();
     for q in 0..10 {
         let prompt = format!("question {q}: what comes next?");
@@ -907,19 +912,7 @@ fn tokenizer_prompts_are_counted_exactly_by_a_server_with_that_tokenizer() {
             "{name}: ` wN` words count {inflated:.2} tokens each at least"
         );
         // The output text, counted by the client with the same tokenizer, is as long as usage says.
-        let client = serverbench_backends::HttpClient::new(serverbench_backends::ClientConfig {
-            base_url: url.clone(),
-            api: serverbench_backends::Api::CompletionsText,
-            server: serverbench_backends::Server::Vllm,
-            model: "m".into(),
-            timeout: std::time::Duration::from_secs(30),
-            api_key: None,
-            affinity_header: None,
-            headers: vec![],
-            key_over_plain_http: false,
-            words: None,
-        })
-        .unwrap();
+        let client = text_client(&url);
         let answer = rt
             .block_on(client.post_json(
                 "/v1/completions",

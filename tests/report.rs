@@ -123,32 +123,7 @@ fn reports_open_in_a_headless_browser() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--timeline: give --out DIR"));
     // compare from stored runs (no server needed).
-    let out = dir.join("compare");
-    let stored = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("results/h200-fidelity/seeds/real");
-    for e in std::fs::read_dir(&stored).unwrap() {
-        let e = e.unwrap();
-        let to = out.join("real").join(e.file_name());
-        std::fs::create_dir_all(&to).unwrap();
-        std::fs::copy(e.path().join("summary.json"), to.join("summary.json")).unwrap();
-    }
-    stdout(&serverbench([
-        "compare",
-        "-d",
-        "qwen3-8b-1xh200",
-        "--start",
-        "steady",
-        "-c",
-        "4",
-        "-s",
-        "1,2,3,4,5,6,7,8",
-        "-w",
-        "35",
-        "--reuse",
-        "--out",
-        &arg(&out),
-        "--report",
-        &arg(&page("compare")),
-    ]));
+    crate::compare_stored_seeds(&dir.join("compare"), &["--report", &arg(&page("compare"))]);
     for (name, svgs, tables) in [
         ("sweep", 1, 2),
         ("screen", 1, 2),

@@ -44,3 +44,37 @@ pub fn fixture(rel: &str) -> PathBuf {
         .join("tests/fixtures")
         .join(rel)
 }
+
+/// `compare --reuse` of the stored H200 seed runs (results/h200-fidelity/seeds, c = 4, seeds 1–8, 35 s,
+/// steady start) into `out`, with `extra` flags: the stored summaries are copied to `out/real/`, so no
+/// server is needed. Returns what it printed.
+pub fn compare_stored_seeds(out: &std::path::Path, extra: &[&str]) -> String {
+    let stored = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("results/h200-fidelity/seeds/real");
+    for e in std::fs::read_dir(&stored).unwrap() {
+        let e = e.unwrap();
+        let to = out.join("real").join(e.file_name());
+        std::fs::create_dir_all(&to).unwrap();
+        std::fs::copy(e.path().join("summary.json"), to.join("summary.json")).unwrap();
+    }
+    let args = [
+        "compare",
+        "-d",
+        "qwen3-8b-1xh200",
+        "--start",
+        "steady",
+        "-c",
+        "4",
+        "-s",
+        "1,2,3,4,5,6,7,8",
+        "-w",
+        "35",
+        "--reuse",
+        "--out",
+    ];
+    stdout(&serverbench(
+        args.iter()
+            .map(OsStr::new)
+            .chain([out.as_os_str()])
+            .chain(extra.iter().map(OsStr::new)),
+    ))
+}

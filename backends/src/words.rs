@@ -155,7 +155,7 @@ impl Words {
     fn text_of(&self, idx: &[usize]) -> String {
         let mut s = String::with_capacity(idx.len() * 8);
         for &i in idx {
-            s.push_str(&self.words[i % self.words.len()]);
+            s.push_str(&self.words[i]);
         }
         s
     }

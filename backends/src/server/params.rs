@@ -182,10 +182,8 @@ pub(super) fn text_ids(
     words: Option<&crate::Words>,
 ) -> Result<Vec<u32>, Refusal> {
     if let Some(w) = words {
-        return w
-            .prompt_tokens(s)
-            .map(|ids| ids.into_iter().map(|t| t.min(vocab - 1)).collect())
-            .map_err(Refusal::bad);
+        // The emulated vocabulary is the tokenizer's: its ids are inside it.
+        return w.prompt_tokens(s).map_err(Refusal::bad);
     }
     Ok(s.as_bytes()
         .chunks(4)
