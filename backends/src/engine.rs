@@ -26,6 +26,14 @@ pub trait Executor {
     fn admit(&mut self, tag: u64, ids: Vec<u32>);
     /// A request left (finished or cancelled); returns its tokens where the executor keeps them.
     fn release(&mut self, tag: u64) -> Option<Vec<u32>>;
+    /// Request `tag` wants its tokens' log-probabilities with `top` alternatives (only an executor
+    /// that computes tokens can give them).
+    fn score(&mut self, _tag: u64, _top: usize) {}
+    /// The tokens a step computed, by request, with their scores where they were asked for; empty
+    /// for an executor that only times steps.
+    fn tokens(_output: &Self::Output) -> Vec<(u64, Token)> {
+        Vec::new()
+    }
     /// Computes the step `replica` has scheduled (before [`Replica::finish_step`]).
     fn run(
         &mut self,
@@ -34,6 +42,15 @@ pub trait Executor {
     ) -> Result<(Timing, Self::Output), String>;
     /// The engine has nothing to do (a chance to flush logs).
     fn idle(&mut self) {}
+}
+
+/// One token an executor computed for a request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Token {
+    /// Token id.
+    pub id: u32,
+    /// Its log-probabilities, when the request asked for them.
+    pub scores: Option<serverbench_cuda::TokenScores>,
 }
 
 /// The simulated engine: each step takes what the cost model says (plus any swap transfer).
@@ -114,6 +131,22 @@ impl Executor for Cuda {
 
     fn release(&mut self, tag: u64) -> Option<Vec<u32>> {
         self.engine.remove(tag)
+    }
+
+    fn score(&mut self, tag: u64, top: usize) {
+        self.engine.score(tag, top);
+    }
+
+    fn tokens(out: &Self::Output) -> Vec<(u64, Token)> {
+        let mut scores: HashMap<u64, serverbench_cuda::TokenScores> =
+            out.scores.iter().cloned().collect();
+        out.sampled
+            .iter()
+            .map(|&(tag, id)| {
+                let scores = scores.remove(&tag);
+                (tag, Token { id, scores })
+            })
+            .collect()
     }
 
     fn run(

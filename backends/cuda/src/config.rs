@@ -49,6 +49,16 @@ fn default_theta() -> f64 {
     1_000_000.0
 }
 
+/// transformers 5 writes the rotary base under `rope_parameters.rope_theta` instead of `rope_theta`;
+/// the nested value, when the top-level one is absent.
+fn nested_rope_theta(text: &str) -> Option<f64> {
+    let v: serde_json::Value = serde_json::from_str(text).ok()?;
+    if v.get("rope_theta").is_some() {
+        return None;
+    }
+    v.get("rope_parameters")?.get("rope_theta")?.as_f64()
+}
+
 impl ModelConfig {
     /// Qwen3-8B's shape (for `--weights random`).
     pub fn qwen3_8b() -> ModelConfig {
@@ -80,8 +90,11 @@ impl ModelConfig {
     pub fn from_file(path: &Path) -> Result<ModelConfig> {
         let text = std::fs::read_to_string(path).map_err(|e| CudaError::file(path, e))?;
         let file = path.display().to_string();
-        let cfg: ModelConfig = serverbench_config::parse_json_line(&file, 0, &text)
+        let mut cfg: ModelConfig = serverbench_config::parse_json_line(&file, 0, &text)
             .map_err(|e| CudaError::Config(e.to_string()))?;
+        if let Some(theta) = nested_rope_theta(&text) {
+            cfg.rope_theta = theta;
+        }
         cfg.check()
             .map_err(|e| CudaError::Config(format!("{file}: {e}")))?;
         Ok(cfg)
@@ -219,5 +232,26 @@ mod tests {
         .unwrap();
         let e = ModelConfig::from_file(&p).unwrap_err().to_string();
         assert!(e.contains("head_dim"), "{e}");
+    }
+
+    #[test]
+    fn the_rotary_base_is_read_where_transformers_5_writes_it() {
+        let dir = std::env::temp_dir().join(format!("sb-rope-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("config.json");
+        let shape = r#""hidden_size": 1024, "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 2,
+                "head_dim": 128, "intermediate_size": 3072, "vocab_size": 1000"#;
+        std::fs::write(&p, format!(r#"{{{shape}, "rope_parameters": {{"rope_theta": 5000.0, "rope_type": "default"}}}}"#)).unwrap();
+        assert_eq!(ModelConfig::from_file(&p).unwrap().rope_theta, 5000.0);
+        std::fs::write(
+            &p,
+            format!(
+                r#"{{{shape}, "rope_theta": 7.0, "rope_parameters": {{"rope_theta": 5000.0}}}}"#
+            ),
+        )
+        .unwrap();
+        assert_eq!(ModelConfig::from_file(&p).unwrap().rope_theta, 7.0);
+        std::fs::write(&p, format!("{{{shape}}}")).unwrap();
+        assert_eq!(ModelConfig::from_file(&p).unwrap().rope_theta, 1e6);
     }
 }

@@ -36,6 +36,45 @@ pub struct StepOutput {
     pub gpu_ns: u64,
     /// (tag, token) for every sequence that produced a token.
     pub sampled: Vec<(u64, u32)>,
+    /// (tag, scores) for every sampled token whose request asked for log-probabilities.
+    pub scores: Vec<(u64, TokenScores)>,
+}
+
+/// A sampled token's log-probabilities under the model (the softmax of its logits row).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TokenScores {
+    /// Log-probability of the sampled token.
+    pub logprob: f32,
+    /// The most likely tokens and their log-probabilities, most likely first.
+    pub top: Vec<(u32, f32)>,
+}
+
+/// Scores `chosen` and the `top` most likely tokens of one logits row.
+pub fn token_scores(logits: &[f32], chosen: u32, top: usize) -> TokenScores {
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let sum: f64 = logits.iter().map(|&x| ((x - max) as f64).exp()).sum();
+    let norm = max + sum.ln() as f32;
+    let mut ids: Vec<u32> = (0..logits.len() as u32).collect();
+    let k = top.min(ids.len());
+    let by_logit = |a: &u32, b: &u32| {
+        logits[*b as usize]
+            .total_cmp(&logits[*a as usize])
+            .then(a.cmp(b))
+    };
+    if k > 0 && k < ids.len() {
+        ids.select_nth_unstable_by(k - 1, by_logit);
+    }
+    ids.truncate(k);
+    ids.sort_by(by_logit);
+    TokenScores {
+        logprob: logits
+            .get(chosen as usize)
+            .map_or(f32::NEG_INFINITY, |&x| x - norm),
+        top: ids
+            .into_iter()
+            .map(|t| (t, logits[t as usize] - norm))
+            .collect(),
+    }
 }
 
 /// The CUDA engine's per-sequence state and step log around a [`Model`].
@@ -43,6 +82,8 @@ pub struct CudaEngine {
     /// The model on the GPU.
     pub model: Model,
     tokens: HashMap<u64, Vec<u32>>,
+    /// Requests that asked for log-probabilities, and how many alternatives.
+    scored: HashMap<u64, usize>,
     log: Option<Box<dyn Write + Send>>,
     steps: u64,
     started: Instant,
@@ -56,6 +97,7 @@ impl CudaEngine {
         CudaEngine {
             model,
             tokens: HashMap::new(),
+            scored: HashMap::new(),
             log,
             steps: 0,
             started: Instant::now(),
@@ -69,8 +111,15 @@ impl CudaEngine {
         self.tokens.insert(tag, prompt);
     }
 
+    /// Request `tag`'s sampled tokens come with their log-probabilities and `top` alternatives
+    /// (the step's logits are then copied to the host).
+    pub fn score(&mut self, tag: u64, top: usize) {
+        self.scored.insert(tag, top);
+    }
+
     /// Forgets a finished request; returns its tokens (prompt then output).
     pub fn remove(&mut self, tag: u64) -> Option<Vec<u32>> {
+        self.scored.remove(&tag);
         self.tokens.remove(&tag)
     }
 
@@ -114,14 +163,25 @@ impl CudaEngine {
             self.model.cfg.query_group(),
             Some(self.model.cap.max_context),
         );
+        let keep = self.model.keep_logits;
+        let scoring = packed
+            .sample_tags
+            .iter()
+            .any(|t| self.scored.contains_key(t));
+        self.model.keep_logits = keep || scoring;
         let before = self.model.dev.mark()?;
-        let sampled = self.model.forward(&packed)?;
+        let forward = self.model.forward(&packed);
+        self.model.keep_logits = keep;
+        let sampled = forward?;
         let after = self.model.dev.mark()?;
         let gpu_ms = before.elapsed_ms(&after)? as f64;
         let mut out = StepOutput {
             sampled: packed.sample_tags.iter().copied().zip(sampled).collect(),
             ..StepOutput::default()
         };
+        if scoring {
+            out.scores = self.scores(&out.sampled);
+        }
         for &(tag, tok) in &out.sampled {
             if let Some(v) = self.tokens.get_mut(&tag) {
                 v.push(tok);
@@ -144,6 +204,21 @@ impl CudaEngine {
         Ok(out)
     }
 
+    /// The scores of the sampled rows whose requests asked for them, from the step's logits.
+    fn scores(&self, sampled: &[(u64, u32)]) -> Vec<(u64, TokenScores)> {
+        let v = self.model.cfg.vocab_size as usize;
+        let logits = &self.model.last_logits;
+        sampled
+            .iter()
+            .enumerate()
+            .filter_map(|(row, &(tag, tok))| {
+                let top = *self.scored.get(&tag)?;
+                let l = logits.get(row * v..(row + 1) * v)?;
+                Some((tag, token_scores(l, tok, top)))
+            })
+            .collect()
+    }
+
     /// Flushes the step log.
     pub fn flush(&mut self) -> Result<()> {
         if let Some(log) = self.log.as_mut() {
@@ -151,5 +226,26 @@ impl CudaEngine {
                 .map_err(|e| crate::error::CudaError::file("step log", e))?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_scores_are_a_log_softmax_with_the_best_first() {
+        let logits = [1.0f32, 3.0, 2.0, 3.0, -1.0];
+        let s = token_scores(&logits, 2, 3);
+        let z: f32 = logits.iter().map(|x| x.exp()).sum();
+        assert!((s.logprob - (2.0 - z.ln())).abs() < 1e-5);
+        let ids: Vec<u32> = s.top.iter().map(|t| t.0).collect();
+        assert_eq!(ids, [1, 3, 2], "ties keep the lower id first");
+        assert!((s.top[0].1 - (3.0 - z.ln())).abs() < 1e-5);
+        let total: f32 = logits.iter().map(|&x| (x - z.ln()).exp()).sum();
+        assert!((total - 1.0).abs() < 1e-5);
+        assert!(token_scores(&logits, 0, 0).top.is_empty());
+        assert_eq!(token_scores(&logits, 0, 9).top.len(), 5);
+        assert_eq!(token_scores(&logits, 7, 1).logprob, f32::NEG_INFINITY);
     }
 }

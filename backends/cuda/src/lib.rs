@@ -16,7 +16,7 @@ pub mod model;
 pub use batch::{pack, pack_padded, Entry, Packed, StepFeatures};
 pub use config::ModelConfig;
 pub use device::{CudaOptions, Device};
-pub use engine::{CudaEngine, StepOutput, StepRecord};
+pub use engine::{token_scores, CudaEngine, StepOutput, StepRecord, TokenScores};
 pub use error::{CudaError, Result};
 pub use model::{Capacity, Model, Weights};
 

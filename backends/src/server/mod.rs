@@ -3,7 +3,7 @@
 //! CUDA engine (the same scheduler and KV manager, step time from the GPU).
 //! `--time-scale X` runs the emulated engine X times faster than real time, for tests.
 
-use crate::engine::{Cuda, Emulated, EngineCore, Executor};
+use crate::engine::{Cuda, Emulated, EngineCore, Executor, Token};
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{header, StatusCode};
@@ -77,8 +77,12 @@ pub struct CudaServe {
 /// What the engine sends a request's handler.
 #[derive(Debug)]
 enum EngineEvent {
-    Tokens(u32),
-    Done { cached_tokens: u32 },
+    /// `count` more tokens; their ids (and scores) when the engine computes tokens, else empty (the
+    /// emulated checkpoint chooses them).
+    Tokens(u32, Vec<Token>),
+    Done {
+        cached_tokens: u32,
+    },
 }
 
 struct Submission {
@@ -88,6 +92,8 @@ struct Submission {
     blocks: Blocks,
     prompt_tokens: u32,
     output: u32,
+    /// Log-probabilities asked for, with this many alternatives.
+    logprobs: Option<u8>,
     events: mpsc::UnboundedSender<EngineEvent>,
 }
 
@@ -197,6 +203,9 @@ fn router(cfg: ServeConfig) -> Result<Router, String> {
         count_shared_reads: cfg.cost.prices_shared_reads() && cfg.cuda.is_none(),
         ..ReplicaOptions::default()
     };
+    if cfg.cuda.is_some() && matches!(cfg.generation.fault, Fault::RunnerUp(_)) {
+        return Err("--fault runner-up: the CUDA engine samples its own tokens; only truncate-prompt applies to it".into());
+    }
     let replica = cfg.deployment.replica(opts).map_err(|e| e.to_string())?;
     let engine = match cfg.cuda.clone() {
         None => {
@@ -277,6 +286,9 @@ fn serve_engine<E: Executor>(
             kind: RequestKind::RootTurn,
         };
         core.submit(input, s.ids);
+        if let Some(k) = s.logprobs {
+            core.exec.score(next_tag, k as usize);
+        }
         next_tag += 1;
     };
     loop {
@@ -314,7 +326,14 @@ fn serve_engine<E: Executor>(
             }
         }
         queued.retain(|tag, _| senders.contains_key(tag));
-        dispatch(&stepped.events, core.replica(), &mut senders, &metrics);
+        let tokens = E::tokens(&stepped.output);
+        dispatch(
+            &stepped.events,
+            tokens,
+            core.replica(),
+            &mut senders,
+            &metrics,
+        );
     }
 }
 
@@ -345,18 +364,24 @@ fn cancel_abandoned<E: Executor>(
 /// Sends a step's events to the requests' handlers and updates the gauges.
 fn dispatch(
     events: &[SeqEvent],
+    tokens: Vec<(u64, Token)>,
     replica: &Replica,
     senders: &mut HashMap<u64, mpsc::UnboundedSender<EngineEvent>>,
     metrics: &Mutex<Metrics>,
 ) {
     let mut generated = 0u64;
     let mut finished = 0u64;
+    let mut by_tag: HashMap<u64, Vec<Token>> = HashMap::new();
+    for (tag, t) in tokens {
+        by_tag.entry(tag).or_default().push(t);
+    }
     for &e in events {
         match e {
             SeqEvent::Emitted { tag, count } => {
                 generated += count as u64;
                 if let Some(tx) = senders.get(&tag) {
-                    let _ = tx.send(EngineEvent::Tokens(count));
+                    let ids = by_tag.remove(&tag).unwrap_or_default();
+                    let _ = tx.send(EngineEvent::Tokens(count, ids));
                 }
             }
             SeqEvent::Finished { tag, seq } => {
@@ -486,10 +511,10 @@ async fn generate(em: Arc<Emulator>, ids: Vec<u32>, p: Params, chat: bool) -> Re
     if ids.len() as u64 + p.max_tokens as u64 > limit {
         return error(StatusCode::BAD_REQUEST, &format!("this model's maximum context length is {limit} tokens; the prompt ({}) plus max_tokens ({}) exceed it", ids.len(), p.max_tokens));
     }
-    if em.cfg.cuda.is_some() && (p.logprobs.is_some() || p.echo) {
+    if em.cfg.cuda.is_some() && p.echo {
         return error(
             StatusCode::BAD_REQUEST,
-            "logprobs/echo: the CUDA engine's server does not return log-probabilities",
+            "echo: the CUDA engine scores only the tokens it samples, not the prompt's",
         );
     }
     let (blocks, after_prompt) = prompt_digest(&ids);
@@ -510,7 +535,7 @@ async fn generate(em: Arc<Emulator>, ids: Vec<u32>, p: Params, chat: bool) -> Re
     } else {
         "length"
     };
-    let seen = em.cfg.generation.fault.visible(&ids);
+    let seen = em.cfg.generation.fault.visible(&ids).to_vec();
     let mut logprobs = Logprobs::new(p.logprobs, p.tokens_as_ids, em.cfg.words.clone());
     let mut echoed = String::new();
     if p.echo {
@@ -519,20 +544,29 @@ async fn generate(em: Arc<Emulator>, ids: Vec<u32>, p: Params, chat: bool) -> Re
     let context = if seen.len() == ids.len() {
         after_prompt
     } else {
-        em.model.after(seen)
+        em.model.after(&seen)
     };
     let (tx, rx) = mpsc::unbounded_channel();
     {
         let mut m = em.metrics.lock().expect("metrics lock");
         m.prompt_tokens += ids.len() as u64;
     }
+    // The engine computes what the model sees: a truncating fault does less prefill (usage still
+    // reports the whole prompt, as such a server would).
     let prompt_tokens = ids.len() as u32;
+    let (ids, blocks) = if seen.len() == ids.len() {
+        (ids, blocks)
+    } else {
+        let blocks = prompt_blocks(&seen);
+        (seen, blocks)
+    };
     let sub = Submission {
         arrived: clock.arrived(),
+        prompt_tokens: ids.len() as u32,
         ids,
         blocks,
-        prompt_tokens,
         output,
+        logprobs: p.logprobs,
         events: tx,
     };
     if em.submit.lock().expect("submit lock").send(sub).is_err() {
@@ -591,10 +625,7 @@ impl Logprobs {
 
     /// Adds one token of the text (scored when the model saw what came before it) and returns its text.
     fn push(&mut self, model: &PseudoModel, before: Option<Context>, id: u32) -> String {
-        let text = match &self.words {
-            Some(w) => w.word(id).to_string(),
-            None => model::token_text(id, false),
-        };
+        let text = self.word(id);
         if let Some(k) = self.top {
             self.tokens.push(json!(self.key(id)));
             self.text_offset.push(json!(self.chars));
@@ -617,6 +648,40 @@ impl Logprobs {
         }
         self.chars += text.len();
         text
+    }
+
+    /// Adds one token an engine computed, with the scores it computed for it; returns its text.
+    fn push_scored(&mut self, t: &Token) -> String {
+        let text = self.word(t.id);
+        if self.top.is_some() {
+            self.tokens.push(json!(self.key(t.id)));
+            self.text_offset.push(json!(self.chars));
+            match &t.scores {
+                Some(sc) => {
+                    let mut top: serde_json::Map<String, Value> = sc
+                        .top
+                        .iter()
+                        .map(|&(id, lp)| (self.key(id), json!(lp)))
+                        .collect();
+                    top.insert(self.key(t.id), json!(sc.logprob));
+                    self.token_logprobs.push(json!(sc.logprob));
+                    self.top_logprobs.push(Value::Object(top));
+                }
+                None => {
+                    self.token_logprobs.push(Value::Null);
+                    self.top_logprobs.push(Value::Null);
+                }
+            }
+        }
+        self.chars += text.len();
+        text
+    }
+
+    fn word(&self, id: u32) -> String {
+        match &self.words {
+            Some(w) => w.word(id).to_string(),
+            None => model::token_text(id, false),
+        }
     }
 
     fn key(&self, id: u32) -> String {
@@ -680,10 +745,17 @@ struct Output {
 }
 
 impl Output {
-    /// Text of the next `n` output tokens: the model's greedy choices (unless a fault changes them), one
-    /// short word each.
-    fn text(&mut self, n: u32) -> String {
+    /// Text of the next `n` output tokens, one short word each: the engine's tokens when it computed
+    /// them (`ids`), else the emulated model's greedy choices (unless a fault changes them).
+    fn text(&mut self, n: u32, ids: &[Token]) -> String {
         let mut s = String::new();
+        if !ids.is_empty() {
+            for t in ids {
+                s.push_str(&self.logprobs.push_scored(t));
+            }
+            self.produced += ids.len() as u32;
+            return s;
+        }
         for _ in 0..n {
             let id = self.fault.choose(&self.model, self.context);
             s.push_str(&self.logprobs.push(&self.model, Some(self.context), id));
@@ -721,9 +793,9 @@ fn stream_response(out: Output) -> Response {
             return None;
         }
         match out.rx.recv().await {
-            Some(EngineEvent::Tokens(n)) => {
+            Some(EngineEvent::Tokens(n, ids)) => {
                 out.clock.tokens(n, &out.latency);
-                let t = out.text(n);
+                let t = out.text(n, &ids);
                 let b = sse(&out.chunk(Some(&t), None));
                 Some((Ok::<_, Infallible>(b), (out, false)))
             }
@@ -760,9 +832,9 @@ async fn whole_response(mut out: Output) -> Response {
     let mut cached = 0;
     while let Some(e) = out.rx.recv().await {
         match e {
-            EngineEvent::Tokens(n) => {
+            EngineEvent::Tokens(n, ids) => {
                 out.clock.tokens(n, &out.latency);
-                text.push_str(&out.text(n));
+                text.push_str(&out.text(n, &ids));
             }
             EngineEvent::Done { cached_tokens } => {
                 out.clock.done(&out.latency);
@@ -801,4 +873,46 @@ async fn metrics_text(State(em): State<Arc<Emulator>>) -> Response {
         t,
     )
         .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serverbench_cuda::TokenScores;
+
+    #[test]
+    fn an_engine_token_is_written_with_the_scores_the_engine_computed() {
+        let mut lp = Logprobs::new(Some(1), true, None);
+        let scored = Token {
+            id: 7,
+            scores: Some(TokenScores {
+                logprob: -0.25,
+                top: vec![(3, -0.125)],
+            }),
+        };
+        let plain = Token {
+            id: 9,
+            scores: None,
+        };
+        let text = lp.push_scored(&scored) + &lp.push_scored(&plain);
+        assert_eq!(
+            text,
+            model::token_text(7, false) + &model::token_text(9, false)
+        );
+        let v = lp.take();
+        assert_eq!(v["tokens"], json!(["token_id:7", "token_id:9"]));
+        assert_eq!(v["token_logprobs"], json!([-0.25, null]));
+        assert_eq!(
+            v["top_logprobs"][0],
+            json!({ "token_id:3": -0.125, "token_id:7": -0.25 })
+        );
+        assert_eq!(
+            v["text_offset"][1],
+            json!(model::token_text(7, false).len())
+        );
+        // Without logprobs asked, only the text is kept.
+        let mut none = Logprobs::new(None, false, None);
+        assert_eq!(none.push_scored(&scored), model::token_text(7, false));
+        assert_eq!(none.take(), Value::Null);
+    }
 }
