@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The benchmark's SLO-freezing procedure in the simulator for the three L40 deployments, against the
 # measured references (SPEC §3: the maximum over seeds of SGLang's p90 TTFT / TPOT at its reference
-# concurrency on L40s): `slo`, cold start, 8 seeds, 1800 s, for each engine preset (sglang at 1, 2, 4;
-# vllm at 1, 8, 1), each profile (the datasheet estimate and the operator-table fit), and with the prefix
+# concurrency on L40s): `slo`, cold start, 8 seeds, 1800 s, for each engine preset (`--engine-config
+# sglang` at 1, 2, 4; `vllm` at 1, 8, 1), each profile (the datasheet estimate and the operator-table fit), and with the prefix
 # cache on and off (what the gap's cause is bracketed by). Writes a markdown table to stdout.
 # Usage: scripts/l40_validation.sh [BIN] > results/l40-ops/validation.md
 set -euo pipefail
@@ -12,8 +12,11 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 echo "| deployment | engine | c | profile | prefix cache | frozen p90 TTFT (s) | reference (s) | error | frozen p90 TPOT (ms) | reference (ms) | error |"
 echo "|---|---|---:|---|---|---:|---:|---:|---:|---:|---:|"
 row() { # deployment ref_ttft ref_tpot engine c profile cache
-  printf 'policy: %s\nprefix_caching: %s\n' "$4" "$([ "$7" = on ] && echo true || echo false)" > "$tmp/e.yaml"
-  line=$("$BIN" slo -d "$1" -c "$5" --seeds 8 -w 1800 --start cold --engine-config "$tmp/e.yaml" --profile "presets/profiles/$6.yaml" | grep 'frozen:')
+  # The engine preset's defaults for this deployment (`--engine-config vllm|sglang`), printed as a
+  # deployment file so that the prefix cache can be switched off on top of them.
+  "$BIN" slo -d "$1" --engine-config "$4" --print-config > "$tmp/d.yaml"
+  [ "$7" = off ] && sed -i 's/^  prefix_caching: true$/  prefix_caching: false/' "$tmp/d.yaml"
+  line=$("$BIN" slo -d "$tmp/d.yaml" -c "$5" --seeds 8 -w 1800 --start cold --profile "presets/profiles/$6.yaml" | grep 'frozen:')
   ttft=$(sed -E 's/.*τ_first = ([0-9.]+) s.*/\1/' <<< "$line"); tpot=$(sed -E 's/.*τ_token = ([0-9.]+) ms.*/\1/' <<< "$line")
   awk -v d="$1" -v e="$4" -v c="$5" -v p="$6" -v k="$7" -v t="$ttft" -v rt="$2" -v o="$tpot" -v ro="$3" 'BEGIN {
     printf "| %s | %s | %d | %s | %s | %.3f | %.3f | %+.0f %% | %.1f | %.1f | %+.0f %% |\n", d, e, c, p, k, t, rt, 100*(t/rt-1), o, ro, 100*(o/ro-1) }'

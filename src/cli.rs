@@ -58,7 +58,8 @@ pub struct DeploymentArgs {
     /// Deployment preset name or YAML file (a file names a `base` preset and overrides fields).
     #[arg(long, short = 'd', default_value = serverbench_sim::DEFAULT_DEPLOYMENT)]
     pub deployment: String,
-    /// Engine YAML overriding fields of the deployment's `engine` section.
+    /// `vllm` or `sglang` (that engine's own defaults for this deployment's GPU and model), or an engine
+    /// YAML overriding fields of the deployment's `engine` section.
     #[arg(long)]
     pub engine_config: Option<PathBuf>,
     /// Cost-model profile YAML replacing the deployment's named profile.

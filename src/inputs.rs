@@ -37,8 +37,7 @@ pub fn config_text(path: &Path) -> Result<String> {
 pub fn resolved(args: &DeploymentArgs) -> Result<Deployment> {
     let mut d = deployment(&args.deployment)?;
     if let Some(path) = &args.engine_config {
-        let text = config_text(path)?;
-        d = d.with_engine_yaml(&path.display().to_string(), &text)?;
+        d = with_engine(d, path)?;
     }
     if let Some(path) = &args.profile {
         let text = config_text(path)?;
@@ -46,6 +45,26 @@ pub fn resolved(args: &DeploymentArgs) -> Result<Deployment> {
         d.check().map_err(|e| anyhow!("{}: {e}", path.display()))?;
     }
     Ok(d)
+}
+
+/// `--engine-config`: an engine preset's defaults for this deployment (`vllm`, `sglang`), or a YAML
+/// file of engine fields overriding the deployment's.
+fn with_engine(mut d: Deployment, path: &Path) -> Result<Deployment> {
+    let name = path.to_string_lossy();
+    if let Some(engine) = serverbench_sim::engine_preset(&name, &d) {
+        d.engine = engine;
+        d.check()
+            .map_err(|e| anyhow!("--engine-config {name}: {e}"))?;
+        return Ok(d);
+    }
+    if !path.exists() {
+        bail!(
+            "--engine-config {name}: not an engine preset ({}) and no such file",
+            serverbench_sim::ENGINE_PRESETS.join(", ")
+        );
+    }
+    let text = config_text(path)?;
+    Ok(d.with_engine_yaml(&path.display().to_string(), &text)?)
 }
 
 /// The study the arguments describe: deployment, workload and the replay options of every run.

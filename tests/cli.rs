@@ -625,3 +625,43 @@ fn compare_reuse_refuses_a_stored_run_that_started_otherwise() {
     let table = stdout(&compare("steady"));
     assert!(table.contains("| 1 | 0 |"), "{table}");
 }
+
+/// `--engine-config vllm|sglang` replaces the engine section with that engine's own defaults for the
+/// deployment; an unknown name that is no file either names the presets.
+#[test]
+fn engine_presets_follow_each_engines_defaults_for_the_deployment() {
+    let config = |engine: &str| {
+        let o = serverbench([
+            "simulate",
+            "-d",
+            "qwen3.5-9b-2xl40",
+            "--engine-config",
+            engine,
+            "--print-config",
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let vllm = config("vllm");
+    for line in [
+        "policy: vllm",
+        "block_size: 272",
+        "max_num_batched_tokens: 2048",
+        "max_num_seqs: 256",
+    ] {
+        assert!(vllm.contains(line), "{line}\n{vllm}");
+    }
+    let sglang = config("sglang");
+    for line in [
+        "policy: sglang",
+        "block_size: 16",
+        "max_num_batched_tokens: 4096",
+        "waiting_order: fcfs",
+    ] {
+        assert!(sglang.contains(line), "{line}\n{sglang}");
+    }
+    let o = serverbench(["simulate", "--engine-config", "tgi"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("not an engine preset (vllm, sglang)"), "{err}");
+}

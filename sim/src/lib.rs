@@ -35,14 +35,14 @@ pub mod scan;
 pub mod score;
 
 pub use deployment::{
-    Deployment, DeploymentFile, DeploymentOf, EngineConfig, KindAcceptance, Policy, Preemption,
-    Prices, Router, Slo, SpecMethod, Speculative, DEFAULT_DEPLOYMENT,
+    engine_preset, Deployment, DeploymentFile, DeploymentOf, EngineConfig, KindAcceptance, Policy,
+    Preemption, Prices, Router, Slo, SpecMethod, Speculative, DEFAULT_DEPLOYMENT, ENGINE_PRESETS,
 };
 pub use des::{EventQueue, PastError, Time};
 pub use engine::{
     Admission, CacheEviction, CapacityError, DecodeBudget, EngineStats, IntervalHistogram,
     KvLayout, PagingError, Replica, ReplicaOptions, RunBounds, SchedulingPolicy, SeqEvent, SeqId,
-    SeqInput, SeqProgress, Shortage, StepBuilder, StepEntry, StepSample,
+    SeqInput, SeqProgress, Shortage, StepBuilder, StepEntry, StepSample, WaitingOrder,
 };
 pub use kv::AuditError;
 pub use replay::{Arrivals, Handle, OpenStats, Ready, Replay, ReplayConfig, StartMode};

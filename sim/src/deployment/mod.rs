@@ -4,12 +4,14 @@
 //! `presets/deployments/`; a YAML file names a `base` preset and overrides any field (`file`). Parsing is
 //! pure (no file IO here).
 
+mod engines;
 mod file;
 
 pub use crate::engine::{
     EngineConfig, KindAcceptance, Preemption, SpecMethod, Speculative, MAX_BLOCK_SIZE,
     MAX_DRAFT_PARAMS, MAX_NUM_SEQS, MAX_SWAP_SPACE_GIB,
 };
+pub use engines::{engine_preset, vllm_block_size, ENGINE_PRESETS};
 pub use file::DeploymentFile;
 
 use serde::{Deserialize, Serialize};

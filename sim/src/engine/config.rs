@@ -47,6 +47,16 @@ impl CacheEviction {
     }
 }
 
+/// The order in which waiting requests are considered for admission.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WaitingOrder {
+    /// Arrival order (vLLM's only order; SGLang's `--schedule-policy fcfs`, its default).
+    Fcfs,
+    /// Longest cached prefix first while the queue is short (SGLang's `--schedule-policy lpm`).
+    Lpm,
+}
+
 /// Per-kind acceptance overrides.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -186,6 +196,10 @@ pub struct EngineConfig {
     /// Speculative decoding, when on.
     #[serde(default)]
     pub speculative: Option<Speculative>,
+    /// `sglang`: the waiting queue's order (`lpm` unless given); `vllm` and `transformers` always
+    /// serve arrival order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_order: Option<WaitingOrder>,
 }
 
 fn default_swap_space() -> f64 {
@@ -218,6 +232,7 @@ impl Default for EngineConfig {
             swap_space_gib: default_swap_space(),
             new_token_ratio: default_new_token_ratio(),
             speculative: None,
+            waiting_order: None,
         }
     }
 }
@@ -267,6 +282,15 @@ impl EngineConfig {
         }
         if let Some(sp) = &self.speculative {
             sp.check().map_err(|e| e.under("speculative"))?;
+        }
+        if self.waiting_order == Some(WaitingOrder::Lpm) && self.policy.name() != "sglang" {
+            return Err(FieldError::new(
+                "waiting_order",
+                format!(
+                    "lpm is the sglang policy's order; the {} policy serves arrival order",
+                    self.policy.name()
+                ),
+            ));
         }
         Ok(())
     }

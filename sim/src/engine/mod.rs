@@ -17,7 +17,7 @@ mod speculate;
 mod stats;
 
 pub use config::{
-    CacheEviction, EngineConfig, KindAcceptance, Preemption, SpecMethod, Speculative,
+    CacheEviction, EngineConfig, KindAcceptance, Preemption, SpecMethod, Speculative, WaitingOrder,
     MAX_BLOCK_SIZE, MAX_DRAFT_PARAMS, MAX_NUM_SEQS, MAX_SWAP_SPACE_GIB,
 };
 pub use decode_run::RunBounds;

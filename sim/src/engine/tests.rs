@@ -212,3 +212,60 @@ fn a_one_token_request_leaves_its_last_chunk_uncached_in_transformers_only() {
         assert_eq!(p.get().warm_tokens(20_000, 8192), 20_000, "{p}");
     }
 }
+
+/// With one sequence slot, the tag that runs first after a cached request: `x` (nothing cached)
+/// arrived before `y` (which extends the cached request's prompt).
+fn first_after_cached(order: Option<WaitingOrder>) -> u64 {
+    let cfg = EngineConfig {
+        policy: Policy::SGLANG,
+        block_size: 4,
+        max_num_batched_tokens: 64,
+        max_num_seqs: 1,
+        waiting_order: order,
+        ..EngineConfig::default()
+    };
+    let mut r = Replica::paged(&cfg, 64, ReplicaOptions::default()).unwrap();
+    let input = |tag: u64, chain: &[u64], output: u32| SeqInput {
+        tag,
+        blocks: Blocks::from_vec(serverbench_workloads::hash::chain_ids(chain, 0)),
+        workload_block_size: 4,
+        input: chain.len() as u32 * 4,
+        output,
+        kind: RequestKind::RootTurn,
+    };
+    let mut events = Vec::new();
+    r.submit(input(0, &[1, 2, 3, 4], 1));
+    while r.schedule().is_some() {
+        r.finish_step(&mut events);
+    }
+    r.submit(input(1, &[7, 8, 9, 10, 11], 1));
+    r.submit(input(2, &[1, 2, 3, 4, 5], 1));
+    r.schedule().expect("a waiting request runs");
+    let tags: Vec<u64> = r.step_entries().map(|e| e.tag).collect();
+    assert_eq!(tags.len(), 1, "one slot");
+    tags[0]
+}
+
+#[test]
+fn sglang_serves_the_longest_cached_prefix_first_unless_fcfs() {
+    assert_eq!(
+        first_after_cached(None),
+        2,
+        "lpm: the request extending the cached prompt"
+    );
+    assert_eq!(first_after_cached(Some(WaitingOrder::Lpm)), 2);
+    assert_eq!(
+        first_after_cached(Some(WaitingOrder::Fcfs)),
+        1,
+        "fcfs: arrival order"
+    );
+    let bad = EngineConfig {
+        waiting_order: Some(WaitingOrder::Lpm),
+        ..EngineConfig::default()
+    };
+    assert!(bad
+        .check()
+        .unwrap_err()
+        .to_string()
+        .contains("waiting_order"));
+}

@@ -1,8 +1,9 @@
-//! SGLang's scheduler: a prefill batch (running chunks, then waiting requests by longest cached prefix,
-//! admitted conservatively) whenever prefill work fits; otherwise a decode batch of every running
+//! SGLang's scheduler: a prefill batch (running chunks, then waiting requests by longest cached prefix
+//! unless `waiting_order: fcfs`, admitted conservatively) whenever prefill work fits; otherwise a decode batch of every running
 //! request, which the chunk budget does not limit.
 
 use super::{Admission, DecodeBudget, SchedulingPolicy, Shortage, StepBuilder};
+use crate::engine::WaitingOrder;
 
 /// SGLang's policy.
 pub struct Sglang;
@@ -31,7 +32,9 @@ impl SchedulingPolicy for Sglang {
 
     fn next_batch(&self, b: &mut StepBuilder<'_>) {
         b.prefill_running(Shortage::Skip);
-        b.order_waiting_by_cached_prefix(LPM_MAX_QUEUE);
+        if b.config().waiting_order != Some(WaitingOrder::Fcfs) {
+            b.order_waiting_by_cached_prefix(LPM_MAX_QUEUE);
+        }
         let ratio = b.config().new_token_ratio;
         let block = b.config().block_size as f64;
         // Blocks kept free for the output the running requests have still to generate.
