@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # `serverbench verify` on the GPU machine, in one call: serverbench's CUDA engine as the candidate against
 # a plain transformers reference (scripts/reference_server.py, float32) serving the same random checkpoint
-# (scripts/verify_model.py), and two broken candidates that must fail: the same engine and weights
+# (scripts/verify_model.py), and three broken candidates that must fail: the same engine and weights
 # truncating every prompt to its last 256 tokens (`serve --fault truncate-prompt:256`: less prefill, usage
-# still reporting the whole prompt), and the engine on other weights of the same shape (`--weights
-# random`: another checkpoint). One frozen file, verified against each.
+# still reporting the whole prompt), reading cached prefixes through a corrupted block table (`--fault
+# corrupt-prefix-cache`: cold prompts are right, reused KV is not), and the engine on other weights of
+# the same shape (`--weights random`: another checkpoint). One frozen file, verified against each.
 # Usage (on the GPU machine, from the repo root, with the binary built elsewhere):
 #   BIN=.carry/serverbench OUT=/tmp/out bash scripts/verify_h200.sh
 # Everything it writes (frozen file, each verify's verify.json, records and output, the servers' logs)
@@ -33,15 +34,16 @@ serve() { # name port flags...
 serve correct 8101 --weights "$M"
 serve truncating 8102 --weights "$M" --fault truncate-prompt:256
 serve other-weights 8103 --weights random
+serve corrupt-cache 8104 --weights "$M" --fault corrupt-prefix-cache
 up() { python3 -c "import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)" "http://127.0.0.1:$1/health" 2> /dev/null; }
-for port in 8200 8101 8102 8103; do
+for port in 8200 8101 8102 8103 8104; do
   for _ in $(seq 240); do up "$port" && break; sleep 0.5; done
   up "$port" && echo "port $port up" || echo "port $port NOT up"
 done
 
 "$BIN" freeze -d "$D" -c "$C" --held-out "$HELD_OUT" -w "$WINDOW" --url http://127.0.0.1:8101 --server vllm \
   -o "$OUT/frozen.json" 2>&1 | tail -n 3
-for cand in correct:8101 truncating:8102 other-weights:8103; do
+for cand in correct:8101 truncating:8102 other-weights:8103 corrupt-cache:8104; do
   name=${cand%%:*} port=${cand##*:}
   start=$(date +%s)
   "$BIN" verify "$OUT/frozen.json" --url "http://127.0.0.1:$port" --reference http://127.0.0.1:8200 \

@@ -443,8 +443,9 @@ pub struct ServeArgs {
     pub model_seed: u64,
     /// Serve the model differently on purpose, to see what `verify` makes of it: `none`,
     /// `truncate-prompt:N` (the model sees only the last N prompt tokens; usage still counts them all)
-    /// or `runner-up:P` (a fraction P of output tokens is the second most likely: faithful but not
-    /// greedy-identical).
+    /// `runner-up:P` (a fraction P of output tokens is the second most likely: faithful but not
+    /// greedy-identical) or, with `--engine cuda`, `corrupt-prefix-cache` (cached prefixes are read
+    /// from the wrong KV blocks).
     #[arg(long, default_value = "none")]
     pub fault: String,
     /// Count text prompts with this Hugging Face tokenizer.json and write each output token as one of its

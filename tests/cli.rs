@@ -665,3 +665,18 @@ fn engine_presets_follow_each_engines_defaults_for_the_deployment() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("not an engine preset (vllm, sglang)"), "{err}");
 }
+
+/// A fault only the CUDA engine can carry out is refused by the emulated server, with the reason.
+#[test]
+fn serve_refuses_a_fault_its_engine_cannot_commit() {
+    let o = serverbench(["serve", "--port", "0", "--fault", "corrupt-prefix-cache"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("corrupt-prefix-cache: only the CUDA engine"),
+        "{err}"
+    );
+    let o = serverbench(["serve", "--port", "0", "--fault", "stale"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("corrupt-prefix-cache"));
+}

@@ -145,14 +145,34 @@ pub async fn teacher_forced(
         .collect()
 }
 
+/// Asks for one token after `prefix`, so that the server's prefix cache holds it.
+pub async fn warm(client: &HttpClient, prefix: &[u32]) -> Result<(), String> {
+    let mut body = json!({
+        "model": client.config().model,
+        "prompt": prefix,
+        "max_tokens": 1,
+        "temperature": 0,
+    });
+    for (k, v) in client.config().server.exact_length_fields(1) {
+        body[k] = v;
+    }
+    client.post_json(COMPLETIONS, &body).await.map(|_| ())
+}
+
 /// A prompt's continuation by candidate and reference, the candidate's teacher-forced under the
-/// reference when they differ.
+/// reference when they differ. The candidate is first asked for one token after the prompt's first
+/// half, so that its continuation is computed over its own prefix cache, as in a replay's turns.
 pub async fn compare(
     candidate: &HttpClient,
     reference: &HttpClient,
     prompt: &[u32],
     tokens: u32,
 ) -> Result<PromptFidelity, String> {
+    if prompt.len() >= 2 {
+        warm(candidate, &prompt[..prompt.len() / 2])
+            .await
+            .map_err(|e| format!("candidate, warming its prefix cache: {e}"))?;
+    }
     let cand = greedy(candidate, prompt, tokens)
         .await
         .map_err(|e| format!("candidate: {e}"))?;

@@ -49,6 +49,16 @@ pub struct TokenScores {
     pub top: Vec<(u32, f32)>,
 }
 
+/// The fault `corrupt_cached_prefix`: the first `cached` entries of a block table all name its first
+/// block (reads only: the blocks a step writes lie after the cached prefix).
+fn corrupt_cached(table: &mut [u32], cached: u32) {
+    let n = (cached as usize).min(table.len());
+    if n > 1 {
+        let first = table[0];
+        table[1..n].fill(first);
+    }
+}
+
 /// Scores `chosen` and the `top` most likely tokens of one logits row.
 pub fn token_scores(logits: &[f32], chosen: u32, top: usize) -> TokenScores {
     let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
@@ -84,6 +94,9 @@ pub struct CudaEngine {
     tokens: HashMap<u64, Vec<u32>>,
     /// Requests that asked for log-probabilities, and how many alternatives.
     scored: HashMap<u64, usize>,
+    /// A fault on purpose (`serve --fault corrupt-prefix-cache`): a request's cached prefix is read
+    /// through a block table whose cached entries all name its first block.
+    pub corrupt_cached_prefix: bool,
     log: Option<Box<dyn Write + Send>>,
     steps: u64,
     started: Instant,
@@ -98,6 +111,7 @@ impl CudaEngine {
             model,
             tokens: HashMap::new(),
             scored: HashMap::new(),
+            corrupt_cached_prefix: false,
             log,
             steps: 0,
             started: Instant::now(),
@@ -129,9 +143,13 @@ impl CudaEngine {
         self.entries.clear();
         self.entries.extend(replica.step_entries());
         self.tables.resize_with(self.entries.len(), Vec::new);
+        let block = self.model.cap.block_size;
         for (e, t) in self.entries.iter().zip(self.tables.iter_mut()) {
             t.clear();
             replica.block_table(e.seq, t);
+            if self.corrupt_cached_prefix {
+                corrupt_cached(t, replica.progress(e.seq).cached_tokens / block);
+            }
         }
         let mut batch = Vec::with_capacity(self.entries.len());
         for (e, t) in self.entries.iter().zip(&self.tables) {
@@ -232,6 +250,18 @@ impl CudaEngine {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_corrupted_table_reads_the_first_block_for_every_cached_one() {
+        let mut t = vec![7, 3, 9, 4, 5];
+        corrupt_cached(&mut t, 3);
+        assert_eq!(t, [7, 7, 7, 4, 5]);
+        let mut cold = vec![7, 3];
+        corrupt_cached(&mut cold, 0);
+        assert_eq!(cold, [7, 3]);
+        corrupt_cached(&mut cold, 9);
+        assert_eq!(cold, [7, 7]);
+    }
 
     #[test]
     fn token_scores_are_a_log_softmax_with_the_best_first() {

@@ -203,9 +203,12 @@ fn router(cfg: ServeConfig) -> Result<Router, String> {
         count_shared_reads: cfg.cost.prices_shared_reads() && cfg.cuda.is_none(),
         ..ReplicaOptions::default()
     };
-    if cfg.cuda.is_some() && matches!(cfg.generation.fault, Fault::RunnerUp(_)) {
-        return Err("--fault runner-up: the CUDA engine samples its own tokens; only truncate-prompt applies to it".into());
+    match (cfg.cuda.is_some(), cfg.generation.fault) {
+        (true, Fault::RunnerUp(_)) => return Err("--fault runner-up: the CUDA engine samples its own tokens; truncate-prompt and corrupt-prefix-cache apply to it".into()),
+        (false, Fault::CorruptPrefixCache) => return Err("--fault corrupt-prefix-cache: only the CUDA engine reads real KV blocks (--engine cuda)".into()),
+        _ => {}
     }
+    let corrupt = cfg.generation.fault == Fault::CorruptPrefixCache;
     let replica = cfg.deployment.replica(opts).map_err(|e| e.to_string())?;
     let engine = match cfg.cuda.clone() {
         None => {
@@ -219,7 +222,8 @@ fn router(cfg: ServeConfig) -> Result<Router, String> {
             let d = cfg.deployment.clone();
             let blocks = replica.total_blocks();
             let h = thread.spawn(move || match Cuda::load(&d, &c, blocks, opts) {
-                Ok((replica, exec)) => {
+                Ok((replica, mut exec)) => {
+                    exec.engine.corrupt_cached_prefix = corrupt;
                     let _ = ready_tx.send(Ok(()));
                     serve_engine(EngineCore::new(replica, exec, 1.0), rx, m2, l2);
                 }

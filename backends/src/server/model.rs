@@ -26,6 +26,9 @@ pub enum Fault {
     /// At this fraction of output positions (in millionths) the runner-up token is emitted instead of
     /// the most likely one — numerically different but faithful, as two GPU kernels can be.
     RunnerUp(u32),
+    /// The CUDA engine reads a request's cached prefix through a broken block table (every cached
+    /// block read as its first): the prefix cache's reuse is corrupted while cold prompts are right.
+    CorruptPrefixCache,
 }
 
 impl Fault {
@@ -33,6 +36,7 @@ impl Fault {
     pub fn parse(s: &str) -> Result<Fault, String> {
         match s.split_once(':') {
             None if s == "none" => Ok(Fault::None),
+            None if s == "corrupt-prefix-cache" => Ok(Fault::CorruptPrefixCache),
             Some(("truncate-prompt", n)) => n
                 .parse::<u32>()
                 .map(Fault::TruncatePrompt)
@@ -42,7 +46,7 @@ impl Fault {
                 _ => Err(format!("runner-up:{p}: P must be a fraction from 0 to 1")),
             },
             _ => Err(format!(
-                "{s}: expected `none`, `truncate-prompt:N` (the model sees only the last N prompt tokens) or `runner-up:P` (a fraction P of output tokens is the second most likely)"
+                "{s}: expected `none`, `truncate-prompt:N` (the model sees only the last N prompt tokens), `runner-up:P` (a fraction P of output tokens is the second most likely) or `corrupt-prefix-cache` (CUDA engine: cached prefixes are read from the wrong blocks)"
             )),
         }
     }
@@ -60,7 +64,7 @@ impl Fault {
     /// The part of a prompt the model sees.
     pub fn visible(self, ids: &[u32]) -> &[u32] {
         match self {
-            Fault::None | Fault::RunnerUp(_) => ids,
+            Fault::None | Fault::RunnerUp(_) | Fault::CorruptPrefixCache => ids,
             Fault::TruncatePrompt(n) => &ids[ids.len().saturating_sub(n as usize)..],
         }
     }
@@ -216,6 +220,10 @@ mod tests {
     #[test]
     fn faults_parse_or_say_what_is_expected() {
         assert_eq!(Fault::parse("none"), Ok(Fault::None));
+        assert_eq!(
+            Fault::parse("corrupt-prefix-cache"),
+            Ok(Fault::CorruptPrefixCache)
+        );
         assert_eq!(
             Fault::parse("truncate-prompt:64"),
             Ok(Fault::TruncatePrompt(64))
