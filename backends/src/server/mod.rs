@@ -539,16 +539,17 @@ async fn generate(em: Arc<Emulator>, ids: Vec<u32>, p: Params, chat: bool) -> Re
     } else {
         "length"
     };
-    let seen = em.cfg.generation.fault.visible(&ids).to_vec();
+    // The first `unseen` prompt tokens are cut off by a truncating fault (0 otherwise).
+    let unseen = ids.len() - em.cfg.generation.fault.visible(&ids).len();
     let mut logprobs = Logprobs::new(p.logprobs, p.tokens_as_ids, em.cfg.words.clone());
     let mut echoed = String::new();
     if p.echo {
-        echoed = logprobs.prompt(&em.model, &ids, ids.len() - seen.len());
+        echoed = logprobs.prompt(&em.model, &ids, unseen);
     }
-    let context = if seen.len() == ids.len() {
+    let context = if unseen == 0 {
         after_prompt
     } else {
-        em.model.after(&seen)
+        em.model.after(&ids[unseen..])
     };
     let (tx, rx) = mpsc::unbounded_channel();
     {
@@ -558,9 +559,10 @@ async fn generate(em: Arc<Emulator>, ids: Vec<u32>, p: Params, chat: bool) -> Re
     // The engine computes what the model sees: a truncating fault does less prefill (usage still
     // reports the whole prompt, as such a server would).
     let prompt_tokens = ids.len() as u32;
-    let (ids, blocks) = if seen.len() == ids.len() {
+    let (ids, blocks) = if unseen == 0 {
         (ids, blocks)
     } else {
+        let seen = ids[unseen..].to_vec();
         let blocks = prompt_blocks(&seen);
         (seen, blocks)
     };
