@@ -66,17 +66,9 @@ pub fn answers_pass(k_cand: usize, k_ref: usize, n: usize) -> bool {
 /// The greedy continuation of `prompt`, exactly `tokens` long, as token ids (the server must write
 /// tokens as ids in `logprobs`, as vLLM's `return_tokens_as_token_ids` does).
 pub async fn greedy(client: &HttpClient, prompt: &[u32], tokens: u32) -> Result<Vec<u32>, String> {
-    let mut body = json!({
-        "model": client.config().model,
-        "prompt": prompt,
-        "max_tokens": tokens,
-        "temperature": 0,
-        "logprobs": 0,
-        "return_tokens_as_token_ids": true,
-    });
-    for (k, v) in client.config().server.exact_length_fields(tokens) {
-        body[k] = v;
-    }
+    let mut body = exact_greedy(client, prompt, tokens);
+    body["logprobs"] = json!(0);
+    body["return_tokens_as_token_ids"] = json!(true);
     let answer = client.post_json(COMPLETIONS, &body).await?;
     let lp = logprobs(&answer)?;
     let ids = lp["tokens"]
@@ -147,16 +139,23 @@ pub async fn teacher_forced(
 
 /// Asks for one token after `prefix`, so that the server's prefix cache holds it.
 pub async fn warm(client: &HttpClient, prefix: &[u32]) -> Result<(), String> {
+    let body = exact_greedy(client, prefix, 1);
+    client.post_json(COMPLETIONS, &body).await.map(|_| ())
+}
+
+/// A completions request for exactly `tokens` greedy tokens after `prompt`, in the client's server's
+/// fields for an exact length.
+fn exact_greedy(client: &HttpClient, prompt: &[u32], tokens: u32) -> Value {
     let mut body = json!({
         "model": client.config().model,
-        "prompt": prefix,
-        "max_tokens": 1,
+        "prompt": prompt,
+        "max_tokens": tokens,
         "temperature": 0,
     });
-    for (k, v) in client.config().server.exact_length_fields(1) {
+    for (k, v) in client.config().server.exact_length_fields(tokens) {
         body[k] = v;
     }
-    client.post_json(COMPLETIONS, &body).await.map(|_| ())
+    body
 }
 
 /// A prompt's continuation by candidate and reference, the candidate's teacher-forced under the

@@ -631,46 +631,37 @@ impl Logprobs {
 
     /// Adds one token of the text (scored when the model saw what came before it) and returns its text.
     fn push(&mut self, model: &PseudoModel, before: Option<Context>, id: u32) -> String {
-        let text = self.word(id);
-        if let Some(k) = self.top {
-            self.tokens.push(json!(self.key(id)));
-            self.text_offset.push(json!(self.chars));
-            match before {
-                Some(c) => {
-                    let mut top: serde_json::Map<String, Value> = model
-                        .top(c, k as usize)
-                        .into_iter()
-                        .map(|(t, lp)| (self.key(t), json!(lp)))
-                        .collect();
-                    top.insert(self.key(id), json!(model.logprob(c, id)));
-                    self.token_logprobs.push(json!(model.logprob(c, id)));
-                    self.top_logprobs.push(Value::Object(top));
-                }
-                None => {
-                    self.token_logprobs.push(Value::Null);
-                    self.top_logprobs.push(Value::Null);
-                }
-            }
-        }
-        self.chars += text.len();
-        text
+        let scores = match (self.top, before) {
+            (Some(k), Some(c)) => Some((model.logprob(c, id), model.top(c, k as usize))),
+            _ => None,
+        };
+        self.record(id, scores)
     }
 
     /// Adds one token an engine computed, with the scores it computed for it; returns its text.
     fn push_scored(&mut self, t: &Token) -> String {
-        let text = self.word(t.id);
+        let scores = t.scores.as_ref().map(|s| {
+            let top = s.top.iter().map(|&(id, lp)| (id, lp as f64)).collect();
+            (s.logprob as f64, top)
+        });
+        self.record(t.id, scores)
+    }
+
+    /// Adds token `id` with its log-probability and the most likely alternatives (`None`: unscored)
+    /// when log-probabilities were asked for; returns its text.
+    fn record(&mut self, id: u32, scores: Option<(f64, Vec<(u32, f64)>)>) -> String {
+        let text = self.word(id);
         if self.top.is_some() {
-            self.tokens.push(json!(self.key(t.id)));
+            self.tokens.push(json!(self.key(id)));
             self.text_offset.push(json!(self.chars));
-            match &t.scores {
-                Some(sc) => {
-                    let mut top: serde_json::Map<String, Value> = sc
-                        .top
-                        .iter()
-                        .map(|&(id, lp)| (self.key(id), json!(lp)))
+            match scores {
+                Some((logprob, alternatives)) => {
+                    let mut top: serde_json::Map<String, Value> = alternatives
+                        .into_iter()
+                        .map(|(t, lp)| (self.key(t), json!(lp)))
                         .collect();
-                    top.insert(self.key(t.id), json!(sc.logprob));
-                    self.token_logprobs.push(json!(sc.logprob));
+                    top.insert(self.key(id), json!(logprob));
+                    self.token_logprobs.push(json!(logprob));
                     self.top_logprobs.push(Value::Object(top));
                 }
                 None => {
