@@ -2,7 +2,7 @@
 
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
-use serverbench_workloads::TraceFormat;
+use serverbench_workloads::{TraceFormat, TraceRepeat};
 use std::path::PathBuf;
 
 /// Latency-qualified token value per GPU dollar, for LLM serving systems.
@@ -92,6 +92,18 @@ pub struct WorkloadArgs {
     /// Trace format (default: detected from the content).
     #[arg(long, requires = "trace", value_parser = trace_formats())]
     pub trace_format: Option<TraceFormat>,
+    /// When a closed-loop replay needs more trees than the trace has (more lanes, or a window longer
+    /// than its sessions): fresh (new sessions shaped like the trace's: block ids no other agent of the
+    /// file uses are re-salted on every pass, so only shared prefixes hit the cache; the seed rotates
+    /// each lane's first tree) or same (the very trees again: a repeat finds its prompts cached).
+    #[arg(long, requires = "trace", default_value = "fresh", value_parser = trace_repeats())]
+    pub trace_repeat: TraceRepeat,
+}
+
+/// `--trace-repeat`: fresh or same.
+fn trace_repeats() -> impl TypedValueParser<Value = TraceRepeat> {
+    PossibleValuesParser::new(["fresh", "same"])
+        .map(|name| TraceRepeat::parse(&name).expect("clap accepted fresh or same"))
 }
 
 /// Replay knobs shared by simulate and sweep.

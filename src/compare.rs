@@ -188,6 +188,9 @@ fn replay_child(a: &CompareArgs, dir: &Path, c: u32, seed: u64) -> Result<()> {
     if let Some(f) = a.workload.trace_format {
         cmd.args(["--trace-format", f.name()]);
     }
+    if a.workload.trace.is_some() {
+        cmd.args(["--trace-repeat", a.workload.trace_repeat.name()]);
+    }
     cmd.args(["-w", &a.replay.window.to_string()])
         .args(["--idle-gap-cap", &a.replay.idle_gap_cap.to_string()])
         .args(["--start", &a.replay.start])

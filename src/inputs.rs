@@ -83,7 +83,7 @@ pub fn print_config(args: &DeploymentArgs, d: &Deployment) -> Result<bool> {
 /// The workload the arguments name: a trace, or the generator with a spec.
 pub fn workload(args: &WorkloadArgs) -> Result<Workload> {
     Ok(match trace(args)? {
-        Some(t) => Workload::Trace(Arc::new(t)),
+        Some(t) => Workload::trace(t, args.trace_repeat),
         None => Workload::Generated(Arc::new(spec(args)?)),
     })
 }

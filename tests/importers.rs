@@ -178,6 +178,9 @@ fn malformed_inputs_name_file_line_and_field() {
         (None, "{\"block_size\": 64, \"requests\": [{\"type\": \"n\", \"in\": 100, \"out\": 5, \"hash_ids\": [1, 2]}]}".into(), 1, "requests[0].hash_ids", "exceed"),
         (Some(TraceFormat::WEKA), "{\"requests\": [{\"type\": \"n\", \"in\": 1".into(), 1, "", "malformed JSON"),
         (None, "{\"requests\": [{\"type\": \"subagent\", \"requests\": [{\"type\": \"n\", \"in\": 5, \"out\": 0}]}]}".into(), 1, "requests[0].requests[0].out", "at least 1"),
+        // Weka: a declared prefix that is not a count, at the trace and in a sub-agent.
+        (None, "{\"system_tokens\": -5, \"requests\": [{\"type\": \"n\", \"in\": 128, \"out\": 5}]}".into(), 1, "system_tokens", "non-negative"),
+        (None, "{\"requests\": [{\"type\": \"subagent\", \"tool_tokens\": \"many\", \"requests\": [{\"type\": \"n\", \"in\": 5, \"out\": 1}]}]}".into(), 1, "requests[0].tool_tokens", "non-negative"),
         // Bailian: unknown parent.
         (None, "{\"chat_id\": 1, \"parent_chat_id\": 7, \"timestamp\": 0, \"input_length\": 5, \"output_length\": 5, \"hash_ids\": []}".into(), 1, "parent_chat_id", "earlier line"),
         // Mooncake: a negative timestamp.
@@ -413,4 +416,131 @@ fn the_weka_export_refuses_what_the_format_cannot_say() {
     .unwrap();
     let e = serverbench_workloads::write_weka([std::sync::Arc::new(t)], Vec::new()).unwrap_err();
     assert!(e.to_string().contains("tree 0: request 2"), "{e}");
+}
+
+/// A closed loop replaying a trace runs out of trees (here: two lanes, one tree). Repeated `same`, the
+/// second lane finds the first lane's prompts cached; repeated `fresh`, each repeat is a new session and
+/// hits the cache as much as the trace's own prompts reuse each other (what `workload stats` calls
+/// prefix reuse), plus the application prefix the trace declares.
+#[test]
+fn a_trace_repeated_fresh_hits_the_cache_as_a_new_session_would() {
+    use serverbench_sim::{simulate, Deployment, RunConfig, StartMode};
+    use serverbench_workloads::{workload_stats, Trace, TraceRepeat, Workload};
+    let trace = read_trace(&fixture("weka/sample_trace.json"), None).unwrap();
+    let reuse = workload_stats(trace.trees().iter().map(|t| &**t)).prefix_reuse_ratio;
+    let undeclared = Trace::new(vec![(*trace.trees()[0]).clone().with_app_prefix(vec![])]).unwrap();
+    let d = Deployment::preset("qwen3.5-9b-2xl40").unwrap();
+    let cfg = RunConfig {
+        start: StartMode::Cold,
+        ..RunConfig::new(2, 0, 600.0)
+    };
+    let hit = |trace: &Trace, repeat| {
+        let w = Workload::trace(trace.clone(), repeat);
+        let out = simulate(&d, &d.cost_model(), &*w.source(0, 1_048_576).unwrap(), &cfg).unwrap();
+        assert!(
+            out.records.len() > 12,
+            "the tree repeats: {}",
+            out.records.len()
+        );
+        out.summary.prefix_hit_rate
+    };
+    let bare = hit(&undeclared, TraceRepeat::Fresh);
+    assert!(
+        (bare - reuse).abs() < 0.02,
+        "fresh {bare} against the trace's reuse {reuse}"
+    );
+    let fresh = hit(&trace, TraceRepeat::Fresh);
+    assert!(
+        fresh > bare + 0.03,
+        "the declared prefix hits: {fresh} against {bare}"
+    );
+    let same = hit(&trace, TraceRepeat::Same);
+    assert!(same > fresh + 0.05, "same {same} against fresh {fresh}");
+}
+
+/// Fresh repeats keep what the trace's agents share (the four sub-agents of the Claude Code session
+/// start with one system prompt) and what it declares the application's (the root's system + tools
+/// prompt), and re-salt the rest (the root shares nothing with the sub-agents); they are
+/// the same for the same seed and differ between seeds (each seed starts its lanes at another tree).
+#[test]
+fn fresh_repeats_keep_what_agents_share_and_follow_the_seed() {
+    use serverbench_sim::{simulate, Deployment, RunConfig, StartMode};
+    use serverbench_workloads::{RequestKind, SharedIds, TraceRepeat, Workload};
+    let trace = read_trace(&fixture("weka/sample_trace_with_subagent.json"), None).unwrap();
+    let tree = &trace.trees()[0];
+    let shared = SharedIds::of(trace.trees());
+    let first_of = |t: &serverbench_workloads::SessionTree, agent| {
+        t.requests()
+            .iter()
+            .find(|r| r.agent == agent)
+            .unwrap()
+            .blocks
+            .clone()
+    };
+    let sub_ids: std::collections::HashSet<u64> = tree
+        .requests()
+        .iter()
+        .filter(|r| r.agent > 0)
+        .flat_map(|r| r.blocks.as_slice().iter().copied())
+        .collect();
+    assert!(first_of(tree, 0)
+        .as_slice()
+        .iter()
+        .all(|id| !sub_ids.contains(id)));
+    let sub = tree
+        .requests()
+        .iter()
+        .find(|r| r.kind == RequestKind::SubagentTurn)
+        .unwrap();
+    let common = sub
+        .blocks
+        .as_slice()
+        .iter()
+        .take_while(|&&id| shared.contains(id))
+        .count();
+    assert!(
+        common > 100,
+        "the sub-agents' system prompt: {common} blocks"
+    );
+    let again = Workload::trace(trace.clone(), TraceRepeat::Fresh)
+        .source(0, 1_048_576)
+        .unwrap()
+        .tree(1);
+    // The root declares 5,930 system + 14,901 tool tokens: its first 325 blocks are the application's.
+    let (root, root_again) = (first_of(tree, 0), first_of(&again, 0));
+    assert_eq!(root.as_slice()[..325], root_again.as_slice()[..325]);
+    assert!(root.as_slice()[325..]
+        .iter()
+        .zip(&root_again.as_slice()[325..])
+        .all(|(a, b)| a != b));
+    assert!(
+        tree.app_prefix().len() > 325,
+        "the root's and the sub-agents' declared prefixes"
+    );
+    let sub_again = first_of(&again, sub.agent);
+    assert_eq!(
+        sub_again.as_slice()[..common],
+        sub.blocks.as_slice()[..common]
+    );
+    assert!(sub_again.as_slice()[common..] != sub.blocks.as_slice()[common..]);
+
+    let trace = read_trace(&fixture("mooncake/sample_200.jsonl"), None).unwrap();
+    let w = Workload::trace(trace, TraceRepeat::Fresh);
+    let d = Deployment::preset("gemma4-e4b-1xl40").unwrap();
+    let run = |seed| {
+        let cfg = RunConfig {
+            start: StartMode::Cold,
+            ..RunConfig::new(3, seed, 300.0)
+        };
+        simulate(
+            &d,
+            &d.cost_model(),
+            &*w.source(seed, 131_072).unwrap(),
+            &cfg,
+        )
+        .unwrap()
+        .records
+    };
+    assert_eq!(run(0), run(0), "same seed, same records");
+    assert_ne!(run(0), run(1), "another seed starts at another tree");
 }

@@ -18,6 +18,7 @@ pub mod error;
 pub mod generator;
 pub mod hash;
 pub mod import;
+pub mod repeat;
 pub mod spec;
 pub mod stats;
 pub mod tokens;
@@ -29,6 +30,7 @@ pub use import::{
     parse_trace, read_trace, write_aiperf, write_native, write_weka, Trace, TraceFormat,
     WekaExportError,
 };
+pub use repeat::{FreshRepeats, SharedIds, TraceRepeat};
 pub use spec::{CompactionSpec, Dist, SubagentSpec, WorkloadSpec};
 pub use stats::{quantile, workload_stats, Quantiles, WorkloadStats};
 pub use tree::{Blocks, Request, RequestKind, SessionTree, TreeError};
@@ -52,8 +54,15 @@ pub fn parse_spec(file: &str, text: &str) -> Result<WorkloadSpec, InputError> {
 pub enum Workload {
     /// The `agentic-coding` generator.
     Generated(std::sync::Arc<WorkloadSpec>),
-    /// A trace's trees, cycled.
-    Trace(std::sync::Arc<Trace>),
+    /// A trace's trees, repeated as `repeat` says when a replay needs more of them.
+    Trace {
+        /// The trees read from the file.
+        trace: std::sync::Arc<Trace>,
+        /// New sessions shaped like the trace's, or the same trees again.
+        repeat: TraceRepeat,
+        /// The ids more than one agent uses, found once for every seed's stream.
+        shared: std::sync::Arc<std::sync::OnceLock<SharedIds>>,
+    },
 }
 
 impl Default for Workload {
@@ -63,15 +72,33 @@ impl Default for Workload {
 }
 
 impl Workload {
-    /// The tree stream of `seed` under a deployment's `context_limit` (a trace is the same stream for
-    /// every seed).
+    /// A trace's workload.
+    pub fn trace(trace: Trace, repeat: TraceRepeat) -> Workload {
+        Workload::Trace {
+            trace: std::sync::Arc::new(trace),
+            repeat,
+            shared: Default::default(),
+        }
+    }
+
+    /// The tree stream of `seed` under a deployment's `context_limit` (a trace repeated `same` is the
+    /// same stream for every seed).
     pub fn source(
         &self,
         seed: u64,
         context_limit: u32,
     ) -> Result<std::sync::Arc<dyn TreeSource>, serverbench_config::FieldError> {
         Ok(match self {
-            Workload::Trace(t) => t.clone(),
+            Workload::Trace {
+                trace,
+                repeat: TraceRepeat::Same,
+                ..
+            } => trace.clone(),
+            Workload::Trace {
+                trace,
+                repeat: TraceRepeat::Fresh,
+                shared,
+            } => std::sync::Arc::new(FreshRepeats::new(trace.clone(), seed, shared.clone())),
             Workload::Generated(spec) => {
                 std::sync::Arc::new(Generator::new((**spec).clone(), seed, context_limit)?)
             }

@@ -65,6 +65,11 @@ impl Blocks {
         &self.chain[..self.len as usize]
     }
 
+    /// The whole chain these ids are a prefix of (requests of one agent context share it).
+    pub fn backing(&self) -> &Arc<[u64]> {
+        &self.chain
+    }
+
     /// Number of full blocks.
     #[inline]
     pub fn len(&self) -> usize {
@@ -202,6 +207,10 @@ pub struct SessionTree {
     /// `--arrivals trace` replays them; a closed-loop replay ignores them.
     #[serde(skip_serializing_if = "Option::is_none")]
     arrivals_ns: Option<Vec<u64>>,
+    /// Block ids the trace declares to be the application's own prefix (an agent's system prompt
+    /// and tools, the same in every session of it): a fresh repeat of the tree keeps them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    app_prefix: Vec<u64>,
 }
 
 impl SessionTree {
@@ -242,6 +251,7 @@ impl SessionTree {
             block_size,
             requests,
             arrivals_ns: None,
+            app_prefix: Vec::new(),
         })
     }
 
@@ -255,6 +265,20 @@ impl SessionTree {
         }
         self.arrivals_ns = Some(arrivals_ns);
         Ok(self)
+    }
+
+    /// The same tree with these block ids declared the application's prefix (ids the tree does not
+    /// use are kept too: they name content other sessions hold).
+    pub fn with_app_prefix(mut self, mut ids: Vec<u64>) -> Self {
+        ids.sort_unstable();
+        ids.dedup();
+        self.app_prefix = ids;
+        self
+    }
+
+    /// Block ids declared the application's prefix (sorted), empty if the trace declared none.
+    pub fn app_prefix(&self) -> &[u64] {
+        &self.app_prefix
     }
 
     /// Recorded arrival times, one per request, if the trace had them.
@@ -318,10 +342,13 @@ impl<'de> Deserialize<'de> for SessionTree {
             requests: Vec<Request>,
             #[serde(default)]
             arrivals_ns: Option<Vec<u64>>,
+            #[serde(default)]
+            app_prefix: Vec<u64>,
         }
         let raw = Raw::deserialize(d)?;
         let tree = SessionTree::new(raw.session_id, raw.block_size, raw.requests)
-            .map_err(serde::de::Error::custom)?;
+            .map_err(serde::de::Error::custom)?
+            .with_app_prefix(raw.app_prefix);
         match raw.arrivals_ns {
             Some(a) => tree.with_arrivals(a).map_err(serde::de::Error::custom),
             None => Ok(tree),

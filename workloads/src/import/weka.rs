@@ -69,6 +69,7 @@ fn weka(file: &str, text: &str) -> Result<Vec<SessionTree>, InputError> {
             salt: 0,
             block_size: 64,
             root_turns: 0,
+            app_prefix: Vec::new(),
         };
         trees.push(w.trace(&v, index)?);
     }
@@ -84,6 +85,8 @@ struct Walker<'a> {
     salt: u64,
     block_size: u64,
     root_turns: u32,
+    /// Block ids of each agent's declared system + tools prefix (`system_tokens` + `tool_tokens`).
+    app_prefix: Vec<u64>,
 }
 
 impl Walker<'_> {
@@ -104,6 +107,27 @@ impl Walker<'_> {
                 self.err(&field, format!("expected a non-negative integer, got {v}"))
             }),
         }
+    }
+
+    /// An optional count (absent or null is 0).
+    fn optional_count(
+        &self,
+        o: &Map<String, Value>,
+        path: &str,
+        name: &str,
+    ) -> Result<u64, InputError> {
+        match o.get(name) {
+            None | Some(Value::Null) => Ok(0),
+            _ => self.count(o, path, name),
+        }
+    }
+
+    /// The system + tools tokens an agent object declares: the prefix every session of the
+    /// application starts that agent with.
+    fn declared_prefix(&self, o: &Map<String, Value>, path: &str) -> Result<u64, InputError> {
+        Ok(self
+            .optional_count(o, path, "system_tokens")?
+            .saturating_add(self.optional_count(o, path, "tool_tokens")?))
     }
 
     fn seconds(
@@ -141,13 +165,16 @@ impl Walker<'_> {
             .get("requests")
             .and_then(Value::as_array)
             .ok_or_else(|| self.err("requests", "missing or not a list"))?;
-        self.agent(list, "requests", 0, false, &[])?;
+        let declared = self.declared_prefix(o, "")?;
+        self.agent(list, "requests", 0, false, &[], declared)?;
         let requests = std::mem::take(&mut self.requests);
-        SessionTree::new(index, self.block_size as u32, requests)
-            .map_err(|e| self.err("requests", e.to_string()))
+        let tree = SessionTree::new(index, self.block_size as u32, requests)
+            .map_err(|e| self.err("requests", e.to_string()))?;
+        Ok(tree.with_app_prefix(std::mem::take(&mut self.app_prefix)))
     }
 
-    /// Adds one agent's requests; returns its last request (None if it has none).
+    /// Adds one agent's requests; returns its last request (None if it has none). The first
+    /// `declared` tokens of its first request are the application's prefix.
     fn agent(
         &mut self,
         list: &[Value],
@@ -155,11 +182,13 @@ impl Walker<'_> {
         agent: u32,
         background: bool,
         entry: &[u32],
+        declared: u64,
     ) -> Result<Option<u32>, InputError> {
         let mut prev: Option<u32> = None;
         let mut joins: Vec<u32> = Vec::new();
         let mut prev_end: Option<f64> = None;
         let mut turn = self.root_turns.saturating_sub(1);
+        let mut first = true;
         for (i, item) in list.iter().enumerate() {
             let p = format!("{path}[{i}]");
             let o = self.object(item, &p)?;
@@ -173,7 +202,9 @@ impl Walker<'_> {
                     .ok_or_else(|| self.err(&join(&p, "requests"), "missing or not a list"))?;
                 let id = self.next_agent;
                 self.next_agent += 1;
-                if let Some(last) = self.agent(sub, &join(&p, "requests"), id, bg, &spawner)? {
+                let declared = self.declared_prefix(o, &p)?;
+                let sub_path = join(&p, "requests");
+                if let Some(last) = self.agent(sub, &sub_path, id, bg, &spawner, declared)? {
                     if !bg {
                         joins.push(last);
                     }
@@ -199,6 +230,11 @@ impl Walker<'_> {
             };
             let api_time = self.seconds(o, &p, "api_time")?.unwrap_or(0.0);
             prev_end = t.map(|t| t + api_time);
+            if first {
+                let n = (declared / self.block_size).min(blocks.len() as u64) as usize;
+                self.app_prefix.extend_from_slice(&blocks.as_slice()[..n]);
+                first = false;
+            }
             let mut deps = spawner;
             deps.append(&mut joins);
             if agent == 0 {
