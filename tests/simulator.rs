@@ -260,6 +260,35 @@ fn imported_requests_over_the_context_limit_fail_as_overflow() {
     assert!(!s.valid, "half the requests overflowed: the run is invalid");
 }
 
+/// An engine that caps requests at its KV pool (SGLang's preset) accepts a deployment whose pool is
+/// smaller than one context-limit request, and fails the requests longer than the pool holds as
+/// context overflows — those under the cap run.
+#[test]
+fn requests_past_an_engines_pool_cap_fail_as_overflow() {
+    let base = Deployment::preset("gemma4-e4b-1xl40").unwrap();
+    let mut d = base.clone();
+    d.engine = serverbench_sim::engine_preset("sglang", &base).unwrap();
+    // A pool of a few thousand 16-token blocks: far less than the 131,072-token context limit.
+    d.engine.gpu_memory_utilization = 0.34;
+    d.check().unwrap();
+    let limit = d.request_limit();
+    assert!(limit > 10_000 && limit < d.context_limit, "{limit}");
+    let over = limit - 4;
+    let text = format!(
+        "{{\"timestamp\": 0, \"input_length\": {over}, \"output_length\": 5, \"hash_ids\": []}}\n{{\"timestamp\": 0, \"input_length\": {}, \"output_length\": 5, \"hash_ids\": []}}\n",
+        limit - 5
+    );
+    let trace = serverbench_workloads::parse_trace("m.jsonl", &text, None).unwrap();
+    let out = simulate(&d, &d.cost_model(), &trace, &RunConfig::new(1, 0, 120.0)).unwrap();
+    let by_len = |n: u32| out.records.iter().filter(move |r| r.input_tokens == n);
+    assert!(
+        by_len(over).count() > 0 && by_len(over).all(|r| r.outcome == Outcome::ContextOverflow)
+    );
+    assert!(by_len(limit - 5).any(|r| r.outcome == Outcome::Completed));
+    d.engine.cap_requests_at_pool = false;
+    assert!(d.check().unwrap_err().to_string().contains("context limit"));
+}
+
 #[test]
 fn merged_decode_runs_give_the_same_records_as_step_by_step() {
     let mut variants = vec![
@@ -305,7 +334,12 @@ fn merged_decode_runs_give_the_same_records_as_step_by_step() {
     fitted_spec.engine.speculative = speculative(SpecMethod::Draft, 4, 0.8);
     variants.push((fitted_spec, 8, 11));
     let gemma = Deployment::preset("gemma4-e4b-1xl40").unwrap();
-    variants.push((gemma, 8, 12));
+    variants.push((gemma.clone(), 8, 12));
+    // Decode batches past 4 sequences, and every prefill step, run eagerly at 1 ms per layer.
+    let mut eager = gemma;
+    eager.engine.cuda_graph_max_tokens = Some(4);
+    eager.profile.eager_s_per_layer = 1e-3;
+    variants.push((eager, 8, 13));
     let mut fitted_dp = fitted;
     fitted_dp.dp = 2;
     fitted_dp.router = Router::RoundRobin;

@@ -175,6 +175,7 @@ pub async fn run_real(
     let mut drift_ms: Vec<f64> = Vec::new();
     let mut dues: HashMap<usize, u64> = HashMap::new();
     let mut overflows = OverflowGuard::default();
+    let request_limit = d.request_limit();
     loop {
         let now = clock.now();
         progress(now as f64 / 1e9);
@@ -200,10 +201,10 @@ pub async fn run_real(
             let (due, h) = queue.pop().expect("peeked");
             let tag = records.len();
             records.push(dispatch(&replay, h, clock.now()));
-            if replay.request(h).overflows(d.context_limit) {
+            if replay.request(h).overflows(request_limit) {
                 // As in the simulator: never sent, failed as `context_overflow` at once.
                 overflows
-                    .overflowed(due, d.context_limit)
+                    .overflowed(due, request_limit)
                     .map_err(std::io::Error::other)?;
                 let rec = &mut records[tag];
                 rec.outcome = Outcome::ContextOverflow;

@@ -154,6 +154,10 @@ pub struct CostModel {
     /// The profile's attention computes every (query, key) pair of the packed step ([`AttentionLayout::Packed`]).
     packed: bool,
     request_latency_ns: u64,
+    /// The steps that replay CUDA graphs, when the engine has a rule and the profile an eager cost.
+    graphs: Option<GraphRule>,
+    /// Host launch time of an eager step: layers × the profile's `eager_s_per_layer`.
+    eager_floor_s: f64,
     /// The sliding window of the model, if it has sliding layers.
     pub window: Option<u32>,
 }
@@ -175,6 +179,27 @@ pub struct CostInputs<'a> {
     pub tp: u32,
     /// Parameters one speculative draft pass streams (a draft model, an MTP head; 0 for n-gram drafts).
     pub draft_params: f64,
+    /// Which steps the engine replays as CUDA graphs; `None`: every step's launches are hidden.
+    pub graphs: Option<GraphRule>,
+}
+
+/// Which steps an engine replays as captured CUDA graphs; the others run eagerly and take at least the
+/// host's launch time ([`Profile::eager_s_per_layer`] per layer).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GraphRule {
+    /// Steps of at most this many tokens replay a graph (0: none does).
+    pub max_tokens: u32,
+    /// Whether steps with prefill tokens do too (piecewise graphs, as vLLM's); else only decode-only
+    /// steps.
+    pub mixed: bool,
+}
+
+impl GraphRule {
+    /// Whether a step of this shape replays a graph.
+    #[inline]
+    pub fn replays(&self, b: &BatchShape) -> bool {
+        b.tokens() <= self.max_tokens as u64 && (self.mixed || b.prefill_seqs == 0)
+    }
 }
 
 /// Fraction of one layer group's KV that one GPU holds under tensor parallelism (heads split, never below one head).
@@ -265,6 +290,8 @@ impl CostModel {
             kernel_sum: p.step_time == StepTime::KernelSum,
             packed: p.attention_layout == AttentionLayout::Packed,
             request_latency_ns: (p.request_latency_s * 1e9).round() as u64,
+            graphs: i.graphs.filter(|_| p.eager_s_per_layer > 0.0),
+            eager_floor_s: m.layers as f64 * p.eager_s_per_layer,
             window: m.sliding_attention.as_ref().and_then(|s| s.window),
         }
     }
@@ -310,8 +337,18 @@ impl CostModel {
             full_s_per_pair: self.full_s_per_pair,
             packed_s_per_context,
             weights_s: parts.weights_s,
+            eager_floor_s: self.eager_floor(b),
             fixed_s: parts.fixed_s,
             overhead_s: b.seqs() as f64 * self.per_sequence_overhead_s,
+        }
+    }
+
+    /// The host's launch time if the step runs eagerly (no graph replays it), else 0.
+    #[inline]
+    fn eager_floor(&self, b: &BatchShape) -> f64 {
+        match &self.graphs {
+            Some(rule) if !rule.replays(b) => self.eager_floor_s,
+            _ => 0.0,
         }
     }
 
@@ -455,6 +492,8 @@ pub struct StepClock {
     /// for per-sequence attention.
     packed_s_per_context: f64,
     weights_s: f64,
+    /// An eager step's least device time: the host launching its kernels (0 for a graph replay).
+    eager_floor_s: f64,
     fixed_s: f64,
     overhead_s: f64,
 }
@@ -478,7 +517,7 @@ impl StepClock {
             };
             (self.head + attention).max(self.weights_s + kv)
         };
-        body + self.fixed_s + self.overhead_s
+        body.max(self.eager_floor_s) + self.fixed_s + self.overhead_s
     }
 
     /// [`StepClock::seconds`] in whole nanoseconds (rounded half away from zero), at least 1 for a
@@ -529,6 +568,7 @@ mod tests {
             group_size: 128,
             tp,
             draft_params: 0.0,
+            graphs: None,
         })
     }
 
@@ -549,6 +589,70 @@ mod tests {
         assert!(
             c.step_seconds(&decode(16, 32_768)) > 4.0 * t,
             "KV reads dominate at 16 × 32K"
+        );
+    }
+
+    /// A step no graph replays takes at least the host's launch time, layers × `eager_s_per_layer`; a
+    /// replayed one keeps its kernels' time. SGLang's rule (decode-only, up to 32 sequences) and vLLM's
+    /// (mixed steps too, up to 512 tokens) part on a short prefill step.
+    #[test]
+    fn eager_steps_wait_for_the_host_to_launch_their_layers() {
+        let (m, h) = (
+            ModelSpec::preset("qwen3-8b").unwrap(),
+            HardwareSpec::preset("h200").unwrap(),
+        );
+        let mut p = Profile::preset("h200-datasheet").unwrap();
+        p.eager_s_per_layer = 1e-3;
+        let with_profile = |p: &Profile, graphs| {
+            CostModel::new(CostInputs {
+                model: &m,
+                hardware: &h,
+                profile: p,
+                dtype: WeightDtype::Bf16,
+                group_size: 128,
+                tp: 1,
+                draft_params: 0.0,
+                graphs,
+            })
+        };
+        let with = |graphs| with_profile(&p, graphs);
+        let hidden = with(None);
+        let sglang = with(Some(GraphRule {
+            max_tokens: 32,
+            mixed: false,
+        }));
+        let vllm = with(Some(GraphRule {
+            max_tokens: 512,
+            mixed: true,
+        }));
+        let floor = m.layers as f64 * 1e-3;
+        for b in [decode(1, 4096), decode(32, 4096)] {
+            assert_eq!(sglang.step_seconds(&b), hidden.step_seconds(&b), "replayed");
+        }
+        let big = decode(64, 4096);
+        let fixed = hidden.parts(&big).fixed_s + 64.0 * p.per_sequence_overhead_s;
+        assert!(
+            hidden.step_seconds(&big) - fixed < floor,
+            "the kernels alone are faster"
+        );
+        assert!((sglang.step_seconds(&big) - (floor + fixed)).abs() < 1e-12);
+        assert_eq!(vllm.step_seconds(&big), hidden.step_seconds(&big));
+        let mut prefill = decode(4, 4096);
+        prefill.add_prefill(100, 0, None);
+        assert!(sglang.step_seconds(&prefill) > hidden.step_seconds(&prefill));
+        assert_eq!(vllm.step_seconds(&prefill), hidden.step_seconds(&prefill));
+        // No eager cost in the profile: the rule changes nothing.
+        let free = Profile {
+            eager_s_per_layer: 0.0,
+            ..p.clone()
+        };
+        let none = GraphRule {
+            max_tokens: 0,
+            mixed: false,
+        };
+        assert_eq!(
+            with_profile(&free, Some(none)).step_seconds(&big),
+            hidden.step_seconds(&big)
         );
     }
 
@@ -652,6 +756,7 @@ mod tests {
                 group_size: 128,
                 tp: 1,
                 draft_params: 0.0,
+                graphs: None,
             })
         };
         let (packed, per_seq) = (
@@ -798,6 +903,7 @@ mod tests {
             group_size: 128,
             tp: 1,
             draft_params: 0.0,
+            graphs: None,
         });
         let rounds = |chunks: &[(u32, u32)]| {
             let mut b = BatchShape::default();

@@ -263,6 +263,7 @@ fn engine_cost(model: &ModelSpec, hardware: &HardwareSpec, profile: &Profile) ->
         group_size: 128,
         tp: 1,
         draft_params: 0.0,
+        graphs: None,
     })
 }
 

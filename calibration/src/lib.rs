@@ -12,7 +12,7 @@ pub mod model;
 pub mod ops;
 pub mod profile;
 
-pub use cost::{BatchShape, CostInputs, CostModel, StepClock, StepParts};
+pub use cost::{BatchShape, CostInputs, CostModel, GraphRule, StepClock, StepParts};
 pub use fit::{
     check_profile, fit_profile, parse_step_log, predict_steps, CannotFit, ClassError, Fit,
     FitAccuracy, FitSetup, FitTarget, StepSample,

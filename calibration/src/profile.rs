@@ -79,6 +79,11 @@ pub struct Profile {
     /// L2, so this may exceed 1). `kv_efficiency` if absent: every read counts as a read from memory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shared_kv_efficiency: Option<f64>,
+    /// Host time to launch one decoder layer of a step that runs without a CUDA graph, seconds: such a
+    /// step takes at least `layers` times this (the GPU waits for its kernels). Which steps replay a
+    /// graph is the engine's (`engine.cuda_graph_max_tokens`); 0 if absent: launches always hidden.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub eager_s_per_layer: f64,
     /// The stated uncertainty of the figures, if the profile gives one (`sweep --band` runs both ends).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub band: Option<Band>,
@@ -96,7 +101,7 @@ pub struct Band {
     /// Bandwidth-bound efficiencies: `memory_efficiency`, `kv_efficiency`, `single_row_memory_efficiency`,
     /// `allreduce_efficiency`.
     pub memory: f64,
-    /// Host costs: `step_overhead_s`, `per_sequence_overhead_s`, `request_latency_s`.
+    /// Host costs: `step_overhead_s`, `per_sequence_overhead_s`, `request_latency_s`, `eager_s_per_layer`.
     pub overhead: f64,
 }
 
@@ -250,6 +255,7 @@ impl Profile {
         p.step_overhead_s = cost(p.step_overhead_s);
         p.per_sequence_overhead_s = cost(p.per_sequence_overhead_s);
         p.request_latency_s = cost(p.request_latency_s);
+        p.eager_s_per_layer = cost(p.eager_s_per_layer);
         p.name = format!(
             "{} ({} end of its band)",
             p.name,
@@ -310,6 +316,7 @@ impl Profile {
             ("step_overhead_s", self.step_overhead_s),
             ("request_latency_s", self.request_latency_s),
             ("per_sequence_overhead_s", self.per_sequence_overhead_s),
+            ("eager_s_per_layer", self.eager_s_per_layer),
             (
                 "attention_sweep_s_per_token",
                 self.attention_sweep_s_per_token,
@@ -446,4 +453,8 @@ mod tests {
         bad.band = Some(Band { compute: 1.5, ..b });
         assert_eq!(bad.check().unwrap_err().field, "band.compute");
     }
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
 }

@@ -187,6 +187,8 @@ struct Sim<'a> {
     merge: bool,
     window: Time,
     deployment: &'a Deployment,
+    /// The longest request the engine accepts ([`Deployment::request_limit`]).
+    request_limit: u32,
     cost: &'a CostModel,
     replay: Replay<'a>,
     replicas: Vec<Replica>,
@@ -227,6 +229,7 @@ pub fn simulate(
         merge: !cfg.step_by_step,
         window: Time::from_secs(cfg.window_s),
         deployment,
+        request_limit: deployment.request_limit(),
         cost,
         replay: Replay::new(source, cfg.replay())
             .map_err(|e| RunError::Config(FieldError::new("arrivals", e)))?,
@@ -369,10 +372,10 @@ impl Sim<'_> {
         let (_, index) = self.replay.tree(h.lane);
         let req = self.replay.request(h);
         let tag = self.records.len() as u64;
-        let overflow = req.overflows(self.deployment.context_limit);
+        let overflow = req.overflows(self.request_limit);
         let mut record = Record::sent(index, h.lane, 0, req, t.0);
         if overflow {
-            if let Err(e) = self.overflows.overflowed(t, self.deployment.context_limit) {
+            if let Err(e) = self.overflows.overflowed(t, self.request_limit) {
                 self.stalled = Some(e);
                 return;
             }

@@ -511,7 +511,7 @@ async fn read_json(em: &Emulator, req: Request) -> Result<Value, Refusal> {
 
 async fn generate(em: Arc<Emulator>, ids: Vec<u32>, p: Params, chat: bool) -> Response {
     let clock = RequestClock::start();
-    let limit = em.cfg.deployment.context_limit as u64;
+    let limit = em.cfg.deployment.request_limit() as u64;
     if ids.len() as u64 + p.max_tokens as u64 > limit {
         return error(StatusCode::BAD_REQUEST, &format!("this model's maximum context length is {limit} tokens; the prompt ({}) plus max_tokens ({}) exceed it", ids.len(), p.max_tokens));
     }

@@ -25,15 +25,22 @@ pub fn engine_preset(name: &str, d: &Deployment) -> Option<EngineConfig> {
 
 /// vLLM (V1 engine, OpenAI server). `EngineArgs.get_batch_defaults` (vllm/engine/arg_utils.py): on a
 /// GPU of at least 70 GiB that is not an A100, 8192 batched tokens and 1024 sequences; otherwise 2048
-/// and 256. Prefix caching on, recompute preemption of the newest request, 90 % of GPU memory.
+/// and 256. Prefix caching on, recompute preemption of the newest request, 90 % of GPU memory. CUDA
+/// graphs (`cudagraph_mode` FULL_AND_PIECEWISE) for steps of up to `max_cudagraph_capture_size` tokens,
+/// mixed prefill steps included: `VllmConfig._set_cudagraph_sizes` (vllm/config/vllm.py) makes it
+/// min(2 × max_num_seqs × (1 + speculative tokens), 512, max_num_batched_tokens).
 fn vllm(d: &Deployment) -> EngineConfig {
     let gib = d.hardware.memory_bytes / GIB;
     let large = gib >= 70.0 && !d.hardware.name.to_ascii_lowercase().contains("a100");
+    let (tokens, seqs) = if large { (8192, 1024) } else { (2048, 256) };
+    let draft = d.engine.speculative.as_ref().map_or(0, |s| s.k);
     EngineConfig {
         policy: Policy::VLLM,
         block_size: vllm_block_size(d),
-        max_num_batched_tokens: if large { 8192 } else { 2048 },
-        max_num_seqs: if large { 1024 } else { 256 },
+        max_num_batched_tokens: tokens,
+        max_num_seqs: seqs,
+        cuda_graph_max_tokens: Some((2 * seqs * (1 + draft)).min(512).min(tokens)),
+        cuda_graph_mixed: true,
         gpu_memory_utilization: 0.9,
         preemption: Preemption::Recompute,
         prefix_caching: true,
@@ -63,36 +70,65 @@ pub fn vllm_block_size(d: &Deployment) -> u32 {
 }
 
 /// SGLang. `ServerArgs._handle_gpu_memory_settings` (python/sglang/srt/server_args.py) sets the
-/// chunked-prefill size by GPU memory: 2048 under 35 GiB, 4096 under 60 GiB ("A100 (40GB), L40"),
-/// 8192 under 160 GiB. The memory fraction stays the deployment's: SGLang's own
-/// (`_handle_mem_fraction_static`: (9.5 + TP × PP / 2) GiB of a 35–90 GiB GPU kept for activations
-/// and CUDA graphs) would leave the 27B's pool too small for one request at its context limit, which
-/// a deployment must hold. The default `--schedule-policy` is `fcfs`; the radix cache is on, page
-/// size 1 (the simulator's blocks stay 16: the workload's prompts are hashed in 16-token blocks, so a
-/// finer page finds no more hits); `max_running_requests` is sized from the KV pool, far above the
-/// concurrencies studied, so the policy's 1024 stays.
+/// chunked-prefill size and the largest decode batch replayed as a CUDA graph (`cuda_graph_max_bs`) by
+/// GPU memory: 2048 and 24 (80 at tp ≥ 4) under 35 GiB, 4096 and 32 (160) under 60 GiB ("A100 (40GB),
+/// L40"), 8192 and 256 (512) under 90 and under 160 GiB, else 16384 and 512; only decode batches
+/// replay graphs (extend batches run eagerly unless `--enable-piecewise-cuda-graph`). The memory fraction
+/// follows from them ([`sglang_memory_fraction`]); the reserve it keeps back holds activations and CUDA
+/// graphs, so none is kept inside it. Requests are accepted only as long as the KV pool holds
+/// (`TpModelWorker`: `max_req_len = min(context_len − 1, max_total_num_tokens − 1)`). The default
+/// `--schedule-policy` is `fcfs`; the radix cache is on, page size 1 (the simulator's blocks stay 16:
+/// the workload's prompts are hashed in 16-token blocks, so a finer page finds no more hits);
+/// `max_running_requests` is sized from the KV pool, far above the concurrencies studied, so the
+/// policy's 1024 stays.
 fn sglang(d: &Deployment) -> EngineConfig {
-    let gib = d.hardware.memory_bytes / GIB;
-    let chunk = if gib < 35.0 {
-        2048
-    } else if gib < 60.0 {
-        4096
-    } else if gib < 160.0 {
-        8192
-    } else {
-        16384
-    };
+    let (chunk, graph_bs) = sglang_tier(d);
     EngineConfig {
         policy: Policy::SGLANG,
         block_size: KERNEL_BLOCK_ALIGNMENT as u32,
         max_num_batched_tokens: chunk,
         max_num_seqs: 1024,
+        gpu_memory_utilization: sglang_memory_fraction(d),
+        activation_reserve_gib: 0.0,
         preemption: Preemption::Recompute,
         prefix_caching: true,
         cache_eviction: CacheEviction::Lru,
         waiting_order: Some(WaitingOrder::Fcfs),
+        cap_requests_at_pool: true,
+        cuda_graph_max_tokens: Some(graph_bs),
+        cuda_graph_mixed: false,
         ..d.engine.clone()
     }
+}
+
+/// SGLang's chunked-prefill size and `cuda_graph_max_bs` for the deployment's GPU memory and tp.
+pub fn sglang_tier(d: &Deployment) -> (u32, u32) {
+    let gib = d.hardware.memory_bytes / GIB;
+    let small_tp = d.tp < 4;
+    if gib < 35.0 {
+        (2048, if small_tp { 24 } else { 80 })
+    } else if gib < 60.0 {
+        (4096, if small_tp { 32 } else { 160 })
+    } else if gib < 160.0 {
+        (8192, if small_tp { 256 } else { 512 })
+    } else {
+        (16384, 512)
+    }
+}
+
+/// SGLang's `mem_fraction_static` (`_handle_gpu_memory_settings`): the GPU memory less a reserve, in
+/// MiB, of 512 + 1.5 × max(chunk, 2048) + 2 × `cuda_graph_max_bs` + 1024 × tp × pp ÷ 8 (at least
+/// 10,240 on a GPU over 60 GiB), as a fraction rounded to three digits. Without the further cut
+/// SGLang makes for a multimodal checkpoint (the benchmark serves text).
+pub fn sglang_memory_fraction(d: &Deployment) -> f64 {
+    let (chunk, graph_bs) = sglang_tier(d);
+    let mib = d.hardware.memory_bytes / (1024.0 * 1024.0);
+    let mut reserve =
+        512.0 + 1.5 * chunk.max(2048) as f64 + 2.0 * graph_bs as f64 + 1024.0 * d.tp as f64 / 8.0;
+    if mib > 60.0 * 1024.0 {
+        reserve = reserve.max(10.0 * 1024.0);
+    }
+    ((mib - reserve) / mib * 1000.0).round() / 1000.0
 }
 
 #[cfg(test)]
@@ -107,6 +143,11 @@ mod tests {
     fn vllm_follows_its_batch_defaults_by_gpu_memory() {
         let l40 = preset("qwen3.5-9b-2xl40", "vllm");
         assert_eq!((l40.max_num_batched_tokens, l40.max_num_seqs), (2048, 256));
+        // Graphs up to min(2 × 256, 512, 2048) tokens, mixed steps too.
+        assert_eq!(
+            (l40.cuda_graph_max_tokens, l40.cuda_graph_mixed),
+            (Some(512), true)
+        );
         let h200 = preset("qwen3-8b-1xh200", "vllm");
         assert_eq!(
             (h200.max_num_batched_tokens, h200.max_num_seqs),
@@ -129,6 +170,39 @@ mod tests {
         assert_eq!(preset("gemma4-e4b-1xl40", "vllm").block_size, 16);
         // Qwen3.8 27B: 819,000 bytes per layer per GPU: 16 × ⌈24.99⌉.
         assert_eq!(preset("qwen3.8-27b-int4-2xl40", "vllm").block_size, 400);
+    }
+
+    #[test]
+    fn sglang_keeps_back_its_reserve_and_caps_requests_at_the_pool() {
+        // L40 (46,080 MiB), chunk 4096, graphs to 32: 512 + 6144 + 64 + 256 at tp 2, + 128 at tp 1.
+        let l40 = Deployment::preset("qwen3.5-9b-2xl40").unwrap();
+        assert_eq!(sglang_memory_fraction(&l40), 0.849);
+        let gemma = Deployment::preset("gemma4-e4b-1xl40").unwrap();
+        assert_eq!(sglang_memory_fraction(&gemma), 0.851);
+        // H200 (143,770 MiB), chunk 8192, graphs to 256: 512 + 12288 + 512 + 128 = 13,440.
+        let h200 = Deployment::preset("qwen3-8b-1xh200").unwrap();
+        assert_eq!(sglang_memory_fraction(&h200), 0.907);
+        let e = preset("qwen3.8-27b-int4-2xl40", "sglang");
+        assert!(e.cap_requests_at_pool && e.activation_reserve_gib == 0.0);
+        assert_eq!(
+            (e.cuda_graph_max_tokens, e.cuda_graph_mixed),
+            (Some(32), false)
+        );
+        let h200 = preset("qwen3-8b-1xh200", "sglang");
+        assert_eq!(h200.cuda_graph_max_tokens, Some(256));
+        // The 27B's pool holds less than one request at its 1,048,576-token context limit: SGLang
+        // accepts requests up to what it holds.
+        let mut d = Deployment::preset("qwen3.8-27b-int4-2xl40").unwrap();
+        d.engine = e;
+        d.check().unwrap();
+        let limit = d.request_limit();
+        assert!(limit < d.context_limit && limit > 1_000_000, "{limit}");
+        d.engine.cap_requests_at_pool = false;
+        assert!(
+            d.check().is_err(),
+            "without the cap the deployment cannot hold one request"
+        );
+        assert_eq!(d.request_limit(), d.context_limit);
     }
 
     #[test]

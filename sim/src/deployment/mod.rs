@@ -11,7 +11,9 @@ pub use crate::engine::{
     EngineConfig, KindAcceptance, Preemption, SpecMethod, Speculative, MAX_BLOCK_SIZE,
     MAX_DRAFT_PARAMS, MAX_NUM_SEQS, MAX_SWAP_SPACE_GIB,
 };
-pub use engines::{engine_preset, vllm_block_size, ENGINE_PRESETS};
+pub use engines::{
+    engine_preset, sglang_memory_fraction, sglang_tier, vllm_block_size, ENGINE_PRESETS,
+};
 pub use file::DeploymentFile;
 
 use serde::{Deserialize, Serialize};
@@ -234,6 +236,13 @@ impl Deployment {
         }
     }
 
+    /// The longest request (prompt + output) this deployment's engine accepts: its context limit, or
+    /// less when the engine caps requests at its KV pool ([`EngineConfig::cap_requests_at_pool`]). A
+    /// longer request is never sent and fails as a context overflow, in the simulator and in a replay.
+    pub fn request_limit(&self) -> u32 {
+        self.kv_layout().request_limit(&self.engine)
+    }
+
     /// One engine replica of this deployment; fails if one request of the context limit cannot fit.
     pub fn replica(&self, opts: ReplicaOptions) -> Result<Replica, CapacityError> {
         Replica::new(&self.engine, &self.kv_layout(), opts)
@@ -254,6 +263,7 @@ impl Deployment {
                 .speculative
                 .as_ref()
                 .map_or(0.0, |s| s.draft_params(&m)),
+            graphs: self.engine.graph_rule(),
         })
     }
 }

@@ -200,6 +200,20 @@ pub struct EngineConfig {
     /// serve arrival order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiting_order: Option<WaitingOrder>,
+    /// Accept requests only as long as the KV pool holds (SGLang's `max_req_len`: the context limit or
+    /// the pool's tokens, whichever is smaller; a longer request fails as a context overflow). Off: the
+    /// pool must hold one request at the context limit, or the deployment is refused.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cap_requests_at_pool: bool,
+    /// Steps of at most this many tokens replay captured CUDA graphs; longer ones (and, unless
+    /// `cuda_graph_mixed`, every step with prefill) run eagerly and take at least the profile's
+    /// `eager_s_per_layer` × layers. Absent: every step's launches are hidden (0: no graphs at all).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda_graph_max_tokens: Option<u32>,
+    /// Whether steps with prefill tokens replay (piecewise) graphs too, as vLLM's do; else only
+    /// decode-only steps, as SGLang's.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cuda_graph_mixed: bool,
 }
 
 fn default_swap_space() -> f64 {
@@ -233,11 +247,23 @@ impl Default for EngineConfig {
             new_token_ratio: default_new_token_ratio(),
             speculative: None,
             waiting_order: None,
+            cap_requests_at_pool: false,
+            cuda_graph_max_tokens: None,
+            cuda_graph_mixed: false,
         }
     }
 }
 
 impl EngineConfig {
+    /// Which steps replay CUDA graphs, for the cost model; `None` when the engine gives no limit.
+    pub fn graph_rule(&self) -> Option<serverbench_calibration::GraphRule> {
+        self.cuda_graph_max_tokens
+            .map(|max_tokens| serverbench_calibration::GraphRule {
+                max_tokens,
+                mixed: self.cuda_graph_mixed,
+            })
+    }
+
     /// Checks every knob; the error names the field (relative to `engine`).
     pub fn check(&self) -> Result<(), FieldError> {
         let checks = [
@@ -282,6 +308,12 @@ impl EngineConfig {
         }
         if let Some(sp) = &self.speculative {
             sp.check().map_err(|e| e.under("speculative"))?;
+        }
+        if self.cuda_graph_mixed && self.cuda_graph_max_tokens.is_none() {
+            return Err(FieldError::new(
+                "cuda_graph_mixed",
+                "needs cuda_graph_max_tokens (which steps replay graphs at all)",
+            ));
         }
         if self.waiting_order == Some(WaitingOrder::Lpm) && self.policy.name() != "sglang" {
             return Err(FieldError::new(

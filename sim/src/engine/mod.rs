@@ -196,6 +196,23 @@ impl Replica {
 }
 
 impl KvLayout {
+    /// The longest request (prompt + output tokens) the engine accepts: the context limit, or with
+    /// `cap_requests_at_pool` what the pool holds beside one sequence's state, less one token
+    /// (SGLang's `max_req_len`), whichever is smaller. The context limit if the pool cannot be sized.
+    pub fn request_limit(&self, cfg: &EngineConfig) -> u32 {
+        if !cfg.cap_requests_at_pool {
+            return self.context_limit;
+        }
+        match self.pool(cfg) {
+            Ok((total, state)) => {
+                let tokens = (total - state as u64) * cfg.block_size as u64;
+                self.context_limit
+                    .min(tokens.saturating_sub(1).min(u32::MAX as u64) as u32)
+            }
+            Err(_) => self.context_limit,
+        }
+    }
+
     /// The pool's blocks and the blocks of per-sequence state every sequence holds, for `cfg`'s block
     /// size; fails if the weights leave no room or one request of the context limit cannot fit.
     pub fn pool(&self, cfg: &EngineConfig) -> Result<(u64, u32), CapacityError> {
@@ -213,7 +230,7 @@ impl KvLayout {
         let total = (plan.kv_pool_bytes / block_bytes).floor() as u64;
         let state_blocks = (plan.state_bytes_per_seq / block_bytes).ceil() as u32;
         let need = self.context_limit.div_ceil(bs) as u64 + state_blocks as u64;
-        if need > total {
+        if need > total && !(cfg.cap_requests_at_pool && total > state_blocks as u64) {
             return Err(CapacityError::ContextTooLong {
                 context: self.context_limit,
                 need,
