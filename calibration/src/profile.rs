@@ -387,6 +387,10 @@ impl Profile {
     }
 }
 
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -453,8 +457,4 @@ mod tests {
         bad.band = Some(Band { compute: 1.5, ..b });
         assert_eq!(bad.check().unwrap_err().field, "band.compute");
     }
-}
-
-fn is_zero(x: &f64) -> bool {
-    *x == 0.0
 }
