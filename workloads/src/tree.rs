@@ -325,7 +325,7 @@ impl SessionTree {
             .count() as u32
     }
 
-    /// Same tree under another session id (used when a finite trace is cycled).
+    /// Same tree under another session id (a fresh repeat of a finite trace takes one).
     pub fn with_session_id(mut self, session_id: u64) -> Self {
         self.session_id = session_id;
         self

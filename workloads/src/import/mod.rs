@@ -124,7 +124,8 @@ pub(super) fn has_key(head: &str, key: &str) -> bool {
     head.contains(&format!("\"{key}\""))
 }
 
-/// Session trees read from a file; as a stream it cycles through them.
+/// Session trees read from a file; as a stream it cycles through the very same trees (`TraceRepeat::Same`;
+/// `FreshRepeats` makes later passes new sessions).
 #[derive(Clone, Debug)]
 pub struct Trace {
     trees: Vec<Arc<SessionTree>>,
