@@ -394,11 +394,7 @@ fn the_weka_export_refuses_what_the_format_cannot_say() {
     let req = |id: u32, agent: u32, deps: Vec<u32>| Request {
         id,
         agent,
-        kind: if agent == 0 {
-            RequestKind::RootTurn
-        } else {
-            RequestKind::SubagentTurn
-        },
+        kind: RequestKind::turn_of(agent),
         deps,
         think_ns: 0,
         input_tokens: 100,

@@ -60,7 +60,7 @@ pub enum Workload {
         trace: std::sync::Arc<Trace>,
         /// New sessions shaped like the trace's, or the same trees again.
         repeat: TraceRepeat,
-        /// The ids more than one agent uses, found once for every seed's stream.
+        /// The ids sessions share (`SharedIds`), found once for every seed's stream.
         shared: std::sync::Arc<std::sync::OnceLock<SharedIds>>,
     },
 }

@@ -81,7 +81,7 @@ impl SharedIds {
         }
     }
 
-    /// Whether `id` is used by more than one agent.
+    /// Whether `id` is shared: used by more than one agent, or declared the application's prefix.
     pub fn contains(&self, id: u64) -> bool {
         self.ids.contains(&id)
     }
@@ -191,11 +191,7 @@ mod tests {
         Request {
             id,
             agent,
-            kind: if agent == 0 {
-                RequestKind::RootTurn
-            } else {
-                RequestKind::SubagentTurn
-            },
+            kind: RequestKind::turn_of(agent),
             deps,
             think_ns: 0,
             input_tokens: ids.len() as u32 * 4,

@@ -167,11 +167,7 @@ mod tests {
         let req = |id: u32, agent: u32, deps: Vec<u32>, input: u32, blocks: Vec<u64>| Request {
             id,
             agent,
-            kind: if agent == 0 {
-                RequestKind::RootTurn
-            } else {
-                RequestKind::SubagentTurn
-            },
+            kind: RequestKind::turn_of(agent),
             deps,
             think_ns: 0,
             input_tokens: input,

@@ -17,6 +17,15 @@ pub enum RequestKind {
 }
 
 impl RequestKind {
+    /// The kind of an ordinary turn of `agent`: the root's (agent 0) or a sub-agent's.
+    pub fn turn_of(agent: u32) -> RequestKind {
+        if agent == 0 {
+            RequestKind::RootTurn
+        } else {
+            RequestKind::SubagentTurn
+        }
+    }
+
     /// A short lowercase label, as written in records and tables.
     pub fn label(self) -> &'static str {
         match self {

@@ -102,7 +102,7 @@ fn sglang(d: &Deployment) -> EngineConfig {
 }
 
 /// SGLang's chunked-prefill size and `cuda_graph_max_bs` for the deployment's GPU memory and tp.
-pub fn sglang_tier(d: &Deployment) -> (u32, u32) {
+fn sglang_tier(d: &Deployment) -> (u32, u32) {
     let gib = d.hardware.memory_bytes / GIB;
     let small_tp = d.tp < 4;
     if gib < 35.0 {
@@ -120,7 +120,7 @@ pub fn sglang_tier(d: &Deployment) -> (u32, u32) {
 /// MiB, of 512 + 1.5 × max(chunk, 2048) + 2 × `cuda_graph_max_bs` + 1024 × tp × pp ÷ 8 (at least
 /// 10,240 on a GPU over 60 GiB), as a fraction rounded to three digits. Without the further cut
 /// SGLang makes for a multimodal checkpoint (the benchmark serves text).
-pub fn sglang_memory_fraction(d: &Deployment) -> f64 {
+fn sglang_memory_fraction(d: &Deployment) -> f64 {
     let (chunk, graph_bs) = sglang_tier(d);
     let mib = d.hardware.memory_bytes / (1024.0 * 1024.0);
     let mut reserve =

@@ -11,9 +11,7 @@ pub use crate::engine::{
     EngineConfig, KindAcceptance, Preemption, SpecMethod, Speculative, MAX_BLOCK_SIZE,
     MAX_DRAFT_PARAMS, MAX_NUM_SEQS, MAX_SWAP_SPACE_GIB,
 };
-pub use engines::{
-    engine_preset, sglang_memory_fraction, sglang_tier, vllm_block_size, ENGINE_PRESETS,
-};
+pub use engines::{engine_preset, vllm_block_size, ENGINE_PRESETS};
 pub use file::DeploymentFile;
 
 use serde::{Deserialize, Serialize};

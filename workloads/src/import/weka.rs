@@ -242,11 +242,7 @@ impl Walker<'_> {
                 self.root_turns += 1;
             }
             let id = self.requests.len() as u32;
-            let kind = if agent == 0 {
-                RequestKind::RootTurn
-            } else {
-                RequestKind::SubagentTurn
-            };
+            let kind = RequestKind::turn_of(agent);
             self.requests.push(Request {
                 id,
                 agent,
