@@ -642,23 +642,35 @@ fn engine_presets_follow_each_engines_defaults_for_the_deployment() {
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         String::from_utf8(o.stdout).unwrap()
     };
-    let vllm = config("vllm");
-    for line in [
-        "policy: vllm",
-        "block_size: 272",
-        "max_num_batched_tokens: 2048",
-        "max_num_seqs: 256",
-    ] {
-        assert!(vllm.contains(line), "{line}\n{vllm}");
-    }
-    let sglang = config("sglang");
-    for line in [
-        "policy: sglang",
-        "block_size: 16",
-        "max_num_batched_tokens: 4096",
-        "waiting_order: fcfs",
-    ] {
-        assert!(sglang.contains(line), "{line}\n{sglang}");
+    let expected: [(&str, &[&str]); 2] = [
+        (
+            "vllm",
+            &[
+                "policy: vllm",
+                "block_size: 272",
+                "max_num_batched_tokens: 2048",
+                "max_num_seqs: 256",
+                "cuda_graph_max_tokens: 512",
+            ],
+        ),
+        (
+            "sglang",
+            &[
+                "policy: sglang",
+                "block_size: 16",
+                "max_num_batched_tokens: 4096",
+                "waiting_order: fcfs",
+                "gpu_memory_utilization: 0.849",
+                "cap_requests_at_pool: true",
+                "cuda_graph_max_tokens: 32",
+            ],
+        ),
+    ];
+    for (engine, lines) in expected {
+        let printed = config(engine);
+        for line in lines {
+            assert!(printed.contains(line), "{engine}: {line}\n{printed}");
+        }
     }
     let o = serverbench(["simulate", "--engine-config", "tgi"]);
     assert_eq!(o.status.code(), Some(2));
