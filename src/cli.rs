@@ -282,8 +282,10 @@ pub struct WorkloadExportArgs {
     /// Output format: `native` (this tool's trees, re-importable exactly), `aiperf` (AIPerf's
     /// multi-turn Mooncake trace: `aiperf profile --custom-dataset-type mooncake_trace`) or `weka`
     /// (Weka / Claude-Code traces with nested sub-agents: GuideLLM's `--data kind=weka,…`, and this
-    /// tool's `--trace`).
-    #[arg(long, default_value = "native", value_parser = ["native", "aiperf", "weka"])]
+    /// tool's `--trace`) or `corpus` (real sessions reduced to numbers, what `workload fit` reads: a
+    /// log's calls with their recorded times and cache reads, or any trees with the prefixes their
+    /// block ids share).
+    #[arg(long, default_value = "native", value_parser = ["native", "aiperf", "weka", "corpus"])]
     pub format: String,
     /// Output file (default: standard output).
     #[arg(long, short = 'o')]

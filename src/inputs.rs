@@ -5,7 +5,7 @@ use anyhow::{anyhow, bail, Result};
 use serverbench_calibration::Profile;
 use serverbench_sim::{Arrivals, Deployment, RunConfig, StartMode, MAX_CONCURRENCY};
 use serverbench_study::Study;
-use serverbench_workloads::{read_spec, read_trace, Trace, TreeSource, Workload, WorkloadSpec};
+use serverbench_workloads::{read_spec, Imported, Trace, TreeSource, Workload, WorkloadSpec};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -105,10 +105,35 @@ pub fn spec(args: &WorkloadArgs) -> Result<WorkloadSpec> {
 
 /// The trace, if one was given.
 pub fn trace(args: &WorkloadArgs) -> Result<Option<Trace>> {
+    match imported(args)? {
+        Some(i) => Ok(Some(i.trace()?)),
+        None => Ok(None),
+    }
+}
+
+/// The trace's inputs as read, with what was left out (said on standard error), if one was given.
+pub fn imported(args: &WorkloadArgs) -> Result<Option<Imported>> {
     let Some(path) = &args.trace else {
         return Ok(None);
     };
-    Ok(Some(read_trace(path, args.trace_format)?))
+    let i = serverbench_workloads::import(&[path.as_path()], args.trace_format)?;
+    report_skips(&i);
+    Ok(Some(i))
+}
+
+/// Says on standard error what an import left out, grouped by reason (nothing when nothing was).
+pub fn report_skips(i: &Imported) {
+    let mut lines: Vec<(usize, String)> = i
+        .reduced
+        .as_ref()
+        .map(|r| r.skip_counts())
+        .unwrap_or_default();
+    if !i.unread.is_empty() {
+        lines.push((i.unread.len(), format!("{} (unread)", i.unread[0].what)));
+    }
+    for (n, what) in lines {
+        eprintln!("note: {} {n} × {what}", i.format.name());
+    }
 }
 
 /// Most seeds one command takes.

@@ -4,7 +4,9 @@ use crate::cli::{WorkloadCommand, WorkloadExportArgs, WorkloadScanArgs, Workload
 use crate::inputs;
 use crate::output::{thousands, write_file, write_json};
 use anyhow::{Context, Result};
-use serverbench_workloads::{workload_stats, write_native, Quantiles, SessionTree};
+use serverbench_workloads::{
+    workload_stats, write_corpus, write_native, Quantiles, Session, SessionTree,
+};
 use std::sync::Arc;
 
 pub fn run(c: WorkloadCommand) -> Result<()> {
@@ -67,22 +69,54 @@ fn stats(a: WorkloadStatsArgs) -> Result<()> {
 }
 
 fn export(a: WorkloadExportArgs) -> Result<()> {
+    if a.format == "corpus" {
+        let sessions = corpus_sessions(&a)?;
+        return write_out(&a.out, |w| write_corpus(&sessions, w));
+    }
     let trees = trees(&a.workload, a.seed, a.trees, a.context_limit)?;
     let write = |w: &mut dyn std::io::Write| match a.format.as_str() {
         "native" => write_native(trees, w),
         "aiperf" => serverbench_workloads::write_aiperf(trees, w),
         "weka" => serverbench_workloads::write_weka(trees, w),
-        _ => unreachable!("clap accepts native, aiperf or weka"),
+        _ => unreachable!("clap accepts native, aiperf, weka or corpus"),
     };
-    match &a.out {
+    write_out(&a.out, write)
+}
+
+/// Writes to the file, or to standard output.
+fn write_out(
+    out: &Option<std::path::PathBuf>,
+    write: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
+) -> Result<()> {
+    match out {
         Some(path) => {
             let f = std::fs::File::create(path)
                 .with_context(|| format!("{}: cannot create", path.display()))?;
-            write(&mut std::io::BufWriter::new(f))
+            let mut w = std::io::BufWriter::new(f);
+            write(&mut w)
+                .and_then(|_| std::io::Write::flush(&mut w))
                 .with_context(|| format!("{}: cannot write", path.display()))
         }
         None => write(&mut std::io::stdout().lock()).context("cannot write to standard output"),
     }
+}
+
+/// The sessions `export --format corpus` writes: a log's reduced sessions as read (with their
+/// recorded times and cache reads), or any other trees with their prefixes found from block ids.
+fn corpus_sessions(a: &WorkloadExportArgs) -> Result<Vec<Session>> {
+    if let Some(i) = inputs::imported(&a.workload)? {
+        if let Some(r) = i.reduced {
+            return Ok(r.sessions);
+        }
+        let source = i.format.name();
+        return Ok(i
+            .trees
+            .iter()
+            .map(|t| Session::from_tree(t, source))
+            .collect());
+    }
+    let trees = trees(&a.workload, a.seed, a.trees, a.context_limit)?;
+    Ok(trees.map(|t| Session::from_tree(&t, "generator")).collect())
 }
 
 fn scan(a: WorkloadScanArgs) -> Result<()> {

@@ -177,7 +177,6 @@ fn malformed_inputs_name_file_line_and_field() {
         (None, "{\"requests\": [{\"type\": \"n\", \"in\": 128}]}".into(), 1, "requests[0].out", "missing"),
         (None, "{\"block_size\": 64, \"requests\": [{\"type\": \"n\", \"in\": 100, \"out\": 5, \"hash_ids\": [1, 2]}]}".into(), 1, "requests[0].hash_ids", "exceed"),
         (Some(TraceFormat::WEKA), "{\"requests\": [{\"type\": \"n\", \"in\": 1".into(), 1, "", "malformed JSON"),
-        (None, "{\"requests\": [{\"type\": \"subagent\", \"requests\": [{\"type\": \"n\", \"in\": 5, \"out\": 0}]}]}".into(), 1, "requests[0].requests[0].out", "at least 1"),
         // Weka: a declared prefix that is not a count, at the trace and in a sub-agent.
         (None, "{\"system_tokens\": -5, \"requests\": [{\"type\": \"n\", \"in\": 128, \"out\": 5}]}".into(), 1, "system_tokens", "non-negative"),
         (None, "{\"requests\": [{\"type\": \"subagent\", \"tool_tokens\": \"many\", \"requests\": [{\"type\": \"n\", \"in\": 5, \"out\": 1}]}]}".into(), 1, "requests[0].tool_tokens", "non-negative"),

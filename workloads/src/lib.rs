@@ -14,6 +14,7 @@
 //! assert_eq!(*tree, *g.tree(0)); // deterministic
 //! ```
 
+pub mod corpus;
 pub mod error;
 pub mod generator;
 pub mod hash;
@@ -24,11 +25,12 @@ pub mod stats;
 pub mod tokens;
 pub mod tree;
 
+pub use corpus::{parse_corpus, write_corpus, Call, CallKind, Session};
 pub use error::InputError;
 pub use generator::{Generator, TreeSource};
 pub use import::{
-    parse_trace, read_trace, write_aiperf, write_native, write_weka, Trace, TraceFormat,
-    WekaExportError,
+    import, import_files, parse_trace, read_trace, source_files, write_aiperf, write_native,
+    write_weka, Imported, Reduced, Skip, SourceFile, Trace, TraceFormat, WekaExportError,
 };
 pub use repeat::{FreshRepeats, SharedIds, TraceRepeat};
 pub use spec::{CompactionSpec, Dist, SubagentSpec, WorkloadSpec};

@@ -6,6 +6,7 @@
 //! Adding a format: a file beside `mooncake.rs` with a unit struct implementing [`Importer`], and one
 //! line in the `formats!` list below.
 
+use crate::corpus::Session;
 use crate::error::InputError;
 use crate::generator::TreeSource;
 use crate::hash::chain_ids;
@@ -26,11 +27,106 @@ pub trait Importer: Sync + 'static {
     fn summary(&self) -> &'static str;
     /// Whether the start of a file (its first record's keys) looks like this format.
     fn detects(&self, head: &str) -> bool;
-    /// Reads the whole text; errors name `file`, the line and the field.
-    fn parse(&self, file: &str, text: &str) -> Result<Vec<SessionTree>, InputError>;
+    /// Reads the whole text; errors name `file`, the line and the field. A format that reads
+    /// several files as one input (`reduce`) reads a single file through that.
+    fn parse(&self, file: &str, text: &str) -> Result<Vec<SessionTree>, InputError> {
+        let files = [SourceFile {
+            name: file.to_string(),
+            text: text.to_string(),
+        }];
+        match self.reduce(&files) {
+            Some(r) => Ok(r?.trees()),
+            None => Err(InputError::new(file, 0, "", "this format reads no trees")),
+        }
+    }
+    /// For formats that record each model call's numbers (agents' own logs, the corpus): the files
+    /// (one session's log with its sub-agents' files, or many sessions) reduced to corpus sessions,
+    /// with what was left out and why. `None` for formats that are only trees.
+    fn reduce(&self, _files: &[SourceFile]) -> Option<Result<Reduced, InputError>> {
+        None
+    }
+    /// Whether a replay's trees are the reduced sessions' (true), or the format's own (`parse`),
+    /// which can say more than a session's one prefix per call (a Weka trace's hash ids).
+    fn trees_from_sessions(&self) -> bool {
+        true
+    }
+    /// [`Importer::parse`] of the `nth` of several input files (formats whose ids are local to a
+    /// file keep different files' ids apart).
+    fn parse_nth(
+        &self,
+        file: &str,
+        text: &str,
+        _nth: usize,
+    ) -> Result<Vec<SessionTree>, InputError> {
+        self.parse(file, text)
+    }
+}
+
+/// One input file: its name (for errors) and its text.
+#[derive(Clone, Debug)]
+pub struct SourceFile {
+    /// The path as the user gave it (or as found under a folder they gave).
+    pub name: String,
+    /// Its text.
+    pub text: String,
+}
+
+/// Something an importer left out, where and why (counted in its summary, never silently dropped).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Skip {
+    /// The file.
+    pub file: String,
+    /// 1-based line (0 for a whole file).
+    pub line: usize,
+    /// What was left out and why, in words that group alike skips.
+    pub what: String,
+}
+
+impl Skip {
+    /// A skip at `file:line`.
+    pub fn new(file: &str, line: usize, what: impl Into<String>) -> Skip {
+        Skip {
+            file: file.to_string(),
+            line,
+            what: what.into(),
+        }
+    }
+}
+
+/// Sessions reduced from logs, and what was left out.
+#[derive(Clone, Debug, Default)]
+pub struct Reduced {
+    /// The sessions, in a stable order.
+    pub sessions: Vec<Session>,
+    /// What was left out (entries that are not model calls, sessions without one), and why.
+    pub skipped: Vec<Skip>,
+}
+
+impl Reduced {
+    /// The sessions as trees, numbered in order.
+    pub fn trees(&self) -> Vec<SessionTree> {
+        self.sessions
+            .iter()
+            .enumerate()
+            .map(|(i, s)| s.to_tree(i as u64))
+            .collect()
+    }
+
+    /// What was skipped, grouped by reason: `(count, reason)`, most frequent first.
+    pub fn skip_counts(&self) -> Vec<(usize, String)> {
+        let mut by: std::collections::BTreeMap<&str, usize> = Default::default();
+        for s in &self.skipped {
+            *by.entry(&s.what).or_default() += 1;
+        }
+        let mut v: Vec<(usize, String)> = by.into_iter().map(|(w, n)| (n, w.to_string())).collect();
+        v.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        v
+    }
 }
 
 mod bailian;
+mod claude_code;
+mod corpus;
 mod mooncake;
 mod native;
 mod requests;
@@ -45,6 +141,8 @@ macro_rules! formats {
 }
 
 formats![
+    corpus::Corpus,
+    claude_code::ClaudeCode,
     native::Native,
     bailian::Bailian,
     mooncake::Mooncake,
@@ -67,6 +165,10 @@ impl TraceFormat {
     pub const REQUESTS: TraceFormat = TraceFormat(&requests::Requests);
     /// This tool's own export.
     pub const NATIVE: TraceFormat = TraceFormat(&native::Native);
+    /// Claude Code's session logs.
+    pub const CLAUDE_CODE: TraceFormat = TraceFormat(&claude_code::ClaudeCode);
+    /// The corpus format: real sessions reduced to numbers.
+    pub const CORPUS: TraceFormat = TraceFormat(&corpus::Corpus);
 
     /// Every format, in detection order.
     pub fn all() -> impl Iterator<Item = TraceFormat> {
@@ -155,13 +257,180 @@ impl TreeSource for Trace {
     }
 }
 
-/// Reads a trace file; `format` `None` detects it from the content.
+/// Reads a trace: a file, or a folder of files of one format (a Claude Code project folder, a folder
+/// of trajectories); `format` `None` detects it from the content.
 pub fn read_trace(
     path: &std::path::Path,
     format: Option<TraceFormat>,
 ) -> Result<Trace, InputError> {
-    let text = serverbench_config::read_text(path, serverbench_config::MAX_DATA_BYTES)?;
-    parse_trace(&path.display().to_string(), &text, format)
+    import(&[path], format)?.trace()
+}
+
+/// What reading some inputs gave.
+#[derive(Clone, Debug)]
+pub struct Imported {
+    /// The format they were read as.
+    pub format: TraceFormat,
+    /// The session trees.
+    pub trees: Vec<SessionTree>,
+    /// For formats that reduce to corpus sessions: the sessions (one per tree, in order) and what
+    /// was left out.
+    pub reduced: Option<Reduced>,
+    /// Files found under folders that were not of the format, left unread.
+    pub unread: Vec<Skip>,
+}
+
+impl Imported {
+    /// The trees as a trace (an error when there are none, naming the first input).
+    pub fn trace(self) -> Result<Trace, InputError> {
+        Trace::new(self.trees)
+            .ok_or_else(|| InputError::new("the inputs", 0, "", "they hold no request"))
+    }
+}
+
+/// Most files one command reads from the folders it is given.
+pub const MAX_INPUT_FILES: usize = 100_000;
+
+/// The files a list of paths names: each file itself, each folder's files (recursively, in name
+/// order, hidden names skipped).
+pub fn source_files(paths: &[&std::path::Path]) -> Result<Vec<SourceFile>, InputError> {
+    let mut names = Vec::new();
+    for &p in paths {
+        if p.is_dir() {
+            walk(p, &mut names)?;
+        } else {
+            names.push(p.to_path_buf());
+        }
+    }
+    if names.len() > MAX_INPUT_FILES {
+        return Err(InputError::new(
+            &paths[0].display().to_string(),
+            0,
+            "",
+            format!("more than {MAX_INPUT_FILES} files"),
+        ));
+    }
+    names
+        .into_iter()
+        .map(|p| {
+            let text = serverbench_config::read_text(&p, serverbench_config::MAX_DATA_BYTES)?;
+            Ok(SourceFile {
+                name: p.display().to_string(),
+                text,
+            })
+        })
+        .collect()
+}
+
+fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) -> Result<(), InputError> {
+    let err = |e: std::io::Error| {
+        InputError::new(
+            &dir.display().to_string(),
+            0,
+            "",
+            format!("cannot list: {e}"),
+        )
+    };
+    let mut entries: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
+        .map_err(err)?
+        .map(|e| e.map(|e| e.path()).map_err(err))
+        .collect::<Result<_, _>>()?;
+    entries.sort();
+    for p in entries {
+        if p.file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+        {
+            continue;
+        }
+        if p.is_dir() {
+            walk(&p, out)?;
+        } else if p.is_file() {
+            out.push(p);
+            if out.len() > MAX_INPUT_FILES {
+                return Ok(());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Reads files and folders of one format; `format` `None` detects it from the first file, and then
+/// reads only the files that look like it (the others are listed in `unread`).
+pub fn import(
+    paths: &[&std::path::Path],
+    format: Option<TraceFormat>,
+) -> Result<Imported, InputError> {
+    let files = source_files(paths)?;
+    import_files(files, format)
+}
+
+/// [`import`] of files already read.
+pub fn import_files(
+    files: Vec<SourceFile>,
+    format: Option<TraceFormat>,
+) -> Result<Imported, InputError> {
+    let Some(first) = files.first() else {
+        return Err(InputError::new("the inputs", 0, "", "no file to read"));
+    };
+    let unknown = |name: &str| {
+        InputError::new(
+            name,
+            1,
+            "",
+            format!(
+                "unknown trace format (expected records of one of: {})",
+                TraceFormat::names()
+            ),
+        )
+    };
+    let (format, files, unread) = match format {
+        Some(f) => (f, files, Vec::new()),
+        None => {
+            let f = files
+                .iter()
+                .find_map(|x| TraceFormat::detect(&x.text))
+                .ok_or_else(|| unknown(&first.name))?;
+            let (mine, other): (Vec<SourceFile>, Vec<SourceFile>) = files
+                .into_iter()
+                .partition(|x| TraceFormat::detect(&x.text) == Some(f));
+            let unread = other
+                .iter()
+                .map(|x| Skip::new(&x.name, 0, format!("a file that is not {}", f.name())))
+                .collect();
+            (f, mine, unread)
+        }
+    };
+    let reduced = format.0.reduce(&files).transpose()?;
+    if let Some(r) = reduced.as_ref().filter(|_| format.0.trees_from_sessions()) {
+        return Ok(Imported {
+            format,
+            trees: r.trees(),
+            reduced,
+            unread,
+        });
+    }
+    let mut trees = Vec::new();
+    let several = files.len() > 1;
+    for (nth, f) in files.iter().enumerate() {
+        let mut t = format.0.parse_nth(&f.name, &f.text, nth)?;
+        if t.is_empty() {
+            return Err(InputError::new(&f.name, 0, "", "the file holds no request"));
+        }
+        trees.append(&mut t);
+    }
+    if several {
+        trees = trees
+            .into_iter()
+            .enumerate()
+            .map(|(i, t)| t.with_session_id(i as u64))
+            .collect();
+    }
+    Ok(Imported {
+        format,
+        trees,
+        reduced,
+        unread,
+    })
 }
 
 /// Parses trace text; `file` only names the source in errors.

@@ -2,7 +2,8 @@
 //! its requests in order and sub-agents nested as `type: "subagent"` entries; a sub-agent starts from a
 //! fresh context and its parent waits for it unless it was launched in the background.
 
-use super::{has_key, prompt_chain, Ids, Importer};
+use super::{has_key, prompt_chain, Ids, Importer, Reduced, Skip, SourceFile};
+use crate::corpus::Session;
 use crate::error::InputError;
 use crate::tree::{Request, RequestKind, SessionTree};
 use serde_json::{Map, Value};
@@ -40,7 +41,7 @@ impl Importer for Weka {
     }
 
     fn aliases(&self) -> &'static [&'static str] {
-        &["claude-code"]
+        &[]
     }
 
     fn summary(&self) -> &'static str {
@@ -54,9 +55,77 @@ impl Importer for Weka {
     fn parse(&self, file: &str, text: &str) -> Result<Vec<SessionTree>, InputError> {
         weka(file, text)
     }
+
+    /// Each trace as a corpus session: prefixes from its hash ids, times from `t` and `api_time`.
+    fn reduce(&self, files: &[SourceFile]) -> Option<Result<Reduced, InputError>> {
+        let mut out = Reduced::default();
+        for f in files {
+            let traces = match weka_timed(&f.name, &f.text, nth_of(files, f)) {
+                Ok(t) => t,
+                Err(e) => return Some(Err(e)),
+            };
+            for (i, (tree, times, no_output)) in traces.into_iter().enumerate() {
+                out.skipped.extend(no_output.into_iter().map(|line| {
+                    Skip::new(
+                        &f.name,
+                        line,
+                        "a request recorded with no output (asks for 1 token)",
+                    )
+                }));
+                let mut s = Session::from_tree(&tree, "weka");
+                s.id = crate::corpus::opaque_id("weka", &format!("{}#{i}", f.name));
+                let origin = times
+                    .iter()
+                    .filter_map(|t| t.0)
+                    .fold(f64::INFINITY, f64::min);
+                for (c, (t, api)) in s.calls.iter_mut().zip(times) {
+                    if let Some(t) = t {
+                        c.sent_s = Some(t - origin);
+                        c.done_s = api.map(|a| t - origin + a);
+                    }
+                }
+                out.sessions.push(s);
+            }
+        }
+        Some(Ok(out))
+    }
+
+    fn trees_from_sessions(&self) -> bool {
+        false
+    }
+
+    fn parse_nth(
+        &self,
+        file: &str,
+        text: &str,
+        nth: usize,
+    ) -> Result<Vec<SessionTree>, InputError> {
+        Ok(weka_timed(file, text, nth)?
+            .into_iter()
+            .map(|(t, ..)| t)
+            .collect())
+    }
+}
+
+/// The position of `f` among `files`.
+fn nth_of(files: &[SourceFile], f: &SourceFile) -> usize {
+    files.iter().position(|x| std::ptr::eq(x, f)).unwrap_or(0)
 }
 
 fn weka(file: &str, text: &str) -> Result<Vec<SessionTree>, InputError> {
+    Ok(weka_timed(file, text, 0)?
+        .into_iter()
+        .map(|(t, ..)| t)
+        .collect())
+}
+
+/// Each trace's tree with each request's recorded start `t` and `api_time`, by request id.
+/// and the lines of requests recorded with no output.
+type Timed = (SessionTree, Vec<(Option<f64>, Option<f64>)>, Vec<usize>);
+
+/// `nth` is the file's position among the inputs: the local ids of traces in different files are
+/// separate id spaces, as those of different lines of one file are.
+fn weka_timed(file: &str, text: &str, nth: usize) -> Result<Vec<Timed>, InputError> {
     let mut trees = Vec::new();
     for item in json_values(file, text) {
         let (line, v) = item?;
@@ -70,8 +139,12 @@ fn weka(file: &str, text: &str) -> Result<Vec<SessionTree>, InputError> {
             block_size: 64,
             root_turns: 0,
             app_prefix: Vec::new(),
+            times: Vec::new(),
+            no_output: Vec::new(),
+            nth,
         };
-        trees.push(w.trace(&v, index)?);
+        let tree = w.trace(&v, index)?;
+        trees.push((tree, std::mem::take(&mut w.times), w.no_output));
     }
     Ok(trees)
 }
@@ -87,6 +160,12 @@ struct Walker<'a> {
     root_turns: u32,
     /// Block ids of each agent's declared system + tools prefix (`system_tokens` + `tool_tokens`).
     app_prefix: Vec<u64>,
+    /// Each request's recorded `t` and `api_time`, by id.
+    times: Vec<(Option<f64>, Option<f64>)>,
+    /// Lines of requests recorded with `out: 0` (each replayed asking for one token).
+    no_output: Vec<usize>,
+    /// The file's position among the inputs (salts local ids).
+    nth: usize,
 }
 
 impl Walker<'_> {
@@ -158,7 +237,7 @@ impl Walker<'_> {
             return Err(self.err("block_size", "must be a positive integer"));
         }
         self.salt = match o.get("hash_id_scope").and_then(Value::as_str) {
-            Some("local") => index + 1,
+            Some("local") => ((self.nth as u64) << 32) | (index + 1),
             _ => 0,
         };
         let list = o
@@ -212,12 +291,17 @@ impl Walker<'_> {
                 continue;
             }
             let input = self.count(o, &p, "in")?;
-            let output = self.count(o, &p, "out")?;
+            let mut output = self.count(o, &p, "out")?;
             if input == 0 || input > u32::MAX as u64 {
                 return Err(self.err(&join(&p, "in"), "must be a positive token count"));
             }
-            if output == 0 || output > u32::MAX as u64 {
-                return Err(self.err(&join(&p, "out"), "must be at least 1"));
+            if output > u32::MAX as u64 {
+                return Err(self.err(&join(&p, "out"), "too large"));
+            }
+            if output == 0 {
+                // A recorded response with no output (cut off): replayed asking for one token.
+                output = 1;
+                self.no_output.push(self.line);
             }
             let ids = self.hash_ids(o, &p)?;
             let blocks = prompt_chain(&ids, input, self.block_size, self.salt, Ids::FullBlocks)
@@ -228,8 +312,10 @@ impl Walker<'_> {
                 (None, Some(t), Some(end)) => (t - end).max(0.0),
                 _ => 0.0,
             };
-            let api_time = self.seconds(o, &p, "api_time")?.unwrap_or(0.0);
+            let api = self.seconds(o, &p, "api_time")?;
+            let api_time = api.unwrap_or(0.0);
             prev_end = t.map(|t| t + api_time);
+            self.times.push((t, api));
             if first {
                 let n = (declared / self.block_size).min(blocks.len() as u64) as usize;
                 self.app_prefix.extend_from_slice(&blocks.as_slice()[..n]);
