@@ -10,6 +10,8 @@ use std::sync::Arc;
 
 /// Salt of the block ids of the shared system + tools prefix (the same in every session and seed).
 const GLOBAL_PREFIX_SALT: u64 = 0x5157_E11A_9EF1_0000;
+/// Salt of the sub-agents' own shared prefix (`subagents.prefix_tokens`).
+const SUBAGENT_PREFIX_SALT: u64 = 0x5AB_A6E7_9EF1_0000;
 
 /// An endless stream of session trees, indexed by position.
 pub trait TreeSource: Send + Sync {
@@ -86,6 +88,11 @@ impl TreeSource for Generator {
 struct Epoch {
     key: u64,
     max_blocks: usize,
+    /// Leading blocks that are the shared prefix, and its salt.
+    prefix_blocks: usize,
+    prefix_salt: u64,
+    /// A changed history: the first blocks are those of an earlier epoch.
+    parent: Option<(usize, usize)>,
 }
 
 /// The context an agent carries from turn to turn.
@@ -115,23 +122,98 @@ struct Builder<'a> {
     next_agent: u32,
 }
 
-impl Builder<'_> {
+impl<'a> Builder<'a> {
     fn new_context(&mut self, agent: u32, after_prefix: u32) -> Context {
-        let epoch = self.new_epoch(agent);
+        let epoch = self.new_epoch(agent, None);
         Context {
             agent,
             epoch,
-            tokens: self.spec.system_prefix_tokens + after_prefix,
+            tokens: self.prefix_tokens(agent) + after_prefix,
         }
     }
 
-    fn new_epoch(&mut self, agent: u32) -> usize {
+    /// The shared prefix an agent's context starts with: the root's system + tools prefix, or the
+    /// sub-agents' own where the spec has one.
+    fn prefix_tokens(&self, agent: u32) -> u32 {
+        match (agent, self.spec.subagents.prefix_tokens) {
+            (0, _) | (_, None) => self.spec.system_prefix_tokens,
+            (_, Some(t)) => t,
+        }
+    }
+
+    fn new_epoch(&mut self, agent: u32, parent: Option<(usize, usize)>) -> usize {
         let key = mix2(
             self.tree_key,
             ((agent as u64) << 32) | self.epochs.len() as u64,
         );
-        self.epochs.push(Epoch { key, max_blocks: 0 });
+        let own = agent > 0 && self.spec.subagents.prefix_tokens.is_some();
+        self.epochs.push(Epoch {
+            key,
+            max_blocks: 0,
+            prefix_blocks: (self.prefix_tokens(agent) / self.spec.block_size) as usize,
+            prefix_salt: if own {
+                SUBAGENT_PREFIX_SALT
+            } else {
+                GLOBAL_PREFIX_SALT
+            },
+            parent,
+        });
         self.epochs.len() - 1
+    }
+
+    /// The measured growth model of an agent's turns, if the spec has one.
+    fn growth(&self, agent: u32) -> Option<&'a crate::spec::NewTokens> {
+        let s: &'a WorkloadSpec = self.spec;
+        match agent {
+            0 => s.new_tokens.as_ref(),
+            _ => s.subagents.new_tokens.as_ref().or(s.new_tokens.as_ref()),
+        }
+    }
+
+    /// Tokens a later turn of the context adds: a tool result (the previous output was added when it
+    /// was produced), or under a measured growth model the answer and tool results together, drawn for
+    /// the context's size.
+    fn added_tokens(&mut self, ctx: &Context) -> u32 {
+        let dist = match self.growth(ctx.agent) {
+            Some(g) => g.band(ctx.tokens),
+            None => &self.spec.tool_result_tokens,
+        };
+        dist.sample_count(&mut self.rng, 0, MAX_PART_TOKENS)
+    }
+
+    /// Under a measured growth model, a turn may change its history: the context goes on in a new
+    /// chain that shares only the first part of the previous prompt.
+    fn maybe_rewrite(&mut self, ctx: &mut Context) {
+        let Some(g) = self.growth(ctx.agent) else {
+            return;
+        };
+        if g.rewrite_probability == 0.0 || self.rng.random::<f64>() >= g.rewrite_probability {
+            return;
+        }
+        let kept = g
+            .rewrite_kept_fraction
+            .sample(&mut self.rng)
+            .clamp(0.0, 1.0);
+        let blocks = ((kept * ctx.tokens as f64) as u32 / self.spec.block_size) as usize;
+        ctx.epoch = self.new_epoch(ctx.agent, Some((ctx.epoch, blocks)));
+    }
+
+    /// Output tokens of one of the agent's turns.
+    fn output_tokens(&mut self, agent: u32) -> u32 {
+        let spec: &'a WorkloadSpec = self.spec;
+        let d = match (agent, &self.spec.subagents.output_tokens) {
+            (0, _) | (_, None) => &spec.output_tokens,
+            (_, Some(d)) => d,
+        };
+        d.sample_count(&mut self.rng, 1, MAX_PART_TOKENS)
+    }
+
+    /// After a turn: its output becomes part of the context, unless the growth model counts it in
+    /// the next turn's new tokens.
+    fn keep_output(&self, ctx: &mut Context, output: u32) {
+        if self.growth(ctx.agent).is_none() {
+            ctx.tokens += output;
+        }
     }
 
     fn think_ns(&mut self) -> u64 {
@@ -177,6 +259,7 @@ impl Builder<'_> {
     ) -> (Vec<u32>, u64) {
         let think = self.think_ns();
         if ctx.tokens.saturating_add(added) <= self.threshold {
+            self.maybe_rewrite(ctx);
             ctx.tokens += added;
             return (deps, think);
         }
@@ -192,8 +275,8 @@ impl Builder<'_> {
                 turn,
             },
         );
-        ctx.epoch = self.new_epoch(ctx.agent);
-        ctx.tokens = self.spec.system_prefix_tokens + summary + added;
+        ctx.epoch = self.new_epoch(ctx.agent, None);
+        ctx.tokens = self.prefix_tokens(ctx.agent) + summary + added;
         (vec![c], 0)
     }
 
@@ -209,16 +292,11 @@ impl Builder<'_> {
         for turn in 0..turns {
             if turn > 0 {
                 let joined = deps.len().saturating_sub(1) as u32;
-                let added = spec
-                    .tool_result_tokens
-                    .sample_count(&mut self.rng, 0, MAX_PART_TOKENS)
-                    + joined * spec.subagents.result_tokens;
+                let added = self.added_tokens(&ctx) + joined * spec.subagents.result_tokens;
                 (deps, think_ns) =
                     self.advance(&mut ctx, std::mem::take(&mut deps), added, turn, false);
             }
-            let output = spec
-                .output_tokens
-                .sample_count(&mut self.rng, 1, MAX_PART_TOKENS);
+            let output = self.output_tokens(0);
             let id = self.push(
                 &ctx,
                 Turn {
@@ -230,7 +308,7 @@ impl Builder<'_> {
                     turn,
                 },
             );
-            ctx.tokens += output;
+            self.keep_output(&mut ctx, output);
             deps.push(id);
             if self.rng.random::<f64>() < spec.subagents.spawn_probability {
                 let fanout = spec
@@ -257,20 +335,20 @@ impl Builder<'_> {
             .subagents
             .turns
             .sample_count(&mut self.rng, 1, MAX_TURNS);
-        let mut ctx = self.new_context(agent, spec.subagents.first_prompt_tokens);
+        let task = match &spec.subagents.task_prompt_tokens {
+            Some(d) => d.sample_count(&mut self.rng, 1, MAX_PART_TOKENS),
+            None => spec.subagents.first_prompt_tokens,
+        };
+        let mut ctx = self.new_context(agent, task);
         let mut deps = vec![parent];
         let mut think_ns = 0;
         let mut last = parent;
         for j in 0..turns {
             if j > 0 {
-                let added = spec
-                    .tool_result_tokens
-                    .sample_count(&mut self.rng, 0, MAX_PART_TOKENS);
+                let added = self.added_tokens(&ctx);
                 (deps, think_ns) = self.advance(&mut ctx, vec![last], added, turn, background);
             }
-            let output = spec
-                .output_tokens
-                .sample_count(&mut self.rng, 1, MAX_PART_TOKENS);
+            let output = self.output_tokens(agent);
             last = self.push(
                 &ctx,
                 Turn {
@@ -282,29 +360,30 @@ impl Builder<'_> {
                     turn,
                 },
             );
-            ctx.tokens += output;
+            self.keep_output(&mut ctx, output);
         }
         last
     }
 
-    /// Builds one block chain per context epoch and points every request at its prefix.
+    /// Builds one block chain per context epoch (a changed history starts with its parent's first
+    /// blocks) and points every request at its prefix.
     fn finish(self) -> Vec<Request> {
-        let prefix_blocks = (self.spec.system_prefix_tokens / self.spec.block_size) as u64;
-        let chains: Vec<Arc<[u64]>> = self
-            .epochs
-            .iter()
-            .map(|e| {
-                (0..e.max_blocks as u64)
-                    .map(|p| {
-                        if p < prefix_blocks {
-                            mix2(GLOBAL_PREFIX_SALT, p)
-                        } else {
-                            mix2(e.key, p)
-                        }
-                    })
-                    .collect()
-            })
-            .collect();
+        let mut chains: Vec<Arc<[u64]>> = Vec::with_capacity(self.epochs.len());
+        for e in &self.epochs {
+            let (parent, kept) = e.parent.unwrap_or((0, 0));
+            let chain: Arc<[u64]> = (0..e.max_blocks)
+                .map(|p| {
+                    if p < kept && p < chains[parent].len() {
+                        chains[parent][p]
+                    } else if p < e.prefix_blocks {
+                        mix2(e.prefix_salt, p as u64)
+                    } else {
+                        mix2(e.key, p as u64)
+                    }
+                })
+                .collect();
+            chains.push(chain);
+        }
         let mut requests = self.requests;
         for (r, &e) in requests.iter_mut().zip(&self.request_epoch) {
             let len = r.blocks.as_slice()[0] as usize;

@@ -34,6 +34,13 @@ pub enum Dist {
         /// Upper end.
         high: f64,
     },
+    /// A measured distribution: its quantile function through `points` (`[probability, value]`,
+    /// probabilities rising from 0 to 1, values not falling), linear between them — what
+    /// `workload fit` writes, heavy tails included.
+    Empirical {
+        /// `[probability, value]` knots of the quantile function.
+        points: Vec<[f64; 2]>,
+    },
     /// `offset +` the number of failures before the first success with probability `p`.
     Geometric {
         /// Success probability.
@@ -75,6 +82,9 @@ impl Dist {
                     return bad(name, "must be a finite non-negative number");
                 }
             }
+        }
+        if let Dist::Empirical { points } = self {
+            return check_points(points, cap);
         }
         match *self {
             Dist::Constant { value } if value > cap => return over("value", value),
@@ -119,6 +129,7 @@ impl Dist {
     /// One draw, clamped.
     pub fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> f64 {
         match *self {
+            Dist::Empirical { ref points } => quantile_at(points, rng.random::<f64>()),
             Dist::Constant { value } => value,
             Dist::Lognormal {
                 median,
@@ -159,9 +170,81 @@ impl Dist {
             Dist::Constant { value } => Some(value),
             Dist::Lognormal { median, .. } => Some(median),
             Dist::Uniform { low, high } => Some((low + high) / 2.0),
+            Dist::Empirical { ref points } => Some(quantile_at(points, 0.5)),
             Dist::Geometric { .. } => None,
         }
     }
+
+    /// An empirical distribution through the `probabilities`-quantiles of `values` (sorted in
+    /// place); `probabilities` run from 0 to 1.
+    pub fn empirical(values: &mut [f64], probabilities: &[f64]) -> Dist {
+        values.sort_by(f64::total_cmp);
+        let mut points: Vec<[f64; 2]> = probabilities
+            .iter()
+            .map(|&p| [p, crate::stats::quantile(values, p)])
+            .collect();
+        for i in 1..points.len() {
+            points[i][1] = points[i][1].max(points[i - 1][1]);
+        }
+        Dist::Empirical { points }
+    }
+}
+
+/// The value at probability `u` of a quantile function through `points` (checked).
+fn quantile_at(points: &[[f64; 2]], u: f64) -> f64 {
+    let i = points.partition_point(|p| p[0] <= u);
+    if i == 0 {
+        return points[0][1];
+    }
+    if i == points.len() {
+        return points[i - 1][1];
+    }
+    let ([p0, v0], [p1, v1]) = (points[i - 1], points[i]);
+    if p1 > p0 {
+        v0 + (v1 - v0) * (u - p0) / (p1 - p0)
+    } else {
+        v1
+    }
+}
+
+/// Checks an empirical distribution's knots: probabilities from 0 to 1, rising; values finite,
+/// non-negative, not falling, at most `cap`.
+fn check_points(points: &[[f64; 2]], cap: f64) -> Result<(), FieldError> {
+    let bad = |why: String| Err(FieldError::new("points", why));
+    if points.len() < 2 {
+        return bad("needs at least two [probability, value] points".into());
+    }
+    if points[0][0] != 0.0 || points[points.len() - 1][0] != 1.0 {
+        return bad("probabilities must run from 0 to 1".into());
+    }
+    for (i, w) in points.windows(2).enumerate() {
+        if !(w[1][0] > w[0][0]) {
+            return bad(format!(
+                "probability of point {} must exceed the one before",
+                i + 1
+            ));
+        }
+        if !(w[1][1] >= w[0][1]) {
+            return bad(format!(
+                "value of point {} must not be below the one before",
+                i + 1
+            ));
+        }
+    }
+    for (i, p) in points.iter().enumerate() {
+        if !(p[1] >= 0.0 && p[1].is_finite()) {
+            return bad(format!(
+                "value of point {i} must be a finite non-negative number"
+            ));
+        }
+    }
+    if points[0][1] > cap {
+        return bad(format!(
+            "{} is above the most this field allows ({cap})",
+            points[0][1]
+        ));
+    }
+    Ok(())
 }
 
 fn clamp(x: f64, min: Option<f64>, max: Option<f64>) -> f64 {
@@ -183,6 +266,95 @@ pub const MAX_THINK_S: f64 = 1e6;
 /// Largest block of the generated block-hash chains, tokens.
 pub const MAX_BLOCK_TOKENS: u32 = 4096;
 
+/// One band of [`NewTokens`]: the tokens a later turn adds when the context it extends is below
+/// `below_tokens` (the last band has none: every larger context).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Band {
+    /// Upper end of the band (exclusive), tokens of the context the turn extends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub below_tokens: Option<u32>,
+    /// New tokens of a turn in this band.
+    pub tokens: Dist,
+}
+
+/// What each later turn's prompt adds to the prompt before it, measured as one quantity: the previous
+/// answer and the tool results together (the prompt tokens a turn sends that the turn before did not),
+/// by the size of the context it extends; and how often a turn re-sends the history changed, so that
+/// only part of the previous prompt is still a cached prefix.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewTokens {
+    /// Bands by context size, ascending; the last has no upper end.
+    pub bands: Vec<Band>,
+    /// Probability that a later turn changes its history: its prompt is as long as always, but
+    /// only the first `rewrite_kept_fraction` of the previous prompt is shared with it.
+    #[serde(default)]
+    pub rewrite_probability: f64,
+    /// Fraction of the previous prompt a changed history still shares.
+    #[serde(default = "NewTokens::nothing_kept")]
+    pub rewrite_kept_fraction: Dist,
+}
+
+impl NewTokens {
+    fn nothing_kept() -> Dist {
+        Dist::Constant { value: 0.0 }
+    }
+
+    /// The distribution for a turn that extends a context of `context` tokens.
+    pub fn band(&self, context: u32) -> &Dist {
+        let i = self
+            .bands
+            .iter()
+            .position(|b| match b.below_tokens {
+                None => true,
+                Some(t) => context < t,
+            })
+            .unwrap_or(self.bands.len() - 1);
+        &self.bands[i].tokens
+    }
+
+    /// Checks the bands (ascending, the last open) and the rewrite fields.
+    pub fn check(&self) -> Result<(), FieldError> {
+        if self.bands.is_empty() {
+            return Err(FieldError::new("bands", "needs at least one band"));
+        }
+        for (i, b) in self.bands.iter().enumerate() {
+            let last = i + 1 == self.bands.len();
+            match b.below_tokens {
+                None if !last => {
+                    return Err(FieldError::new(
+                        format!("bands[{i}].below_tokens"),
+                        "only the last band may leave it out",
+                    ))
+                }
+                Some(_) if last => {
+                    return Err(FieldError::new(
+                        format!("bands[{i}].below_tokens"),
+                        "the last band covers every larger context: leave it out",
+                    ))
+                }
+                Some(t) if i > 0 && self.bands[i - 1].below_tokens >= Some(t) => {
+                    return Err(FieldError::new(
+                        format!("bands[{i}].below_tokens"),
+                        "bands must ascend",
+                    ))
+                }
+                _ => {}
+            }
+            b.tokens
+                .check(MAX_PART_TOKENS as f64)
+                .map_err(|e| e.under(&format!("bands[{i}].tokens")))?;
+        }
+        if !(0.0..=1.0).contains(&self.rewrite_probability) {
+            return Err(FieldError::new("rewrite_probability", "must be in [0, 1]"));
+        }
+        self.rewrite_kept_fraction
+            .check(1.0)
+            .map_err(|e| e.under("rewrite_kept_fraction"))
+    }
+}
+
 /// Sub-agent behaviour.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -199,6 +371,19 @@ pub struct SubagentSpec {
     pub result_tokens: u32,
     /// Fraction of sub-agents launched in the background (they gate nothing).
     pub background_fraction: f64,
+    /// The sub-agents' own system + tools prefix, shared by every sub-agent of every session; absent:
+    /// they start with the root's `system_prefix_tokens`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix_tokens: Option<u32>,
+    /// The task prompt after that prefix, as a distribution; absent: `first_prompt_tokens`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_prompt_tokens: Option<Dist>,
+    /// Output tokens of a sub-agent's turn; absent: the root's `output_tokens`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<Dist>,
+    /// What a sub-agent's later turns add; absent: as the root's turns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub new_tokens: Option<NewTokens>,
 }
 
 impl Default for SubagentSpec {
@@ -214,6 +399,10 @@ impl Default for SubagentSpec {
             first_prompt_tokens: 2_000,
             result_tokens: 500,
             background_fraction: 0.1,
+            prefix_tokens: None,
+            task_prompt_tokens: None,
+            output_tokens: None,
+            new_tokens: None,
         }
     }
 }
@@ -262,10 +451,18 @@ pub struct WorkloadSpec {
     pub tool_result_tokens: Dist,
     /// Think (tool execution) time before each later turn, in seconds; the replay caps it.
     pub think_time_s: Dist,
+    /// What each later turn adds, measured as one quantity (answer and tool results), by context
+    /// size; when present it replaces `tool_result_tokens` and the previous output's growth.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub new_tokens: Option<NewTokens>,
     /// Sub-agents.
     pub subagents: SubagentSpec,
     /// Compaction.
     pub compaction: CompactionSpec,
+    /// Where the spec's numbers come from, in one line (a built-in spec says; `workload fit` writes
+    /// its corpus); not read by the generator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
 }
 
 impl Default for WorkloadSpec {
@@ -279,8 +476,10 @@ impl Default for WorkloadSpec {
             output_tokens: Dist::lognormal(150.0, 1.2, Some(1.0), Some(8_192.0)),
             tool_result_tokens: Dist::lognormal(400.0, 1.5, Some(0.0), Some(40_000.0)),
             think_time_s: Dist::lognormal(2.0, 1.0, None, None),
+            new_tokens: None,
             subagents: SubagentSpec::default(),
             compaction: CompactionSpec::default(),
+            source: None,
         }
     }
 }
@@ -345,6 +544,34 @@ impl WorkloadSpec {
         ];
         for (name, d, cap) in dists {
             d.check(cap).map_err(|e| e.under(name))?;
+        }
+        let optional = [
+            (
+                "subagents.task_prompt_tokens",
+                &self.subagents.task_prompt_tokens,
+            ),
+            ("subagents.output_tokens", &self.subagents.output_tokens),
+        ];
+        for (name, d) in optional {
+            if let Some(d) = d {
+                d.check(MAX_PART_TOKENS as f64).map_err(|e| e.under(name))?;
+            }
+        }
+        for (name, n) in [
+            ("new_tokens", &self.new_tokens),
+            ("subagents.new_tokens", &self.subagents.new_tokens),
+        ] {
+            if let Some(n) = n {
+                n.check().map_err(|e| e.under(name))?;
+            }
+        }
+        if let Some(t) = self.subagents.prefix_tokens {
+            if t > MAX_FIXED_TOKENS {
+                return Err(FieldError::new(
+                    "subagents.prefix_tokens",
+                    format!("{t} tokens is more than the longest context a deployment may have ({MAX_FIXED_TOKENS})"),
+                ));
+            }
         }
         let s = &self.subagents;
         if !(0.0..=1.0).contains(&s.spawn_probability) {
