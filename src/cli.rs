@@ -249,6 +249,36 @@ pub enum WorkloadCommand {
     Export(WorkloadExportArgs),
     /// Per seed, the value an infinitely fast server would be asked for inside the window.
     Scan(WorkloadScanArgs),
+    /// Fit the generator's spec to a corpus of real sessions; print the corpus beside the fitted
+    /// generator and the KS distance on held-out sessions.
+    Fit(WorkloadFitArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct WorkloadFitArgs {
+    /// Corpus files or folders (the corpus format, or any trace format: agents' logs are reduced as
+    /// they are read).
+    #[arg(required = true)]
+    pub corpus: Vec<PathBuf>,
+    /// Format of the inputs (default: detected from the content).
+    #[arg(long, value_parser = trace_formats())]
+    pub trace_format: Option<TraceFormat>,
+    /// Write the fitted spec here (YAML, for --workload).
+    #[arg(long, short = 'o')]
+    pub out: Option<PathBuf>,
+    /// Write the report as JSON here.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+    /// Sessions drawn from the fitted generator for the comparison.
+    #[arg(long, default_value_t = 2000)]
+    pub trees: u64,
+    /// Context limit the generator compacts against in the comparison.
+    #[arg(long, default_value_t = 1_048_576)]
+    pub context_limit: u32,
+    /// Leave out sessions whose log cannot be reduced, each counted with its error, instead of
+    /// stopping.
+    #[arg(long)]
+    pub keep_going: bool,
 }
 
 #[derive(Args, Debug)]
@@ -290,6 +320,14 @@ pub struct WorkloadExportArgs {
     /// Output file (default: standard output).
     #[arg(long, short = 'o')]
     pub out: Option<PathBuf>,
+    /// Leave out sessions whose log cannot be reduced (a broken line, a sub-agent without its
+    /// session), each counted with its error on standard error, instead of stopping.
+    #[arg(long)]
+    pub keep_going: bool,
+    /// With `--format corpus`: write here, per session, its id and the files it was read from
+    /// (JSONL), for a corpus manifest.
+    #[arg(long)]
+    pub origins: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]

@@ -116,9 +116,20 @@ pub fn imported(args: &WorkloadArgs) -> Result<Option<Imported>> {
     let Some(path) = &args.trace else {
         return Ok(None);
     };
-    let i = serverbench_workloads::import(&[path.as_path()], args.trace_format)?;
+    Ok(Some(import(&[path.as_path()], args.trace_format, false)?))
+}
+
+/// Reads inputs of one format (`lenient`: sessions that cannot be reduced are left out and
+/// counted), saying on standard error what was left out.
+pub fn import(
+    paths: &[&Path],
+    format: Option<serverbench_workloads::TraceFormat>,
+    lenient: bool,
+) -> Result<Imported> {
+    let files = serverbench_workloads::source_files(paths)?;
+    let i = serverbench_workloads::import_files(files, format, lenient)?;
     report_skips(&i);
-    Ok(Some(i))
+    Ok(i)
 }
 
 /// Says on standard error what an import left out, grouped by reason (nothing when nothing was).

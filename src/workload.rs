@@ -1,6 +1,8 @@
 //! `serverbench workload stats | export | scan`.
 
-use crate::cli::{WorkloadCommand, WorkloadExportArgs, WorkloadScanArgs, WorkloadStatsArgs};
+use crate::cli::{
+    WorkloadCommand, WorkloadExportArgs, WorkloadFitArgs, WorkloadScanArgs, WorkloadStatsArgs,
+};
 use crate::inputs;
 use crate::output::{thousands, write_file, write_json};
 use anyhow::{Context, Result};
@@ -14,7 +16,101 @@ pub fn run(c: WorkloadCommand) -> Result<()> {
         WorkloadCommand::Stats(a) => stats(a),
         WorkloadCommand::Export(a) => export(a),
         WorkloadCommand::Scan(a) => scan(a),
+        WorkloadCommand::Fit(a) => fit(a),
     }
+}
+
+fn fit(a: WorkloadFitArgs) -> Result<()> {
+    let started = std::time::Instant::now();
+    let paths: Vec<&std::path::Path> = a.corpus.iter().map(|p| p.as_path()).collect();
+    let imported = inputs::import(&paths, a.trace_format, a.keep_going)?;
+    let n = inputs::trees(a.trees)?;
+    let names: Vec<String> = a.corpus.iter().map(|p| p.display().to_string()).collect();
+    let source = format!(
+        "workload fit of {} sessions ({}) from {}, every {}th held out",
+        imported.trees.len(),
+        imported.format.name(),
+        names.join(" "),
+        serverbench_workloads::fit::HOLD_OUT_EVERY
+    );
+    let (spec, report) =
+        serverbench_workloads::fit::fit_and_report(&imported.trees, &source, n, a.context_limit)
+            .map_err(|e| anyhow::anyhow!("the fitted spec: {e}"))?;
+    print_fit(&report)?;
+    outln!("\n  fitted in {:.1} s", started.elapsed().as_secs_f64())?;
+    if let Some(path) = &a.out {
+        let text = format!(
+            "# {source}\n{}",
+            serde_yaml::to_string(&spec).context("the fitted spec as YAML")?
+        );
+        std::fs::write(path, text).with_context(|| format!("{}: cannot write", path.display()))?;
+    }
+    if let Some(path) = &a.report {
+        let text = serde_json::to_string_pretty(&report)?;
+        std::fs::write(path, text).with_context(|| format!("{}: cannot write", path.display()))?;
+    }
+    Ok(())
+}
+
+fn print_fit(r: &serverbench_workloads::fit::FitReport) -> Result<()> {
+    outln!(
+        "workload fit — fitted on {} sessions, {} held out (every {}th), against {} generated\n",
+        r.fitted_sessions,
+        r.held_out_sessions,
+        serverbench_workloads::fit::HOLD_OUT_EVERY,
+        r.generated_sessions
+    )?;
+    outln!(
+        "  {:<28} {:<10} {:>10} {:>10} {:>10} {:>10} {:>10}  {:>5}",
+        "quantity",
+        "",
+        "mean",
+        "p10",
+        "p50",
+        "p90",
+        "p99",
+        "KS"
+    )?;
+    for row in &r.rows {
+        for (label, q) in [
+            ("fitted on", &row.fitted_on),
+            ("held out", &row.held_out),
+            ("generator", &row.generator),
+        ] {
+            let name = if label == "fitted on" {
+                format!("{} ({})", row.quantity, row.unit)
+            } else {
+                String::new()
+            };
+            let ks = if label == "generator" {
+                format!("{:.3}", row.ks)
+            } else {
+                String::new()
+            };
+            outln!(
+                "  {:<28} {:<10} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1}  {:>5}",
+                name,
+                label,
+                q.mean,
+                q.p10,
+                q.p50,
+                q.p90,
+                q.p99,
+                ks
+            )?;
+        }
+    }
+    outln!(
+        "\n  tokens per session, generator against held out: p50 {:+.1} %, p90 {:+.1} %",
+        100.0 * r.session_tokens_error_p50,
+        100.0 * r.session_tokens_error_p90
+    )?;
+    outln!(
+        "  sub-agents per session {:.3}; nested below another sub-agent: {} (the generator spawns from the root only)",
+        r.subagents_per_session,
+        r.nested_subagents
+    )?;
+    Ok(())
 }
 
 /// The trees a stats/export command covers, one at a time: a whole trace, or `n` generated trees.
@@ -70,7 +166,19 @@ fn stats(a: WorkloadStatsArgs) -> Result<()> {
 
 fn export(a: WorkloadExportArgs) -> Result<()> {
     if a.format == "corpus" {
-        let sessions = corpus_sessions(&a)?;
+        let (sessions, origins) = corpus_sessions(&a)?;
+        if let Some(path) = &a.origins {
+            write_out(&Some(path.clone()), |w| {
+                for (s, files) in sessions.iter().zip(&origins) {
+                    serde_json::to_writer(
+                        &mut *w,
+                        &serde_json::json!({"id": s.id, "files": files}),
+                    )?;
+                    w.write_all(b"\n")?;
+                }
+                Ok(())
+            })?;
+        }
         return write_out(&a.out, |w| write_corpus(&sessions, w));
     }
     let trees = trees(&a.workload, a.seed, a.trees, a.context_limit)?;
@@ -103,20 +211,25 @@ fn write_out(
 
 /// The sessions `export --format corpus` writes: a log's reduced sessions as read (with their
 /// recorded times and cache reads), or any other trees with their prefixes found from block ids.
-fn corpus_sessions(a: &WorkloadExportArgs) -> Result<Vec<Session>> {
-    if let Some(i) = inputs::imported(&a.workload)? {
+/// With the files each session was read from (none for generated trees and for formats that are
+/// only trees).
+fn corpus_sessions(a: &WorkloadExportArgs) -> Result<(Vec<Session>, Vec<Vec<String>>)> {
+    let sessions: Vec<Session> = if let Some(path) = &a.workload.trace {
+        let i = inputs::import(&[path.as_path()], a.workload.trace_format, a.keep_going)?;
         if let Some(r) = i.reduced {
-            return Ok(r.sessions);
+            return Ok((r.sessions, r.origins));
         }
         let source = i.format.name();
-        return Ok(i
-            .trees
+        i.trees
             .iter()
             .map(|t| Session::from_tree(t, source))
-            .collect());
-    }
-    let trees = trees(&a.workload, a.seed, a.trees, a.context_limit)?;
-    Ok(trees.map(|t| Session::from_tree(&t, "generator")).collect())
+            .collect()
+    } else {
+        let trees = trees(&a.workload, a.seed, a.trees, a.context_limit)?;
+        trees.map(|t| Session::from_tree(&t, "generator")).collect()
+    };
+    let n = sessions.len();
+    Ok((sessions, vec![Vec::new(); n]))
 }
 
 fn scan(a: WorkloadScanArgs) -> Result<()> {

@@ -209,29 +209,46 @@ impl Session {
         let bs = CORPUS_BLOCK_SIZE;
         let own = mix2(OWN_SALT, mix64(hash_str(&self.id)));
         let source = hash_str(&self.source);
-        let mut chains: Vec<Arc<[u64]>> = Vec::with_capacity(self.calls.len());
+        // Calls that extend the whole of their prefix call's chain, while it is that chain's tip,
+        // grow the same chain: a session of long prompts holds each block id once.
+        let mut chains: Vec<Vec<u64>> = Vec::new();
+        let mut at: Vec<(usize, usize)> = Vec::with_capacity(self.calls.len()); // (chain, length)
         let mut app_ids: Vec<u64> = Vec::new();
+        for (i, c) in self.calls.iter().enumerate() {
+            let full = (c.input / bs) as usize;
+            let app_blocks = (c.app / bs) as usize;
+            let shared = c.prefix.map_or(0, |(_, n)| (n / bs) as usize).min(full);
+            let from = c.prefix.filter(|_| shared >= app_blocks && shared > 0);
+            let chain = match from {
+                Some((j, _)) => {
+                    let (cj, len) = at[j as usize];
+                    if shared == len && chains[cj].len() == len {
+                        cj
+                    } else {
+                        chains.push(chains[cj][..shared].to_vec());
+                        chains.len() - 1
+                    }
+                }
+                None => {
+                    let key = mix2(APP_SALT ^ source, c.app as u64);
+                    let app: Vec<u64> = (0..app_blocks.min(full) as u64)
+                        .map(|p| mix2(key, p))
+                        .collect();
+                    app_ids.extend_from_slice(&app);
+                    chains.push(app);
+                    chains.len() - 1
+                }
+            };
+            let ids = &mut chains[chain];
+            let start = ids.len() as u64;
+            ids.extend((start..full as u64).map(|p| mix2(own, ((i as u64) << 32) | p)));
+            at.push((chain, full));
+        }
+        let chains: Vec<Arc<[u64]>> = chains.into_iter().map(Arc::from).collect();
         let mut requests = Vec::with_capacity(self.calls.len());
         let mut root_turn = 0u32;
         let mut turn_of_call: Vec<u32> = Vec::with_capacity(self.calls.len());
         for (i, c) in self.calls.iter().enumerate() {
-            let full = (c.input / bs) as usize;
-            let app_blocks = (c.app / bs) as usize;
-            let shared = c.prefix.map_or(0, |(_, n)| (n / bs) as usize);
-            let mut ids = Vec::with_capacity(full);
-            if let Some((j, _)) = c.prefix.filter(|_| shared >= app_blocks && shared > 0) {
-                ids.extend_from_slice(&chains[j as usize][..shared.min(full)]);
-            } else {
-                let key = mix2(APP_SALT ^ source, c.app as u64);
-                let app: Vec<u64> = (0..app_blocks.min(full) as u64)
-                    .map(|p| mix2(key, p))
-                    .collect();
-                app_ids.extend_from_slice(&app);
-                ids.extend(app);
-            }
-            let start = ids.len() as u64;
-            ids.extend((start..full as u64).map(|p| mix2(own, ((i as u64) << 32) | p)));
-            chains.push(ids.into());
             // A root call opens a turn; a sub-agent's calls carry the turn of the call they follow.
             let turn = if c.agent == 0 {
                 root_turn += 1;
@@ -244,13 +261,14 @@ impl Session {
                 CallKind::Compaction => RequestKind::Compaction,
                 CallKind::Turn => RequestKind::turn_of(c.agent),
             };
+            let (chain, len) = at[i];
             requests.push(Request {
                 id: i as u32,
                 agent: c.agent,
                 kind,
                 deps: c.deps.clone(),
                 think_ns: (c.think_s.unwrap_or(0.0) * 1e9).round() as u64,
-                blocks: Blocks::prefix_of(chains[i].clone(), full),
+                blocks: Blocks::prefix_of(chains[chain].clone(), len),
                 input_tokens: c.input,
                 output_tokens: c.output,
                 background: c.background,

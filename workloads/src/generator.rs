@@ -30,6 +30,8 @@ pub struct Generator {
     spec: WorkloadSpec,
     seed: u64,
     threshold: u32,
+    /// `context_fraction` of the deployment's limit: what caps a session's own threshold.
+    limit: u32,
 }
 
 impl Generator {
@@ -47,10 +49,12 @@ impl Generator {
                 ),
             ));
         }
+        let limit = spec.limit_threshold(context_limit).max(threshold);
         Ok(Generator {
             spec,
             seed,
             threshold,
+            limit,
         })
     }
 
@@ -71,6 +75,13 @@ impl Generator {
             request_epoch: Vec::new(),
             next_agent: 1,
         };
+        if let Some(d) = &self.spec.compaction.threshold_tokens {
+            // A session's own threshold, never below what the prefix and summary leave room for.
+            let floor = self
+                .threshold
+                .min(self.spec.system_prefix_tokens + self.spec.compaction.summary_tokens + 1);
+            b.threshold = (d.sample(&mut b.rng) as u32).clamp(floor, self.limit);
+        }
         b.root();
         let requests = b.finish();
         SessionTree::new(k, self.spec.block_size, requests)
@@ -276,16 +287,35 @@ impl<'a> Builder<'a> {
             },
         );
         ctx.epoch = self.new_epoch(ctx.agent, None);
-        ctx.tokens = self.prefix_tokens(ctx.agent) + summary + added;
+        let carried = match &self.spec.compaction.carried_tokens {
+            Some(d) => d.sample_count(&mut self.rng, 0, MAX_PART_TOKENS),
+            None => 0,
+        };
+        ctx.tokens = (self.prefix_tokens(ctx.agent) + summary)
+            .saturating_add(carried)
+            .saturating_add(added);
         (vec![c], 0)
     }
 
     fn root(&mut self) {
         let spec = self.spec;
-        let turns = spec.root_turns.sample_count(&mut self.rng, 1, MAX_TURNS);
-        let first = spec
-            .first_prompt_tokens
-            .sample_count(&mut self.rng, 1, MAX_PART_TOKENS);
+        let (turns, first) = match &spec.root_turns_by_first_prompt {
+            None => {
+                let turns = spec.root_turns.sample_count(&mut self.rng, 1, MAX_TURNS);
+                let first =
+                    spec.first_prompt_tokens
+                        .sample_count(&mut self.rng, 1, MAX_PART_TOKENS);
+                (turns, first)
+            }
+            Some(bands) => {
+                let first =
+                    spec.first_prompt_tokens
+                        .sample_count(&mut self.rng, 1, MAX_PART_TOKENS);
+                let turns =
+                    crate::spec::band_of(bands, first).sample_count(&mut self.rng, 1, MAX_TURNS);
+                (turns, first)
+            }
+        };
         let mut ctx = self.new_context(0, first);
         let mut deps = Vec::new();
         let mut think_ns = 0;

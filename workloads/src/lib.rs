@@ -16,6 +16,7 @@
 
 pub mod corpus;
 pub mod error;
+pub mod fit;
 pub mod generator;
 pub mod hash;
 pub mod import;
@@ -34,7 +35,7 @@ pub use import::{
 };
 pub use repeat::{FreshRepeats, SharedIds, TraceRepeat};
 pub use spec::{CompactionSpec, Dist, SubagentSpec, WorkloadSpec};
-pub use stats::{quantile, workload_stats, Quantiles, WorkloadStats};
+pub use stats::{ks_distance, quantile, workload_stats, Quantiles, WorkloadStats};
 pub use tree::{Blocks, Request, RequestKind, SessionTree, TreeError};
 
 /// Reads a workload spec YAML file, naming the file and field on error.

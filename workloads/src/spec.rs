@@ -266,16 +266,62 @@ pub const MAX_THINK_S: f64 = 1e6;
 /// Largest block of the generated block-hash chains, tokens.
 pub const MAX_BLOCK_TOKENS: u32 = 4096;
 
-/// One band of [`NewTokens`]: the tokens a later turn adds when the context it extends is below
-/// `below_tokens` (the last band has none: every larger context).
+/// One band of a banded distribution: the distribution when the quantity it depends on (a context,
+/// a first prompt) is below `below_tokens` (the last band has none: every larger value).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Band {
-    /// Upper end of the band (exclusive), tokens of the context the turn extends.
+    /// Upper end of the band (exclusive), tokens.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub below_tokens: Option<u32>,
-    /// New tokens of a turn in this band.
-    pub tokens: Dist,
+    /// The distribution in this band.
+    pub dist: Dist,
+}
+
+/// The distribution of the band `x` falls in (bands checked by [`check_bands`]).
+pub fn band_of(bands: &[Band], x: u32) -> &Dist {
+    let i = bands
+        .iter()
+        .position(|b| match b.below_tokens {
+            None => true,
+            Some(t) => x < t,
+        })
+        .unwrap_or(bands.len() - 1);
+    &bands[i].dist
+}
+
+/// Checks bands: at least one, ascending, only the last without an upper end, each distribution
+/// at most `cap`.
+pub fn check_bands(bands: &[Band], cap: f64) -> Result<(), FieldError> {
+    if bands.is_empty() {
+        return Err(FieldError::new("", "needs at least one band"));
+    }
+    for (i, b) in bands.iter().enumerate() {
+        let last = i + 1 == bands.len();
+        let field = format!("[{i}].below_tokens");
+        match b.below_tokens {
+            None if !last => {
+                return Err(FieldError::new(
+                    field,
+                    "only the last band may leave it out",
+                ))
+            }
+            Some(_) if last => {
+                return Err(FieldError::new(
+                    field,
+                    "the last band covers every larger value: leave it out",
+                ))
+            }
+            Some(t) if i > 0 && bands[i - 1].below_tokens >= Some(t) => {
+                return Err(FieldError::new(field, "bands must ascend"))
+            }
+            _ => {}
+        }
+        b.dist
+            .check(cap)
+            .map_err(|e| e.under(&format!("[{i}].dist")))?;
+    }
+    Ok(())
 }
 
 /// What each later turn's prompt adds to the prompt before it, measured as one quantity: the previous
@@ -303,49 +349,12 @@ impl NewTokens {
 
     /// The distribution for a turn that extends a context of `context` tokens.
     pub fn band(&self, context: u32) -> &Dist {
-        let i = self
-            .bands
-            .iter()
-            .position(|b| match b.below_tokens {
-                None => true,
-                Some(t) => context < t,
-            })
-            .unwrap_or(self.bands.len() - 1);
-        &self.bands[i].tokens
+        band_of(&self.bands, context)
     }
 
     /// Checks the bands (ascending, the last open) and the rewrite fields.
     pub fn check(&self) -> Result<(), FieldError> {
-        if self.bands.is_empty() {
-            return Err(FieldError::new("bands", "needs at least one band"));
-        }
-        for (i, b) in self.bands.iter().enumerate() {
-            let last = i + 1 == self.bands.len();
-            match b.below_tokens {
-                None if !last => {
-                    return Err(FieldError::new(
-                        format!("bands[{i}].below_tokens"),
-                        "only the last band may leave it out",
-                    ))
-                }
-                Some(_) if last => {
-                    return Err(FieldError::new(
-                        format!("bands[{i}].below_tokens"),
-                        "the last band covers every larger context: leave it out",
-                    ))
-                }
-                Some(t) if i > 0 && self.bands[i - 1].below_tokens >= Some(t) => {
-                    return Err(FieldError::new(
-                        format!("bands[{i}].below_tokens"),
-                        "bands must ascend",
-                    ))
-                }
-                _ => {}
-            }
-            b.tokens
-                .check(MAX_PART_TOKENS as f64)
-                .map_err(|e| e.under(&format!("bands[{i}].tokens")))?;
-        }
+        check_bands(&self.bands, MAX_PART_TOKENS as f64).map_err(|e| e.under("bands"))?;
         if !(0.0..=1.0).contains(&self.rewrite_probability) {
             return Err(FieldError::new("rewrite_probability", "must be in [0, 1]"));
         }
@@ -417,6 +426,15 @@ pub struct CompactionSpec {
     pub max_tokens: u32,
     /// Length of the summary that replaces the history.
     pub summary_tokens: u32,
+    /// Tokens the first prompt after a compaction carries besides the prefix and the summary (files
+    /// read again, the task restated); absent: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub carried_tokens: Option<Dist>,
+    /// The context at which a session's agent compacts, drawn once per session (agents of models
+    /// with longer contexts compact later); it replaces `max_tokens`, and `context_fraction` of the
+    /// deployment's limit still caps it. Absent: `max_tokens` for every session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threshold_tokens: Option<Dist>,
 }
 
 impl Default for CompactionSpec {
@@ -425,6 +443,8 @@ impl Default for CompactionSpec {
             context_fraction: 0.9,
             max_tokens: 160_000,
             summary_tokens: 2_000,
+            carried_tokens: None,
+            threshold_tokens: None,
         }
     }
 }
@@ -445,6 +465,11 @@ pub struct WorkloadSpec {
     pub first_prompt_tokens: Dist,
     /// Root turns per session.
     pub root_turns: Dist,
+    /// Root turns per session by the size of its first prompt (after the prefix): sessions that
+    /// start from a long history (a resumed conversation) run fewer turns; when present it replaces
+    /// `root_turns`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root_turns_by_first_prompt: Option<Vec<Band>>,
     /// Output tokens per turn.
     pub output_tokens: Dist,
     /// Tool-result tokens appended before each later turn.
@@ -467,12 +492,21 @@ pub struct WorkloadSpec {
 
 impl Default for WorkloadSpec {
     fn default() -> Self {
+        WorkloadSpec::synthetic_v1()
+    }
+}
+
+impl WorkloadSpec {
+    /// The hand-set spec the generator had before it was fitted to real sessions (`synthetic-v1`):
+    /// its distributions are assumptions chosen to resemble published Claude Code traces.
+    pub fn synthetic_v1() -> Self {
         WorkloadSpec {
             profile: "agentic-coding".into(),
             block_size: 64,
             system_prefix_tokens: 20_000,
             first_prompt_tokens: Dist::lognormal(500.0, 1.0, Some(1.0), None),
             root_turns: Dist::lognormal(40.0, 0.7, Some(1.0), Some(400.0)),
+            root_turns_by_first_prompt: None,
             output_tokens: Dist::lognormal(150.0, 1.2, Some(1.0), Some(8_192.0)),
             tool_result_tokens: Dist::lognormal(400.0, 1.5, Some(0.0), Some(40_000.0)),
             think_time_s: Dist::lognormal(2.0, 1.0, None, None),
@@ -557,6 +591,9 @@ impl WorkloadSpec {
                 d.check(MAX_PART_TOKENS as f64).map_err(|e| e.under(name))?;
             }
         }
+        if let Some(b) = &self.root_turns_by_first_prompt {
+            check_bands(b, MAX_TURNS as f64).map_err(|e| e.under("root_turns_by_first_prompt"))?;
+        }
         for (name, n) in [
             ("new_tokens", &self.new_tokens),
             ("subagents.new_tokens", &self.subagents.new_tokens),
@@ -587,13 +624,27 @@ impl WorkloadSpec {
         if c.summary_tokens == 0 {
             return bad("compaction.summary_tokens", "must be positive");
         }
+        if let Some(d) = &c.threshold_tokens {
+            d.check(MAX_FIXED_TOKENS as f64)
+                .map_err(|e| e.under("compaction.threshold_tokens"))?;
+        }
+        if let Some(d) = &c.carried_tokens {
+            d.check(MAX_PART_TOKENS as f64)
+                .map_err(|e| e.under("compaction.carried_tokens"))?;
+        }
         Ok(())
     }
 
-    /// The context length past which an agent compacts, for a deployment's context limit.
+    /// The context length past which an agent compacts, for a deployment's context limit (a
+    /// session's own threshold, where the spec draws one, is capped by the same limit).
     pub fn compaction_threshold(&self, context_limit: u32) -> u32 {
-        let by_fraction = (self.compaction.context_fraction * context_limit as f64).floor() as u32;
-        by_fraction.min(self.compaction.max_tokens)
+        self.limit_threshold(context_limit)
+            .min(self.compaction.max_tokens)
+    }
+
+    /// `context_fraction` of the deployment's context limit.
+    pub fn limit_threshold(&self, context_limit: u32) -> u32 {
+        (self.compaction.context_fraction * context_limit as f64).floor() as u32
     }
 }
 

@@ -57,6 +57,30 @@ pub fn quantile(sorted: &[f64], q: f64) -> f64 {
     }
 }
 
+/// The two-sample Kolmogorov–Smirnov distance: the largest gap between the empirical CDFs of `a`
+/// and `b` (both sorted in place); 0 when either is empty.
+pub fn ks_distance(a: &mut [f64], b: &mut [f64]) -> f64 {
+    if a.is_empty() || b.is_empty() {
+        return 0.0;
+    }
+    a.sort_by(f64::total_cmp);
+    b.sort_by(f64::total_cmp);
+    let (na, nb) = (a.len() as f64, b.len() as f64);
+    let (mut i, mut j, mut d) = (0usize, 0usize, 0f64);
+    while i < a.len() && j < b.len() {
+        // Step past every value equal to the smaller one on both sides (ties move together).
+        let x = a[i].min(b[j]);
+        while i < a.len() && a[i] <= x {
+            i += 1;
+        }
+        while j < b.len() && b[j] <= x {
+            j += 1;
+        }
+        d = d.max((i as f64 / na - j as f64 / nb).abs());
+    }
+    d
+}
+
 /// What `workload stats` prints.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct WorkloadStats {
@@ -147,6 +171,18 @@ pub fn workload_stats<T: std::borrow::Borrow<SessionTree>>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ks_distance_is_the_largest_cdf_gap() {
+        let d = |a: &[f64], b: &[f64]| ks_distance(&mut a.to_vec(), &mut b.to_vec());
+        assert_eq!(d(&[1.0, 2.0, 3.0], &[1.0, 2.0, 3.0]), 0.0);
+        assert_eq!(d(&[1.0, 2.0], &[3.0, 4.0]), 1.0);
+        // scipy.stats.ks_2samp([1, 2, 3, 4], [3, 4, 5, 6]).statistic == 0.5
+        assert_eq!(d(&[1.0, 2.0, 3.0, 4.0], &[3.0, 4.0, 5.0, 6.0]), 0.5);
+        // Ties: [1, 1, 2] against [1, 2, 2]: CDFs 2/3 and 1/3 at 1.
+        assert!((d(&[1.0, 1.0, 2.0], &[1.0, 2.0, 2.0]) - 1.0 / 3.0).abs() < 1e-12);
+        assert_eq!(d(&[], &[1.0]), 0.0);
+    }
 
     #[test]
     fn quantiles_interpolate_like_numpy() {

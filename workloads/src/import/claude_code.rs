@@ -39,8 +39,8 @@ impl Importer for ClaudeCode {
                 .any(|k| super::has_key(head, k))
     }
 
-    fn reduce(&self, files: &[SourceFile]) -> Option<Result<Reduced, InputError>> {
-        Some(reduce(files))
+    fn reduce(&self, files: &[SourceFile], lenient: bool) -> Option<Result<Reduced, InputError>> {
+        Some(reduce(files, lenient))
     }
 }
 
@@ -105,29 +105,62 @@ struct RawSession {
     /// Agent id → the tool use that spawned it (and whether its result says it was backgrounded).
     spawned_by: HashMap<String, (String, bool)>,
     seen_uuids: HashSet<String>,
+    /// The files its lines came from.
+    files: std::collections::BTreeSet<usize>,
     /// The last compaction still waiting for its summary's length.
     pending_summary: Option<(String, usize)>,
 }
 
-fn reduce(files: &[SourceFile]) -> Result<Reduced, InputError> {
+fn reduce(files: &[SourceFile], lenient: bool) -> Result<Reduced, InputError> {
     let mut sessions: BTreeMap<String, RawSession> = BTreeMap::new();
     let mut skipped = Vec::new();
+    // Sessions a lenient read found an unreadable line in, with the first error.
+    let mut broken: HashMap<String, InputError> = HashMap::new();
     for (f, file) in files.iter().enumerate() {
         for (n, text) in super::lines(&file.text) {
-            let v: Value = serde_json::from_str(text)
-                .map_err(|e| InputError::new(&file.name, n, "", format!("malformed JSON: {e}")))?;
-            read_entry(&mut sessions, &mut skipped, files, f, n, &v)?;
+            let read = serde_json::from_str::<Value>(text)
+                .map_err(|e| InputError::new(&file.name, n, "", format!("malformed JSON: {e}")))
+                .and_then(|v| read_entry(&mut sessions, &mut skipped, files, f, n, &v));
+            match read {
+                Ok(()) => {}
+                Err(e) if lenient => {
+                    // The session is the one the file's other lines name.
+                    if let Some(id) = session_of_file(&file.text) {
+                        broken.entry(id).or_insert(e);
+                    } else {
+                        skipped.push(Skip::unreadable(&e));
+                    }
+                }
+                Err(e) => return Err(e),
+            }
         }
     }
-    let mut out = Reduced::default();
-    out.skipped = skipped;
+    let mut out = Reduced {
+        skipped,
+        ..Reduced::default()
+    };
     for (id, raw) in sessions {
-        match finish(files, &id, raw, &mut out.skipped)? {
-            Some(s) => out.sessions.push(s),
-            None => {}
+        if let Some(e) = broken.get(&id) {
+            out.skipped.push(Skip::unreadable(e));
+            continue;
+        }
+        let origin: Vec<String> = raw.files.iter().map(|&f| files[f].name.clone()).collect();
+        match finish(files, &id, raw, &mut out.skipped) {
+            Ok(Some(s)) => out.push(s, origin),
+            Ok(None) => {}
+            Err(e) if lenient => out.skipped.push(Skip::unreadable(&e)),
+            Err(e) => return Err(e),
         }
     }
     Ok(out)
+}
+
+/// The first `sessionId` a file's lines name.
+fn session_of_file(text: &str) -> Option<String> {
+    super::lines(text).find_map(|(_, l)| {
+        let v: Value = serde_json::from_str(l).ok()?;
+        v.get("sessionId")?.as_str().map(str::to_string)
+    })
 }
 
 fn str_field<'a>(o: &'a Map<String, Value>, k: &str) -> Option<&'a str> {
@@ -154,6 +187,7 @@ fn read_entry(
     };
     let kind = str_field(o, "type").unwrap_or("");
     let s = sessions.entry(session.to_string()).or_default();
+    s.files.insert(f);
     let sidechain = o.get("isSidechain").and_then(Value::as_bool) == Some(true);
     let agent = match (sidechain, str_field(o, "agentId")) {
         (false, _) => String::new(),

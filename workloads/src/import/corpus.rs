@@ -1,6 +1,6 @@
 //! The corpus format: real sessions reduced to numbers (`crate::corpus`), one per line.
 
-use super::{has_key, Importer, Reduced, SourceFile};
+use super::{has_key, Importer, Reduced, Skip, SourceFile};
 use crate::corpus::{parse_corpus, CORPUS_FORMAT};
 use crate::error::InputError;
 
@@ -20,11 +20,16 @@ impl Importer for Corpus {
         has_key(head, "format") && head.contains(CORPUS_FORMAT)
     }
 
-    fn reduce(&self, files: &[SourceFile]) -> Option<Result<Reduced, InputError>> {
+    fn reduce(&self, files: &[SourceFile], lenient: bool) -> Option<Result<Reduced, InputError>> {
         let mut out = Reduced::default();
         for f in files {
             match parse_corpus(&f.name, &f.text) {
-                Ok(s) => out.sessions.extend(s),
+                Ok(sessions) => {
+                    for s in sessions {
+                        out.push(s, vec![f.name.clone()]);
+                    }
+                }
+                Err(e) if lenient => out.skipped.push(Skip::unreadable(&e)),
                 Err(e) => return Some(Err(e)),
             }
         }

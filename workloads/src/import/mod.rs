@@ -34,15 +34,17 @@ pub trait Importer: Sync + 'static {
             name: file.to_string(),
             text: text.to_string(),
         }];
-        match self.reduce(&files) {
+        match self.reduce(&files, false) {
             Some(r) => Ok(r?.trees()),
             None => Err(InputError::new(file, 0, "", "this format reads no trees")),
         }
     }
     /// For formats that record each model call's numbers (agents' own logs, the corpus): the files
     /// (one session's log with its sub-agents' files, or many sessions) reduced to corpus sessions,
-    /// with what was left out and why. `None` for formats that are only trees.
-    fn reduce(&self, _files: &[SourceFile]) -> Option<Result<Reduced, InputError>> {
+    /// with what was left out and why. `None` for formats that are only trees. `lenient`: a session
+    /// that cannot be reduced is left out and counted in `skipped` (with the error) instead of
+    /// stopping the read.
+    fn reduce(&self, _files: &[SourceFile], _lenient: bool) -> Option<Result<Reduced, InputError>> {
         None
     }
     /// Whether a replay's trees are the reduced sessions' (true), or the format's own (`parse`),
@@ -83,6 +85,20 @@ pub struct Skip {
 }
 
 impl Skip {
+    /// What a lenient read left out because of `e` (the whole session, or the file).
+    pub fn unreadable(e: &InputError) -> Skip {
+        let field = if e.field.is_empty() {
+            String::new()
+        } else {
+            format!("{}: ", e.field)
+        };
+        Skip {
+            file: e.file.clone(),
+            line: e.line,
+            what: format!("a session that cannot be reduced ({field}{})", e.reason),
+        }
+    }
+
     /// A skip at `file:line`.
     pub fn new(file: &str, line: usize, what: impl Into<String>) -> Skip {
         Skip {
@@ -100,9 +116,17 @@ pub struct Reduced {
     pub sessions: Vec<Session>,
     /// What was left out (entries that are not model calls, sessions without one), and why.
     pub skipped: Vec<Skip>,
+    /// Per session, the files it was read from (a log with its sub-agents' files).
+    pub origins: Vec<Vec<String>>,
 }
 
 impl Reduced {
+    /// Adds a session read from `files`.
+    pub fn push(&mut self, session: Session, files: Vec<String>) {
+        self.sessions.push(session);
+        self.origins.push(files);
+    }
+
     /// The sessions as trees, numbered in order.
     pub fn trees(&self) -> Vec<SessionTree> {
         self.sessions
@@ -130,6 +154,7 @@ mod corpus;
 mod mooncake;
 mod native;
 mod requests;
+mod trajectory;
 mod weka;
 pub use weka::{write_weka, WekaExportError};
 
@@ -143,6 +168,7 @@ macro_rules! formats {
 formats![
     corpus::Corpus,
     claude_code::ClaudeCode,
+    trajectory::Trajectory,
     native::Native,
     bailian::Bailian,
     mooncake::Mooncake,
@@ -167,6 +193,8 @@ impl TraceFormat {
     pub const NATIVE: TraceFormat = TraceFormat(&native::Native);
     /// Claude Code's session logs.
     pub const CLAUDE_CODE: TraceFormat = TraceFormat(&claude_code::ClaudeCode);
+    /// SWE-agent and mini-swe-agent trajectories.
+    pub const TRAJECTORY: TraceFormat = TraceFormat(&trajectory::Trajectory);
     /// The corpus format: real sessions reduced to numbers.
     pub const CORPUS: TraceFormat = TraceFormat(&corpus::Corpus);
 
@@ -219,6 +247,11 @@ impl std::fmt::Debug for TraceFormat {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
     }
+}
+
+/// The last component of a file name (ids built from it do not depend on where the file lies).
+pub(super) fn base_name(name: &str) -> &str {
+    name.rsplit(['/', '\\']).next().unwrap_or(name)
 }
 
 /// Whether `head` holds the JSON key `key`.
@@ -292,7 +325,7 @@ impl Imported {
 pub const MAX_INPUT_FILES: usize = 100_000;
 
 /// The files a list of paths names: each file itself, each folder's files (recursively, in name
-/// order, hidden names skipped).
+/// order; hidden folders and hidden files other than `.json`, `.jsonl`, `.traj` and `.gz` skipped).
 pub fn source_files(paths: &[&std::path::Path]) -> Result<Vec<SourceFile>, InputError> {
     let mut names = Vec::new();
     for &p in paths {
@@ -337,9 +370,14 @@ fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) -> Result<(), 
         .collect::<Result<_, _>>()?;
     entries.sort();
     for p in entries {
-        if p.file_name()
-            .is_some_and(|n| n.to_string_lossy().starts_with('.'))
-        {
+        let hidden = p
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with('.'));
+        let data = p
+            .extension()
+            .is_some_and(|e| ["json", "jsonl", "traj", "gz"].iter().any(|x| e == *x));
+        // Hidden names (`.DS_Store`, `.git`) are skipped, except trace files themselves.
+        if hidden && !(p.is_file() && data) {
             continue;
         }
         if p.is_dir() {
@@ -361,13 +399,15 @@ pub fn import(
     format: Option<TraceFormat>,
 ) -> Result<Imported, InputError> {
     let files = source_files(paths)?;
-    import_files(files, format)
+    import_files(files, format, false)
 }
 
-/// [`import`] of files already read.
+/// [`import`] of files already read; `lenient` leaves out (and counts) sessions that cannot be
+/// reduced, for formats that reduce.
 pub fn import_files(
     files: Vec<SourceFile>,
     format: Option<TraceFormat>,
+    lenient: bool,
 ) -> Result<Imported, InputError> {
     let Some(first) = files.first() else {
         return Err(InputError::new("the inputs", 0, "", "no file to read"));
@@ -400,7 +440,7 @@ pub fn import_files(
             (f, mine, unread)
         }
     };
-    let reduced = format.0.reduce(&files).transpose()?;
+    let reduced = format.0.reduce(&files, lenient).transpose()?;
     if let Some(r) = reduced.as_ref().filter(|_| format.0.trees_from_sessions()) {
         return Ok(Imported {
             format,

@@ -57,11 +57,15 @@ impl Importer for Weka {
     }
 
     /// Each trace as a corpus session: prefixes from its hash ids, times from `t` and `api_time`.
-    fn reduce(&self, files: &[SourceFile]) -> Option<Result<Reduced, InputError>> {
+    fn reduce(&self, files: &[SourceFile], lenient: bool) -> Option<Result<Reduced, InputError>> {
         let mut out = Reduced::default();
         for f in files {
             let traces = match weka_timed(&f.name, &f.text, nth_of(files, f)) {
                 Ok(t) => t,
+                Err(e) if lenient => {
+                    out.skipped.push(Skip::unreadable(&e));
+                    continue;
+                }
                 Err(e) => return Some(Err(e)),
             };
             for (i, (tree, times, no_output)) in traces.into_iter().enumerate() {
@@ -73,7 +77,8 @@ impl Importer for Weka {
                     )
                 }));
                 let mut s = Session::from_tree(&tree, "weka");
-                s.id = crate::corpus::opaque_id("weka", &format!("{}#{i}", f.name));
+                s.id =
+                    crate::corpus::opaque_id("weka", &format!("{}#{i}", super::base_name(&f.name)));
                 let origin = times
                     .iter()
                     .filter_map(|t| t.0)
@@ -84,7 +89,7 @@ impl Importer for Weka {
                         c.done_s = api.map(|a| t - origin + a);
                     }
                 }
-                out.sessions.push(s);
+                out.push(s, vec![f.name.clone()]);
             }
         }
         Some(Ok(out))

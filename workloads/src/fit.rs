@@ -1,0 +1,573 @@
+//! `workload fit`: the generator's parameters measured from real sessions, as distributions (heavy
+//! tails and all), and the report that puts the corpus beside the fitted generator — quantiles per
+//! quantity and two-sample Kolmogorov–Smirnov distances on sessions held out of the fit. Pure: trees
+//! in, a spec and numbers out; no IO.
+
+use crate::generator::Generator;
+use crate::spec::{Band, CompactionSpec, Dist, NewTokens, SubagentSpec, WorkloadSpec};
+use crate::stats::{ks_distance, quantile};
+use crate::tree::{RequestKind, SessionTree};
+use serde::Serialize;
+use std::collections::{HashMap, HashSet};
+
+/// Probabilities at which fitted distributions keep a knot: dense in the tails.
+const KNOTS: &[f64] = &[
+    0.0, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7,
+    0.75, 0.8, 0.85, 0.9, 0.925, 0.95, 0.97, 0.98, 0.99, 0.995, 0.999, 1.0,
+];
+/// Knots for quantities measured on few values (sub-agents, compactions).
+const FEW_KNOTS: &[f64] = &[0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0];
+/// Below this many values a distribution is fitted with [`FEW_KNOTS`].
+const FEW: usize = 200;
+/// Growth samples per context band (at most [`MAX_BANDS`] bands, at least one).
+const PER_BAND: usize = 2_000;
+/// Most context bands of a growth model.
+const MAX_BANDS: usize = 4;
+/// Bands of root turns by first prompt (when every band has at least [`PER_TURN_BAND`] sessions).
+const TURN_BANDS: usize = 3;
+/// Sessions a band of root turns needs.
+const PER_TURN_BAND: usize = 100;
+/// A later turn whose prompt is below this fraction of the one before started a new context: the
+/// agent compacted (a log without the summarising call shows only the drop).
+const DROP: f64 = 0.5;
+/// Every fifth session (positions 4, 9, 14, …) is held out of the fit.
+pub const HOLD_OUT_EVERY: usize = 5;
+
+/// The quantities `workload fit` measures, as samples.
+#[derive(Clone, Debug, Default)]
+pub struct Measured {
+    /// Sessions measured.
+    pub sessions: usize,
+    /// Root turns per session.
+    pub root_turns: Vec<f64>,
+    /// The application prefix of each session's first request (tokens shared with other sessions).
+    pub root_prefix: Vec<f64>,
+    /// Each session's first prompt.
+    pub first_prompt: Vec<f64>,
+    /// Output tokens of root turns, sub-agent turns and compactions.
+    pub root_output: Vec<f64>,
+    /// Sub-agent turns' outputs.
+    pub subagent_output: Vec<f64>,
+    /// Think time before each request that has a dependency, seconds.
+    pub think_s: Vec<f64>,
+    /// Root later turns: (context extended, tokens added, fraction kept if the history changed).
+    pub root_growth: Vec<(f64, f64, Option<f64>)>,
+    /// The same for sub-agents.
+    pub subagent_growth: Vec<(f64, f64, Option<f64>)>,
+    /// Root turns that spawned sub-agents: how many each.
+    pub fanout: Vec<f64>,
+    /// Turns per sub-agent.
+    pub subagent_turns: Vec<f64>,
+    /// Sub-agents' first prompts and their shared prefix.
+    pub subagent_first: Vec<f64>,
+    /// The application prefix of each sub-agent's first request.
+    pub subagent_prefix: Vec<f64>,
+    /// Sub-agents launched in the background.
+    pub background: usize,
+    /// Sub-agents spawned by another sub-agent (nesting depth 2 or more).
+    pub nested: usize,
+    /// Compactions: the context compacted, and what the next prompt carried beyond the prefix.
+    pub compaction_at: Vec<f64>,
+    /// Tokens the first prompt after a compaction carries beyond the agent's prefix.
+    pub compaction_carried: Vec<f64>,
+    /// Outputs of explicit compaction requests (the summaries), where the corpus has them.
+    pub compaction_output: Vec<f64>,
+    /// Per session: the largest root prompt, and whether the root compacted.
+    pub session_peak: Vec<(f64, bool)>,
+    /// Per session: the context at which the root first compacted.
+    pub session_threshold: Vec<Option<f64>>,
+    /// Per request, the prompt tokens that neither an earlier request of the session nor another
+    /// session's shared prefix holds (what an infinite prefix cache misses).
+    pub uncached: Vec<f64>,
+    /// Per request, output tokens.
+    pub output: Vec<f64>,
+    /// Per session, prompt and output tokens of every request.
+    pub session_tokens: Vec<f64>,
+}
+
+/// Full blocks two chains share from the start.
+fn common_prefix(a: &[u64], b: &[u64]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+/// Block ids shared across sessions: every tree's declared application prefix, and the ids of
+/// agents' first prompts that more than one tree holds.
+fn cross_session_ids(trees: &[&SessionTree]) -> HashSet<u64> {
+    let mut first_tree: HashMap<u64, (usize, bool)> = HashMap::new();
+    let mut out: HashSet<u64> = HashSet::new();
+    for (t, tree) in trees.iter().enumerate() {
+        out.extend(tree.app_prefix());
+        let mut seen_agents = HashSet::new();
+        for r in tree.requests() {
+            if !seen_agents.insert(r.agent) {
+                continue;
+            }
+            for &id in r.blocks.as_slice() {
+                let e = first_tree.entry(id).or_insert((t, false));
+                if e.0 != t {
+                    e.1 = true;
+                }
+            }
+        }
+    }
+    out.extend(
+        first_tree
+            .into_iter()
+            .filter(|(_, (_, m))| *m)
+            .map(|(id, _)| id),
+    );
+    out
+}
+
+/// Measures trees.
+pub fn measure(trees: &[&SessionTree]) -> Measured {
+    let shared = cross_session_ids(trees);
+    let mut m = Measured {
+        sessions: trees.len(),
+        ..Measured::default()
+    };
+    for tree in trees {
+        measure_tree(tree, &shared, &mut m);
+    }
+    m
+}
+
+fn measure_tree(tree: &SessionTree, shared: &HashSet<u64>, m: &mut Measured) {
+    let bs = tree.block_size as f64;
+    let reqs = tree.requests();
+    let mut seen: HashSet<u64> = HashSet::new();
+    let mut total = 0.0;
+    // Per agent: its requests in order.
+    let mut by_agent: Vec<Vec<usize>> = Vec::new();
+    for (i, r) in reqs.iter().enumerate() {
+        if by_agent.len() <= r.agent as usize {
+            by_agent.resize(r.agent as usize + 1, Vec::new());
+        }
+        by_agent[r.agent as usize].push(i);
+        let ids = r.blocks.as_slice();
+        let held = ids
+            .iter()
+            .rposition(|id| seen.contains(id) || shared.contains(id))
+            .map_or(0, |p| p + 1);
+        m.uncached.push(r.input_tokens as f64 - held as f64 * bs);
+        m.output.push(r.output_tokens as f64);
+        seen.extend(ids);
+        total += r.input_tokens as f64 + r.output_tokens as f64;
+        if !r.deps.is_empty() {
+            m.think_s.push(r.think_ns as f64 / 1e9);
+        }
+    }
+    m.session_tokens.push(total);
+    let leading_shared = |i: usize| {
+        let ids = reqs[i].blocks.as_slice();
+        ids.iter().take_while(|id| shared.contains(id)).count() as f64 * bs
+    };
+    for (agent, idx) in by_agent.iter().enumerate() {
+        let Some(&first) = idx.first() else { continue };
+        let prefix = leading_shared(first);
+        let turns = idx
+            .iter()
+            .filter(|&&i| reqs[i].kind != RequestKind::Compaction)
+            .count() as f64;
+        if agent == 0 {
+            m.root_turns.push(turns);
+            m.root_prefix.push(prefix);
+            m.first_prompt.push(reqs[first].input_tokens as f64);
+        } else {
+            m.subagent_turns.push(turns);
+            m.subagent_prefix.push(prefix);
+            m.subagent_first.push(reqs[first].input_tokens as f64);
+            m.background += reqs[first].background as usize;
+            let spawner = reqs[first].deps.first().map(|&d| reqs[d as usize].agent);
+            m.nested += spawner.is_some_and(|a| a != 0) as usize;
+        }
+        for &i in idx {
+            if reqs[i].kind == RequestKind::Compaction {
+                continue;
+            }
+            let o = reqs[i].output_tokens as f64;
+            if agent == 0 {
+                m.root_output.push(o);
+            } else {
+                m.subagent_output.push(o);
+            }
+        }
+        let mut compacted = false;
+        let mut first_at: Option<f64> = None;
+        for w in idx.windows(2) {
+            let (p, c) = (&reqs[w[0]], &reqs[w[1]]);
+            if c.kind == RequestKind::Compaction {
+                m.compaction_at.push(c.input_tokens as f64);
+                m.compaction_output.push(c.output_tokens as f64);
+                compacted = true;
+                first_at = first_at.or(Some(c.input_tokens as f64));
+                continue;
+            }
+            if p.kind == RequestKind::Compaction
+                || (c.input_tokens as f64) < DROP * p.input_tokens as f64
+            {
+                if p.kind != RequestKind::Compaction {
+                    m.compaction_at.push(p.input_tokens as f64);
+                    first_at = first_at.or(Some(p.input_tokens as f64));
+                }
+                compacted = true;
+                m.compaction_carried
+                    .push((c.input_tokens as f64 - prefix).max(0.0));
+                continue;
+            }
+            let kept = common_prefix(p.blocks.as_slice(), c.blocks.as_slice());
+            let changed = kept < p.blocks.len();
+            let growth = (c.input_tokens as f64 - p.input_tokens as f64).max(0.0);
+            let sample = (
+                p.input_tokens as f64,
+                growth,
+                changed.then(|| kept as f64 * bs / p.input_tokens as f64),
+            );
+            if agent == 0 {
+                m.root_growth.push(sample);
+            } else {
+                m.subagent_growth.push(sample);
+            }
+        }
+        if agent == 0 {
+            let peak = idx
+                .iter()
+                .map(|&i| reqs[i].input_tokens as f64)
+                .fold(0.0, f64::max);
+            m.session_peak.push((peak, compacted));
+            m.session_threshold.push(first_at);
+        }
+    }
+    // Spawns: sub-agents whose first request depends on a root request.
+    let mut spawned: HashMap<u32, usize> = HashMap::new();
+    for idx in by_agent.iter().skip(1) {
+        if let Some(&d) = idx.first().and_then(|&f| reqs[f].deps.first()) {
+            if reqs[d as usize].agent == 0 {
+                *spawned.entry(d).or_default() += 1;
+            }
+        }
+    }
+    let mut fan: Vec<usize> = spawned.into_values().collect();
+    fan.sort_unstable();
+    m.fanout.extend(fan.into_iter().map(|n| n as f64));
+}
+
+/// Rounds to 4 significant digits (fitted values read as measurements, not as noise).
+fn round4(x: f64) -> f64 {
+    if x == 0.0 || !x.is_finite() {
+        return x;
+    }
+    let scale = 10f64.powi(3 - x.abs().log10().floor() as i32);
+    (x * scale).round() / scale
+}
+
+/// An empirical distribution of `values`, knots rounded; `None` for no values.
+fn empirical(values: &[f64]) -> Option<Dist> {
+    if values.is_empty() {
+        return None;
+    }
+    let mut v = values.to_vec();
+    let knots = if v.len() < FEW { FEW_KNOTS } else { KNOTS };
+    let Dist::Empirical { mut points } = Dist::empirical(&mut v, knots) else {
+        unreachable!("Dist::empirical is empirical")
+    };
+    for p in &mut points {
+        p[1] = round4(p[1]);
+    }
+    for i in 1..points.len() {
+        points[i][1] = points[i][1].max(points[i - 1][1]);
+    }
+    Some(Dist::Empirical { points })
+}
+
+fn median(values: &[f64]) -> Option<f64> {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    (!v.is_empty()).then(|| quantile(&v, 0.5))
+}
+
+/// Bands of `(x, y)` samples at the quantiles of `x`: the distribution of `y` in each.
+fn banded(samples: &[(f64, f64)], bands: usize) -> Vec<Band> {
+    let mut xs: Vec<f64> = samples.iter().map(|s| s.0).collect();
+    xs.sort_by(f64::total_cmp);
+    let mut edges: Vec<u32> = (1..bands)
+        .map(|b| round4(quantile(&xs, b as f64 / bands as f64)) as u32)
+        .collect();
+    edges.dedup();
+    let mut out = Vec::new();
+    let mut low = 0.0;
+    for k in 0..=edges.len() {
+        let high = edges.get(k).copied();
+        let ys: Vec<f64> = samples
+            .iter()
+            .filter(|s| s.0 >= low && high.map_or(true, |h| s.0 < h as f64))
+            .map(|s| s.1)
+            .collect();
+        if let Some(dist) = empirical(&ys) {
+            out.push(Band {
+                below_tokens: high,
+                dist,
+            });
+        }
+        low = high.map_or(f64::INFINITY, |h| h as f64);
+    }
+    if let Some(last) = out.last_mut() {
+        last.below_tokens = None;
+    }
+    out
+}
+
+/// A growth model from (context, added, kept) samples: bands at quantiles of the context.
+fn growth_model(samples: &[(f64, f64, Option<f64>)]) -> Option<NewTokens> {
+    if samples.is_empty() {
+        return None;
+    }
+    let pairs: Vec<(f64, f64)> = samples.iter().map(|s| (s.0, s.1)).collect();
+    let bands = banded(&pairs, (samples.len() / PER_BAND).clamp(1, MAX_BANDS));
+    let kept: Vec<f64> = samples.iter().filter_map(|s| s.2).collect();
+    Some(NewTokens {
+        bands,
+        rewrite_probability: round4(kept.len() as f64 / samples.len() as f64),
+        rewrite_kept_fraction: empirical(&kept).unwrap_or(Dist::Constant { value: 0.0 }),
+    })
+}
+
+/// The generator spec measured from `m`; what it cannot measure (no sub-agents, no compaction in the
+/// corpus) keeps the built-in spec's values, as the report says.
+pub fn fit(m: &Measured, source: &str) -> WorkloadSpec {
+    let base = WorkloadSpec::synthetic_v1();
+    let prefix = median(&m.root_prefix).unwrap_or(0.0).round() as u32;
+    let block = base.block_size;
+    let prefix = prefix / block * block;
+    let first: Vec<f64> = m
+        .first_prompt
+        .iter()
+        .map(|x| (x - prefix as f64).max(1.0))
+        .collect();
+    // Root turns by first prompt: sessions that start from a long history run fewer turns.
+    let by_first: Vec<(f64, f64)> = first
+        .iter()
+        .copied()
+        .zip(m.root_turns.iter().copied())
+        .collect();
+    let turn_bands =
+        (by_first.len() >= TURN_BANDS * PER_TURN_BAND).then(|| banded(&by_first, TURN_BANDS));
+    let spawning = m.fanout.len() as f64;
+    let root_turns: f64 = m.root_turns.iter().sum();
+    let subs = m.subagent_turns.len();
+    let sub_prefix = median(&m.subagent_prefix).map(|p| (p.round() as u32) / block * block);
+    let sub_task: Vec<f64> = m
+        .subagent_first
+        .iter()
+        .map(|x| (x - sub_prefix.unwrap_or(0) as f64).max(1.0))
+        .collect();
+    let subagents = SubagentSpec {
+        spawn_probability: if root_turns > 0.0 {
+            round4(spawning / root_turns)
+        } else {
+            0.0
+        },
+        fanout: empirical(&m.fanout).unwrap_or(base.subagents.fanout.clone()),
+        turns: empirical(&m.subagent_turns).unwrap_or(base.subagents.turns.clone()),
+        first_prompt_tokens: base.subagents.first_prompt_tokens,
+        result_tokens: 0,
+        background_fraction: if subs > 0 {
+            round4(m.background as f64 / subs as f64)
+        } else {
+            0.0
+        },
+        prefix_tokens: sub_prefix,
+        task_prompt_tokens: empirical(&sub_task),
+        output_tokens: empirical(&m.subagent_output),
+        new_tokens: growth_model(&m.subagent_growth),
+    };
+    let max_tokens =
+        median(&m.compaction_at).map_or(base.compaction.max_tokens, |x| round4(x) as u32);
+    let summary_tokens = median(&m.compaction_output).map_or(base.compaction.summary_tokens, |x| {
+        round4(x).max(1.0) as u32
+    });
+    let carried: Vec<f64> = m
+        .compaction_carried
+        .iter()
+        .map(|x| (x - summary_tokens as f64).max(0.0))
+        .collect();
+    // Per session that reached the usual threshold: where it compacted, or (if it never did) the
+    // largest context it reached, a lower bound of its own threshold.
+    let reached: Vec<f64> = m
+        .session_peak
+        .iter()
+        .zip(&m.session_threshold)
+        .filter_map(|(&(peak, compacted), &at)| match (compacted, at) {
+            (true, Some(t)) => Some(t),
+            (false, _) if peak > max_tokens as f64 => Some(peak),
+            _ => None,
+        })
+        .collect();
+    let compaction = CompactionSpec {
+        context_fraction: base.compaction.context_fraction,
+        max_tokens,
+        summary_tokens,
+        carried_tokens: empirical(&carried),
+        threshold_tokens: empirical(&reached),
+    };
+    WorkloadSpec {
+        block_size: block,
+        system_prefix_tokens: prefix,
+        first_prompt_tokens: empirical(&first).unwrap_or(base.first_prompt_tokens.clone()),
+        root_turns: empirical(&m.root_turns).unwrap_or(base.root_turns.clone()),
+        root_turns_by_first_prompt: turn_bands,
+        output_tokens: empirical(&m.root_output).unwrap_or(base.output_tokens.clone()),
+        think_time_s: empirical(&m.think_s).unwrap_or(base.think_time_s.clone()),
+        new_tokens: growth_model(&m.root_growth),
+        subagents,
+        compaction,
+        source: Some(source.to_string()),
+        ..base
+    }
+}
+
+/// Mean and quantiles of a sample, the tenth percentile included.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Spread {
+    /// Values.
+    pub count: usize,
+    /// Arithmetic mean.
+    pub mean: f64,
+    /// Percentiles 10, 50, 90 and 99.
+    pub p10: f64,
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 99th percentile.
+    pub p99: f64,
+}
+
+impl Spread {
+    /// Of `values` (sorted in place).
+    pub fn of(values: &mut [f64]) -> Spread {
+        if values.is_empty() {
+            return Spread::default();
+        }
+        values.sort_by(f64::total_cmp);
+        let q = |p| quantile(values, p);
+        Spread {
+            count: values.len(),
+            mean: values.iter().sum::<f64>() / values.len() as f64,
+            p10: q(0.1),
+            p50: q(0.5),
+            p90: q(0.9),
+            p99: q(0.99),
+        }
+    }
+}
+
+/// One quantity of the fit report: the corpus's quantiles beside the generator's, and the KS
+/// distance between held-out sessions and the generator.
+#[derive(Clone, Debug, Serialize)]
+pub struct Row {
+    /// What is measured.
+    pub quantity: &'static str,
+    /// Its unit.
+    pub unit: &'static str,
+    /// Quantiles over the sessions the spec was fitted to.
+    pub fitted_on: Spread,
+    /// Quantiles over the held-out sessions.
+    pub held_out: Spread,
+    /// Quantiles over the generator's sessions.
+    pub generator: Spread,
+    /// Two-sample KS distance, held out against generator.
+    pub ks: f64,
+}
+
+/// What `workload fit` prints and writes.
+#[derive(Clone, Debug, Serialize)]
+pub struct FitReport {
+    /// Sessions the spec was fitted to, and held out.
+    pub fitted_sessions: usize,
+    /// Sessions held out (every [`HOLD_OUT_EVERY`]th).
+    pub held_out_sessions: usize,
+    /// Sessions drawn from the fitted generator for the comparison.
+    pub generated_sessions: usize,
+    /// Per quantity.
+    pub rows: Vec<Row>,
+    /// Per-session total tokens (prompts and outputs): generator over held out, at the median and
+    /// p90, minus one.
+    pub session_tokens_error_p50: f64,
+    /// The same at p90.
+    pub session_tokens_error_p90: f64,
+    /// Sub-agents per session and the fraction of them nested below another sub-agent (the generator
+    /// spawns sub-agents only from the root).
+    pub subagents_per_session: f64,
+    /// Sub-agents spawned by sub-agents.
+    pub nested_subagents: usize,
+}
+
+/// Splits trees by position: `(fitted, held_out)`.
+pub fn split(trees: &[SessionTree]) -> (Vec<&SessionTree>, Vec<&SessionTree>) {
+    let mut fit = Vec::new();
+    let mut held = Vec::new();
+    for (i, t) in trees.iter().enumerate() {
+        if i % HOLD_OUT_EVERY == HOLD_OUT_EVERY - 1 {
+            held.push(t);
+        } else {
+            fit.push(t);
+        }
+    }
+    (fit, held)
+}
+
+/// Fits on all but the held-out fifth, generates `generated` sessions from the result (seed 0, a
+/// context limit of `context_limit`), and compares.
+pub fn fit_and_report(
+    trees: &[SessionTree],
+    source: &str,
+    generated: u64,
+    context_limit: u32,
+) -> Result<(WorkloadSpec, FitReport), serverbench_config::FieldError> {
+    let (train, held) = split(trees);
+    let train_m = measure(&train);
+    let spec = fit(&train_m, source);
+    let held = if held.is_empty() { train.clone() } else { held };
+    let held_m = measure(&held);
+    let g = Generator::new(spec.clone(), 0, context_limit)?;
+    let gen_trees: Vec<SessionTree> = (0..generated).map(|k| g.generate(k)).collect();
+    let gen_refs: Vec<&SessionTree> = gen_trees.iter().collect();
+    let gen_m = measure(&gen_refs);
+    let row = |quantity, unit, f: fn(&Measured) -> Vec<f64>| {
+        let (mut a, mut b, mut c) = (f(&train_m), f(&held_m), f(&gen_m));
+        Row {
+            quantity,
+            unit,
+            fitted_on: Spread::of(&mut a),
+            held_out: Spread::of(&mut b),
+            generator: Spread::of(&mut c),
+            ks: ks_distance(&mut b, &mut c),
+        }
+    };
+    let rows = vec![
+        row("uncached prompt per request", "tok", |m| m.uncached.clone()),
+        row("output per request", "tok", |m| m.output.clone()),
+        row("think time per request", "s", |m| m.think_s.clone()),
+        row("tokens per session", "tok", |m| m.session_tokens.clone()),
+        row("root turns per session", "", |m| m.root_turns.clone()),
+        row("first prompt", "tok", |m| m.first_prompt.clone()),
+        row("new tokens per later turn", "tok", |m| {
+            m.root_growth.iter().map(|s| s.1).collect()
+        }),
+        row("sub-agent turns", "", |m| m.subagent_turns.clone()),
+    ];
+    let tokens = &rows[3];
+    let rel = |g: f64, h: f64| if h > 0.0 { g / h - 1.0 } else { 0.0 };
+    let report = FitReport {
+        fitted_sessions: train.len(),
+        held_out_sessions: held.len(),
+        generated_sessions: gen_trees.len(),
+        session_tokens_error_p50: rel(tokens.generator.p50, tokens.held_out.p50),
+        session_tokens_error_p90: rel(tokens.generator.p90, tokens.held_out.p90),
+        subagents_per_session: train_m.subagent_turns.len() as f64 / train_m.sessions.max(1) as f64,
+        nested_subagents: train_m.nested,
+        rows,
+    };
+    Ok((spec, report))
+}
