@@ -470,6 +470,15 @@ pub struct WorkloadSpec {
     /// `root_turns`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub root_turns_by_first_prompt: Option<Vec<Band>>,
+    /// Measured sessions' shapes, `[first prompt after the prefix, root turns, growth scale,
+    /// compaction threshold]`: a session draws one row (a bootstrap of the corpus's sessions, so that
+    /// a session that starts from a long history runs few turns, one that reads many files keeps doing
+    /// so, and one that compacted does so where it did), replacing `first_prompt_tokens`,
+    /// `root_turns` and `root_turns_by_first_prompt`; each later root turn's new tokens are its
+    /// band's draw times the growth scale; a threshold of 0 (the session never compacted) leaves the
+    /// spec's compaction threshold in force.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_shapes: Option<Vec<[f64; 4]>>,
     /// Output tokens per turn.
     pub output_tokens: Dist,
     /// Tool-result tokens appended before each later turn.
@@ -507,6 +516,7 @@ impl WorkloadSpec {
             first_prompt_tokens: Dist::lognormal(500.0, 1.0, Some(1.0), None),
             root_turns: Dist::lognormal(40.0, 0.7, Some(1.0), Some(400.0)),
             root_turns_by_first_prompt: None,
+            session_shapes: None,
             output_tokens: Dist::lognormal(150.0, 1.2, Some(1.0), Some(8_192.0)),
             tool_result_tokens: Dist::lognormal(400.0, 1.5, Some(0.0), Some(40_000.0)),
             think_time_s: Dist::lognormal(2.0, 1.0, None, None),
@@ -589,6 +599,27 @@ impl WorkloadSpec {
         for (name, d) in optional {
             if let Some(d) = d {
                 d.check(MAX_PART_TOKENS as f64).map_err(|e| e.under(name))?;
+            }
+        }
+        if let Some(rows) = &self.session_shapes {
+            if rows.is_empty() {
+                return bad("session_shapes", "needs at least one row");
+            }
+            for (i, r) in rows.iter().enumerate() {
+                let ok = r[0] >= 1.0
+                    && r[0] <= MAX_PART_TOKENS as f64
+                    && r[1] >= 1.0
+                    && r[1] <= MAX_TURNS as f64
+                    && r[2] >= 0.0
+                    && r[2] <= 1e6
+                    && r[3] >= 0.0
+                    && r[3] <= MAX_FIXED_TOKENS as f64;
+                if !ok {
+                    return Err(FieldError::new(
+                        format!("session_shapes[{i}]"),
+                        format!("[first prompt, turns, growth scale, threshold] must be at least [1, 1, 0, 0] and at most [{MAX_PART_TOKENS}, {MAX_TURNS}, 1e6, {MAX_FIXED_TOKENS}]"),
+                    ));
+                }
             }
         }
         if let Some(b) = &self.root_turns_by_first_prompt {

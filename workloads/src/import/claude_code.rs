@@ -421,7 +421,7 @@ fn finish(
             &files[f].name,
             n,
             "sessionId",
-            format!("sub-agent lines of session {id}, whose own log is not among the inputs"),
+            "sub-agent lines of a session whose own log is not among the inputs",
         ));
     };
     let root = raw.agents.remove("").unwrap_or_default();
