@@ -83,7 +83,8 @@ fn trace_formats() -> impl TypedValueParser<Value = TraceFormat> {
 /// Where session trees come from.
 #[derive(Args, Debug, Clone)]
 pub struct WorkloadArgs {
-    /// Workload spec YAML for the agentic-coding generator (default: the built-in spec).
+    /// The generator's spec: a built-in one (`agentic-coding`, fitted to real Claude Code sessions,
+    /// the default; `synthetic-v1`, the hand-set spec before the fit) or a YAML file.
     #[arg(long, conflicts_with = "trace")]
     pub workload: Option<PathBuf>,
     /// Replay a trace file instead (its format detected from the content, or named by --trace-format).
@@ -266,6 +267,12 @@ pub struct WorkloadFitArgs {
     /// Write the fitted spec here (YAML, for --workload).
     #[arg(long, short = 'o')]
     pub out: Option<PathBuf>,
+    /// The `name` the written spec carries (a built-in spec's file name).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Write the held-out sessions here (corpus JSONL), to replay them beside the fitted generator.
+    #[arg(long)]
+    pub held_out: Option<PathBuf>,
     /// Write the report as JSON here.
     #[arg(long)]
     pub report: Option<PathBuf>,

@@ -97,10 +97,20 @@ pub fn source(args: &WorkloadArgs, seed: u64, context_limit: u32) -> Result<Arc<
 
 /// The workload spec (the file's, or the default).
 pub fn spec(args: &WorkloadArgs) -> Result<WorkloadSpec> {
-    match &args.workload {
-        Some(path) => Ok(read_spec(path)?),
-        None => Ok(WorkloadSpec::default()),
+    let Some(path) = &args.workload else {
+        return Ok(WorkloadSpec::default());
+    };
+    if let Some(s) = WorkloadSpec::preset(&path.to_string_lossy()) {
+        return Ok(s);
     }
+    if !path.exists() {
+        bail!(
+            "--workload {}: not a built-in spec ({}) and no such file",
+            path.display(),
+            WorkloadSpec::preset_names()
+        );
+    }
+    Ok(read_spec(path)?)
 }
 
 /// The trace, if one was given.

@@ -33,9 +33,21 @@ fn fit(a: WorkloadFitArgs) -> Result<()> {
         names.join(" "),
         serverbench_workloads::fit::HOLD_OUT_EVERY
     );
-    let (spec, report) =
+    let (mut spec, report) =
         serverbench_workloads::fit::fit_and_report(&imported.trees, &source, n, a.context_limit)
             .map_err(|e| anyhow::anyhow!("the fitted spec: {e}"))?;
+    spec.name = a.name.clone();
+    if let Some(path) = &a.held_out {
+        let every = serverbench_workloads::fit::HOLD_OUT_EVERY;
+        let held: Vec<Session> = (0..imported.trees.len())
+            .filter(|i| i % every == every - 1)
+            .map(|i| match &imported.reduced {
+                Some(r) => r.sessions[i].clone(),
+                None => Session::from_tree(&imported.trees[i], imported.format.name()),
+            })
+            .collect();
+        write_out(&Some(path.clone()), |w| write_corpus(&held, w))?;
+    }
     print_fit(&report)?;
     outln!("\n  fitted in {:.1} s", started.elapsed().as_secs_f64())?;
     if let Some(path) = &a.out {

@@ -26,8 +26,6 @@ const MAX_BANDS: usize = 4;
 /// A later turn whose prompt is below this fraction of the one before started a new context: the
 /// agent compacted (a log without the summarising call shows only the drop).
 const DROP: f64 = 0.5;
-/// A threshold no compaction in the corpus accounts for: past any deployment's context.
-const NEVER: f64 = 16_777_216.0;
 /// Every fifth session (positions 4, 9, 14, …) is held out of the fit.
 pub const HOLD_OUT_EVERY: usize = 5;
 
@@ -74,8 +72,6 @@ pub struct Measured {
     pub session_peak: Vec<(f64, bool)>,
     /// Per session: the context at which the root first compacted.
     pub session_threshold: Vec<Option<f64>>,
-    /// Per session: how many of `root_growth`'s samples are its own (they are stored in order).
-    pub session_growth_samples: Vec<usize>,
     /// Per request, the prompt tokens that neither an earlier request of the session nor another
     /// session's shared prefix holds (what an infinite prefix cache misses).
     pub uncached: Vec<f64>,
@@ -162,7 +158,6 @@ fn measure_tree(tree: &SessionTree, shared: &HashSet<u64>, m: &mut Measured) {
         let ids = reqs[i].blocks.as_slice();
         ids.iter().take_while(|id| shared.contains(id)).count() as f64 * bs
     };
-    let growth_before = m.root_growth.len();
     for (agent, idx) in by_agent.iter().enumerate() {
         let Some(&first) = idx.first() else { continue };
         let prefix = leading_shared(first);
@@ -239,8 +234,6 @@ fn measure_tree(tree: &SessionTree, shared: &HashSet<u64>, m: &mut Measured) {
             m.session_threshold.push(first_at);
         }
     }
-    m.session_growth_samples
-        .push(m.root_growth.len() - growth_before);
     // Spawns: sub-agents whose first request depends on a root request.
     let mut spawned: HashMap<u32, usize> = HashMap::new();
     for idx in by_agent.iter().skip(1) {
@@ -335,62 +328,14 @@ fn growth_model(samples: &[(f64, f64, Option<f64>)]) -> Option<NewTokens> {
     })
 }
 
-/// The distribution of a threshold seen in some sessions and known only to lie beyond the largest
-/// context in the others (censored): the Kaplan–Meier estimate, its quantiles at [`KNOTS`]; the
-/// probability no session's compaction accounts for is "never" ([`NEVER`], capped by the
-/// deployment's limit when drawn). `None` without a compaction.
-fn survival(observed: &[(f64, bool)]) -> Option<Dist> {
-    if !observed.iter().any(|o| o.1) {
-        return None;
-    }
-    let mut v = observed.to_vec();
-    v.sort_by(|a, b| a.0.total_cmp(&b.0).then(b.1.cmp(&a.1)));
-    // (time, cumulative probability of having compacted by then)
-    let mut cdf: Vec<(f64, f64)> = Vec::new();
-    let (mut at_risk, mut s) = (v.len() as f64, 1.0);
-    for (x, event) in v {
-        if event {
-            s *= 1.0 - 1.0 / at_risk;
-            cdf.push((x, 1.0 - s));
-        }
-        at_risk -= 1.0;
-    }
-    let points: Vec<[f64; 2]> = KNOTS
-        .iter()
-        .map(|&p| {
-            let t = cdf
-                .iter()
-                .find(|c| c.1 >= p - 1e-12)
-                .map_or(NEVER, |c| round4(c.0));
-            [p, if p == 0.0 { round4(cdf[0].0) } else { t }]
+/// Per session `[first prompt, turns, compaction threshold (0: never)]`.
+fn session_shapes(m: &Measured, first: &[f64]) -> Vec<[f64; 3]> {
+    (0..first.len())
+        .map(|i| {
+            let threshold = m.session_threshold[i].map_or(0.0, round4);
+            [round4(first[i]).max(1.0), m.root_turns[i], threshold]
         })
-        .collect();
-    let mut points = points;
-    for i in 1..points.len() {
-        points[i][1] = points[i][1].max(points[i - 1][1]);
-    }
-    Some(Dist::Empirical { points })
-}
-
-/// Per session `[first prompt, turns, growth scale, compaction threshold (0: never)]`, and the root
-/// growth samples divided by their session's scale.
-fn session_shapes(m: &Measured, first: &[f64]) -> (Vec<[f64; 4]>, Vec<(f64, f64, Option<f64>)>) {
-    let all: Vec<f64> = m.root_growth.iter().map(|s| s.1).collect();
-    let overall = median(&all).unwrap_or(1.0).max(1.0);
-    let mut shapes = Vec::with_capacity(first.len());
-    let mut scaled = Vec::with_capacity(m.root_growth.len());
-    let mut at = 0;
-    for (i, &n) in m.session_growth_samples.iter().enumerate() {
-        let own = &m.root_growth[at..at + n];
-        at += n;
-        let g: Vec<f64> = own.iter().map(|s| s.1).collect();
-        let scale = median(&g).map_or(1.0, |x| (x / overall).max(0.01));
-        let scale = round4(scale);
-        let threshold = m.session_threshold[i].map_or(0.0, round4);
-        shapes.push([round4(first[i]).max(1.0), m.root_turns[i], scale, threshold]);
-        scaled.extend(own.iter().map(|s| (s.0, s.1 / scale, s.2)));
-    }
-    (shapes, scaled)
+        .collect()
 }
 
 /// The generator spec measured from `m`; what it cannot measure (no sub-agents, no compaction in the
@@ -405,9 +350,8 @@ pub fn fit(m: &Measured, source: &str) -> WorkloadSpec {
         .iter()
         .map(|x| (x - prefix as f64).max(1.0))
         .collect();
-    // Session shapes: each measured session's first prompt, turns and growth scale (its median
-    // growth over the corpus's); the bands then hold growth divided by the session's scale.
-    let (shapes, root_growth) = session_shapes(m, &first);
+    // Session shapes: each measured session's first prompt, turns and compaction threshold.
+    let shapes = session_shapes(m, &first);
     let spawning = m.fanout.len() as f64;
     let root_turns: f64 = m.root_turns.iter().sum();
     let subs = m.subagent_turns.len();
@@ -447,34 +391,22 @@ pub fn fit(m: &Measured, source: &str) -> WorkloadSpec {
         .iter()
         .map(|x| (x - summary_tokens as f64).max(0.0))
         .collect();
-    // Per session: the context it first compacted at, or — if it never did — censored at the largest
-    // context it reached (its threshold lies beyond).
-    let observed: Vec<(f64, bool)> = m
-        .session_peak
-        .iter()
-        .zip(&m.session_threshold)
-        .map(|(&(peak, _), &at)| match at {
-            Some(t) => (t, true),
-            None => (peak, false),
-        })
-        .collect();
     let compaction = CompactionSpec {
         context_fraction: base.compaction.context_fraction,
         max_tokens,
         summary_tokens,
         carried_tokens: empirical(&carried),
-        threshold_tokens: survival(&observed),
     };
     WorkloadSpec {
+        name: None,
         block_size: block,
         system_prefix_tokens: prefix,
         first_prompt_tokens: empirical(&first).unwrap_or(base.first_prompt_tokens.clone()),
         root_turns: empirical(&m.root_turns).unwrap_or(base.root_turns.clone()),
-        root_turns_by_first_prompt: None,
         session_shapes: Some(shapes),
         output_tokens: empirical(&m.root_output).unwrap_or(base.output_tokens.clone()),
         think_time_s: empirical(&m.think_s).unwrap_or(base.think_time_s.clone()),
-        new_tokens: growth_model(&root_growth),
+        new_tokens: growth_model(&m.root_growth),
         subagents,
         compaction,
         source: Some(source.to_string()),

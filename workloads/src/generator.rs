@@ -74,20 +74,12 @@ impl Generator {
             epochs: Vec::new(),
             request_epoch: Vec::new(),
             next_agent: 1,
-            growth_scale: 1.0,
             // A session's own threshold is never below what the prefix and summary leave room for.
             threshold_floor: self
                 .threshold
                 .min(self.spec.system_prefix_tokens + self.spec.compaction.summary_tokens + 1),
             limit: self.limit,
         };
-        if let Some(d) = &self.spec.compaction.threshold_tokens {
-            // A session's own threshold, never below what the prefix and summary leave room for.
-            let floor = self
-                .threshold
-                .min(self.spec.system_prefix_tokens + self.spec.compaction.summary_tokens + 1);
-            b.threshold = (d.sample(&mut b.rng) as u32).clamp(floor, self.limit);
-        }
         b.root();
         let requests = b.finish();
         SessionTree::new(k, self.spec.block_size, requests)
@@ -137,8 +129,6 @@ struct Builder<'a> {
     epochs: Vec<Epoch>,
     request_epoch: Vec<usize>,
     next_agent: u32,
-    /// The session's growth scale (a measured session shape's; 1 otherwise).
-    growth_scale: f64,
     /// Bounds of a session's own compaction threshold.
     threshold_floor: u32,
     limit: u32,
@@ -200,17 +190,7 @@ impl<'a> Builder<'a> {
             Some(g) => g.band(ctx.tokens),
             None => &self.spec.tool_result_tokens,
         };
-        let scale = if ctx.agent == 0 {
-            self.growth_scale
-        } else {
-            1.0
-        };
-        if scale == 1.0 {
-            return dist.sample_count(&mut self.rng, 0, MAX_PART_TOKENS);
-        }
-        (dist.sample(&mut self.rng) * scale)
-            .round()
-            .clamp(0.0, MAX_PART_TOKENS as f64) as u32
+        dist.sample_count(&mut self.rng, 0, MAX_PART_TOKENS)
     }
 
     /// Under a measured growth model, a turn may change its history: the context goes on in a new
@@ -312,39 +292,34 @@ impl<'a> Builder<'a> {
             Some(d) => d.sample_count(&mut self.rng, 0, MAX_PART_TOKENS),
             None => 0,
         };
-        ctx.tokens = (self.prefix_tokens(ctx.agent) + summary)
-            .saturating_add(carried)
-            .saturating_add(added);
+        let base = (self.prefix_tokens(ctx.agent) + summary).saturating_add(carried);
+        // One turn never adds more than a compacted context has room for (an agent whose tool
+        // output overflows its whole context could not go on).
+        ctx.tokens = base.saturating_add(added.min(self.threshold.saturating_sub(base)));
         (vec![c], 0)
     }
 
     fn root(&mut self) {
         let spec = self.spec;
-        let (turns, first) = match (&spec.session_shapes, &spec.root_turns_by_first_prompt) {
-            (Some(rows), _) => {
+        let (turns, first) = match &spec.session_shapes {
+            Some(rows) => {
                 let r = rows[self.rng.random_range(0..rows.len())];
-                self.growth_scale = r[2];
-                if r[3] > 0.0 {
-                    self.threshold = (r[3] as u32).clamp(self.threshold_floor, self.limit);
-                }
+                // A session that never compacted goes on to the deployment's own limit.
+                self.threshold = if r[2] > 0.0 {
+                    (r[2] as u32).clamp(self.threshold_floor, self.limit)
+                } else {
+                    self.limit
+                };
                 (
                     (r[1].round() as u32).clamp(1, MAX_TURNS),
                     (r[0].round() as u32).clamp(1, MAX_PART_TOKENS),
                 )
             }
-            (None, None) => {
+            None => {
                 let turns = spec.root_turns.sample_count(&mut self.rng, 1, MAX_TURNS);
                 let first =
                     spec.first_prompt_tokens
                         .sample_count(&mut self.rng, 1, MAX_PART_TOKENS);
-                (turns, first)
-            }
-            (None, Some(bands)) => {
-                let first =
-                    spec.first_prompt_tokens
-                        .sample_count(&mut self.rng, 1, MAX_PART_TOKENS);
-                let turns =
-                    crate::spec::band_of(bands, first).sample_count(&mut self.rng, 1, MAX_TURNS);
                 (turns, first)
             }
         };

@@ -34,7 +34,7 @@ pub use import::{
     write_weka, Imported, Reduced, Skip, SourceFile, Trace, TraceFormat, WekaExportError,
 };
 pub use repeat::{FreshRepeats, SharedIds, TraceRepeat};
-pub use spec::{CompactionSpec, Dist, SubagentSpec, WorkloadSpec};
+pub use spec::{CompactionSpec, Dist, SubagentSpec, WorkloadSpec, DEFAULT_WORKLOAD};
 pub use stats::{ks_distance, quantile, workload_stats, Quantiles, WorkloadStats};
 pub use tree::{Blocks, Request, RequestKind, SessionTree, TreeError};
 

@@ -279,7 +279,7 @@ pub struct Band {
 }
 
 /// The distribution of the band `x` falls in (bands checked by [`check_bands`]).
-pub fn band_of(bands: &[Band], x: u32) -> &Dist {
+fn band_of(bands: &[Band], x: u32) -> &Dist {
     let i = bands
         .iter()
         .position(|b| match b.below_tokens {
@@ -292,7 +292,7 @@ pub fn band_of(bands: &[Band], x: u32) -> &Dist {
 
 /// Checks bands: at least one, ascending, only the last without an upper end, each distribution
 /// at most `cap`.
-pub fn check_bands(bands: &[Band], cap: f64) -> Result<(), FieldError> {
+fn check_bands(bands: &[Band], cap: f64) -> Result<(), FieldError> {
     if bands.is_empty() {
         return Err(FieldError::new("", "needs at least one band"));
     }
@@ -430,11 +430,6 @@ pub struct CompactionSpec {
     /// read again, the task restated); absent: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub carried_tokens: Option<Dist>,
-    /// The context at which a session's agent compacts, drawn once per session (agents of models
-    /// with longer contexts compact later); it replaces `max_tokens`, and `context_fraction` of the
-    /// deployment's limit still caps it. Absent: `max_tokens` for every session.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub threshold_tokens: Option<Dist>,
 }
 
 impl Default for CompactionSpec {
@@ -444,17 +439,21 @@ impl Default for CompactionSpec {
             max_tokens: 160_000,
             summary_tokens: 2_000,
             carried_tokens: None,
-            threshold_tokens: None,
         }
     }
 }
 
 /// The `agentic-coding` workload: what each distribution is and where it is capped.
 ///
-/// Every default is an assumption chosen to resemble published Claude-Code traces, not a measurement.
+/// The default is the built-in spec `agentic-coding`, fitted to the corpus of real Claude Code
+/// sessions under `corpus/claude-code`; a field a spec file leaves out takes the hand-set
+/// `synthetic-v1` value, so that files written before the fit mean what they meant.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+#[serde(deny_unknown_fields, default = "WorkloadSpec::synthetic_v1")]
 pub struct WorkloadSpec {
+    /// A built-in spec's name (`agentic-coding`, `synthetic-v1`); not read by the generator.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     /// Profile name; only `agentic-coding` exists.
     pub profile: String,
     /// Tokens per block of the generated block chains.
@@ -465,20 +464,14 @@ pub struct WorkloadSpec {
     pub first_prompt_tokens: Dist,
     /// Root turns per session.
     pub root_turns: Dist,
-    /// Root turns per session by the size of its first prompt (after the prefix): sessions that
-    /// start from a long history (a resumed conversation) run fewer turns; when present it replaces
-    /// `root_turns`.
+    /// Measured sessions' shapes, `[first prompt after the prefix, root turns, compaction
+    /// threshold]`: a session draws one row (a bootstrap of the corpus's sessions, so that a session
+    /// that starts from a long history runs few turns and one that compacted does so where it did),
+    /// replacing `first_prompt_tokens` and `root_turns`; a session compacts at its threshold (capped
+    /// by `context_fraction` of the deployment's limit), or at that cap if its threshold is 0 (it
+    /// never compacted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub root_turns_by_first_prompt: Option<Vec<Band>>,
-    /// Measured sessions' shapes, `[first prompt after the prefix, root turns, growth scale,
-    /// compaction threshold]`: a session draws one row (a bootstrap of the corpus's sessions, so that
-    /// a session that starts from a long history runs few turns, one that reads many files keeps doing
-    /// so, and one that compacted does so where it did), replacing `first_prompt_tokens`,
-    /// `root_turns` and `root_turns_by_first_prompt`; each later root turn's new tokens are its
-    /// band's draw times the growth scale; a threshold of 0 (the session never compacted) leaves the
-    /// spec's compaction threshold in force.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub session_shapes: Option<Vec<[f64; 4]>>,
+    pub session_shapes: Option<Vec<[f64; 3]>>,
     /// Output tokens per turn.
     pub output_tokens: Dist,
     /// Tool-result tokens appended before each later turn.
@@ -499,23 +492,45 @@ pub struct WorkloadSpec {
     pub source: Option<String>,
 }
 
+/// The built-in spec every command uses unless told otherwise.
+pub const DEFAULT_WORKLOAD: &str = "agentic-coding";
+
 impl Default for WorkloadSpec {
+    /// The built-in `agentic-coding` spec, fitted to real Claude Code sessions.
     fn default() -> Self {
-        WorkloadSpec::synthetic_v1()
+        static DEFAULT: std::sync::OnceLock<WorkloadSpec> = std::sync::OnceLock::new();
+        DEFAULT
+            .get_or_init(|| {
+                WorkloadSpec::preset(DEFAULT_WORKLOAD).expect("the default spec is built in")
+            })
+            .clone()
     }
 }
 
 impl WorkloadSpec {
+    /// A built-in spec by name (`presets/workloads/NAME.yaml`).
+    pub fn preset(name: &str) -> Option<WorkloadSpec> {
+        serverbench_config::parse_preset("workloads", name, WorkloadSpec::check, |s| {
+            s.name.as_deref().unwrap_or("")
+        })
+    }
+
+    /// Names of the built-in specs, comma-separated.
+    pub fn preset_names() -> String {
+        serverbench_config::preset_names("workloads")
+    }
+
     /// The hand-set spec the generator had before it was fitted to real sessions (`synthetic-v1`):
-    /// its distributions are assumptions chosen to resemble published Claude Code traces.
+    /// its distributions are assumptions chosen to resemble published Claude Code traces. A spec
+    /// file's missing fields take these values.
     pub fn synthetic_v1() -> Self {
         WorkloadSpec {
+            name: None,
             profile: "agentic-coding".into(),
             block_size: 64,
             system_prefix_tokens: 20_000,
             first_prompt_tokens: Dist::lognormal(500.0, 1.0, Some(1.0), None),
             root_turns: Dist::lognormal(40.0, 0.7, Some(1.0), Some(400.0)),
-            root_turns_by_first_prompt: None,
             session_shapes: None,
             output_tokens: Dist::lognormal(150.0, 1.2, Some(1.0), Some(8_192.0)),
             tool_result_tokens: Dist::lognormal(400.0, 1.5, Some(0.0), Some(40_000.0)),
@@ -611,19 +626,14 @@ impl WorkloadSpec {
                     && r[1] >= 1.0
                     && r[1] <= MAX_TURNS as f64
                     && r[2] >= 0.0
-                    && r[2] <= 1e6
-                    && r[3] >= 0.0
-                    && r[3] <= MAX_FIXED_TOKENS as f64;
+                    && r[2] <= MAX_FIXED_TOKENS as f64;
                 if !ok {
                     return Err(FieldError::new(
                         format!("session_shapes[{i}]"),
-                        format!("[first prompt, turns, growth scale, threshold] must be at least [1, 1, 0, 0] and at most [{MAX_PART_TOKENS}, {MAX_TURNS}, 1e6, {MAX_FIXED_TOKENS}]"),
+                        format!("[first prompt, turns, threshold] must be at least [1, 1, 0] and at most [{MAX_PART_TOKENS}, {MAX_TURNS}, {MAX_FIXED_TOKENS}]"),
                     ));
                 }
             }
-        }
-        if let Some(b) = &self.root_turns_by_first_prompt {
-            check_bands(b, MAX_TURNS as f64).map_err(|e| e.under("root_turns_by_first_prompt"))?;
         }
         for (name, n) in [
             ("new_tokens", &self.new_tokens),
@@ -654,10 +664,6 @@ impl WorkloadSpec {
         }
         if c.summary_tokens == 0 {
             return bad("compaction.summary_tokens", "must be positive");
-        }
-        if let Some(d) = &c.threshold_tokens {
-            d.check(MAX_FIXED_TOKENS as f64)
-                .map_err(|e| e.under("compaction.threshold_tokens"))?;
         }
         if let Some(d) = &c.carried_tokens {
             d.check(MAX_PART_TOKENS as f64)
