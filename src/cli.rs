@@ -273,6 +273,10 @@ pub struct WorkloadFitArgs {
     /// Write the held-out sessions here (corpus JSONL), to replay them beside the fitted generator.
     #[arg(long)]
     pub held_out: Option<PathBuf>,
+    /// Further sessions to compare with the fitted generator, not fitted on (sessions that cannot
+    /// be shipped, another agent's); read in their own format, leniently.
+    #[arg(long)]
+    pub check: Vec<PathBuf>,
     /// Write the report as JSON here.
     #[arg(long)]
     pub report: Option<PathBuf>,

@@ -69,7 +69,9 @@ fn with_engine(mut d: Deployment, path: &Path) -> Result<Deployment> {
 
 /// The study the arguments describe: deployment, workload and the replay options of every run.
 pub fn study(d: &DeploymentArgs, w: &WorkloadArgs, r: &ReplayArgs) -> Result<Study> {
-    Ok(Study::new(resolved(d)?, workload(w)?, run_config(r, 1, 0)?))
+    let d = resolved(d)?;
+    let w = workload(w, &d)?;
+    Ok(Study::new(d, w, run_config(r, 1, 0)?))
 }
 
 /// Prints the effective deployment when asked; returns true if it did (the command should stop).
@@ -80,25 +82,56 @@ pub fn print_config(args: &DeploymentArgs, d: &Deployment) -> Result<bool> {
     Ok(args.print_config)
 }
 
-/// The workload the arguments name: a trace, or the generator with a spec.
-pub fn workload(args: &WorkloadArgs) -> Result<Workload> {
+/// The workload the arguments name for deployment `d`: a trace, or the generator with a spec.
+pub fn workload(args: &WorkloadArgs, d: &Deployment) -> Result<Workload> {
     Ok(match trace(args)? {
         Some(t) => Workload::trace(t, args.trace_repeat),
-        None => Workload::Generated(Arc::new(spec(args)?)),
+        None => Workload::Generated(Arc::new(spec(args, d.workload.as_deref())?)),
     })
 }
 
-/// A source of trees: the generator for `seed`, or a trace.
-pub fn source(args: &WorkloadArgs, seed: u64, context_limit: u32) -> Result<Arc<dyn TreeSource>> {
-    workload(args)?
-        .source(seed, context_limit)
-        .map_err(|e| anyhow!("workload spec: {e}"))
+/// A source of trees for deployment `d`: the generator for `seed`, or a trace.
+pub fn source(args: &WorkloadArgs, seed: u64, d: &Deployment) -> Result<Arc<dyn TreeSource>> {
+    let w = workload(args, d)?;
+    w.source(seed, d.context_limit)
+        .map_err(|e| anyhow!("{}: {e}", workload_name(args, &w)))
 }
 
-/// The workload spec (the file's, or the default).
-pub fn spec(args: &WorkloadArgs) -> Result<WorkloadSpec> {
+/// A source of trees for a context limit alone (no deployment: the default spec unless one is named).
+pub fn source_at(
+    args: &WorkloadArgs,
+    seed: u64,
+    context_limit: u32,
+) -> Result<Arc<dyn TreeSource>> {
+    let w = match trace(args)? {
+        Some(t) => Workload::trace(t, args.trace_repeat),
+        None => Workload::Generated(Arc::new(spec(args, None)?)),
+    };
+    w.source(seed, context_limit)
+        .map_err(|e| anyhow!("{}: {e}", workload_name(args, &w)))
+}
+
+/// How errors name the workload: the spec's name or file, or the trace.
+fn workload_name(args: &WorkloadArgs, w: &Workload) -> String {
+    match (w, &args.workload) {
+        (Workload::Generated(s), None) => format!(
+            "workload spec {}",
+            s.name
+                .as_deref()
+                .unwrap_or(serverbench_workloads::DEFAULT_WORKLOAD)
+        ),
+        (_, Some(p)) => format!("workload spec {}", p.display()),
+        (Workload::Trace { .. }, None) => "trace".into(),
+    }
+}
+
+/// The workload spec: the one `--workload` names (a built-in spec or a file), else the deployment's
+/// own (`deployment_default`), else the default.
+pub fn spec(args: &WorkloadArgs, deployment_default: Option<&str>) -> Result<WorkloadSpec> {
     let Some(path) = &args.workload else {
-        return Ok(WorkloadSpec::default());
+        return Ok(deployment_default
+            .and_then(WorkloadSpec::preset)
+            .unwrap_or_default());
     };
     if let Some(s) = WorkloadSpec::preset(&path.to_string_lossy()) {
         return Ok(s);

@@ -153,7 +153,7 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
     }
     inputs::time_scale(a.time_scale)?;
     let run = inputs::run_config(&a.replay, a.concurrency, a.seed)?;
-    let source = inputs::source(&a.workload, a.seed, d.context_limit)?;
+    let source = inputs::source(&a.workload, a.seed, &d)?;
     let model = a.model.clone().unwrap_or_else(|| d.model.name.clone());
     let rt = runtime()?;
     let (url, local) = backend(&a, &d, &model, &rt)?;

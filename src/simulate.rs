@@ -19,7 +19,7 @@ pub fn run(a: SimulateArgs) -> Result<()> {
     }
     let mut cfg = inputs::run_config(&a.replay, a.concurrency, a.seed)?;
     cfg.timeline = a.timeline;
-    let source = inputs::source(&a.workload, a.seed, d.context_limit)?;
+    let source = inputs::source(&a.workload, a.seed, &d)?;
     let started = std::time::Instant::now();
     let out = serverbench_sim::simulate(&d, &cost, source.as_ref(), &cfg)?;
     let elapsed = started.elapsed();

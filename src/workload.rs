@@ -33,9 +33,20 @@ fn fit(a: WorkloadFitArgs) -> Result<()> {
         names.join(" "),
         serverbench_workloads::fit::HOLD_OUT_EVERY
     );
-    let (mut spec, report) =
-        serverbench_workloads::fit::fit_and_report(&imported.trees, &source, n, a.context_limit)
-            .map_err(|e| anyhow::anyhow!("the fitted spec: {e}"))?;
+    let check = if a.check.is_empty() {
+        Vec::new()
+    } else {
+        let paths: Vec<&std::path::Path> = a.check.iter().map(|p| p.as_path()).collect();
+        inputs::import(&paths, None, true)?.trees
+    };
+    let (mut spec, report) = serverbench_workloads::fit::fit_and_report(
+        &imported.trees,
+        &check,
+        &source,
+        n,
+        a.context_limit,
+    )
+    .map_err(|e| anyhow::anyhow!("the fitted spec: {e}"))?;
     spec.name = a.name.clone();
     if let Some(path) = &a.held_out {
         let every = serverbench_workloads::fit::HOLD_OUT_EVERY;
@@ -84,21 +95,21 @@ fn print_fit(r: &serverbench_workloads::fit::FitReport) -> Result<()> {
         "KS"
     )?;
     for row in &r.rows {
-        for (label, q) in [
-            ("fitted on", &row.fitted_on),
-            ("held out", &row.held_out),
-            ("generator", &row.generator),
-        ] {
+        let mut lines = vec![
+            ("fitted on", &row.fitted_on, None),
+            ("held out", &row.held_out, None),
+            ("generator", &row.generator, Some(row.ks)),
+        ];
+        if let Some(c) = &row.check {
+            lines.push(("check", c, row.check_ks));
+        }
+        for (label, q, ks) in lines {
             let name = if label == "fitted on" {
                 format!("{} ({})", row.quantity, row.unit)
             } else {
                 String::new()
             };
-            let ks = if label == "generator" {
-                format!("{:.3}", row.ks)
-            } else {
-                String::new()
-            };
+            let ks = ks.map_or(String::new(), |k| format!("{k:.3}"));
             outln!(
                 "  {:<28} {:<10} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1}  {:>5}",
                 name,
@@ -117,6 +128,14 @@ fn print_fit(r: &serverbench_workloads::fit::FitReport) -> Result<()> {
         100.0 * r.session_tokens_error_p50,
         100.0 * r.session_tokens_error_p90
     )?;
+    if let Some([p50, p90]) = r.check_tokens_error {
+        outln!(
+            "  tokens per session, generator against the {} check sessions: p50 {:+.1} %, p90 {:+.1} %",
+            r.checked_sessions,
+            100.0 * p50,
+            100.0 * p90
+        )?;
+    }
     outln!(
         "  sub-agents per session {:.3}; nested below another sub-agent: {} (the generator spawns from the root only)",
         r.subagents_per_session,
@@ -136,7 +155,7 @@ fn trees(
         return Ok(Box::new(t.trees().to_vec().into_iter()));
     }
     let n = inputs::trees(n)?;
-    let source = inputs::source(w, seed, context_limit)?;
+    let source = inputs::source_at(w, seed, context_limit)?;
     Ok(Box::new((0..n).map(move |k| source.tree(k))))
 }
 
@@ -247,7 +266,7 @@ fn corpus_sessions(a: &WorkloadExportArgs) -> Result<(Vec<Session>, Vec<Vec<Stri
 fn scan(a: WorkloadScanArgs) -> Result<()> {
     let d = inputs::deployment(&a.deployment)?;
     let seeds = inputs::seeds(&a.seeds)?;
-    let workload = inputs::workload(&a.workload)?;
+    let workload = inputs::workload(&a.workload, &d)?;
     inputs::checked(serverbench_sim::RunConfig {
         idle_gap_cap_s: a.idle_gap_cap,
         ..serverbench_sim::RunConfig::new(a.concurrency, 0, a.window)

@@ -238,7 +238,7 @@ fn weka_jsonl_corpus_reports_the_line_of_the_bad_trace() {
 #[test]
 fn the_aiperf_export_keeps_requests_shares_and_think_times() {
     let g = serverbench_workloads::Generator::new(
-        serverbench_workloads::WorkloadSpec::default(),
+        serverbench_workloads::WorkloadSpec::synthetic_v1(),
         4,
         1_048_576,
     )
@@ -294,7 +294,7 @@ fn the_aiperf_export_keeps_requests_shares_and_think_times() {
 #[test]
 fn the_weka_export_reads_back_as_the_same_trees() {
     let g = serverbench_workloads::Generator::new(
-        serverbench_workloads::WorkloadSpec::default(),
+        serverbench_workloads::WorkloadSpec::synthetic_v1(),
         7,
         1_048_576,
     )

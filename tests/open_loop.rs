@@ -171,7 +171,7 @@ fn the_cap_on_open_trees_holds_and_late_trees_wait_for_a_slot() {
 }
 
 fn generator() -> Generator {
-    Generator::new(WorkloadSpec::default(), 3, 1_048_576).unwrap()
+    Generator::new(WorkloadSpec::synthetic_v1(), 3, 1_048_576).unwrap()
 }
 
 /// (start time, tree) of each tree's first record.

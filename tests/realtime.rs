@@ -96,7 +96,7 @@ fn replay_against_the_emulator_agrees_with_the_simulator() {
     let _guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let d = Deployment::preset("qwen3.5-9b-2xl40").unwrap();
     let run = RunConfig::new(4, 0, 480.0);
-    let g = Generator::new(WorkloadSpec::default(), 0, d.context_limit).unwrap();
+    let g = Generator::new(WorkloadSpec::synthetic_v1(), 0, d.context_limit).unwrap();
     let sim = simulate(&d, &d.cost_model(), &g, &run).unwrap().summary;
     let rt = runtime();
     // 10 × real time, not 20 ×: at 20 × a step lasts ~1.2 ms of wall time and on a loaded 2-core machine
@@ -314,7 +314,7 @@ fn the_replay_survives_a_faulty_server_and_counts_every_failure() {
     let d = Deployment::preset("qwen3.5-9b-2xl40").unwrap();
     let mut run = RunConfig::new(6, 1, 600.0);
     run.start = StartMode::Cold;
-    let g = Generator::new(WorkloadSpec::default(), 1, d.context_limit).unwrap();
+    let g = Generator::new(WorkloadSpec::synthetic_v1(), 1, d.context_limit).unwrap();
     let dir = std::env::temp_dir().join(format!("serverbench-faulty-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("records.jsonl");
@@ -412,6 +412,8 @@ fn serve_and_replay_work_from_the_command_line() {
     let out = std::process::Command::new(bin)
         .args([
             "replay",
+            "--workload",
+            "synthetic-v1",
             "--url",
             &url,
             "-c",
@@ -620,6 +622,8 @@ fn compare_against_a_server_runs_both_sides_and_agrees_with_the_emulator() {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_serverbench"))
         .args([
             "compare",
+            "--workload",
+            "synthetic-v1",
             "-d",
             "qwen3-8b-1xh200",
             "-c",

@@ -94,6 +94,8 @@ fn replay(url: &str, extra: &[&str], out: &PathBuf) -> Output {
     Command::new(env!("CARGO_BIN_EXE_serverbench"))
         .args([
             "replay",
+            "--workload",
+            "synthetic-v1",
             "--url",
             url,
             "-d",
@@ -158,7 +160,17 @@ fn a_url_ending_in_v1_a_wrong_model_and_a_stream_left_open_after_done() {
     assert!(stdout.contains("errors by kind        none"), "{stdout}");
     // A model the server does not serve stops the replay before it starts.
     let o = Command::new(env!("CARGO_BIN_EXE_serverbench"))
-        .args(["replay", "--url", &url, "--model", "other", "-w", "20"])
+        .args([
+            "replay",
+            "--workload",
+            "synthetic-v1",
+            "--url",
+            &url,
+            "--model",
+            "other",
+            "-w",
+            "20",
+        ])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&o.stderr);
@@ -169,7 +181,15 @@ fn a_url_ending_in_v1_a_wrong_model_and_a_stream_left_open_after_done() {
     );
     // A server that is not there stops it too, once, instead of failing every request.
     let o = Command::new(env!("CARGO_BIN_EXE_serverbench"))
-        .args(["replay", "--url", "http://127.0.0.1:1", "-w", "20"])
+        .args([
+            "replay",
+            "--workload",
+            "synthetic-v1",
+            "--url",
+            "http://127.0.0.1:1",
+            "-w",
+            "20",
+        ])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&o.stderr);
@@ -234,7 +254,18 @@ fn ctrl_c_before_the_window_still_writes_a_summary() {
     let url = start(mock(&["m"], hang));
     let dir = out_dir("interrupt");
     let child = Command::new(env!("CARGO_BIN_EXE_serverbench"))
-        .args(["replay", "--url", &url, "--model", "m", "-w", "20", "--out"])
+        .args([
+            "replay",
+            "--workload",
+            "synthetic-v1",
+            "--url",
+            &url,
+            "--model",
+            "m",
+            "-w",
+            "20",
+            "--out",
+        ])
         .arg(&dir)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -283,6 +314,8 @@ fn the_natural_stop_probe_leaves_a_cold_cache_cold() {
     let o = Command::new(env!("CARGO_BIN_EXE_serverbench"))
         .args([
             "replay",
+            "--workload",
+            "synthetic-v1",
             "--url",
             &url,
             "-d",
@@ -850,6 +883,8 @@ fn tokenizer_prompts_are_counted_exactly_by_a_server_with_that_tokenizer() {
             let out = dir.join(format!("{name}-{out}"));
             let mut args = vec![
                 "replay",
+                "--workload",
+                "synthetic-v1",
                 "--url",
                 &url,
                 "--model",

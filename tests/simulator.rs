@@ -9,7 +9,7 @@ use serverbench_workloads::{Generator, TreeSource, WorkloadSpec};
 use std::collections::HashMap;
 
 fn run(d: &Deployment, cfg: &RunConfig) -> RunOutput {
-    let g = Generator::new(WorkloadSpec::default(), cfg.seed, d.context_limit).unwrap();
+    let g = Generator::new(WorkloadSpec::synthetic_v1(), cfg.seed, d.context_limit).unwrap();
     simulate(d, &d.cost_model(), &g, cfg).unwrap()
 }
 
@@ -112,7 +112,7 @@ fn invariants_hold_under_overload_with_audited_kv() {
         let mut cfg = RunConfig::new(c, 1, 400.0);
         cfg.start = start;
         cfg.audit = true;
-        let g = Generator::new(WorkloadSpec::default(), 1, d.context_limit).unwrap();
+        let g = Generator::new(WorkloadSpec::synthetic_v1(), 1, d.context_limit).unwrap();
         let out = simulate(&d, &d.cost_model(), &g, &cfg).unwrap();
         check_invariants(&out, &cfg, &g);
         if c == 32 {
@@ -157,7 +157,7 @@ proptest! {
         let mut cfg = RunConfig::new(c, seed, 150.0);
         cfg.audit = true;
         cfg.start = if cold { StartMode::Cold } else { StartMode::Steady };
-        let g = Generator::new(WorkloadSpec::default(), seed, d.context_limit).unwrap();
+        let g = Generator::new(WorkloadSpec::synthetic_v1(), seed, d.context_limit).unwrap();
         let out = simulate(&d, &d.cost_model(), &g, &cfg).unwrap();
         check_invariants(&out, &cfg, &g);
     }
@@ -166,7 +166,7 @@ proptest! {
 #[test]
 fn more_memory_bandwidth_never_lowers_d() {
     let d = default_deployment();
-    let g = Generator::new(WorkloadSpec::default(), 2, d.context_limit).unwrap();
+    let g = Generator::new(WorkloadSpec::synthetic_v1(), 2, d.context_limit).unwrap();
     let mut last = -1.0;
     for factor in [0.8, 1.0, 1.5, 2.5] {
         let mut faster = d.clone();

@@ -13,7 +13,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 #[test]
 fn same_seed_gives_identical_export_bytes() {
     let export = |seed| {
-        let g = Generator::new(WorkloadSpec::default(), seed, 1_048_576).unwrap();
+        let g = Generator::new(WorkloadSpec::synthetic_v1(), seed, 1_048_576).unwrap();
         let mut b = Vec::new();
         write_native((0..30).map(|k| g.tree(k)), &mut b).unwrap();
         b
@@ -24,7 +24,7 @@ fn same_seed_gives_identical_export_bytes() {
 
 #[test]
 fn generator_statistics_follow_the_spec() {
-    let spec = WorkloadSpec::default();
+    let spec = WorkloadSpec::synthetic_v1();
     let g = Generator::new(spec.clone(), 5, 1_048_576).unwrap();
     let trees: Vec<_> = (0..2000).map(|k| g.tree(k)).collect();
     let turns = median(trees.iter().map(|t| t.root_turns() as f64).collect());
@@ -101,7 +101,7 @@ fn generator_statistics_follow_the_spec() {
 
 #[test]
 fn synthesised_prompts_share_tokens_exactly_where_blocks_are_shared() {
-    let g = Generator::new(WorkloadSpec::default(), 1, 1_048_576).unwrap();
+    let g = Generator::new(WorkloadSpec::synthetic_v1(), 1, 1_048_576).unwrap();
     let t = g.tree(0);
     let v = Vocab::new(10, 151_000).unwrap();
     let (a, b) = (&t.requests()[0], &t.requests()[1]);

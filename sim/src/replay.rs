@@ -530,7 +530,7 @@ mod tests {
 
     /// Walks a replay with a fixed service time, returning (send, finish, lane, tree, request) per request.
     fn walk(cfg: ReplayConfig, service_ns: u64, until: Time) -> Vec<(Time, Time, u32, u64, u32)> {
-        let g = Generator::new(WorkloadSpec::default(), 1, 1_048_576).unwrap();
+        let g = Generator::new(WorkloadSpec::synthetic_v1(), 1, 1_048_576).unwrap();
         let mut r = Replay::new(&g, cfg).unwrap();
         let mut q = crate::des::EventQueue::new();
         let mut out = Vec::new();
@@ -567,7 +567,7 @@ mod tests {
             arrivals: Arrivals::Closed,
         };
         let log = walk(cfg, 50_000_000, Time::from_secs(3000.0));
-        let g = Generator::new(WorkloadSpec::default(), 1, 1_048_576).unwrap();
+        let g = Generator::new(WorkloadSpec::synthetic_v1(), 1, 1_048_576).unwrap();
         let finish: std::collections::HashMap<(u64, u32), Time> =
             log.iter().map(|&(_, f, _, t, r)| ((t, r), f)).collect();
         let mut checked = 0;
@@ -619,7 +619,7 @@ mod tests {
             seed: 9,
             arrivals: Arrivals::Closed,
         };
-        let g = Generator::new(WorkloadSpec::default(), 1, 1_048_576).unwrap();
+        let g = Generator::new(WorkloadSpec::synthetic_v1(), 1, 1_048_576).unwrap();
         let mut r = Replay::new(&g, cfg).unwrap();
         let mut out = Vec::new();
         r.start(Time::ZERO, &mut out);
@@ -678,7 +678,7 @@ mod tests {
 
     #[test]
     fn the_open_loop_ignores_the_steady_start() {
-        let g = Generator::new(WorkloadSpec::default(), 1, 1_048_576).unwrap();
+        let g = Generator::new(WorkloadSpec::synthetic_v1(), 1, 1_048_576).unwrap();
         let cfg = ReplayConfig {
             concurrency: 8,
             idle_gap_cap_ns: 1_000_000_000,

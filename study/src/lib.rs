@@ -13,7 +13,9 @@
 //! use serverbench_workloads::Workload;
 //!
 //! let d = Deployment::preset("qwen3-8b-1xh200").unwrap();
-//! let study = Study::new(d, Workload::default(), RunConfig::new(1, 0, 120.0));
+//! // The deployment's own workload spec (`synthetic-v1`: its 40,960-token context).
+//! let w = Workload::builtin(d.workload.as_deref());
+//! let study = Study::new(d, w, RunConfig::new(1, 0, 120.0));
 //! let r = sweep(&study, &[1, 4], &[0, 1], &[], &|| {}).unwrap();
 //! assert_eq!(r.levels.len(), 2);
 //! assert!(r.levels.iter().any(|l| l.concurrency == r.best_mean));

@@ -6,7 +6,8 @@ use serverbench_workloads::Workload;
 
 fn study() -> Study {
     let d = Deployment::preset("qwen3-8b-1xh200").unwrap();
-    Study::new(d, Workload::default(), RunConfig::new(1, 0, 240.0))
+    let w = Workload::builtin(d.workload.as_deref());
+    Study::new(d, w, RunConfig::new(1, 0, 240.0))
 }
 
 #[test]

@@ -396,6 +396,12 @@ pub fn fit(m: &Measured, source: &str) -> WorkloadSpec {
         max_tokens,
         summary_tokens,
         carried_tokens: empirical(&carried),
+        // Room for the longest answer the corpus shows.
+        reserve_tokens: [&m.root_output, &m.subagent_output]
+            .iter()
+            .flat_map(|v| v.iter())
+            .fold(None, |a: Option<f64>, &x| Some(a.map_or(x, |a| a.max(x))))
+            .map(|x| x as u32),
     };
     WorkloadSpec {
         name: None,
@@ -466,6 +472,10 @@ pub struct Row {
     pub generator: Spread,
     /// Two-sample KS distance, held out against generator.
     pub ks: f64,
+    /// Quantiles over the check sessions, if any.
+    pub check: Option<Spread>,
+    /// KS distance, check sessions against generator.
+    pub check_ks: Option<f64>,
 }
 
 /// What `workload fit` prints and writes.
@@ -484,6 +494,10 @@ pub struct FitReport {
     pub session_tokens_error_p50: f64,
     /// The same at p90.
     pub session_tokens_error_p90: f64,
+    /// Check sessions compared (0: none).
+    pub checked_sessions: usize,
+    /// Per-session total tokens, generator over check sessions minus one, at p50 and p90.
+    pub check_tokens_error: Option<[f64; 2]>,
     /// Sub-agents per session and the fraction of them nested below another sub-agent (the generator
     /// spawns sub-agents only from the root).
     pub subagents_per_session: f64,
@@ -507,8 +521,10 @@ pub fn split(trees: &[SessionTree]) -> (Vec<&SessionTree>, Vec<&SessionTree>) {
 
 /// Fits on all but the held-out fifth, generates `generated` sessions from the result (seed 0, a
 /// context limit of `context_limit`), and compares.
+/// `check`: further sessions (that cannot be fitted on, or shipped) compared with the generator too.
 pub fn fit_and_report(
     trees: &[SessionTree],
+    check: &[SessionTree],
     source: &str,
     generated: u64,
     context_limit: u32,
@@ -522,8 +538,11 @@ pub fn fit_and_report(
     let gen_trees: Vec<SessionTree> = (0..generated).map(|k| g.generate(k)).collect();
     let gen_refs: Vec<&SessionTree> = gen_trees.iter().collect();
     let gen_m = measure(&gen_refs);
+    let check_refs: Vec<&SessionTree> = check.iter().collect();
+    let check_m = (!check.is_empty()).then(|| measure(&check_refs));
     let row = |quantity, unit, f: fn(&Measured) -> Vec<f64>| {
         let (mut a, mut b, mut c) = (f(&train_m), f(&held_m), f(&gen_m));
+        let mut d = check_m.as_ref().map(f);
         Row {
             quantity,
             unit,
@@ -531,6 +550,8 @@ pub fn fit_and_report(
             held_out: Spread::of(&mut b),
             generator: Spread::of(&mut c),
             ks: ks_distance(&mut b, &mut c),
+            check_ks: d.as_mut().map(|d| ks_distance(d, &mut c)),
+            check: d.as_mut().map(|d| Spread::of(d)),
         }
     };
     let rows = vec![
@@ -553,6 +574,13 @@ pub fn fit_and_report(
         generated_sessions: gen_trees.len(),
         session_tokens_error_p50: rel(tokens.generator.p50, tokens.held_out.p50),
         session_tokens_error_p90: rel(tokens.generator.p90, tokens.held_out.p90),
+        checked_sessions: check.len(),
+        check_tokens_error: tokens.check.map(|c| {
+            [
+                rel(tokens.generator.p50, c.p50),
+                rel(tokens.generator.p90, c.p90),
+            ]
+        }),
         subagents_per_session: train_m.subagent_turns.len() as f64 / train_m.sessions.max(1) as f64,
         nested_subagents: train_m.nested,
         rows,

@@ -44,8 +44,10 @@ impl Generator {
             return Err(FieldError::new(
                 "compaction",
                 format!(
-                    "threshold {threshold} tokens leaves no room after the prefix ({}) and summary ({})",
-                    spec.system_prefix_tokens, spec.compaction.summary_tokens
+                    "a context of {context_limit} tokens cannot hold these sessions: they would compact at {threshold} tokens (the smallest of {} × the context, max_tokens and the context less its reserve for answers), which leaves no room after the {}-token prefix and the {}-token summary",
+                    spec.compaction.context_fraction,
+                    spec.system_prefix_tokens,
+                    spec.compaction.summary_tokens
                 ),
             ));
         }
@@ -293,9 +295,13 @@ impl<'a> Builder<'a> {
             None => 0,
         };
         let base = (self.prefix_tokens(ctx.agent) + summary).saturating_add(carried);
-        // One turn never adds more than a compacted context has room for (an agent whose tool
-        // output overflows its whole context could not go on).
-        ctx.tokens = base.saturating_add(added.min(self.threshold.saturating_sub(base)));
+        // Under a measured growth model one turn never adds more than a compacted context has room
+        // for (an agent whose tool output overflows its whole context could not go on).
+        let added = match self.growth(ctx.agent) {
+            Some(_) => added.min(self.threshold.saturating_sub(base)),
+            None => added,
+        };
+        ctx.tokens = base.saturating_add(added);
         (vec![c], 0)
     }
 
@@ -322,6 +328,12 @@ impl<'a> Builder<'a> {
                         .sample_count(&mut self.rng, 1, MAX_PART_TOKENS);
                 (turns, first)
             }
+        };
+        // A measured session resumed from a longer history than this deployment's context holds
+        // starts from what its context holds.
+        let first = match self.growth(0) {
+            Some(_) => first.min(self.threshold.saturating_sub(self.prefix_tokens(0)).max(1)),
+            None => first,
         };
         let mut ctx = self.new_context(0, first);
         let mut deps = Vec::new();
@@ -375,6 +387,14 @@ impl<'a> Builder<'a> {
         let task = match &spec.subagents.task_prompt_tokens {
             Some(d) => d.sample_count(&mut self.rng, 1, MAX_PART_TOKENS),
             None => spec.subagents.first_prompt_tokens,
+        };
+        let task = match self.growth(agent) {
+            Some(_) => task.min(
+                self.threshold
+                    .saturating_sub(self.prefix_tokens(agent))
+                    .max(1),
+            ),
+            None => task,
         };
         let mut ctx = self.new_context(agent, task);
         let mut deps = vec![parent];
@@ -435,7 +455,7 @@ mod tests {
     use super::*;
 
     fn gen(seed: u64) -> Generator {
-        Generator::new(WorkloadSpec::default(), seed, 1_048_576).unwrap()
+        Generator::new(WorkloadSpec::synthetic_v1(), seed, 1_048_576).unwrap()
     }
 
     #[test]
@@ -486,7 +506,7 @@ mod tests {
 
     #[test]
     fn compaction_restarts_from_prefix_and_summary() {
-        let mut spec = WorkloadSpec::default();
+        let mut spec = WorkloadSpec::synthetic_v1();
         spec.compaction.max_tokens = 70_000;
         spec.root_turns = crate::spec::Dist::Constant { value: 200.0 };
         let g = Generator::new(spec, 3, 1_048_576).unwrap();

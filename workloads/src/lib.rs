@@ -75,6 +75,13 @@ impl Default for Workload {
 }
 
 impl Workload {
+    /// The generator with the built-in spec `name` (a deployment's own, `Deployment::workload`), or
+    /// with the default spec when there is none.
+    pub fn builtin(name: Option<&str>) -> Workload {
+        let spec = name.and_then(WorkloadSpec::preset).unwrap_or_default();
+        Workload::Generated(std::sync::Arc::new(spec))
+    }
+
     /// A trace's workload.
     pub fn trace(trace: Trace, repeat: TraceRepeat) -> Workload {
         Workload::Trace {

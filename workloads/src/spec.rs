@@ -164,6 +164,16 @@ impl Dist {
         (self.sample(rng).round().min(cap as f64) as u32).max(floor)
     }
 
+    /// The largest value a draw can take, where there is one.
+    pub fn upper(&self) -> Option<f64> {
+        match *self {
+            Dist::Constant { value } => Some(value),
+            Dist::Lognormal { max, .. } | Dist::Geometric { max, .. } => max,
+            Dist::Uniform { high, .. } => Some(high),
+            Dist::Empirical { ref points } => points.last().map(|p| p[1]),
+        }
+    }
+
     /// The median, where it has a closed form (used by docs and the statistics tests).
     pub fn median(&self) -> Option<f64> {
         match *self {
@@ -430,6 +440,11 @@ pub struct CompactionSpec {
     /// read again, the task restated); absent: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub carried_tokens: Option<Dist>,
+    /// Tokens an agent keeps free below the deployment's context limit for its answer: it compacts
+    /// before its context passes the limit less this (so that the longest answer it asks for fits);
+    /// absent: no reserve beyond `context_fraction`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reserve_tokens: Option<u32>,
 }
 
 impl Default for CompactionSpec {
@@ -439,6 +454,7 @@ impl Default for CompactionSpec {
             max_tokens: 160_000,
             summary_tokens: 2_000,
             carried_tokens: None,
+            reserve_tokens: None,
         }
     }
 }
@@ -571,6 +587,10 @@ impl WorkloadSpec {
             ("subagents.result_tokens", self.subagents.result_tokens),
             ("compaction.max_tokens", self.compaction.max_tokens),
             ("compaction.summary_tokens", self.compaction.summary_tokens),
+            (
+                "compaction.reserve_tokens",
+                self.compaction.reserve_tokens.unwrap_or(0),
+            ),
         ];
         for (name, v) in fixed {
             if v > MAX_FIXED_TOKENS {
@@ -679,9 +699,14 @@ impl WorkloadSpec {
             .min(self.compaction.max_tokens)
     }
 
-    /// `context_fraction` of the deployment's context limit.
+    /// `context_fraction` of the deployment's context limit, less the `reserve_tokens` an agent keeps
+    /// free for its answer.
     pub fn limit_threshold(&self, context_limit: u32) -> u32 {
-        (self.compaction.context_fraction * context_limit as f64).floor() as u32
+        let by_fraction = (self.compaction.context_fraction * context_limit as f64).floor() as u32;
+        match self.compaction.reserve_tokens {
+            Some(r) => by_fraction.min(context_limit.saturating_sub(r)),
+            None => by_fraction,
+        }
     }
 }
 
@@ -742,7 +767,7 @@ mod tests {
 
     #[test]
     fn compaction_threshold_takes_the_smaller() {
-        let spec = WorkloadSpec::default();
+        let spec = WorkloadSpec::synthetic_v1();
         assert_eq!(spec.compaction_threshold(1_048_576), 160_000);
         assert_eq!(spec.compaction_threshold(131_072), 117_964);
     }

@@ -52,6 +52,7 @@ impl DeploymentFile {
             gpu_hour_dollars: d.gpu_hour_dollars,
             slo: d.slo,
             engine: d.engine.clone(),
+            workload: d.workload.clone(),
         }
     }
 
@@ -88,6 +89,7 @@ impl DeploymentFile {
             gpu_hour_dollars: self.gpu_hour_dollars,
             slo: self.slo,
             engine: self.engine,
+            workload: self.workload,
         };
         d.check()?;
         Ok(d)

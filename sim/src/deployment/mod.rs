@@ -106,6 +106,10 @@ pub struct DeploymentOf<M, H, P> {
     pub slo: Slo,
     /// Engine knobs.
     pub engine: EngineConfig,
+    /// The built-in workload spec commands replay on this deployment when none is named (absent:
+    /// the default, `agentic-coding`): its frozen targets were measured on that workload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<String>,
 }
 
 fn default_router() -> Router {
@@ -160,6 +164,17 @@ impl Deployment {
         }
         if self.quant_group_size == 0 {
             return bad("quant_group_size", "must be positive".into());
+        }
+        if let Some(w) = &self.workload {
+            if serverbench_workloads::WorkloadSpec::preset(w).is_none() {
+                return bad(
+                    "workload",
+                    format!(
+                        "unknown built-in workload spec {w:?} (one of: {})",
+                        serverbench_workloads::WorkloadSpec::preset_names()
+                    ),
+                );
+            }
         }
         if !(self.gpu_hour_dollars > 0.0 && self.gpu_hour_dollars.is_finite()) {
             return bad("gpu_hour_dollars", "must be a positive number".into());

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Replays the corpus's held-out Claude Code sessions (every 5th of corpus/claude-code) through the
+# simulator beside the generator fitted without them, on each deployment at c = 1, 4 and 16 (cold
+# start, 1800 s, one seed per held-out session: seed s starts the lanes at held-out sessions s, s+1, …,
+# so every session is replayed about c times over the seeds), and prints a markdown table of mean D,
+# mean p90 TTFT and mean p90 TPOT over the seeds, and the generator's relative error.
+# Usage: scripts/workload_replay_check.sh [BIN] > results/workload-fit/replays.md
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=${1:-target/release/serverbench}
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+"$BIN" workload fit corpus/claude-code --held-out "$tmp/held.jsonl" -o "$tmp/fit.yaml" > /dev/null
+n=$(wc -l < "$tmp/held.jsonl")
+echo "| deployment | c | D held out | D generator | error | p90 TTFT held out (s) | generator | error | p90 TPOT held out (ms) | generator | error |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+for d in qwen3.5-9b-2xl40 gemma4-e4b-1xl40 qwen3.8-27b-int4-2xl40 qwen3-8b-1xh200; do
+  "$BIN" sweep -d "$d" -c 1,4,16 --seeds "0..$n" --trace "$tmp/held.jsonl" --out "$tmp/real" > /dev/null
+  "$BIN" sweep -d "$d" -c 1,4,16 --seeds "0..$n" --workload "$tmp/fit.yaml" --out "$tmp/gen" > /dev/null
+  python3 - "$d" "$tmp/real/sweep.csv" "$tmp/gen/sweep.csv" <<'PY'
+import csv, sys
+d, real, gen = sys.argv[1:]
+def rows(p):
+    return {r["concurrency"]: r for r in csv.DictReader(open(p))}
+r, g = rows(real), rows(gen)
+for c in sorted(r, key=int):
+    a, b = r[c], g[c]
+    cells = []
+    for k, scale in (("d_mean", 1), ("ttft_p90_mean_s", 1), ("tpot_p90_mean_s", 1e3)):
+        x, y = float(a[k]) * scale, float(b[k]) * scale
+        err = f"{100 * (y / x - 1):+.0f} %" if x > 0 else "—"
+        cells += [f"{x:.3f}" if scale == 1 else f"{x:.1f}", f"{y:.3f}" if scale == 1 else f"{y:.1f}", err]
+    print(f"| {d} | {c} | " + " | ".join(cells) + " |")
+PY
+done
