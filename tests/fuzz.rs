@@ -107,6 +107,65 @@ const NATIVE: &[&str] = &[
     "blocks",
 ];
 
+const CLAUDE: &[&str] = &[
+    "parentUuid",
+    "isSidechain",
+    "type",
+    "uuid",
+    "timestamp",
+    "sessionId",
+    "requestId",
+    "message",
+    "usage",
+    "input_tokens",
+    "cache_read_input_tokens",
+    "output_tokens",
+    "content",
+    "id",
+    "toolUseResult",
+    "agentId",
+    "subtype",
+    "compactMetadata",
+    "preTokens",
+    "isCompactSummary",
+];
+const TRAJECTORY: &[&str] = &[
+    "trajectory",
+    "history",
+    "info",
+    "role",
+    "content",
+    "query",
+    "execution_time",
+    "is_demo",
+    "messages",
+    "extra",
+    "response",
+    "usage",
+    "prompt_tokens",
+    "completion_tokens",
+    "trajectory_format",
+];
+const CORPUS: &[&str] = &[
+    "format",
+    "version",
+    "id",
+    "source",
+    "calls",
+    "agent",
+    "deps",
+    "input",
+    "output",
+    "prefix",
+    "app",
+    "cached",
+    "sent_s",
+    "done_s",
+    "think_s",
+    "kind",
+    "background",
+];
+
 /// Lines of records, sometimes cut short, sometimes with two on a line.
 fn lines(records: impl Strategy<Value = Value>) -> impl Strategy<Value = String> {
     (
@@ -167,6 +226,29 @@ proptest! {
         {"id": 0, "agent": 0, "kind": "root_turn", "deps": [], "think_ns": 0, "input_tokens": 130, "output_tokens": 5, "background": false, "turn": 0, "blocks": [1, 2]}
     ]})))) {
         survives(&text, TraceFormat::NATIVE);
+    }
+
+    #[test]
+    fn the_claude_code_importer_never_panics(text in lines(record(CLAUDE, json!({"parentUuid": "u1", "isSidechain": false, "type": "assistant", "uuid": "a1", "timestamp": "2026-01-05T10:00:02.000Z", "sessionId": "s", "requestId": "r",
+        "message": {"id": "m1", "model": "x", "content": [{"type": "tool_use", "id": "t1", "input": {}}], "usage": {"input_tokens": 3, "cache_read_input_tokens": 100, "cache_creation_input_tokens": 20, "output_tokens": 5}},
+        "toolUseResult": {"agentId": "a", "status": "completed"}, "agentId": "a", "subtype": "compact_boundary", "compactMetadata": {"preTokens": 120, "postTokens": 10, "durationMs": 5}})))) {
+        survives(&text, TraceFormat::CLAUDE_CODE);
+    }
+
+    #[test]
+    fn the_trajectory_importer_never_panics(text in lines(record(TRAJECTORY, json!({"trajectory": [{"action": "ls", "execution_time": 1.5, "query": [{"role": "system", "content": "s"}]}], "info": {},
+        "history": [{"role": "system", "content": "s"}, {"role": "user", "content": "t"}, {"role": "assistant", "content": [{"type": "text", "text": "a"}], "tool_calls": [{"id": 1}]}],
+        "trajectory_format": "mini-swe-agent-1", "messages": [{"role": "assistant", "content": "x", "extra": {"response": {"usage": {"prompt_tokens": 10, "completion_tokens": 2, "prompt_tokens_details": {"cached_tokens": 4}}}}}]})))) {
+        survives(&text, TraceFormat::TRAJECTORY);
+    }
+
+    #[test]
+    fn the_corpus_importer_never_panics(text in lines(record(CORPUS, json!({"format": "serverbench-corpus", "version": 1, "id": "a", "source": "s", "calls": [
+        {"agent": 0, "deps": [], "input": 130, "output": 5, "app": 64, "sent_s": 0.0, "think_s": 0.0},
+        {"agent": 1, "deps": [0], "input": 70, "output": 2, "cached": 10, "background": true},
+        {"agent": 0, "deps": [0, 1], "input": 200, "output": 5, "prefix": [0, 128], "kind": "compaction"}
+    ]})))) {
+        survives(&text, TraceFormat::CORPUS);
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Integration tests of the library crates and the binary (one test binary: links once, runs fast).
 
+mod agent_logs;
 mod calibration;
 mod cli;
 mod fuzz;

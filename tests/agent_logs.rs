@@ -1,0 +1,318 @@
+//! Agents' own logs reduced to corpus sessions, the corpus, and the fit of the built-in workload.
+
+use crate::{fixture, serverbench, stdout};
+use serverbench_workloads::{
+    import, import_files, CallKind, InputError, SourceFile, TraceFormat, WorkloadSpec,
+};
+use std::path::PathBuf;
+
+fn repo(rel: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(rel)
+}
+
+fn claude_fixture() -> PathBuf {
+    fixture("claude-code/project")
+}
+
+/// The hand-written Claude Code project (tests/fixtures/claude-code/make_fixture.py): one session
+/// with a sub-agent in its own file, streamed lines of one answer, an expired provider cache, a
+/// placeholder line and a compaction.
+#[test]
+fn a_claude_code_session_reduces_to_its_calls() {
+    let i = import(&[claude_fixture().as_path()], None).unwrap();
+    assert_eq!(i.format, TraceFormat::CLAUDE_CODE);
+    let r = i.reduced.unwrap();
+    assert_eq!(r.sessions.len(), 1);
+    assert_eq!(
+        r.origins[0].len(),
+        2,
+        "the session's file and its sub-agent's"
+    );
+    assert_eq!(
+        r.skip_counts(),
+        vec![(1, "a placeholder the client wrote, not a model call".into())]
+    );
+    let c = &r.sessions[0].calls;
+    assert_eq!(c.len(), 8);
+    // Two streamed lines of one answer are one call with the last line's counts.
+    assert_eq!((c[0].input, c[0].output, c[0].app), (17_003, 120, 15_000));
+    assert_eq!((c[0].sent_s, c[0].done_s), (Some(0.0), Some(4.5)));
+    // The sub-agent starts after the call that spawned it; the root's next call waits for its end.
+    assert_eq!((c[1].agent, c[1].deps.as_slice()), (1, &[0][..]));
+    assert_eq!(c[2].prefix, Some((1, 9_003)));
+    assert_eq!(c[3].deps, vec![0, 2]);
+    assert_eq!(
+        c[3].think_s,
+        Some(1.0),
+        "from the sub-agent's last answer to the send"
+    );
+    assert_eq!(c[3].prefix, Some((0, 17_003)));
+    // Twenty minutes later the provider's cache had expired: the history was still the same.
+    assert_eq!(c[5].cached, Some(15_000));
+    assert_eq!(c[5].prefix, Some((4, 18_306)));
+    assert_eq!(c[5].think_s, Some(1200.0));
+    // The compaction: the history in, the summary out, over its recorded duration.
+    assert_eq!(c[6].kind, CallKind::Compaction);
+    assert_eq!((c[6].input, c[6].output), (19_053, 1_500));
+    assert_eq!((c[6].sent_s, c[6].done_s), (Some(1250.0), Some(1280.0)));
+    // After it, the context starts again from the application prefix.
+    assert_eq!(c[7].prefix, Some((0, 15_000)));
+    let tree = &i.trees[0];
+    assert_eq!(tree.len(), 8);
+    assert_eq!(
+        tree.requests()[6].kind,
+        serverbench_workloads::RequestKind::Compaction
+    );
+}
+
+fn session_text() -> (String, String) {
+    let dir = claude_fixture();
+    let main =
+        std::fs::read_to_string(dir.join("11111111-2222-3333-4444-555555555555.jsonl")).unwrap();
+    let sub = std::fs::read_to_string(
+        dir.join("11111111-2222-3333-4444-555555555555/subagents/agent-a1.jsonl"),
+    )
+    .unwrap();
+    (main, sub)
+}
+
+fn reduce(
+    files: &[(&str, String)],
+    lenient: bool,
+) -> Result<serverbench_workloads::Imported, InputError> {
+    let files = files
+        .iter()
+        .map(|(n, t)| SourceFile {
+            name: n.to_string(),
+            text: t.clone(),
+        })
+        .collect();
+    import_files(files, Some(TraceFormat::CLAUDE_CODE), lenient)
+}
+
+/// A log that cannot be reduced names its file, line and field; `--keep-going` counts it instead.
+#[test]
+fn claude_code_logs_that_cannot_be_reduced_say_where() {
+    let (main, sub) = session_text();
+    let cases: Vec<(String, String, usize, &str, &str)> = vec![
+        (
+            main.replacen(
+                "\"usage\": {\"input_tokens\": 2, \"cache_read_input_tokens\": 17003",
+                "\"u\": {\"input_tokens\": 2, \"cache_read_input_tokens\": 17003",
+                1,
+            ),
+            sub.clone(),
+            7,
+            "message.usage",
+            "missing",
+        ),
+        (
+            main.replacen("2026-01-05T10:00:36.000Z", "yesterday", 1),
+            sub.clone(),
+            9,
+            "timestamp",
+            "ISO 8601",
+        ),
+        (
+            main.replacen("\"output_tokens\": 80", "\"output_tokens\": -80", 1),
+            sub.clone(),
+            9,
+            "message.usage.output_tokens",
+            "non-negative",
+        ),
+        (
+            main.clone() + "{\"type\": \"user\", \"sessionId\n",
+            sub.clone(),
+            17,
+            "",
+            "malformed JSON",
+        ),
+    ];
+    for (m, s, line, field, why) in cases {
+        let e = reduce(
+            &[("main.jsonl", m.clone()), ("sub.jsonl", s.clone())],
+            false,
+        )
+        .unwrap_err();
+        assert_eq!(
+            (e.file.as_str(), e.line, e.field.as_str()),
+            ("main.jsonl", line, field),
+            "{e}"
+        );
+        assert!(e.reason.contains(why), "{e}");
+        let kept = reduce(&[("main.jsonl", m), ("sub.jsonl", s)], true).unwrap();
+        let r = kept.reduced.unwrap();
+        assert!(r.sessions.is_empty(), "the broken session is left out");
+        assert!(r
+            .skipped
+            .iter()
+            .any(|k| k.what.starts_with("a session that cannot be reduced")));
+    }
+    // A sub-agent whose session's own log is missing.
+    let e = reduce(&[("sub.jsonl", sub.clone())], false).unwrap_err();
+    assert_eq!(
+        (e.file.as_str(), e.field.as_str()),
+        ("sub.jsonl", "sessionId"),
+        "{e}"
+    );
+    assert!(e.reason.contains("own log is not among the inputs"), "{e}");
+}
+
+/// `workload export --format corpus` writes what `--trace` reads back as the same trees.
+#[test]
+fn a_reduced_log_round_trips_through_the_corpus_format() {
+    let dir = std::env::temp_dir().join(format!("sb-corpus-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("c.jsonl");
+    let o = serverbench(
+        ["workload", "export", "--format", "corpus", "-o"]
+            .iter()
+            .map(|s| s.to_string())
+            .chain([
+                out.display().to_string(),
+                "--trace".into(),
+                claude_fixture().display().to_string(),
+            ]),
+    );
+    stdout(&o);
+    let direct = import(&[claude_fixture().as_path()], None).unwrap();
+    let back = import(&[out.as_path()], None).unwrap();
+    assert_eq!(back.format, TraceFormat::CORPUS);
+    assert_eq!(back.trees, direct.trees);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// The built-in default is what `workload fit` makes of the shipped corpus, byte for byte.
+#[test]
+fn the_default_workload_spec_is_the_fit_of_the_shipped_corpus() {
+    let dir = std::env::temp_dir().join(format!("sb-fit-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("spec.yaml");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_serverbench"))
+        .current_dir(repo(""))
+        .args([
+            "workload",
+            "fit",
+            "corpus/claude-code",
+            "--name",
+            "agentic-coding",
+            "-o",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let report = stdout(&o);
+    assert!(
+        report.contains("fitted on 713 sessions, 178 held out"),
+        "{report}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&out).unwrap(),
+        std::fs::read_to_string(repo("presets/workloads/agentic-coding.yaml")).unwrap(),
+        "presets/workloads/agentic-coding.yaml is stale: serverbench workload fit corpus/claude-code --name agentic-coding -o presets/workloads/agentic-coding.yaml"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(
+        WorkloadSpec::default(),
+        WorkloadSpec::preset("agentic-coding").unwrap()
+    );
+    let mut v1 = WorkloadSpec::synthetic_v1();
+    v1.name = Some("synthetic-v1".into());
+    let mut preset = WorkloadSpec::preset("synthetic-v1").unwrap();
+    preset.source = None;
+    assert_eq!(preset, v1, "the synthetic-v1 preset is the hand-set spec");
+}
+
+/// Every shipped corpus file reads, and the manifest names every session once, with its licence.
+#[test]
+fn the_shipped_corpus_reads_and_its_manifest_covers_it() {
+    let dirs = ["corpus/claude-code", "corpus/mini-swe-agent", "corpus/swe-agent"].map(repo);
+    let paths: Vec<&std::path::Path> = dirs.iter().map(|d| d.as_path()).collect();
+    let i = import(&paths, Some(TraceFormat::CORPUS)).unwrap();
+    let sessions = i.reduced.unwrap().sessions;
+    assert!(sessions.len() >= 1_300, "{}", sessions.len());
+    let manifest = std::fs::read_to_string(repo("corpus/manifest.jsonl")).unwrap();
+    let ids: std::collections::HashSet<String> = manifest
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            assert!(
+                ["MIT", "Apache-2.0"].contains(&v["licence"].as_str().unwrap()),
+                "{l}"
+            );
+            let repo_name = v["repo"].as_str().unwrap().replace('/', "__");
+            assert!(
+                repo(&format!("corpus/licences/{repo_name}.txt")).exists(),
+                "{l}"
+            );
+            v["id"].as_str().unwrap().to_string()
+        })
+        .collect();
+    for s in &sessions {
+        assert!(
+            ids.contains(&s.id),
+            "session {} is not in the manifest",
+            s.id
+        );
+    }
+    let sources: std::collections::HashSet<&str> =
+        sessions.iter().map(|s| s.source.as_str()).collect();
+    assert!(sources.len() >= 3, "{sources:?}");
+}
+
+/// `--workload` takes the built-in specs by name; a deployment may name its own; bad names say so.
+#[test]
+fn workload_specs_are_named_and_deployments_choose_theirs() {
+    let o = serverbench([
+        "workload",
+        "stats",
+        "--workload",
+        "synthetic-v1",
+        "--trees",
+        "50",
+    ]);
+    assert!(stdout(&o).contains("root turns per tree"));
+    let o = serverbench(["simulate", "--workload", "no-such-spec", "-w", "60"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(
+        err.contains("not a built-in spec (agentic-coding, synthetic-v1)"),
+        "{err}"
+    );
+    // The H200 deployment's 40,960-token context: its own workload is the hand-set spec, and the
+    // fitted one is refused with the sizes that do not fit.
+    stdout(&serverbench([
+        "simulate",
+        "-d",
+        "qwen3-8b-1xh200",
+        "-c",
+        "2",
+        "-w",
+        "60",
+    ]));
+    let o = serverbench([
+        "simulate",
+        "-d",
+        "qwen3-8b-1xh200",
+        "--workload",
+        "agentic-coding",
+        "-w",
+        "60",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("a context of 40960 tokens cannot hold these sessions"),
+        "{err}"
+    );
+    let dir = std::env::temp_dir().join(format!("sb-dw-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let d = dir.join("d.yaml");
+    std::fs::write(&d, "base: qwen3.5-9b-2xl40\nworkload: nope\n").unwrap();
+    let o = serverbench(["simulate", "-d", d.to_str().unwrap(), "-w", "60"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("workload") && err.contains("unknown built-in workload spec \"nope\""),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
