@@ -1,5 +1,6 @@
 //! Simulator speed: one 1800 s replay of the default deployment at c = 16 and c = 64, the 128-seed
-//! workload scan, generating + validating 10,000 session trees, and open-loop replays of recorded arrivals.
+//! workload scan, generating + validating 10,000 session trees, open-loop replays of recorded arrivals,
+//! the default sweep (11 levels × 8 seeds, on every core), and `workload fit` of the shipped corpus.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use serverbench_sim::{scan, simulate, Arrivals, Deployment, RunConfig};
@@ -169,11 +170,47 @@ fn open_loop(c: &mut Criterion) {
     group.finish();
 }
 
+/// The main job and the fit: `sweep` on its defaults (every core) and `workload fit` of the whole shipped
+/// corpus (reading it, fitting, drawing 2,000 sessions and measuring them).
+fn main_job(c: &mut Criterion) {
+    let d = Deployment::preset("qwen3.5-9b-2xl40").expect("preset");
+    let study = serverbench_study::Study::new(
+        d,
+        serverbench_workloads::Workload::default(),
+        RunConfig::new(1, 0, 1800.0),
+    );
+    let levels = [1, 2, 4, 6, 8, 12, 16, 24, 32, 48, 64];
+    let seeds: Vec<u64> = (0..8).collect();
+    let mut group = c.benchmark_group("main_job");
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(10));
+    group.bench_function("default_sweep_11_levels_8_seeds", |b| {
+        b.iter(|| {
+            let r = serverbench_study::sweep(&study, &levels, &seeds, &[], &|| {}).expect("runs");
+            black_box(r.best_mean)
+        })
+    });
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus");
+    let dirs = ["claude-code", "mini-swe-agent", "swe-agent"].map(|d| root.join(d));
+    group.bench_function("workload_fit_whole_corpus", |b| {
+        b.iter(|| {
+            let paths: Vec<&std::path::Path> = dirs.iter().map(|p| p.as_path()).collect();
+            let i = serverbench_workloads::import(&paths, None).expect("the corpus reads");
+            let (spec, report) =
+                serverbench_workloads::fit::fit_and_report(&i.trees, &[], "bench", 2000, 1_048_576)
+                    .expect("fits");
+            black_box((spec.system_prefix_tokens, report.rows.len()))
+        })
+    });
+    group.finish();
+}
+
 // criterion's macro defines an undocumented function (`benches`); nothing outside this file sees it.
 #[allow(missing_docs)]
 mod group {
     use super::*;
-    criterion_group!(benches, replay, workload, knobs, open_loop);
+    criterion_group!(benches, replay, workload, knobs, open_loop, main_job);
 }
 use group::benches;
 criterion_main!(benches);

@@ -226,7 +226,12 @@ fn the_default_workload_spec_is_the_fit_of_the_shipped_corpus() {
 /// Every shipped corpus file reads, and the manifest names every session once, with its licence.
 #[test]
 fn the_shipped_corpus_reads_and_its_manifest_covers_it() {
-    let dirs = ["corpus/claude-code", "corpus/mini-swe-agent", "corpus/swe-agent"].map(repo);
+    let dirs = [
+        "corpus/claude-code",
+        "corpus/mini-swe-agent",
+        "corpus/swe-agent",
+    ]
+    .map(repo);
     let paths: Vec<&std::path::Path> = dirs.iter().map(|d| d.as_path()).collect();
     let i = import(&paths, Some(TraceFormat::CORPUS)).unwrap();
     let sessions = i.reduced.unwrap().sessions;

@@ -191,7 +191,7 @@ impl Session {
                 ("think_s", c.think_s),
             ] {
                 if let Some(x) = v {
-                    if !(x >= 0.0 && x < 1e9) {
+                    if !(0.0..1e9).contains(&x) {
                         return bad(i, name, format!("must be a time in [0, 1e9) s, got {x}"));
                     }
                 }
@@ -443,7 +443,8 @@ mod tests {
 
     #[test]
     fn bad_sessions_name_the_field() {
-        let cases: Vec<(Box<dyn Fn(&mut Session)>, &str)> = vec![
+        type Edit = Box<dyn Fn(&mut Session)>;
+        let cases: Vec<(Edit, &str)> = vec![
             (Box::new(|s| s.calls[1].deps = vec![3]), "calls[1].deps"),
             (
                 Box::new(|s| s.calls[2].prefix = Some((3, 10))),
