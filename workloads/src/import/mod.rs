@@ -47,21 +47,6 @@ pub trait Importer: Sync + 'static {
     fn reduce(&self, _files: &[SourceFile], _lenient: bool) -> Option<Result<Reduced, InputError>> {
         None
     }
-    /// Whether a replay's trees are the reduced sessions' (true), or the format's own (`parse`),
-    /// which can say more than a session's one prefix per call (a Weka trace's hash ids).
-    fn trees_from_sessions(&self) -> bool {
-        true
-    }
-    /// [`Importer::parse`] of the `nth` of several input files (formats whose ids are local to a
-    /// file keep different files' ids apart).
-    fn parse_nth(
-        &self,
-        file: &str,
-        text: &str,
-        _nth: usize,
-    ) -> Result<Vec<SessionTree>, InputError> {
-        self.parse(file, text)
-    }
 }
 
 /// One input file: its name (for errors) and its text.
@@ -118,6 +103,10 @@ pub struct Reduced {
     pub skipped: Vec<Skip>,
     /// Per session, the files it was read from (a log with its sub-agents' files).
     pub origins: Vec<Vec<String>>,
+    /// The format's own trees, one per session in order, where they say more than a session's one
+    /// prefix per call can (a Weka trace's hash ids: a sub-agent's system prompt shared with its
+    /// siblings); replays use them.
+    pub own_trees: Option<Vec<SessionTree>>,
 }
 
 impl Reduced {
@@ -440,37 +429,43 @@ pub fn import_files(
             (f, mine, unread)
         }
     };
-    let reduced = format.0.reduce(&files, lenient).transpose()?;
-    if let Some(r) = reduced.as_ref().filter(|_| format.0.trees_from_sessions()) {
+    let several = files.len() > 1;
+    if let Some(mut r) = format.0.reduce(&files, lenient).transpose()? {
+        let trees = match r.own_trees.take() {
+            Some(t) if several => renumbered(t),
+            Some(t) => t,
+            None => r.trees(),
+        };
         return Ok(Imported {
             format,
-            trees: r.trees(),
-            reduced,
+            trees,
+            reduced: Some(r),
             unread,
         });
     }
     let mut trees = Vec::new();
-    let several = files.len() > 1;
-    for (nth, f) in files.iter().enumerate() {
-        let mut t = format.0.parse_nth(&f.name, &f.text, nth)?;
+    for f in &files {
+        let mut t = format.0.parse(&f.name, &f.text)?;
         if t.is_empty() {
             return Err(InputError::new(&f.name, 0, "", "the file holds no request"));
         }
         trees.append(&mut t);
     }
-    if several {
-        trees = trees
-            .into_iter()
-            .enumerate()
-            .map(|(i, t)| t.with_session_id(i as u64))
-            .collect();
-    }
     Ok(Imported {
         format,
-        trees,
-        reduced,
+        trees: if several { renumbered(trees) } else { trees },
+        reduced: None,
         unread,
     })
+}
+
+/// Trees of several files, numbered in order (each file numbers its own from 0).
+fn renumbered(trees: Vec<SessionTree>) -> Vec<SessionTree> {
+    trees
+        .into_iter()
+        .enumerate()
+        .map(|(i, t)| t.with_session_id(i as u64))
+        .collect()
 }
 
 /// Parses trace text; `file` only names the source in errors.

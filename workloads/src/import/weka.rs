@@ -59,6 +59,7 @@ impl Importer for Weka {
     /// Each trace as a corpus session: prefixes from its hash ids, times from `t` and `api_time`.
     fn reduce(&self, files: &[SourceFile], lenient: bool) -> Option<Result<Reduced, InputError>> {
         let mut out = Reduced::default();
+        let mut own = Vec::new();
         for f in files {
             let traces = match weka_timed(&f.name, &f.text, nth_of(files, f)) {
                 Ok(t) => t,
@@ -90,25 +91,11 @@ impl Importer for Weka {
                     }
                 }
                 out.push(s, vec![f.name.clone()]);
+                own.push(tree);
             }
         }
+        out.own_trees = Some(own);
         Some(Ok(out))
-    }
-
-    fn trees_from_sessions(&self) -> bool {
-        false
-    }
-
-    fn parse_nth(
-        &self,
-        file: &str,
-        text: &str,
-        nth: usize,
-    ) -> Result<Vec<SessionTree>, InputError> {
-        Ok(weka_timed(file, text, nth)?
-            .into_iter()
-            .map(|(t, ..)| t)
-            .collect())
     }
 }
 
