@@ -246,7 +246,7 @@ pub struct SloArgs {
 pub enum WorkloadCommand {
     /// Summarise trees: turns, token quantiles, think times, sub-agents, prefix reuse.
     Stats(WorkloadStatsArgs),
-    /// Write trees in the native JSONL format.
+    /// Write trees as native JSONL (re-imports exactly), an AIPerf or Weka trace, or corpus sessions.
     Export(WorkloadExportArgs),
     /// Per seed, the value an infinitely fast server would be asked for inside the window.
     Scan(WorkloadScanArgs),
