@@ -59,6 +59,36 @@ pub fn write_json<T: Serialize>(dir: &Path, name: &str, meta: &Meta, value: &T) 
     })
 }
 
+/// How a run's load is described in headers: `c = N` for the closed loop; the arrival mode (and its
+/// cap, when one was given) for the open loop, whose lane count is only a cap.
+pub fn load_label(cfg: &serverbench_sim::RunConfig) -> String {
+    use serverbench_sim::Arrivals;
+    let cap = if cfg.concurrency < serverbench_sim::MAX_CONCURRENCY {
+        format!(", at most {} open", cfg.concurrency)
+    } else {
+        String::new()
+    };
+    match cfg.arrivals {
+        Arrivals::Closed => format!("c = {}", cfg.concurrency),
+        Arrivals::Trace { speedup } if speedup == 1.0 => format!("recorded arrivals{cap}"),
+        Arrivals::Trace { speedup } => format!("recorded arrivals ×{speedup}{cap}"),
+        Arrivals::Poisson { rate } => format!("Poisson arrivals {rate} trees/s{cap}"),
+    }
+}
+
+/// Seeds as a range `A..B` when they are consecutive, else listed.
+pub fn seed_list(seeds: &[u64]) -> String {
+    let consecutive = seeds.windows(2).all(|w| w[1] == w[0] + 1);
+    match (seeds.first(), seeds.last()) {
+        (Some(a), Some(b)) if consecutive => format!("{a}..{}", b + 1),
+        _ => seeds
+            .iter()
+            .map(|s| s.to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+    }
+}
+
 /// A number with thousands separators.
 pub fn thousands(n: u64) -> String {
     let s = n.to_string();
@@ -72,8 +102,33 @@ pub fn thousands(n: u64) -> String {
     out
 }
 
-/// The summary table `simulate` prints.
-pub fn summary_table(s: &Summary, gpus: u32, gpu_hour: f64, start: &str) -> String {
+/// Who measured a run: the simulator (it sees its engine: KV cache, steps) or a client of a real
+/// server (it sees only the streams).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum SeenBy {
+    /// The simulator.
+    Engine,
+    /// A client (`replay`).
+    Client,
+}
+
+/// Why a run is invalid, in words: each rate that passed its limit.
+pub fn invalid_reason(s: &Summary) -> String {
+    let mut why = Vec::new();
+    if s.error_rate > serverbench_sim::MAX_ERROR_RATE {
+        why.push(format!("{:.1} % of requests failed", s.error_rate * 100.0));
+    }
+    if s.overflow_rate > serverbench_sim::MAX_OVERFLOW_RATE {
+        why.push(format!(
+            "{:.1} % of requests overflowed the context",
+            s.overflow_rate * 100.0
+        ));
+    }
+    format!("INVALID: {} (limit 1 % each)", why.join(" and "))
+}
+
+/// The summary table `simulate` and `replay` print.
+pub fn summary_table(s: &Summary, gpus: u32, gpu_hour: f64, start: &str, seen: SeenBy) -> String {
     let sc = &s.score;
     let mut t = String::new();
     let mut line = |k: &str, v: String| t.push_str(&format!("  {k:<13}{v}\n"));
@@ -131,13 +186,16 @@ pub fn summary_table(s: &Summary, gpus: u32, gpu_hour: f64, start: &str) -> Stri
     );
     line(
         "KV cache",
-        format!(
-            "occupancy mean {:.1} % / max {:.1} % · prefix hit rate {:.1} % · {} preemptions",
-            s.kv_occupancy_mean * 100.0,
-            s.kv_occupancy_max * 100.0,
-            s.prefix_hit_rate * 100.0,
-            s.preemptions
-        ),
+        match seen {
+            SeenBy::Engine => format!(
+                "occupancy mean {:.1} % / max {:.1} % · prefix hit rate {:.1} % · {} preemptions",
+                s.kv_occupancy_mean * 100.0,
+                s.kv_occupancy_max * 100.0,
+                s.prefix_hit_rate * 100.0,
+                s.preemptions
+            ),
+            SeenBy::Client => "not measured by a client".to_string(),
+        },
     );
     let start = match s.open_loop {
         None => format!("{start} start"),
@@ -148,19 +206,19 @@ pub fn summary_table(s: &Summary, gpus: u32, gpu_hour: f64, start: &str) -> Stri
             o.waited_for_a_slot
         ),
     };
+    let steps = match seen {
+        SeenBy::Engine => format!(" · {} engine steps", thousands(s.steps)),
+        SeenBy::Client => String::new(),
+    };
     line(
         "run",
         format!(
-            "{} trees started · {} engine steps · {start} · {}",
+            "{} trees started{steps} · {start} · {}",
             s.trees_started,
-            thousands(s.steps),
             if s.valid {
                 "valid".to_string()
             } else {
-                format!(
-                    "INVALID: {:.1} % of requests overflowed the context (limit 1 %)",
-                    s.overflow_rate * 100.0
-                )
+                invalid_reason(s)
             }
         ),
     );

@@ -188,10 +188,10 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
         vocab,
     };
     outln!(
-        "serverbench replay — {} at {}, c = {}, seed {}, window {} s{}\n",
+        "serverbench replay — {} at {}, {}, seed {}, window {} s{}\n",
         d.name,
         url,
-        run.concurrency,
+        crate::output::load_label(&run),
         run.seed,
         run.window_s,
         if a.time_scale != 1.0 {
@@ -249,7 +249,10 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
             &meta,
             &serde_json::json!({ "summary": out.summary, "client": out.client, "natural_stop_probe": probe.map(|(r, t, e)| serde_json::json!({"finish_reason": r, "tokens": t, "error": e})) }),
         )?;
-        outln!("\n  wrote {}/records.jsonl and summary.json", dir.display())?;
+        outln!(
+            "\n  wrote {} and summary.json",
+            dir.join("records.jsonl").display()
+        )?;
     }
     verdict(&out)
 }
@@ -323,7 +326,13 @@ fn report(
     }
     out!(
         "{}",
-        summary_table(&out.summary, d.gpus(), d.gpu_hour_dollars, &a.replay.start)
+        summary_table(
+            &out.summary,
+            d.gpus(),
+            d.gpu_hour_dollars,
+            &a.replay.start,
+            crate::output::SeenBy::Client,
+        )
     )?;
     let c = &out.client;
     outln!("\n  behaviour checks")?;

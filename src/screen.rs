@@ -97,8 +97,8 @@ pub fn run(a: ScreenArgs) -> Result<()> {
         let svg = svg()?;
         write_file(dir, "screen.svg", |w| w.write_all(svg.as_bytes()))?;
         outln!(
-            "  wrote {}/screen.csv, screen.json and screen.svg",
-            dir.display()
+            "  wrote {}, screen.json and screen.svg",
+            dir.join("screen.csv").display()
         )?;
     }
     if let Some(path) = &a.report {

@@ -24,13 +24,19 @@ pub fn run(a: SimulateArgs) -> Result<()> {
     let out = serverbench_sim::simulate(&d, &cost, source.as_ref(), &cfg)?;
     let elapsed = started.elapsed();
     outln!(
-        "serverbench simulate — {}, c = {}, seed {}, window {} s\n",
+        "serverbench simulate — {}, {}, seed {}, window {} s\n",
         d.name,
-        cfg.concurrency,
+        crate::output::load_label(&cfg),
         cfg.seed,
         cfg.window_s
     )?;
-    let summary = summary_table(&out.summary, d.gpus(), d.gpu_hour_dollars, &a.replay.start);
+    let summary = summary_table(
+        &out.summary,
+        d.gpus(),
+        d.gpu_hour_dollars,
+        &a.replay.start,
+        crate::output::SeenBy::Engine,
+    );
     out!("{summary}")?;
     outln!(
         "\n  simulated {:.0} s in {:.1} ms of wall time",
@@ -51,7 +57,10 @@ pub fn run(a: SimulateArgs) -> Result<()> {
             &crate::meta::Meta::now(Some(&d)),
             &serde_json::json!({ "summary": out.summary }),
         )?;
-        outln!("  wrote {}/records.jsonl and summary.json", dir.display())?;
+        outln!(
+            "  wrote {} and summary.json",
+            dir.join("records.jsonl").display()
+        )?;
         if let Some(steps) = &out.timeline {
             write_file(dir, "timeline.csv", |w| {
                 writeln!(
@@ -75,13 +84,19 @@ pub fn run(a: SimulateArgs) -> Result<()> {
             })?;
             let svg = timeline(&d, &cfg, &out)?.unwrap_or_default();
             write_file(dir, "timeline.svg", |w| w.write_all(svg.as_bytes()))?;
-            outln!("  wrote {}/timeline.csv and timeline.svg", dir.display())?;
+            outln!(
+                "  wrote {} and timeline.svg",
+                dir.join("timeline.csv").display()
+            )?;
         }
     }
     if let Some(path) = &a.report {
         let title = format!(
-            "serverbench simulate — {}, c = {}, seed {}, window {} s",
-            d.name, cfg.concurrency, cfg.seed, cfg.window_s
+            "serverbench simulate — {}, {}, seed {}, window {} s",
+            d.name,
+            crate::output::load_label(&cfg),
+            cfg.seed,
+            cfg.window_s
         );
         let mut r = Report::new(&title, crate::meta::Meta::now(Some(&d)));
         r.section("Summary", "").text(&summary);

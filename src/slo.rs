@@ -50,10 +50,11 @@ pub fn run(a: SloArgs) -> Result<()> {
     if let Some(path) = &a.out {
         d.slo = slo;
         let text = format!(
-            "# SLO targets frozen by `serverbench slo` from {} at c = {} over seeds {}, window {} s.\n{}",
+            "# SLO targets frozen by `serverbench slo` from {} at c = {} over {} seeds ({}), window {} s.\n{}",
             d.name,
             a.concurrency,
-            a.seeds,
+            seeds.len(),
+            crate::output::seed_list(&seeds),
             a.replay.window,
             d.to_yaml()
         );

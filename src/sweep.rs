@@ -89,8 +89,8 @@ impl Outputs<'_> {
             let svg = (self.svg)()?;
             write_file(dir, "sweep.svg", |w| w.write_all(svg.as_bytes()))?;
             outln!(
-                "  wrote {}/sweep.csv, sweep.json and sweep.svg",
-                dir.display()
+                "  wrote {}, sweep.json and sweep.svg",
+                dir.join("sweep.csv").display()
             )?;
         }
         if let Some(path) = &a.report {

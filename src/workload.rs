@@ -311,12 +311,12 @@ fn scan(a: WorkloadScanArgs) -> Result<()> {
         )?;
     }
     outln!(
-        "\n  value offered: mean ${:.4}  p50 ${:.4}  p90 ${:.4}  max ${:.4} per window ({:.0} ms)",
+        "\n  value offered: mean ${:.4}  p50 ${:.4}  p90 ${:.4}  max ${:.4} per window (computed in {:.2} s)",
         q.mean,
         q.p50,
         q.p90,
         q.max,
-        elapsed.as_secs_f64() * 1e3
+        elapsed.as_secs_f64()
     )?;
     if let Some(dir) = &a.out {
         write_file(dir, "scan.csv", |w| {

@@ -6,6 +6,7 @@ use std::path::Path;
 #[test]
 fn simulate_writes_records_and_summary_that_parse() {
     let dir = tempdir("simulate");
+    // An `--out` given with a trailing slash names its files without a doubled one.
     let o = serverbench([
         "simulate",
         "-c",
@@ -13,11 +14,15 @@ fn simulate_writes_records_and_summary_that_parse() {
         "-w",
         "300",
         "--out",
-        dir.to_str().unwrap(),
+        &format!("{}/", dir.display()),
     ]);
     let text = stdout(&o);
     assert!(
         text.contains("D = ") && text.contains("TTFT") && text.contains("prefix hit rate"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("wrote {}/records.jsonl", dir.display())) && !text.contains("//"),
         "{text}"
     );
     let records = std::fs::read_to_string(dir.join("records.jsonl")).unwrap();
@@ -385,6 +390,11 @@ fn slo_freezes_the_maximum_p90_into_a_deployment_file() {
         })
         .collect();
     assert_eq!(p90s.len(), 3, "{text}");
+    let header = std::fs::read_to_string(&out).unwrap();
+    assert!(
+        header.starts_with("# SLO targets frozen by `serverbench slo` from qwen3.5-9b-2xl40 at c = 2 over 3 seeds (0..3), window 300 s."),
+        "{header}"
+    );
     let max = p90s.iter().cloned().fold(0.0, f64::max);
     assert!(
         (d.slo.ttft_s - max).abs() < 1e-5,
@@ -498,6 +508,11 @@ fn open_loop_runs_from_the_command_line_and_bad_modes_name_their_flag() {
     ]);
     let text = stdout(&o);
     assert!(text.contains("arrivals trace:2 (cold start)"), "{text}");
+    // The header says how load arrives, not the lane cap an open loop runs under.
+    assert!(
+        text.starts_with("serverbench simulate — qwen3.5-9b-2xl40, recorded arrivals ×2, seed 0"),
+        "{text}"
+    );
     let summary: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     assert_eq!(summary["summary"]["arrivals"]["mode"], "trace");
@@ -691,4 +706,23 @@ fn serve_refuses_a_fault_its_engine_cannot_commit() {
     let o = serverbench(["serve", "--port", "0", "--fault", "stale"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("corrupt-prefix-cache"));
+}
+
+#[test]
+fn a_level_given_twice_is_refused_not_run_twice() {
+    for (args, want) in [
+        (
+            vec!["sweep", "-c", "4,4,8", "--seeds", "2", "-w", "60"],
+            "--concurrency: 4 is given twice",
+        ),
+        (
+            vec!["sweep", "--rates", "0.1,0.1", "--seeds", "2", "-w", "60"],
+            "--rates: 0.1 is given twice",
+        ),
+    ] {
+        let o = serverbench(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(err.contains(want), "{err}");
+    }
 }

@@ -441,6 +441,12 @@ fn serve_and_replay_work_from_the_command_line() {
     );
     assert!(text.contains("natural stop          ok"), "{text}");
     assert!(text.contains("errors by kind        none"), "{text}");
+    // A client sees no KV cache and no engine steps: the table says so instead of printing zeros.
+    assert!(
+        text.contains("KV cache     not measured by a client"),
+        "{text}"
+    );
+    assert!(!text.contains("engine steps"), "{text}");
     let records = std::fs::read_to_string(dir.join("records.jsonl")).unwrap();
     assert!(
         records

@@ -55,6 +55,14 @@ pub enum StudyError {
     /// No concurrency level or no seed was given.
     #[error("nothing to run: give at least one concurrency level and one seed")]
     NothingToRun,
+    /// A level (or a seed) given twice: its rows would be the same run, each marked best.
+    #[error("--{what}: {value} is given twice")]
+    Repeated {
+        /// `concurrency`, `seeds` or `rates`.
+        what: &'static str,
+        /// The repeated value.
+        value: String,
+    },
     /// The worker threads could not start.
     #[error("cannot start worker threads: {0}")]
     Threads(String),

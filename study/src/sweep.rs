@@ -82,8 +82,21 @@ pub struct SweepResult {
     pub cells: Vec<Cell>,
 }
 
+/// Refuses a list that names one value twice.
+fn no_repeats<T: PartialEq + ToString>(what: &'static str, values: &[T]) -> Result<(), StudyError> {
+    for (i, v) in values.iter().enumerate() {
+        if values[..i].contains(v) {
+            return Err(StudyError::Repeated {
+                what,
+                value: v.to_string(),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Runs every concurrency × seed; with `windows` (seconds) the runs use the longest and each is also
-/// scored over every prefix window.
+/// scored over every prefix window. A level or seed given twice is refused.
 pub fn sweep(
     study: &Study,
     concurrency: &[u32],
@@ -94,6 +107,8 @@ pub fn sweep(
     if concurrency.is_empty() || seeds.is_empty() {
         return Err(StudyError::NothingToRun);
     }
+    no_repeats("concurrency", concurrency)?;
+    no_repeats("seeds", seeds)?;
     let mut windows = windows.to_vec();
     windows.sort_by(f64::total_cmp);
     windows.dedup();
@@ -222,6 +237,8 @@ pub fn sweep_rates(
     if rates.is_empty() || seeds.is_empty() {
         return Err(StudyError::NothingToRun);
     }
+    no_repeats("rates", rates)?;
+    no_repeats("seeds", seeds)?;
     let cap = study.replay.concurrency;
     let mut levels = Vec::new();
     for &rate in rates {
