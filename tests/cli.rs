@@ -726,3 +726,49 @@ fn a_level_given_twice_is_refused_not_run_twice() {
         assert!(err.contains(want), "{err}");
     }
 }
+
+/// Hostile inputs of the second hardening round: each refused at once with the file and field, or
+/// (a byte-order mark) read as the text it is.
+#[test]
+fn hostile_inputs_are_refused_with_their_field_or_read_as_text() {
+    let dir = tempdir("hostile2");
+    let write = |name: &str, text: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let tp3 = write("tp3.yaml", "base: qwen3.5-9b-2xl40\ntp: 3\n");
+    let bom = write("bom.yaml", "\u{feff}base: qwen3.5-9b-2xl40\n");
+    let deep = write("deep.yaml", &format!("root_turns: {}", "[".repeat(100_000)));
+    let empty = write(
+        "empty.jsonl",
+        "{\"session_id\": 0, \"block_size\": 64, \"requests\": [{\"id\": 0, \"agent\": 0, \"kind\": \"root_turn\", \"deps\": [], \"think_ns\": 0, \"input_tokens\": 0, \"output_tokens\": 5, \"background\": false, \"turn\": 0, \"blocks\": []}]}\n",
+    );
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["simulate", "-w", "1e-300"],
+            "--window: must be between 1 s",
+        ),
+        (
+            vec!["simulate", "-d", &tp3, "-w", "60"],
+            "tp: 3 does not divide the model's 16 query heads",
+        ),
+        (
+            vec!["simulate", "--workload", &deep, "-w", "60"],
+            "nested deeper than 64 levels",
+        ),
+        (
+            vec!["simulate", "--trace", &empty, "-w", "60"],
+            "requests[0].input_tokens: must be at least 1",
+        ),
+    ];
+    for (args, want) in cases {
+        let t = std::time::Instant::now();
+        let o = serverbench(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert!(t.elapsed().as_secs() < 5, "{args:?} took {:?}", t.elapsed());
+    }
+    assert!(stdout(&serverbench(["simulate", "-d", &bom, "-w", "60"])).contains("qwen3.5-9b-2xl40"));
+}

@@ -54,12 +54,17 @@ pub fn read_text(path: &Path, limit: u64) -> Result<String, InputError> {
             limit >> 20
         )));
     }
-    String::from_utf8(bytes).map_err(|e| {
+    let mut text = String::from_utf8(bytes).map_err(|e| {
         err(format!(
             "not UTF-8 text (byte {} is not part of a character)",
             e.utf8_error().valid_up_to()
         ))
-    })
+    })?;
+    // A byte-order mark (editors on Windows write one) is not part of the text.
+    if text.starts_with('\u{feff}') {
+        text.drain(..'\u{feff}'.len_utf8());
+    }
+    Ok(text)
 }
 
 #[cfg(test)]
@@ -83,6 +88,9 @@ mod tests {
             e.reason.contains("not UTF-8") && e.file.ends_with("bad.yaml"),
             "{e}"
         );
+        let bom = dir.join("bom.yaml");
+        std::fs::write(&bom, "\u{feff}a: 1\n").unwrap();
+        assert_eq!(read_text(&bom, 100).unwrap(), "a: 1\n");
         let e = read_text(&dir.join("missing.yaml"), 10).unwrap_err();
         assert!(e.reason.starts_with("cannot read"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();

@@ -5,11 +5,62 @@
 use crate::{FieldError, InputError};
 use serde_yaml::Value;
 
+/// Deepest nesting a YAML file may have (flow brackets or block indentation levels): the parser's time
+/// grows with the square of the depth (100,000 `[` took over a minute), and no configuration needs more
+/// than a handful.
+pub const MAX_YAML_DEPTH: usize = 64;
+
+/// The line at which `text` first nests deeper than `max` (flow `[`/`{` outside quotes and comments,
+/// or block indentation levels), if it does; one pass, linear in the text.
+pub fn too_deep(text: &str, max: usize) -> Option<usize> {
+    let mut indents: Vec<usize> = Vec::new();
+    let mut flow = 0usize;
+    for (n, line) in text.lines().enumerate() {
+        let body = line.trim_start_matches([' ', '-']);
+        if body.is_empty() || body.starts_with('#') {
+            continue;
+        }
+        if flow == 0 {
+            let indent = line.len() - body.len();
+            while indents.last().is_some_and(|&i| i >= indent) {
+                indents.pop();
+            }
+            indents.push(indent);
+        }
+        let mut quote: Option<char> = None;
+        for c in body.chars() {
+            match (quote, c) {
+                (Some(q), c) if c == q => quote = None,
+                (Some(_), _) => {}
+                (None, '"' | '\'') => quote = Some(c),
+                (None, '#') => break,
+                (None, '[' | '{') => flow += 1,
+                (None, ']' | '}') => flow = flow.saturating_sub(1),
+                _ => {}
+            }
+        }
+        if indents.len() + flow > max {
+            return Some(n + 1);
+        }
+    }
+    None
+}
+
 /// Deserialises YAML, naming the field path and line of the first problem.
 pub fn parse_yaml<T: for<'de> serde::Deserialize<'de>>(
     file: &str,
     text: &str,
 ) -> Result<T, InputError> {
+    if let Some(line) = too_deep(text, MAX_YAML_DEPTH) {
+        return Err(InputError::new(
+            file,
+            line,
+            "",
+            format!(
+                "nested deeper than {MAX_YAML_DEPTH} levels, more than any configuration needs"
+            ),
+        ));
+    }
     let de = serde_yaml::Deserializer::from_str(text);
     serde_path_to_error::deserialize(de).map_err(|e| {
         let line = e.inner().location().map_or(0, |l| l.line());
@@ -152,6 +203,27 @@ fn without_location(message: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn deep_nesting_is_refused_at_once_naming_the_line() {
+        let deep = format!("a: {}", "[".repeat(100_000));
+        let t = std::time::Instant::now();
+        let e = parse_yaml::<Value>("deep.yaml", &deep).unwrap_err();
+        assert!(t.elapsed().as_secs_f64() < 1.0, "{:?}", t.elapsed());
+        assert_eq!(
+            (e.line, e.reason.contains("deeper than 64")),
+            (1, true),
+            "{e}"
+        );
+        let mut block = String::new();
+        for i in 0..80 {
+            block.push_str(&format!("{}k{i}:\n", " ".repeat(i)));
+        }
+        assert_eq!(too_deep(&block, 64), Some(65));
+        // Brackets inside quotes and comments are text, not nesting; real files pass.
+        assert_eq!(too_deep("a: \"[[[[\" # [[[[\nb: [1, [2]]\n", 3), None);
+        assert!(parse_yaml::<Value>("ok.yaml", "a:\n  b: [1, {c: 2}]\n").is_ok());
+    }
 
     #[test]
     fn fields_are_found_on_the_line_that_sets_them() {

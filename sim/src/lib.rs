@@ -48,7 +48,7 @@ pub use kv::AuditError;
 pub use replay::{Arrivals, Handle, OpenStats, Ready, Replay, ReplayConfig, StartMode};
 pub use run::{
     simulate, OverflowGuard, RunConfig, RunError, RunOutput, Stalled, MAX_CONCURRENCY,
-    MAX_IDLE_GAP_CAP_S, MAX_INSTANT_OVERFLOWS, MAX_WINDOW_S,
+    MAX_IDLE_GAP_CAP_S, MAX_INSTANT_OVERFLOWS, MAX_WINDOW_S, MIN_WINDOW_S,
 };
 pub use scan::{scan, Offer, Unbounded};
 pub use score::{

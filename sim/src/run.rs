@@ -19,6 +19,8 @@ use serverbench_workloads::TreeSource;
 pub const MAX_CONCURRENCY: u32 = 16_384;
 /// Longest window a run may have, seconds (30 days).
 pub const MAX_WINDOW_S: f64 = 2_592_000.0;
+/// Shortest window, seconds: a shorter one holds no request and would score a valid run of nothing.
+pub const MIN_WINDOW_S: f64 = 1.0;
 /// Longest idle-gap cap, seconds (one day).
 pub const MAX_IDLE_GAP_CAP_S: f64 = 86_400.0;
 /// Requests in a row that may end at one instant without time passing (each overflowing the context,
@@ -128,11 +130,11 @@ impl RunConfig {
                 format!("must be between 1 and {MAX_CONCURRENCY} lanes"),
             ));
         }
-        if !(self.window_s > 0.0 && self.window_s <= MAX_WINDOW_S) {
+        if !(self.window_s >= MIN_WINDOW_S && self.window_s <= MAX_WINDOW_S) {
             return Err(FieldError::new(
                 "window",
                 format!(
-                    "must be a positive number of seconds, at most {MAX_WINDOW_S} (30 days), got {}",
+                    "must be between {MIN_WINDOW_S} s and {MAX_WINDOW_S} s (30 days), got {:?}",
                     self.window_s
                 ),
             ));

@@ -193,6 +193,13 @@ pub enum TreeError {
         /// Position of the request.
         index: usize,
     },
+    /// A request with an empty prompt (no server accepts one: the rule is the same for the
+    /// simulator, `serve` and every importer).
+    #[error("requests[{index}].input_tokens: must be at least 1")]
+    NoInput {
+        /// Position of the request.
+        index: usize,
+    },
     /// Recorded arrival times that are not one per request.
     #[error("arrivals_ns: {given} times for {requests} requests (one per request)")]
     ArrivalsLength {
@@ -253,6 +260,9 @@ impl SessionTree {
             }
             if r.output_tokens == 0 {
                 return Err(TreeError::NoOutput { index });
+            }
+            if r.input_tokens == 0 {
+                return Err(TreeError::NoInput { index });
             }
         }
         Ok(SessionTree {
@@ -400,6 +410,10 @@ mod tests {
             (
                 vec![req(0, vec![], 0, 1), req(1, vec![5], 0, 1)],
                 Some(TreeError::BadDependency { index: 1, dep: 5 }),
+            ),
+            (
+                vec![req(0, vec![], 0, 0)],
+                Some(TreeError::NoInput { index: 0 }),
             ),
             (
                 vec![req(0, vec![], 3, 191)],

@@ -156,6 +156,24 @@ impl Deployment {
         if self.dp == 0 || self.dp > MAX_DP {
             return bad("dp", format!("must be between 1 and {MAX_DP}"));
         }
+        // vLLM and SGLang split each attention kind's query heads evenly, and its KV heads evenly or
+        // by replicating each over tp ÷ kv GPUs.
+        let m = &self.model;
+        for a in std::iter::once(&m.full_attention).chain(m.sliding_attention.as_ref()) {
+            let (q, kv) = (a.q_heads, a.kv_heads);
+            if a.layers == 0 || q == 0 || kv == 0 {
+                continue;
+            }
+            if q % self.tp != 0 || !(kv % self.tp == 0 || self.tp % kv == 0) {
+                return bad(
+                    "tp",
+                    format!(
+                        "{} does not divide the model's {q} query heads, or neither divides nor is divided by its {kv} KV heads (vLLM and SGLang refuse it)",
+                        self.tp
+                    ),
+                );
+            }
+        }
         if self.context_limit == 0 || self.context_limit > MAX_CONTEXT {
             return bad(
                 "context_limit",
