@@ -24,7 +24,20 @@ printf 'engine:\n  gpu_memory_utilization: 0.2\n' > "$T/mem.yaml"
 L='{"timestamp":0,"input_length":600,"output_length":5,"hash_ids":[1,2]}'
 printf '%s %s\n' "$L" "$L" > "$T/two.jsonl"
 M=tests/fixtures/mooncake/sample_200.jsonl
+# The second round (#32): deep YAML nesting, a byte-order mark, tp against the heads, a tiny window,
+# an empty prompt, a level given twice.
+{ printf 'root_turns: '; head -c 100000 /dev/zero | tr '\0' '['; } > "$T/deep.yaml"
+printf '\xef\xbb\xbfbase: qwen3.5-9b-2xl40\n' > "$T/bom.yaml"
+printf 'base: qwen3.5-9b-2xl40\ntp: 3\n' > "$T/tp3.yaml"
+printf '{"session_id": 0, "block_size": 64, "requests": [{"id": 0, "agent": 0, "kind": "root_turn", "deps": [], "think_ns": 0, "input_tokens": 0, "output_tokens": 5, "background": false, "turn": 0, "blocks": []}]}\n' > "$T/empty.jsonl"
 cases=(
+  "simulate --workload $T/deep.yaml"
+  "simulate -d $T/deep.yaml"
+  "simulate -d $T/bom.yaml -w 60"
+  "simulate -d $T/tp3.yaml"
+  "simulate -w 1e-300"
+  "simulate --trace $T/empty.jsonl"
+  "sweep -c 4,4 --seeds 1 -w 60"
   "simulate --trace $T/o.jsonl -c 1 -w 60"
   "sweep --trace $T/o.jsonl -c 1 --seeds 2 -w 60"
   "simulate -d $T/ctx100.yaml --trace $M -w 60"
