@@ -70,7 +70,7 @@ pub fn load_label(cfg: &serverbench_sim::RunConfig) -> String {
     };
     match cfg.arrivals {
         Arrivals::Closed => format!("c = {}", cfg.concurrency),
-        Arrivals::Trace { speedup } if speedup == 1.0 => format!("recorded arrivals{cap}"),
+        Arrivals::Trace { speedup: 1.0 } => format!("recorded arrivals{cap}"),
         Arrivals::Trace { speedup } => format!("recorded arrivals ×{speedup}{cap}"),
         Arrivals::Poisson { rate } => format!("Poisson arrivals {rate} trees/s{cap}"),
     }
