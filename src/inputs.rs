@@ -84,9 +84,14 @@ pub fn print_config(args: &DeploymentArgs, d: &Deployment) -> Result<bool> {
 
 /// The workload the arguments name for deployment `d`: a trace, or the generator with a spec.
 pub fn workload(args: &WorkloadArgs, d: &Deployment) -> Result<Workload> {
+    workload_or(args, d.workload.as_deref())
+}
+
+/// A trace, or the generator with the spec `--workload` names, else `default_spec`, else the default.
+fn workload_or(args: &WorkloadArgs, default_spec: Option<&str>) -> Result<Workload> {
     Ok(match trace(args)? {
         Some(t) => Workload::trace(t, args.trace_repeat),
-        None => Workload::Generated(Arc::new(spec(args, d.workload.as_deref())?)),
+        None => Workload::Generated(Arc::new(spec(args, default_spec)?)),
     })
 }
 
@@ -103,10 +108,7 @@ pub fn source_at(
     seed: u64,
     context_limit: u32,
 ) -> Result<Arc<dyn TreeSource>> {
-    let w = match trace(args)? {
-        Some(t) => Workload::trace(t, args.trace_repeat),
-        None => Workload::Generated(Arc::new(spec(args, None)?)),
-    };
+    let w = workload_or(args, None)?;
     w.source(seed, context_limit)
         .map_err(|e| anyhow!("{}: {e}", workload_name(args, &w)))
 }

@@ -49,15 +49,14 @@ fn fit(a: WorkloadFitArgs) -> Result<()> {
     .map_err(|e| anyhow::anyhow!("the fitted spec: {e}"))?;
     spec.name = a.name.clone();
     if let Some(path) = &a.held_out {
-        let every = serverbench_workloads::fit::HOLD_OUT_EVERY;
         let held: Vec<Session> = (0..imported.trees.len())
-            .filter(|i| i % every == every - 1)
+            .filter(|&i| serverbench_workloads::fit::is_held_out(i))
             .map(|i| match &imported.reduced {
                 Some(r) => r.sessions[i].clone(),
                 None => Session::from_tree(&imported.trees[i], imported.format.name()),
             })
             .collect();
-        write_out(&Some(path.clone()), |w| write_corpus(&held, w))?;
+        write_out(Some(path), |w| write_corpus(&held, w))?;
     }
     print_fit(&report)?;
     outln!("\n  fitted in {:.1} s", started.elapsed().as_secs_f64())?;
@@ -199,7 +198,7 @@ fn export(a: WorkloadExportArgs) -> Result<()> {
     if a.format == "corpus" {
         let (sessions, origins) = corpus_sessions(&a)?;
         if let Some(path) = &a.origins {
-            write_out(&Some(path.clone()), |w| {
+            write_out(Some(path), |w| {
                 for (s, files) in sessions.iter().zip(&origins) {
                     serde_json::to_writer(
                         &mut *w,
@@ -210,7 +209,7 @@ fn export(a: WorkloadExportArgs) -> Result<()> {
                 Ok(())
             })?;
         }
-        return write_out(&a.out, |w| write_corpus(&sessions, w));
+        return write_out(a.out.as_deref(), |w| write_corpus(&sessions, w));
     }
     let trees = trees(&a.workload, a.seed, a.trees, a.context_limit)?;
     let write = |w: &mut dyn std::io::Write| match a.format.as_str() {
@@ -219,12 +218,12 @@ fn export(a: WorkloadExportArgs) -> Result<()> {
         "weka" => serverbench_workloads::write_weka(trees, w),
         _ => unreachable!("clap accepts native, aiperf, weka or corpus"),
     };
-    write_out(&a.out, write)
+    write_out(a.out.as_deref(), write)
 }
 
 /// Writes to the file, or to standard output.
 fn write_out(
-    out: &Option<std::path::PathBuf>,
+    out: Option<&std::path::Path>,
     write: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
 ) -> Result<()> {
     match out {

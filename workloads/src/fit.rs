@@ -62,14 +62,12 @@ pub struct Measured {
     pub background: usize,
     /// Sub-agents spawned by another sub-agent (nesting depth 2 or more).
     pub nested: usize,
-    /// Compactions: the context compacted, and what the next prompt carried beyond the prefix.
+    /// Compactions: the context each compacted.
     pub compaction_at: Vec<f64>,
     /// Tokens the first prompt after a compaction carries beyond the agent's prefix.
     pub compaction_carried: Vec<f64>,
     /// Outputs of explicit compaction requests (the summaries), where the corpus has them.
     pub compaction_output: Vec<f64>,
-    /// Per session: the largest root prompt, and whether the root compacted.
-    pub session_peak: Vec<(f64, bool)>,
     /// Per session: the context at which the root first compacted.
     pub session_threshold: Vec<Option<f64>>,
     /// Per request, the prompt tokens that neither an earlier request of the session nor another
@@ -188,14 +186,12 @@ fn measure_tree(tree: &SessionTree, shared: &HashSet<u64>, m: &mut Measured) {
                 m.subagent_output.push(o);
             }
         }
-        let mut compacted = false;
         let mut first_at: Option<f64> = None;
         for w in idx.windows(2) {
             let (p, c) = (&reqs[w[0]], &reqs[w[1]]);
             if c.kind == RequestKind::Compaction {
                 m.compaction_at.push(c.input_tokens as f64);
                 m.compaction_output.push(c.output_tokens as f64);
-                compacted = true;
                 first_at = first_at.or(Some(c.input_tokens as f64));
                 continue;
             }
@@ -206,7 +202,6 @@ fn measure_tree(tree: &SessionTree, shared: &HashSet<u64>, m: &mut Measured) {
                     m.compaction_at.push(p.input_tokens as f64);
                     first_at = first_at.or(Some(p.input_tokens as f64));
                 }
-                compacted = true;
                 m.compaction_carried
                     .push((c.input_tokens as f64 - prefix).max(0.0));
                 continue;
@@ -226,11 +221,6 @@ fn measure_tree(tree: &SessionTree, shared: &HashSet<u64>, m: &mut Measured) {
             }
         }
         if agent == 0 {
-            let peak = idx
-                .iter()
-                .map(|&i| reqs[i].input_tokens as f64)
-                .fold(0.0, f64::max);
-            m.session_peak.push((peak, compacted));
             m.session_threshold.push(first_at);
         }
     }
@@ -505,12 +495,17 @@ pub struct FitReport {
     pub nested_subagents: usize,
 }
 
+/// Whether the session at position `i` of a corpus is held out of the fit.
+pub fn is_held_out(i: usize) -> bool {
+    i % HOLD_OUT_EVERY == HOLD_OUT_EVERY - 1
+}
+
 /// Splits trees by position: `(fitted, held_out)`.
 pub fn split(trees: &[SessionTree]) -> (Vec<&SessionTree>, Vec<&SessionTree>) {
     let mut fit = Vec::new();
     let mut held = Vec::new();
     for (i, t) in trees.iter().enumerate() {
-        if i % HOLD_OUT_EVERY == HOLD_OUT_EVERY - 1 {
+        if is_held_out(i) {
             held.push(t);
         } else {
             fit.push(t);

@@ -215,11 +215,20 @@ impl<'a> Builder<'a> {
     /// Output tokens of one of the agent's turns.
     fn output_tokens(&mut self, agent: u32) -> u32 {
         let spec: &'a WorkloadSpec = self.spec;
-        let d = match (agent, &self.spec.subagents.output_tokens) {
+        let d = match (agent, &spec.subagents.output_tokens) {
             (0, _) | (_, None) => &spec.output_tokens,
             (_, Some(d)) => d,
         };
         d.sample_count(&mut self.rng, 1, MAX_PART_TOKENS)
+    }
+
+    /// Under a measured growth model, `tokens` capped at `room` (a quantity measured on contexts longer
+    /// than this deployment's must fit it); the hand-set model's draws are kept as they are.
+    fn within(&self, agent: u32, tokens: u32, room: u32) -> u32 {
+        match self.growth(agent) {
+            Some(_) => tokens.min(room),
+            None => tokens,
+        }
     }
 
     /// After a turn: its output becomes part of the context, unless the growth model counts it in
@@ -297,10 +306,7 @@ impl<'a> Builder<'a> {
         let base = (self.prefix_tokens(ctx.agent) + summary).saturating_add(carried);
         // Under a measured growth model one turn never adds more than a compacted context has room
         // for (an agent whose tool output overflows its whole context could not go on).
-        let added = match self.growth(ctx.agent) {
-            Some(_) => added.min(self.threshold.saturating_sub(base)),
-            None => added,
-        };
+        let added = self.within(ctx.agent, added, self.threshold.saturating_sub(base));
         ctx.tokens = base.saturating_add(added);
         (vec![c], 0)
     }
@@ -331,10 +337,8 @@ impl<'a> Builder<'a> {
         };
         // A measured session resumed from a longer history than this deployment's context holds
         // starts from what its context holds.
-        let first = match self.growth(0) {
-            Some(_) => first.min(self.threshold.saturating_sub(self.prefix_tokens(0)).max(1)),
-            None => first,
-        };
+        let room = self.threshold.saturating_sub(self.prefix_tokens(0)).max(1);
+        let first = self.within(0, first, room);
         let mut ctx = self.new_context(0, first);
         let mut deps = Vec::new();
         let mut think_ns = 0;
@@ -388,14 +392,11 @@ impl<'a> Builder<'a> {
             Some(d) => d.sample_count(&mut self.rng, 1, MAX_PART_TOKENS),
             None => spec.subagents.first_prompt_tokens,
         };
-        let task = match self.growth(agent) {
-            Some(_) => task.min(
-                self.threshold
-                    .saturating_sub(self.prefix_tokens(agent))
-                    .max(1),
-            ),
-            None => task,
-        };
+        let room = self
+            .threshold
+            .saturating_sub(self.prefix_tokens(agent))
+            .max(1);
+        let task = self.within(agent, task, room);
         let mut ctx = self.new_context(agent, task);
         let mut deps = vec![parent];
         let mut think_ns = 0;

@@ -184,7 +184,7 @@ impl Deployment {
             return bad("quant_group_size", "must be positive".into());
         }
         if let Some(w) = &self.workload {
-            if serverbench_workloads::WorkloadSpec::preset(w).is_none() {
+            if serverbench_config::preset_file("workloads", w).is_none() {
                 return bad(
                     "workload",
                     format!(
