@@ -87,7 +87,9 @@ pub struct WorkloadArgs {
     /// the default; `synthetic-v1`, the hand-set spec before the fit) or a YAML file.
     #[arg(long, conflicts_with = "trace")]
     pub workload: Option<PathBuf>,
-    /// Replay a trace file instead (its format detected from the content, or named by --trace-format).
+    /// Replay a trace instead: a file, or a folder of files of one format (a Claude Code project with
+    /// its sub-agent files, trajectories); the format is detected from the content, or named by
+    /// --trace-format.
     #[arg(long)]
     pub trace: Option<PathBuf>,
     /// Trace format (default: detected from the content).
