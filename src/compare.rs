@@ -156,7 +156,7 @@ fn replay_child(a: &CompareArgs, dir: &Path, c: u32, seed: u64) -> Result<()> {
     match (&a.url, a.engine.engine.as_str()) {
         (Some(url), "emulated") => {
             // The server outlives each run: salted prompts keep one run out of another's cache.
-            let salt = 1 + c as u64 * 1_000_000 + seed;
+            let salt = run_salt(a, c, seed);
             cmd.args(["--url", url, "--api", &a.api, "--server", &a.server]);
             cmd.args(["--timeout", &a.timeout.to_string()]);
             cmd.args(["--prompt-salt", &salt.to_string()]);
@@ -211,6 +211,29 @@ fn replay_child(a: &CompareArgs, dir: &Path, c: u32, seed: u64) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The prompt salt of one measured run: its level and seed, and (from 2026-12-02) its start mode,
+/// deployment and workload, so that a cold run finds nothing that a steady run of the same level and
+/// seed left in the server's cache. A run of the steady start on the deployment's own workload keeps
+/// the salt the stored sets were measured with, `1 + c × 10⁶ + seed`.
+fn run_salt(a: &CompareArgs, c: u32, seed: u64) -> u64 {
+    let base = 1 + c as u64 * 1_000_000 + seed;
+    let workload = [&a.workload.workload, &a.workload.trace].map(|p| {
+        p.as_ref()
+            .map_or(String::new(), |p| p.display().to_string())
+    });
+    let what = format!(
+        "{}|{}|{}|{}",
+        a.replay.start, a.deployment.deployment, workload[0], workload[1]
+    );
+    if a.replay.start == "steady" && workload.iter().all(|w| w.is_empty()) {
+        return base;
+    }
+    let h = what.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+    });
+    base ^ (h << 32)
 }
 
 fn add_path(cmd: &mut Command, flag: &str, p: &Option<PathBuf>) {

@@ -1,0 +1,55 @@
+#!/usr/bin/env python3
+"""Writes a model directory that `vllm serve DIR --load-format dummy` can serve: the Qwen3-8B shape
+(serverbench's presets/models/qwen3-8b.yaml, the same shape as scripts/transformers_model.py)
+as config.json, and the project's word-level tokenizer (the word `wN` is token id N), with NO weights:
+vLLM's dummy loader initialises random weights on the GPU.
+
+serverbench's text prompts are words ` w123 w456 …`, one word per token id, so a text prompt reaches the
+model as exactly the ids serverbench meant and `usage.prompt_tokens` can be checked against it. The model
+has no end-of-sequence token. Needs transformers and tokenizers only (no torch, no GPU).
+
+Usage: make_model.py OUT_DIR
+"""
+
+import json
+import os
+import sys
+
+from tokenizers import Tokenizer, models, pre_tokenizers
+from transformers import PreTrainedTokenizerFast, Qwen3Config
+
+QWEN3_8B = dict(
+    vocab_size=151936,
+    hidden_size=4096,
+    intermediate_size=12288,
+    num_hidden_layers=36,
+    num_attention_heads=32,
+    num_key_value_heads=8,
+    head_dim=128,
+    # Qwen3-8B's own is 40,960; the larger limit lets one server take both H200 vLLM deployments, the
+    # 40,960-token one and the 200,000-token one (the context the corpus's Claude Code sessions ran in).
+    max_position_embeddings=262144,
+    rope_theta=1_000_000.0,
+    rms_norm_eps=1e-6,
+    tie_word_embeddings=False,
+)
+
+
+def main() -> None:
+    out = sys.argv[1]
+    os.makedirs(out, exist_ok=True)
+    config = Qwen3Config(**QWEN3_8B, eos_token_id=None, bos_token_id=None, pad_token_id=None,
+                         torch_dtype="bfloat16", architectures=["Qwen3ForCausalLM"])
+    config.save_pretrained(out)
+    vocab = {f"w{i}": i for i in range(QWEN3_8B["vocab_size"])}
+    t = Tokenizer(models.WordLevel(vocab=vocab, unk_token="w0"))
+    t.pre_tokenizer = pre_tokenizers.WhitespaceSplit()  # `w123` stays one word
+    # No decoder: decoded words are joined by spaces, so every streamed token is non-empty text.
+    PreTrainedTokenizerFast(tokenizer_object=t, unk_token="w0", model_max_length=1 << 30).save_pretrained(out)
+    with open(os.path.join(out, "serverbench.json"), "w") as f:
+        json.dump({"shape": QWEN3_8B, "dtype": "bfloat16", "weights": "none: vllm --load-format dummy"}, f)
+    print(f"wrote {out}: config.json and the word-level tokenizer, no weights")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,352 @@
+#!/usr/bin/env bash
+# Real vLLM 0.26.0 on the `nvidia-h200` device as the reference engine (docs/fidelity.md, "vLLM"): the
+# Qwen3-8B shape with random weights (`--load-format dummy`), a word-level tokenizer (`wN` is token id N),
+# vLLM's own defaults otherwise, and serverbench against it. Parts, in the order given:
+#   pack       (the CPU machine, repo root) vLLM's wheel and the packages the device lacks, pruned, the fat
+#              binaries an sm_90 GPU never loads zeroed (scripts/vllm/fatbin_blank.py), xz-compressed with
+#              the serverbench binary into .carry/vllm/ (~55 MiB; ignored through .git/info/exclude)
+#   split      (the CPU machine) cut the packed site.tar.xz into the two calls' carries again, with a new
+#              binary (SB_BIN, default target/release/serverbench): seconds, where `pack` takes minutes
+#   stash      keep this call's pieces of the carry in /tmp/parts (install does it too)
+#   install    the serverbench binary into /tmp/sbv, and the carry's pieces unpacked into /tmp/site (Python
+#              packages as `pip install --target` lays them out); needs every piece in /tmp/parts
+#   model      the model directory (scripts/vllm/make_model.py: config.json, tokenizer, no weights) and a
+#              seconds-long check that vLLM's kernels load and agree with PyTorch (kernel_smoke.py)
+#   peers-cuda serverbench's own CUDA engine on the same GPU, through the same client as vLLM
+#              (scripts/vllm/peer_probe.py: decode TPOT at batch 1/16/64, prefill 2K and 2K over 32K);
+#              needs the GPU to itself, so it runs before `start`
+#   start      `vllm serve` (setsid: it outlives the call) with vLLM's defaults for this GPU; waits until up
+#   check      requests by hand (check.py: prompt counts, exact lengths, cached tokens), the start-up facts
+#              (startup.txt), /metrics, nvidia-smi
+#   peers      peer_probe.py against vLLM
+#   calibrate  `calibrate --endpoint` probes (black box) -> calibrate/probes.jsonl; the fit is done on the
+#              CPU machine (`calibrate --from-probes`, docs/calibration.md)
+#   runs       `compare --url` for each set of RUNS (below), one (level, seed) at a time while the call
+#              has time for it; `--reuse` skips runs a set's folder already holds, so sets spread over calls
+# Every part after `start` starts the server first if it is down. RUNS is a list of SET:LEVELS:SEEDS:WINDOW
+# with SET one of (deployment, start, workload):
+#   syn-steady  qwen3-8b-1xh200-vllm (40,960 tokens, synthetic-v1), steady start
+#   syn-cold    the same, cold start
+#   fit-cold    qwen3-8b-200k-1xh200-vllm (200,000 tokens, the fitted agentic-coding), cold start
+#   fit-steady  the same, steady start
+#   real-cold   qwen3-8b-200k-1xh200-vllm replaying the corpus's Claude Code sessions, cold start
+# e.g. RUNS="syn-steady:1,4,16:0:120 fit-cold:1,4:0:120". A part that would not end within LIMIT (570) s of
+# this script's start is skipped and says so. Results: $OUT/<part or set>.tar.gz (packed as they come, so
+# a call stopped at its limit still returns them), $OUT/server.log.gz, $OUT/times.txt (each part's time).
+# Usage: the device tool runs, from the repo root with .carry/vllm carried,
+#   bash scripts/vllm_run.sh install model peers-cuda start check peers calibrate runs
+set -u
+START=$(date +%s)
+LIMIT=${LIMIT:-570}
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/.." && pwd)
+CARRY=${CARRY:-$ROOT/.carry/vllm}
+OUT=${OUT:-/tmp/vllm-out}
+WORK=${WORK:-/tmp/sbv}
+SITE=${SITE:-/tmp/site}
+MODEL=$WORK/model
+BIN=${BIN:-$WORK/serverbench}
+PORT=${PORT:-8000}
+URL=http://127.0.0.1:$PORT
+NAME=qwen3-8b
+MAX_LEN=${MAX_LEN:-200000}
+RUNS=${RUNS:-syn-steady:1,4,16:0:120}
+mkdir -p "$OUT" "$WORK"
+export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1
+# vLLM 0.26.0's sampler probes FlashInfer's top-k/top-p sampler by importing vLLM's FlashInfer attention
+# backend, which imports flashinfer at its top: flashinfer is not carried, so the engine core would die at
+# load_model (ModuleNotFoundError) unless told not to probe. Greedy requests never use it.
+export VLLM_USE_FLASHINFER_SAMPLER=0
+
+left() { echo $(( START + LIMIT - $(date +%s) )); }
+pack() { tar -C "$WORK" -czf "$OUT/$1.tar.gz.tmp" "$1" 2>/dev/null && mv "$OUT/$1.tar.gz.tmp" "$OUT/$1.tar.gz"; }
+keep_packing() { ( while sleep 20; do pack "$1"; done ) & packer=$!; }
+stop_packing() { kill "$packer" 2>/dev/null; wait "$packer" 2>/dev/null; }
+up() { curl -s -m 5 "$URL/v1/models" 2>/dev/null | grep -q "\"$NAME\""; }
+server_alive() { [ -f "$WORK/server.pid" ] && kill -0 "$(cat "$WORK/server.pid")" 2>/dev/null; }
+# xz -dc, or Python's lzma where the image has no xz
+dxz() { if command -v xz > /dev/null; then xz -dc -T0 "$@"; else
+  python3 -c "import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1] if len(sys.argv) > 1 else sys.stdin.buffer), sys.stdout.buffer, 1 << 22)" "$@"; fi; }
+with_site() { PYTHONPATH=$SITE "$@"; }
+
+save_log() {
+  [ -f "$WORK/server.log" ] || return 0
+  gzip -c "$WORK/server.log" > "$OUT/server.log.gz"
+  # the lines that say how vLLM sized and configured itself, then its warnings and errors
+  { grep -E "non-default args|max_num_batched_tokens|[Cc]hunked prefill|prefix caching|KV cache|Maximum concurrency|\
+[Cc]udagraph|CUDA graph|Graph capturing|torch.compile|[Cc]ompil|attention backend|Model loading took|[Aa]sync|\
+profiling|memory|Starting vLLM|startup complete|Available routes" "$WORK/server.log" | cut -c1-3000 | head -150
+    echo "---- warnings and errors"
+    grep -E "WARNING|ERROR|Error|Traceback" "$WORK/server.log" | cut -c1-600 | head -60; } > "$OUT/startup.txt"
+}
+
+# ---- on the CPU machine
+pack_carry() {
+  local w=${PACK_WORK:-${TMPDIR:-/tmp}/vllm-pack} sb=${SB_BIN:-$ROOT/target/release/serverbench}
+  [ -x "$sb" ] || { echo "no serverbench binary at $sb (cargo build --release, or SB_BIN=…)"; return 1; }
+  local tags=(--only-binary=:all: --python-version 3.12 --implementation cp --platform manylinux_2_28_x86_64
+    --platform manylinux_2_27_x86_64 --platform manylinux_2_24_x86_64 --platform manylinux_2_17_x86_64
+    --platform manylinux2014_x86_64 --platform manylinux1_x86_64 --platform manylinux_2_5_x86_64
+    --platform manylinux_2_31_x86_64 --platform manylinux_2_34_x86_64)
+  local dl=(python3 -m pip download -q --no-deps "${tags[@]}")
+  mkdir -p "$w/wheels" "$w/contingency" "$ROOT/.git/info"
+  grep -qx '/.carry/' "$ROOT/.git/info/exclude" 2>/dev/null || echo '/.carry/' >> "$ROOT/.git/info/exclude"
+  local wheel
+  wheel=$(ls "$w"/vllm-0.26.0-*.whl 2>/dev/null | head -1)
+  if [ -z "$wheel" ]; then "${dl[@]}" -d "$w" vllm==0.26.0 || return 1; wheel=$(ls "$w"/vllm-0.26.0-*.whl); fi
+  grep -v '^#' "$HERE/vllm/deps.txt" | grep . > "$w/deps.pins"
+  "${dl[@]}" -d "$w/wheels" -r "$w/deps.pins" || return 1
+  awk '!/^#/ && NF {print $1}' "$HERE/vllm/contingency.txt" > "$w/contingency.pins"
+  "${dl[@]}" -d "$w/contingency" -r "$w/contingency.pins" || return 1
+  local site=$w/site
+  rm -rf "$site"
+  python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" "${tags[@]}" "$w"/wheels/*.whl || return 1
+  rm -rf "$site/bin"                       # console scripts with this machine's interpreter in their shebang
+  rm -rf "$site/mistral_common/data"       # Mistral tokenizer files (36 MB): read only for Mistral models
+  rm -rf "$site/pycountry/locales"         # country-name translations (22 MB)
+  unzip -q -o "$wheel" -d "$site"
+  local v=$site/vllm
+  rm -f "$v/vllm_flash_attn/_vllm_fa2_C.abi3.so"   # FlashAttention 2 (305 MB): Hopper takes FA3; import guarded
+  rm -f "$v/vllm-rs"                               # the Rust front end, used only with VLLM_USE_RUST_FRONTEND=1
+  rm -f "$v/_moe_C_stable_libtorch.abi3.so"        # MoE kernels: import guarded, a dense model never calls them
+  rm -rf "$v/third_party/deep_gemm"                # FP8 GEMM (has_deep_gemm() is then False)
+  rm -rf "$v/third_party/fmha_sm100"               # Blackwell attention
+  python3 "$HERE/vllm/fatbin_blank.py" "$v/_C_stable_libtorch.abi3.so" "$w/_C.so" && mv "$w/_C.so" "$v/_C_stable_libtorch.abi3.so"
+  find "$site" -name __pycache__ -prune -exec rm -rf {} +
+  local xzdir=$w/xz
+  rm -rf "$xzdir"; mkdir -p "$xzdir"
+  tar -C "$site" -cf - . | xz -9 -T0 --block-size=32MiB > "$xzdir/site.tar.xz"   # multi-block: all cores unpack
+  split_carry "$w" "$sb"
+}
+
+# The working tree (~23 MB) and the carry travel together under the device's 64 MiB, and vLLM does not fit
+# beside the tree in one call: site.tar.xz is cut into pieces of PIECE_MIB, the first in .carry/vllm-p1/
+# (call 1 carries it; `stash` keeps it in /tmp/parts), the rest in .carry/vllm/ with the contingency wheels;
+# both hold the stripped serverbench binary.
+split_carry() { # PACK_WORK SERVERBENCH_BINARY
+  local w=$1 sb=$2
+  rm -rf "$CARRY" "$CARRY-p1"; mkdir -p "$CARRY/contingency" "$CARRY-p1"
+  rm -f "$w"/xz/site.tar.xz.?
+  split -b "${PIECE_MIB:-36}m" -d -a 1 "$w/xz/site.tar.xz" "$w/xz/site.tar.xz."
+  local n=$(ls "$w"/xz/site.tar.xz.? | wc -l)
+  mv "$w/xz/site.tar.xz.0" "$CARRY-p1/"
+  mv "$w"/xz/site.tar.xz.? "$CARRY/" 2>/dev/null
+  echo "$n" | tee "$CARRY/pieces" > "$CARRY-p1/pieces"
+  cp "$w"/contingency/*.whl "$CARRY/contingency/"
+  cp "$sb" "$w/serverbench" && strip "$w/serverbench" 2>/dev/null
+  xz -9 -T0 -c "$w/serverbench" > "$CARRY/serverbench.xz"
+  cp "$CARRY/serverbench.xz" "$CARRY-p1/"
+  du -sb "$CARRY"/* "$CARRY-p1"/* | awk '{printf "%8.1f MB  %s\n", $1/1e6, $2}'
+  echo "$CARRY-p1: $(( $(du -sb "$CARRY-p1" | cut -f1) >> 20 )) MiB, $CARRY: $(( $(du -sb "$CARRY" | cut -f1) >> 20 )) MiB (a call carries at most 64 MiB with the repo's $(( $(git -C "$ROOT" ls-files -z | xargs -0 du -cb | tail -1 | cut -f1) >> 20 )) MiB)"
+}
+
+# ---- on the device
+stash() { # keep the pieces of site.tar.xz carried by this call in /tmp/parts, for a later call's install
+  mkdir -p /tmp/parts
+  local f
+  for f in "$ROOT"/.carry/vllm*/site.tar.xz.? "$ROOT"/.carry/vllm*/pieces; do [ -f "$f" ] && cp "$f" /tmp/parts/; done
+  echo "/tmp/parts holds: $(ls /tmp/parts | tr '\n' ' ')"
+}
+
+install() {
+  stash > /dev/null
+  if [ ! -x "$BIN" ]; then
+    local sb=$(ls "$ROOT"/.carry/vllm*/serverbench.xz 2>/dev/null | head -1)
+    [ -n "$sb" ] && dxz "$sb" > "$BIN" && chmod +x "$BIN" || { echo "no serverbench.xz carried"; return 1; }
+  fi
+  [ "${1:-}" = binary ] && return 0
+  if [ ! -f "$SITE/vllm/__init__.py" ]; then
+    local t=$(date +%s) n=$(cat /tmp/parts/pieces 2>/dev/null) have=$(ls /tmp/parts/site.tar.xz.? 2>/dev/null | wc -l)
+    [ -n "$n" ] && [ "$have" = "$n" ] || { echo "vLLM's carry is incomplete: $have of ${n:-?} pieces (carry .carry/vllm-p1 in an earlier call of this machine)"; return 1; }
+    mkdir -p "$SITE"
+    cat $(ls /tmp/parts/site.tar.xz.? | sort) | dxz | tar -C "$SITE" -xf - || return 1
+    echo "unpacked $(du -sm "$SITE" | cut -f1) MB into $SITE in $(( $(date +%s) - t )) s"
+    # A package of the image that a carried one needs newer gets the carried wheel.
+    python3 - "$HERE/vllm/contingency.txt" "$CARRY/contingency" "$SITE" <<'EOF'
+import glob, importlib.metadata as md, subprocess, sys
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+need = []
+for line in open(sys.argv[1]):
+    if line.startswith("#") or not line.split():
+        continue
+    pin, spec = line.split()[:2]
+    name = pin.split("==")[0]
+    try:
+        have = md.version(name)
+    except md.PackageNotFoundError:
+        have = None
+    ok = have is not None and Version(have) in SpecifierSet(spec)
+    print(f"  {name}: image has {have}, carried packages need {spec}: {'ok' if ok else 'installing ' + pin}")
+    if not ok:
+        key = name.replace("-", "_").lower()
+        need += [w for w in glob.glob(sys.argv[2] + "/*.whl") if w.split("/")[-1].lower().startswith(key + "-")]
+if need:
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile",
+                    "--target", sys.argv[3], "--upgrade", *need], check=True)
+EOF
+  fi
+}
+
+model() {
+  [ -f "$MODEL/config.json" ] || with_site python3 "$HERE/vllm/make_model.py" "$MODEL" || return 1
+  [ -f "$WORK/kernels.ok" ] && return 0
+  with_site python3 "$HERE/vllm/kernel_smoke.py" 2>&1 | grep -v "^INFO\|^WARNING" | tee "$WORK/kernels.txt" | tail -12
+  local rc=${PIPESTATUS[0]}
+  cp "$WORK/kernels.txt" "$OUT/"
+  [ "$rc" = 2 ] && { echo "kernel smoke test: a library failed to load or run; not starting the server"; return 1; }
+  touch "$WORK/kernels.ok"
+}
+
+peers_cuda() {
+  mkdir -p "$WORK/peers"
+  if server_alive; then echo "skipping peers-cuda: vLLM holds the GPU"; return 0; fi
+  local port=$((PORT + 1))
+  "$BIN" serve --engine cuda --model qwen3-8b --weights random -d qwen3-8b-1xh200 --port "$port" \
+    > "$WORK/peers/cuda_serve.log" 2>&1 &
+  local pid=$!
+  for _ in $(seq 1 120); do curl -s -m 2 "http://127.0.0.1:$port/v1/models" | grep -q '"id"' && break; sleep 1; done
+  python3 "$HERE/vllm/peer_probe.py" "http://127.0.0.1:$port" qwen3-8b "$WORK/peers/cuda.json" \
+    "serverbench serve --engine cuda" 2>&1 | tee "$WORK/peers/cuda.txt"
+  kill -INT "$pid"; wait "$pid"
+  tail -5 "$WORK/peers/cuda_serve.log"
+  # the same cases as forward passes alone (GPU time, no server): what the engine's steps cost
+  "$BIN" cuda-bench --model qwen3-8b --reps 10 --out "$WORK/peers/cuda_bench" \
+    --cases decode:1:4096,decode:16:4096,decode:64:4096,prefill:16:0,prefill:2048:0,prefill:2048:32768 2>&1 \
+    | tee "$WORK/peers/cuda_bench.txt" | grep -E "decode|prefill|rror"
+  pack peers
+}
+
+start_server() {
+  if up; then echo "server already up"; return 0; fi
+  install && model || return 1
+  local t=$(date +%s)
+  if ! server_alive; then
+    # vLLM's defaults for this GPU: nothing about batching, memory or the cache is set here, so the
+    # start-up facts can be read against `--engine-config vllm` (docs/fidelity.md). Only the weights
+    # (random), the seed, the context and the per-request cache counts in `usage` are chosen.
+    setsid env PYTHONPATH="$SITE" python3 -m vllm.entrypoints.cli.main serve "$MODEL" --served-model-name "$NAME" \
+      --load-format dummy --dtype bfloat16 --seed 0 --host 127.0.0.1 --port "$PORT" --max-model-len "$MAX_LEN" \
+      --enable-prompt-tokens-details ${VLLM_ARGS:-} > "$WORK/server.log" 2>&1 < /dev/null &
+    echo $! > "$WORK/server.pid"
+  fi
+  while [ "$(left)" -gt 5 ]; do
+    if up; then
+      echo "server up in $(( $(date +%s) - t )) s"
+      curl -s -m 60 "$URL/v1/completions" -H 'content-type: application/json' \
+        -d "{\"model\":\"$NAME\",\"prompt\":[101,102,103,104],\"max_tokens\":4,\"ignore_eos\":true}" > /dev/null
+      return 0
+    fi
+    if ! server_alive; then echo "the server exited:"; tail -60 "$WORK/server.log"; return 1; fi
+    sleep 2
+  done
+  echo "the server did not come up within the call"; tail -30 "$WORK/server.log"; return 1
+}
+
+check() {
+  mkdir -p "$WORK/check"
+  python3 "$HERE/vllm/check.py" "$URL" "$NAME" 2>&1 | tee "$WORK/check/requests.jsonl"
+  curl -s -m 10 "$URL/v1/models" > "$WORK/check/models.json"
+  curl -s -m 10 "$URL/metrics" > "$WORK/check/metrics.txt"
+  grep -E "^vllm:(cache_config_info|num_gpu_blocks|prefix_cache)" "$WORK/check/metrics.txt" | cut -c1-800
+  nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total,clocks.sm,clocks.max.sm,power.draw \
+    --format=csv | tee "$WORK/check/gpu.txt"
+  with_site python3 -c "import vllm, torch; print('vllm', vllm.__version__, 'torch', torch.__version__)" \
+    > "$WORK/check/versions.txt" 2>&1
+  save_log; cp "$OUT/startup.txt" "$WORK/check/"
+  "$BIN" simulate -d qwen3-8b-1xh200-vllm --print-config > "$WORK/check/preset_vllm.yaml" 2>&1
+  pack check
+}
+
+peers() {
+  mkdir -p "$WORK/peers"
+  python3 "$HERE/vllm/peer_probe.py" "$URL" "$NAME" "$WORK/peers/vllm.json" "vllm 0.26.0" 2>&1 \
+    | tee "$WORK/peers/vllm.txt"
+  curl -s -m 10 "$URL/metrics" > "$WORK/peers/metrics_after.txt"
+  pack peers
+}
+
+calibrate() {
+  mkdir -p "$WORK/calibrate"
+  keep_packing calibrate
+  # probes only: the fit takes minutes of one CPU core, so it is stopped once the probe log is written
+  "$BIN" calibrate --endpoint "$URL" --api tokens --server vllm --served-model "$NAME" \
+    --model qwen3-8b --hardware h200 --name h200-qwen3-8b-vllm \
+    --probe-prompts 64,256,512,1024,2048,4096,8192,16384 --probe-long-streams 1,4,16,64 \
+    --probe-log "$WORK/calibrate/probes.jsonl" --out "$WORK/calibrate/fit_on_device.yaml" \
+    > "$WORK/calibrate/log" 2>&1 &
+  local pid=$!
+  while kill -0 "$pid" 2>/dev/null && ! grep -q "wrote .*probes.jsonl" "$WORK/calibrate/log"; do
+    [ "$(left)" -gt 0 ] || break; sleep 2; done
+  kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+  cat "$WORK/calibrate/log"
+  curl -s -m 10 "$URL/metrics" > "$WORK/calibrate/metrics_after.txt"
+  stop_packing; pack calibrate
+}
+
+set_flags() { # SET -> the deployment, start and workload flags of compare
+  case $1 in
+    syn-steady) echo "-d qwen3-8b-1xh200-vllm --start steady" ;;
+    syn-cold) echo "-d qwen3-8b-1xh200-vllm --start cold" ;;
+    fit-steady) echo "-d qwen3-8b-200k-1xh200-vllm --start steady" ;;
+    fit-cold) echo "-d qwen3-8b-200k-1xh200-vllm --start cold" ;;
+    real-cold) echo "-d qwen3-8b-200k-1xh200-vllm --start cold --trace $ROOT/corpus/claude-code --trace-format corpus" ;;
+    *) return 1 ;;
+  esac
+}
+
+compare_set() { # SET LEVELS SEEDS WINDOW [--reuse-only]
+  local set=$1 levels=$2 seeds=$3 w=$4 flags
+  flags=$(set_flags "$set") || { echo "unknown set $set"; return 1; }
+  # shellcheck disable=SC2086
+  "$BIN" compare $flags --url "$URL" --api tokens --server vllm --model "$NAME" --reuse \
+    -c "$levels" -s "$seeds" -w "$w" --out "$WORK/$set" 2>&1
+}
+
+runs() {
+  local spec set levels seeds w c s done_c done_s
+  for spec in $RUNS; do
+    IFS=: read -r set levels seeds w <<< "$spec"
+    w=${w:-120}; done_c=""; done_s=""
+    mkdir -p "$WORK/$set"
+    for s in ${seeds//,/ }; do for c in ${levels//,/ }; do
+      if [ ! -f "$WORK/$set/real/c${c}_s$s/summary.json" ]; then
+        local est=$(( w + 20 + c / 2 ))
+        if [ "$(left)" -lt "$est" ]; then echo "skipping $set c=$c s=$s: needs ~$est s, $(left) s left"; continue; fi
+        local t=$(date +%s)
+        keep_packing "$set"
+        compare_set "$set" "$c" "$s" "$w" | tee -a "$WORK/$set/compare.log" | grep -E "^\| $c \||error|warning"
+        gzip -f "$WORK/$set/real/c${c}_s$s"/*.jsonl 2>/dev/null
+        stop_packing
+        echo "$set c=$c s=$s: $(( $(date +%s) - t )) s" | tee -a "$OUT/times.txt"
+      fi
+      if [ -f "$WORK/$set/real/c${c}_s$s/summary.json" ]; then
+        case ",$done_c," in *",$c,"*) ;; *) done_c=${done_c:+$done_c,}$c ;; esac
+        case ",$done_s," in *",$s,"*) ;; *) done_s=${done_s:+$done_s,}$s ;; esac
+      fi
+    done; done
+    [ -n "$done_c" ] && compare_set "$set" "$done_c" "$done_s" "$w" > "$WORK/$set/table.txt" 2>&1
+    pack "$set"
+  done
+}
+
+need_server() { start_server || { save_log; exit 1; }; }
+for part in ${*:-install model peers-cuda start check peers calibrate runs}; do
+  t=$(date +%s)
+  case $part in
+    pack) pack_carry || exit 1 ;;
+    split) split_carry "${PACK_WORK:-${TMPDIR:-/tmp}/vllm-pack}" "${SB_BIN:-$ROOT/target/release/serverbench}" ;;
+    install) install || exit 1 ;;
+    model) model || exit 1 ;;
+    stash) stash ;;
+    peers-cuda) install binary && peers_cuda ;;
+    start) need_server ;;
+    check) need_server; check ;;
+    peers) need_server; peers ;;
+    calibrate) need_server; calibrate ;;
+    runs) need_server; runs ;;
+    *) echo "unknown part $part" ;;
+  esac
+  save_log
+  echo "part $part took $(( $(date +%s) - t )) s ($(left) s of the call left)" | tee -a "$OUT/times.txt"
+done
