@@ -311,7 +311,7 @@ runs() {
     mkdir -p "$WORK/$set"
     for s in ${seeds//,/ }; do for c in ${levels//,/ }; do
       if [ ! -f "$WORK/$set/real/c${c}_s$s/summary.json" ]; then
-        local est=$(( w + 20 + c / 2 ))
+        local est=$(( w + 10 + c / 4 ))  # measured: c = 1 took w + 1 s, c = 4 w + 4 s
         if [ "$(left)" -lt "$est" ]; then echo "skipping $set c=$c s=$s: needs ~$est s, $(left) s left"; continue; fi
         local t=$(date +%s)
         keep_packing "$set"

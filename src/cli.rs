@@ -663,6 +663,11 @@ pub struct CalibrateArgs {
     /// not given, except with `--endpoint`, which estimates it from the probes.
     #[arg(long)]
     pub request_latency_ms: Option<f64>,
+    /// With --endpoint or --from-probes: also fit the front end's time per prompt token
+    /// (`frontend_s_per_token`) from the time-to-first-token probes; the prefill attention's sweep and
+    /// first-round terms then stay 0, since one request's probe cannot tell them apart.
+    #[arg(long)]
+    pub fit_frontend: bool,
     /// Where the measurements were taken (written to the profile).
     #[arg(long, default_value = "unknown")]
     pub measured_on: String,

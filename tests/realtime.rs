@@ -558,6 +558,7 @@ fn endpoint_probes_of_the_emulator_recover_its_step_times() {
         attention_tile: 64,
         memory_efficiency: None,
         single_row_memory_efficiency: None,
+        front_end: false,
         record: FitRecord {
             method: "endpoint probes".into(),
             inputs: vec![],

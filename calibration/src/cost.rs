@@ -154,6 +154,7 @@ pub struct CostModel {
     /// The profile's attention computes every (query, key) pair of the packed step ([`AttentionLayout::Packed`]).
     packed: bool,
     request_latency_ns: u64,
+    frontend_ns_per_token: f64,
     /// The steps that replay CUDA graphs, when the engine has a rule and the profile an eager cost.
     graphs: Option<GraphRule>,
     /// Host launch time of an eager step: layers × the profile's `eager_s_per_layer`.
@@ -290,6 +291,7 @@ impl CostModel {
             kernel_sum: p.step_time == StepTime::KernelSum,
             packed: p.attention_layout == AttentionLayout::Packed,
             request_latency_ns: (p.request_latency_s * 1e9).round() as u64,
+            frontend_ns_per_token: p.frontend_s_per_token * 1e9,
             graphs: i.graphs.filter(|_| p.eager_s_per_layer > 0.0),
             eager_floor_s: m.layers as f64 * p.eager_s_per_layer,
             window: m.sliding_attention.as_ref().and_then(|s| s.window),
@@ -299,6 +301,12 @@ impl CostModel {
     /// Time from a client's send to the engine seeing the request, ns (the profile's `request_latency_s`).
     pub fn request_latency_ns(&self) -> u64 {
         self.request_latency_ns
+    }
+
+    /// Front-end time of a request of `prompt_tokens` tokens, ns (the profile's `frontend_s_per_token`;
+    /// requests take it one at a time).
+    pub fn frontend_ns(&self, prompt_tokens: u32) -> u64 {
+        (self.frontend_ns_per_token * prompt_tokens as f64).round() as u64
     }
 
     /// Whether a step's [`BatchShape::decode_shared`] changes its time (the profile gives shared re-reads

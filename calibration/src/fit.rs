@@ -162,6 +162,12 @@ pub struct FitSetup<'a> {
     /// The same for steps of exactly one token (an engine's GEMV path). With one of the two fixed, the
     /// other is fitted against it.
     pub single_row_memory_efficiency: Option<f64>,
+    /// The samples are probes of a server seen from outside (`calibrate --endpoint`): a step without
+    /// decodes is a time to first token, which also holds the server's front end — a latency and a time
+    /// per prompt token — and both are fitted, into `request_latency_s` and `frontend_s_per_token`. They
+    /// take the places of the prefill attention's sweep and first-round terms, which stay 0: one
+    /// request's probe cannot tell a front end's time per prompt token from attention over its span.
+    pub front_end: bool,
     /// Provenance written to the profile; its error fields are filled by the fit.
     pub record: FitRecord,
 }
@@ -192,6 +198,8 @@ struct Row {
     /// The part of `parts.kv_s` that re-reads blocks another decode of the step reads too.
     shared_kv_s: f64,
     shape: BatchShape,
+    /// With [`FitSetup::front_end`]: the prompt tokens of a time-to-first-token probe (0 for others).
+    front_end_tokens: Option<f64>,
     y: f64,
 }
 
@@ -206,10 +214,20 @@ struct Shape {
 
 impl Row {
     /// The regressors at this knee and prefill rounds. A one-token step streams the weights at the
-    /// single-row efficiency (last column) instead of `max(weights, GEMM)` at the shared one.
+    /// single-row efficiency (last column) instead of `max(weights, GEMM)` at the shared one. Probes
+    /// seen from outside put the front end (1 and the prompt's tokens, for a time to first token) in the
+    /// sweep's and first round's columns.
     fn x(&self, knee: f64, waves: f64, per_token: f64) -> [f64; N] {
         let gemm_tokens = self.parts.gemm_s / per_token;
         let single_row = self.shape.tokens() == 1;
+        let (sweep, first_round) = match self.front_end_tokens {
+            None => (
+                waves * self.shape.prefill_span_max as f64,
+                self.shape.first_round_span(),
+            ),
+            Some(0.0) => (0.0, 0.0),
+            Some(tokens) => (1.0, tokens),
+        };
         [
             1.0,
             self.shape.seqs() as f64,
@@ -220,8 +238,8 @@ impl Row {
             },
             self.parts.attention_s,
             self.parts.kv_s - self.shared_kv_s,
-            waves * self.shape.prefill_span_max as f64,
-            self.shape.first_round_span(),
+            sweep,
+            first_round,
             if single_row {
                 self.parts.weights_s
             } else {
@@ -229,6 +247,27 @@ impl Row {
             },
             self.shared_kv_s,
         ]
+    }
+}
+
+/// The prompt tokens of a time-to-first-token probe (a step without decodes): its new tokens and the
+/// cached prefix they follow; 0 for a step with decodes.
+pub fn front_end_tokens(s: &StepSample) -> f64 {
+    if !s.decode.is_empty() {
+        return 0.0;
+    }
+    s.prefill
+        .iter()
+        .map(|&(new, cached)| new as f64 + cached as f64)
+        .sum()
+}
+
+/// What a probe's time holds besides its step: the profile's front end, for a time to first token.
+pub fn front_end_seconds(p: &Profile, s: &StepSample) -> f64 {
+    if s.decode.is_empty() {
+        p.request_latency_s + p.frontend_s_per_token * front_end_tokens(s)
+    } else {
+        0.0
     }
 }
 
@@ -312,6 +351,7 @@ pub fn fit_profile(samples: &[StepSample], setup: &FitSetup<'_>) -> Result<Fit, 
                 parts,
                 shared_kv_s: b.decode_shared as f64 * read_s_per_token,
                 shape: b,
+                front_end_tokens: setup.front_end.then(|| front_end_tokens(s)),
                 y: s.seconds,
             }
         })
@@ -364,6 +404,7 @@ pub fn fit_profile(samples: &[StepSample], setup: &FitSetup<'_>) -> Result<Fit, 
         per_token,
         weights,
         (setup.memory_efficiency, single_row_fixed, shared_reads),
+        setup.front_end,
         waves_at,
     )
     .ok_or(CannotFit::Infeasible)?;
@@ -378,8 +419,18 @@ pub fn fit_profile(samples: &[StepSample], setup: &FitSetup<'_>) -> Result<Fit, 
         kv_efficiency: Some(1.0 / x[4]),
         single_row_memory_efficiency: single_rows.then(|| 1.0 / x[7]),
         shared_kv_efficiency: shared_reads.then(|| 1.0 / x[8]),
-        attention_sweep_s_per_token: x[5],
-        attention_span_s_per_token: x[6],
+        attention_sweep_s_per_token: if setup.front_end { 0.0 } else { x[5] },
+        attention_span_s_per_token: if setup.front_end { 0.0 } else { x[6] },
+        request_latency_s: if setup.front_end {
+            x[5]
+        } else {
+            setup.base.request_latency_s
+        },
+        frontend_s_per_token: if setup.front_end {
+            x[6]
+        } else {
+            setup.base.frontend_s_per_token
+        },
         attention_tile_tokens: setup.attention_tile,
         attention_parallel_tiles: shape.slots,
         step_overhead_s: x[0],
@@ -393,7 +444,12 @@ pub fn fit_profile(samples: &[StepSample], setup: &FitSetup<'_>) -> Result<Fit, 
         let ape: Vec<f64> = idx
             .map(|i| {
                 let s = &samples[i];
-                (fitted.step_seconds(&s.shape(window)) - s.seconds).abs() / s.seconds
+                let front = if setup.front_end {
+                    front_end_seconds(&profile, s)
+                } else {
+                    0.0
+                };
+                (fitted.step_seconds(&s.shape(window)) + front - s.seconds).abs() / s.seconds
             })
             .collect();
         summarize(ape)
@@ -535,6 +591,7 @@ fn search(
     per_token: f64,
     weights: f64,
     (memory_efficiency, single_row_efficiency, shared_reads): (Option<f64>, Option<f64>, bool),
+    front_end: bool,
     waves_at: impl Fn(f64) -> Vec<f64>,
 ) -> Option<(Shape, [f64; N])> {
     // knee = (weights / memory_eff) / (per_token / gemm_eff) ≥ (weights / per_token) · gemm_eff.
@@ -571,6 +628,11 @@ fn search(
         if !shared_reads {
             bounds[8] = (1.0, 1.0);
         }
+        if front_end {
+            // a latency of up to a second, up to 100 µs per prompt token
+            bounds[5] = (0.0, 1.0);
+            bounds[6] = (0.0, 1e-4);
+        }
         let (x, cost) = weighted_bounded_lsq(
             rows.iter()
                 .zip(waves)
@@ -581,7 +643,12 @@ fn search(
         (min_knee <= shape.knee * x[2] * (1.0 + 1e-12)).then_some((cost, x))
     };
     let knees = log_grid(min_knee / BOUNDS[2].1, 16_384.0_f64.max(min_knee * 2.0), 80);
-    let slot_grid = log_grid(16.0, 4096.0, 64);
+    // Without the span terms the attention slots change nothing: one value is searched.
+    let slot_grid = if !front_end {
+        log_grid(16.0, 4096.0, 64)
+    } else {
+        vec![64.0, 64.0]
+    };
     let mut best = (
         f64::INFINITY,
         Shape {
@@ -836,6 +903,7 @@ mod tests {
             attention_tile: 64,
             memory_efficiency: None,
             single_row_memory_efficiency: None,
+            front_end: false,
             record: FitRecord {
                 method: "step-log least squares".into(),
                 inputs: vec!["synthetic".into()],

@@ -36,6 +36,12 @@ pub struct Profile {
     /// to the engine's loop), seconds; the simulator delays each request's arrival by it. 0 if absent.
     #[serde(default)]
     pub request_latency_s: f64,
+    /// Host time the server's front end spends on each prompt token before the engine can schedule the
+    /// request (vLLM: validating the token list, hashing the prompt's blocks for the prefix cache),
+    /// seconds per token, one request at a time: a request whose predecessor is still being taken in
+    /// waits for it. The simulator adds it to `request_latency_s`. 0 if absent.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub frontend_s_per_token: f64,
     /// Extra cost per sequence in the step (logits, sampling, bookkeeping), seconds.
     pub per_sequence_overhead_s: f64,
     /// Effective bandwidth of int4 (W4A16) GEMM kernels relative to bf16 ones (dequantisation costs).
@@ -101,7 +107,8 @@ pub struct Band {
     /// Bandwidth-bound efficiencies: `memory_efficiency`, `kv_efficiency`, `single_row_memory_efficiency`,
     /// `allreduce_efficiency`.
     pub memory: f64,
-    /// Host costs: `step_overhead_s`, `per_sequence_overhead_s`, `request_latency_s`, `eager_s_per_layer`.
+    /// Host costs: `step_overhead_s`, `per_sequence_overhead_s`, `request_latency_s`,
+    /// `frontend_s_per_token`, `eager_s_per_layer`.
     pub overhead: f64,
 }
 
@@ -255,6 +262,7 @@ impl Profile {
         p.step_overhead_s = cost(p.step_overhead_s);
         p.per_sequence_overhead_s = cost(p.per_sequence_overhead_s);
         p.request_latency_s = cost(p.request_latency_s);
+        p.frontend_s_per_token = cost(p.frontend_s_per_token);
         p.eager_s_per_layer = cost(p.eager_s_per_layer);
         p.name = format!(
             "{} ({} end of its band)",
@@ -315,6 +323,7 @@ impl Profile {
             ("gemm_half_tokens", self.gemm_half_tokens),
             ("step_overhead_s", self.step_overhead_s),
             ("request_latency_s", self.request_latency_s),
+            ("frontend_s_per_token", self.frontend_s_per_token),
             ("per_sequence_overhead_s", self.per_sequence_overhead_s),
             ("eager_s_per_layer", self.eager_s_per_layer),
             (

@@ -199,6 +199,9 @@ struct Sim<'a> {
     /// Times of the `Due` and `Arrive` events in the queue (how many at each), so a decode run can stop at
     /// the next one.
     dues: std::collections::BTreeMap<u64, u32>,
+    /// When the server's front end is done with the requests sent so far (the profile's
+    /// `frontend_s_per_token`: it takes one request at a time).
+    frontend_free: Time,
     next_replica: u32,
     queue: EventQueue<Event>,
     records: Vec<Record>,
@@ -238,6 +241,7 @@ pub fn simulate(
         busy: vec![false; replicas.len()],
         generation: vec![0; replicas.len()],
         dues: Default::default(),
+        frontend_free: Time(0),
         replicas,
         next_replica: 0,
         queue: EventQueue::new(),
@@ -368,8 +372,9 @@ impl Sim<'_> {
         }
     }
 
-    /// The client sends request `h` now: its record starts; it reaches the engine now or after the
-    /// profile's request latency ([`Sim::arrive`]).
+    /// The client sends request `h` now: its record starts; it reaches the engine now, or once the front
+    /// end has taken it in (after the requests sent before it) and the profile's request latency has
+    /// passed ([`Sim::arrive`]).
     fn dispatch(&mut self, h: Handle, t: Time) {
         let (_, index) = self.replay.tree(h.lane);
         let req = self.replay.request(h);
@@ -389,12 +394,16 @@ impl Sim<'_> {
             return;
         }
         self.records.push(record);
+        let frontend = self.cost.frontend_ns(req.input_tokens);
         let latency = self.cost.request_latency_ns();
-        if latency == 0 {
+        if latency == 0 && frontend == 0 {
             self.arrive(h, tag, t);
         } else {
-            // The client sent it now; the engine sees it a front end's latency later (decode runs stop there).
-            let at = t.plus(latency);
+            // The client sent it now; the front end takes it in after the requests before it, and the
+            // engine sees it a latency later (decode runs stop there).
+            let taken_in = self.frontend_free.max(t).plus(frontend);
+            self.frontend_free = taken_in;
+            let at = taken_in.plus(latency);
             *self.dues.entry(at.0).or_insert(0) += 1;
             self.queue
                 .schedule(at, Event::Arrive(h, tag))

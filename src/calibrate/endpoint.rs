@@ -7,6 +7,7 @@ use super::fit::{base_profile, fit_on_base, measured_on, read_step_log, report, 
 use crate::cli::CalibrateArgs;
 use anyhow::{anyhow, Context, Result};
 use serverbench_backends::{probe, ClientConfig, HttpClient, ProbePlan, ProbeStep};
+use serverbench_calibration::fit::front_end_seconds;
 use serverbench_calibration::{
     predict_steps, AttentionLayout, Fit, FitTarget, ModelSpec, Profile, StepSample,
 };
@@ -156,8 +157,16 @@ fn fit_probes(
         let fit = fit_with_latency(a, &base, samples, &inputs, measured_on)?;
         let error = probe_error(a, &fit.profile, samples)?;
         eprintln!(
-            "attention {layout:?}: request latency {:.2} ms, RMS error over the probes {:.2} %",
+            "attention {layout:?}: request latency {:.2} ms{}, RMS error over the probes {:.2} %",
             fit.profile.request_latency_s * 1e3,
+            if a.fit_frontend {
+                format!(
+                    " + {:.3} µs per prompt token",
+                    fit.profile.frontend_s_per_token * 1e6
+                )
+            } else {
+                String::new()
+            },
             100.0 * error.sqrt()
         );
         if !matches!(&best, Some((e, _)) if *e <= error) {
@@ -173,7 +182,8 @@ fn fit_probes(
 /// The fit with the request latency estimated (unless `--request-latency-ms` gives it): TTFT probes
 /// minus the latency are fitted with the decode probes, then the latency is moved by the TTFT probes'
 /// median residual, a few times over (the decode probes pin the step overhead the latency would
-/// otherwise hide in).
+/// otherwise hide in). With `--fit-frontend` the latency and the front end's time per prompt token are
+/// variables of the one least-squares fit instead (`FitSetup::front_end`).
 fn fit_with_latency(
     a: &CalibrateArgs,
     base: &Profile,
@@ -182,6 +192,22 @@ fn fit_with_latency(
     measured_on: &str,
 ) -> Result<Fit> {
     let method = "endpoint probes least squares";
+    if a.fit_frontend {
+        if a.request_latency_ms.is_some() {
+            anyhow::bail!("--request-latency-ms: --fit-frontend fits the request latency itself");
+        }
+        let inputs = inputs.to_vec();
+        return fit_on_base(
+            a,
+            base,
+            samples,
+            inputs,
+            method,
+            Some(FitTarget::Wall),
+            measured_on,
+            0.0,
+        );
+    }
     let fixed = a.request_latency_ms.map(|ms| ms / 1e3);
     let mut latency = fixed.unwrap_or(0.0);
     let rounds = if fixed.is_some() { 1 } else { 6 };
@@ -248,7 +274,7 @@ fn probe_error(a: &CalibrateArgs, p: &Profile, samples: &[StepSample]) -> Result
         .zip(&predicted)
         .map(|(s, &t)| {
             let t = if is_ttft(s) {
-                t + p.request_latency_s
+                t + front_end_seconds(p, s)
             } else {
                 t
             };

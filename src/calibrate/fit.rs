@@ -96,6 +96,7 @@ pub fn fit_on_base(
         attention_tile: a.attention_tile,
         memory_efficiency: a.memory_efficiency,
         single_row_memory_efficiency: a.single_row_memory_efficiency,
+        front_end: a.fit_frontend,
         record: FitRecord {
             method: method.into(),
             inputs,
@@ -108,7 +109,9 @@ pub fn fit_on_base(
         },
     };
     let mut fit = fit_profile(samples, &setup).map_err(|e| anyhow!("cannot fit: {e}"))?;
-    fit.profile.request_latency_s = request_latency_s;
+    if !setup.front_end {
+        fit.profile.request_latency_s = request_latency_s;
+    }
     fit.profile
         .check()
         .map_err(|e| anyhow!("--request-latency-ms: {e}"))?;
