@@ -2,7 +2,7 @@
 
 use crate::cli::SimulateArgs;
 use crate::inputs;
-use crate::output::{summary_table, write_file, write_json};
+use crate::output::{prepare_out, summary_table, write_file, write_json};
 use crate::plot::{timeline_svg, Timeline};
 use crate::report::Report;
 use anyhow::{bail, Result};
@@ -16,6 +16,13 @@ pub fn run(a: SimulateArgs) -> Result<()> {
     }
     if a.timeline && a.out.is_none() && a.report.is_none() {
         bail!("--timeline: give --out DIR (timeline.csv, timeline.svg) or --report FILE (the plot), or both");
+    }
+    if let Some(dir) = &a.out {
+        // No timeline of an earlier run may stand beside this run's files.
+        prepare_out(
+            dir,
+            &["records.jsonl", "summary.json", "timeline.csv", "timeline.svg"],
+        )?;
     }
     let mut cfg = inputs::run_config(&a.replay, a.concurrency, a.seed)?;
     cfg.timeline = a.timeline;
