@@ -221,7 +221,10 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
     let mut sink = RecordSink::new(records_path.as_deref()).with_context(|| {
         format!(
             "{}: cannot create",
-            records_path.as_deref().unwrap_or(std::path::Path::new("records.jsonl")).display()
+            records_path
+                .as_deref()
+                .unwrap_or(std::path::Path::new("records.jsonl"))
+                .display()
         )
     })?;
     let cfg = RealConfig {
@@ -289,7 +292,10 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
     if let Some(e) = &out.client.write_error {
         // The table above scores what was measured; the records file holds every record before the
         // one it could not take, whole.
-        bail!("{e}; the summary above scores the {} requests measured", out.summary.requests);
+        bail!(
+            "{e}; the summary above scores the {} requests measured",
+            out.summary.requests
+        );
     }
     written?;
     verdict(&out)

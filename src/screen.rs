@@ -7,8 +7,8 @@ use crate::inputs;
 use crate::output::{prepare_out, replays_bar, write_file, write_json};
 use crate::plot::histogram_svg;
 use crate::report::Report;
-use anyhow::Result;
 use crate::signals::{StudyStop, INTERRUPTED};
+use anyhow::Result;
 use serverbench_study::{ScreenPlan, ScreenResult};
 use std::sync::Arc;
 

@@ -28,7 +28,11 @@ pub fn on_stop(
         .name("serverbench-signals".into())
         .spawn(move || {
             for signal in signals.forever() {
-                let name = if signal == SIGTERM { "SIGTERM" } else { "SIGINT" };
+                let name = if signal == SIGTERM {
+                    "SIGTERM"
+                } else {
+                    "SIGINT"
+                };
                 match seen.fetch_add(1, Ordering::Relaxed) {
                     0 => first(name),
                     _ => again(name),

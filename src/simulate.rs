@@ -21,7 +21,12 @@ pub fn run(a: SimulateArgs) -> Result<()> {
         // No timeline of an earlier run may stand beside this run's files.
         prepare_out(
             dir,
-            &["records.jsonl", "summary.json", "timeline.csv", "timeline.svg"],
+            &[
+                "records.jsonl",
+                "summary.json",
+                "timeline.csv",
+                "timeline.svg",
+            ],
         )?;
     }
     let mut cfg = inputs::run_config(&a.replay, a.concurrency, a.seed)?;

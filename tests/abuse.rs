@@ -353,7 +353,11 @@ fn serve_reads_huge_bodies_in_bounded_memory_without_stalling_other_clients() {
         let mut slowest = Duration::ZERO;
         for _ in 0..20 {
             let asked = Instant::now();
-            let ok = raw(&url, "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await;
+            let ok = raw(
+                &url,
+                "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+            )
+            .await;
             assert!(ok.starts_with("HTTP/1.1 200"), "{ok}");
             slowest = slowest.max(asked.elapsed());
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -368,9 +372,16 @@ fn serve_reads_huge_bodies_in_bounded_memory_without_stalling_other_clients() {
     child.kill().unwrap();
     child.wait().unwrap();
     for a in &answers {
-        assert!(a.starts_with("HTTP/1.1 400") && a.contains("context limit"), "{}", &a[..a.len().min(300)]);
+        assert!(
+            a.starts_with("HTTP/1.1 400") && a.contains("context limit"),
+            "{}",
+            &a[..a.len().min(300)]
+        );
     }
     // Before: one such body peaked at 327 MB, eight at 753 MB, and /health waited up to 3.3 s.
     assert!(peak < 150 << 20, "peak {} MB", peak >> 20);
-    assert!(slowest_health < Duration::from_millis(500), "/health took {slowest_health:?}");
+    assert!(
+        slowest_health < Duration::from_millis(500),
+        "/health took {slowest_health:?}"
+    );
 }

@@ -1033,7 +1033,10 @@ fn a_stream_past_max_tokens_is_ended_there_as_a_length_violation() {
     let stdout = String::from_utf8_lossy(&o.stdout);
     // Before, each request read for ever (memory growing with every chunk) until the window closed.
     assert_eq!(o.status.code(), Some(3), "{stdout}");
-    assert!(stdout.contains("errors by kind        length_exceeded"), "{stdout}");
+    assert!(
+        stdout.contains("errors by kind        length_exceeded"),
+        "{stdout}"
+    );
     assert!(started.elapsed() < Duration::from_secs(15));
     let records = records_of(&dir);
     assert!(records.len() > 2, "the lanes went on: {}", records.len());
@@ -1052,7 +1055,15 @@ fn an_html_answer_and_a_tiny_timeout_say_what_happened() {
     let _guard = crate::SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     // /v1/models answering a page is not "cannot reach the server".
     let page = start(Router::new().route("/v1/models", get(|| async { html(0) })));
-    let o = serverbench_cmd(&["replay", "--workload", "synthetic-v1", "--url", &page, "-w", "20"]);
+    let o = serverbench_cmd(&[
+        "replay",
+        "--workload",
+        "synthetic-v1",
+        "--url",
+        &page,
+        "-w",
+        "20",
+    ]);
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{stderr}");
     assert!(
@@ -1064,8 +1075,17 @@ fn an_html_answer_and_a_tiny_timeout_say_what_happened() {
     // A timeout that expires is said to be one.
     let url = start(mock(&["m"], healthy));
     let o = serverbench_cmd(&[
-        "replay", "--workload", "synthetic-v1", "--url", &url, "--model", "m", "-w", "20",
-        "--timeout", "1e-9",
+        "replay",
+        "--workload",
+        "synthetic-v1",
+        "--url",
+        &url,
+        "--model",
+        "m",
+        "-w",
+        "20",
+        "--timeout",
+        "1e-9",
     ]);
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{stderr}");
@@ -1101,8 +1121,25 @@ fn sigterm_during_a_replay_writes_a_summary_marked_interrupted_and_not_valid() {
     let url = start(mock(&["m"], healthy));
     let dir = out_dir("sigterm");
     let child = Command::new(env!("CARGO_BIN_EXE_serverbench"))
-        .args(["replay", "--workload", "synthetic-v1", "--url", &url, "-d", "qwen3-8b-1xh200"])
-        .args(["--model", "m", "-c", "4", "-w", "600", "--no-probe", "--out"])
+        .args([
+            "replay",
+            "--workload",
+            "synthetic-v1",
+            "--url",
+            &url,
+            "-d",
+            "qwen3-8b-1xh200",
+        ])
+        .args([
+            "--model",
+            "m",
+            "-c",
+            "4",
+            "-w",
+            "600",
+            "--no-probe",
+            "--out",
+        ])
         .arg(&dir)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -1112,7 +1149,10 @@ fn sigterm_during_a_replay_writes_a_summary_marked_interrupted_and_not_valid() {
     kill(&child, "TERM");
     let signalled = std::time::Instant::now();
     let o = child.wait_with_output().unwrap();
-    assert!(signalled.elapsed() < Duration::from_secs(5), "it stopped promptly");
+    assert!(
+        signalled.elapsed() < Duration::from_secs(5),
+        "it stopped promptly"
+    );
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(130), "{stderr}");
     assert!(stderr.contains("SIGTERM"), "{stderr}");
@@ -1122,10 +1162,16 @@ fn sigterm_during_a_replay_writes_a_summary_marked_interrupted_and_not_valid() {
     );
     let summary = summary_of(&dir);
     assert_eq!(summary["client"]["interrupted"], true);
-    assert_eq!(summary["summary"]["valid"], false, "an interrupted run is not a valid run");
+    assert_eq!(
+        summary["summary"]["valid"], false,
+        "an interrupted run is not a valid run"
+    );
     assert_eq!(summary["summary"]["ended_early"], "interrupted by SIGTERM");
     let records = records_of(&dir);
-    assert_eq!(records.len() as u64, summary["summary"]["requests"].as_u64().unwrap());
+    assert_eq!(
+        records.len() as u64,
+        summary["summary"]["requests"].as_u64().unwrap()
+    );
 }
 
 #[test]
@@ -1147,9 +1193,15 @@ fn a_records_file_that_cannot_be_written_is_named_and_keeps_whole_records() {
             && stderr.contains("No space left on device"),
         "{stderr}"
     );
-    assert!(stdout.contains("score") && stdout.contains("INVALID"), "the table: {stdout}");
+    assert!(
+        stdout.contains("score") && stdout.contains("INVALID"),
+        "the table: {stdout}"
+    );
     let summary = summary_of(&dir);
-    assert!(summary["client"]["write_error"].as_str().unwrap().contains("No space left"));
+    assert!(summary["client"]["write_error"]
+        .as_str()
+        .unwrap()
+        .contains("No space left"));
     assert_eq!(summary["summary"]["valid"], false);
     // A file that stops growing part-way (here at 8 KiB, through the file-size limit): it ends with
     // the last whole record.
@@ -1161,15 +1213,34 @@ fn a_records_file_that_cannot_be_written_is_named_and_keeps_whole_records() {
             "trap '' XFSZ; ulimit -f 8; exec {} \"$@\"",
             env!("CARGO_BIN_EXE_serverbench")
         ))
-        .args(["serverbench", "replay", "--workload", "synthetic-v1", "--url", &url])
-        .args(["-d", "qwen3-8b-1xh200", "--model", "m", "-c", "8", "-w", "600"])
+        .args([
+            "serverbench",
+            "replay",
+            "--workload",
+            "synthetic-v1",
+            "--url",
+            &url,
+        ])
+        .args([
+            "-d",
+            "qwen3-8b-1xh200",
+            "--model",
+            "m",
+            "-c",
+            "8",
+            "-w",
+            "600",
+        ])
         .args(["--time-scale", "100", "--no-probe", "--out"])
         .arg(&dir)
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("records.jsonl: cannot write record"), "{stderr}");
+    assert!(
+        stderr.contains("records.jsonl: cannot write record"),
+        "{stderr}"
+    );
     let records = records_of(&dir);
     assert!(!records.is_empty());
     assert!(std::fs::metadata(dir.join("records.jsonl")).unwrap().len() <= 8192);

@@ -25,8 +25,8 @@ pub use driver::{
     natural_stop_probe, run_real, unless_interrupted, ClientStats, RealConfig, RealOutput,
     RecordSink,
 };
-pub use interrupt::Interrupt;
 pub use engine::{Cuda, Emulated, EngineCore, Executor, Stepped, Timing};
+pub use interrupt::Interrupt;
 pub use openai::{Api, BodyForm, Server, Usage};
 pub use probe::{probe, ProbePlan, ProbeStep};
 pub use runtime::Runtime;

@@ -34,7 +34,8 @@ pub use scan::scan_seeds;
 pub use screen::{screen, ScreenPlan, ScreenResult, SeedRow};
 pub use slo::{freeze_slo, SeedP90};
 pub use sweep::{
-    sweep, sweep_rates, sweep_rates_until, Cell, Level, RateLevel, RateSweep, SweepPlan, SweepResult, WindowD,
+    sweep, sweep_rates, sweep_rates_until, Cell, Level, RateLevel, RateSweep, SweepPlan,
+    SweepResult, WindowD,
 };
 pub use whatif::{what_if, Knob, KnobRow, KNOBS};
 

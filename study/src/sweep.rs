@@ -223,7 +223,11 @@ impl SweepPlan {
         };
         SweepResult {
             deployment: study.deployment.name.clone(),
-            window_s: self.windows.last().copied().unwrap_or(study.replay.window_s),
+            window_s: self
+                .windows
+                .last()
+                .copied()
+                .unwrap_or(study.replay.window_s),
             seeds: self.seeds.clone(),
             best_mean: best(|l| l.d.mean),
             best_robust: best(|l| l.d.p10),

@@ -138,7 +138,9 @@ pub(super) async fn read(
 
 /// A body that ended (the connection closed or broke) before its last byte.
 fn cut_off(got: usize, declared: Option<usize>, why: &str) -> Refusal {
-    let of = declared.map_or(String::new(), |n| format!(" of the {n} its Content-Length says"));
+    let of = declared.map_or(String::new(), |n| {
+        format!(" of the {n} its Content-Length says")
+    });
     Refusal::new(
         StatusCode::BAD_REQUEST,
         format!("the request body was cut off after {got} bytes{of}: {why}"),

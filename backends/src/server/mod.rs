@@ -464,20 +464,35 @@ async fn chat(State(em): State<Arc<Emulator>>, req: Request) -> Response {
 
 /// A request parser: the body's bytes, the vocabulary, the context limit and the tokenizer in; the
 /// prompt's ids and the parameters out.
-type Parser =
-    fn(&[u8], u32, u32, Option<&crate::Words>) -> Result<(Vec<u32>, Params), Refusal>;
+type Parser = fn(&[u8], u32, u32, Option<&crate::Words>) -> Result<(Vec<u32>, Params), Refusal>;
 
 /// Reads the request's body within its bounds (`body::read`) and parses it on a blocking thread: a
 /// prompt of a million ids takes tens of milliseconds to read, which on an async worker would stall
 /// every stream and `/health` (eight 17 MB bodies stalled them 3.3 s).
-async fn parse(em: &Arc<Emulator>, req: Request, parser: Parser) -> Result<(Vec<u32>, Params), Refusal> {
+async fn parse(
+    em: &Arc<Emulator>,
+    req: Request,
+    parser: Parser,
+) -> Result<(Vec<u32>, Params), Refusal> {
     let context_limit = em.cfg.deployment.context_limit;
     let limit = params::body_limit(context_limit);
-    let body = body::read(req, limit, em.cfg.limits.body_timeout, &em.bodies, context_limit).await?;
+    let body = body::read(
+        req,
+        limit,
+        em.cfg.limits.body_timeout,
+        &em.bodies,
+        context_limit,
+    )
+    .await?;
     let em = em.clone();
     tokio::task::spawn_blocking(move || {
         // The body and its share of the budget go when the parse is done.
-        parser(&body.bytes, em.cfg.vocab, context_limit, em.cfg.words.as_deref())
+        parser(
+            &body.bytes,
+            em.cfg.vocab,
+            context_limit,
+            em.cfg.words.as_deref(),
+        )
     })
     .await
     .unwrap_or_else(|e| {
@@ -763,7 +778,8 @@ impl Output {
 }
 
 /// What a request still open when the server stops waiting for it is told.
-const SHUTTING_DOWN: &str = "the server is shutting down: this request was ended before it finished";
+const SHUTTING_DOWN: &str =
+    "the server is shutting down: this request was ended before it finished";
 
 /// What comes next for a request's response.
 enum Next {

@@ -135,9 +135,7 @@ fn completion_body(
         refused: &refused,
     });
     let mut de = serde_json::Deserializer::from_slice(body);
-    let parsed = seed
-        .deserialize(&mut de)
-        .and_then(|v| de.end().map(|_| v));
+    let parsed = seed.deserialize(&mut de).and_then(|v| de.end().map(|_| v));
     match (parsed, refused.into_inner()) {
         (_, Some(r)) => Err(r),
         (Ok(v), None) => Ok(v),
@@ -225,7 +223,9 @@ impl<'de> Visitor<'de> for PromptSeed<'_> {
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Prompt, A::Error> {
         let batch = || {
-            Refusal::bad("prompt: batches of prompts are not supported; send one prompt per request")
+            Refusal::bad(
+                "prompt: batches of prompts are not supported; send one prompt per request",
+            )
         };
         let mut ids = Vec::new();
         let mut nested = None;
@@ -562,11 +562,20 @@ mod tests {
     #[test]
     fn a_prompt_is_read_straight_into_ids_and_no_further_than_the_context() {
         let ok = |body: &str| super::completion(body.as_bytes(), 1000, 8, None);
-        assert_eq!(ok(r#"{"prompt": [[1, 2]], "max_tokens": 2}"#).unwrap().0, vec![1, 2]);
+        assert_eq!(
+            ok(r#"{"prompt": [[1, 2]], "max_tokens": 2}"#).unwrap().0,
+            vec![1, 2]
+        );
         assert_eq!(ok(r#"{"prompt": ["ab"]}"#).unwrap().0.len(), 1);
         for (body, why) in [
-            (r#"{"prompt": [1, 2, 3, 4, 5, 6, 7, 8, 9]}"#, "longer than this model's context limit (8 tokens)"),
-            (r#"{"prompt": [1, 1.5]}"#, "prompt[1]: 1.5 is not a token id"),
+            (
+                r#"{"prompt": [1, 2, 3, 4, 5, 6, 7, 8, 9]}"#,
+                "longer than this model's context limit (8 tokens)",
+            ),
+            (
+                r#"{"prompt": [1, 1.5]}"#,
+                "prompt[1]: 1.5 is not a token id",
+            ),
             (r#"{"prompt": [[1], [2]]}"#, "batches"),
             (r#"{"prompt": [1, [2]]}"#, "batches"),
             (r#"{"prompt": {"a": 1}}"#, "expected a string or a list"),
