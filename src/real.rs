@@ -204,10 +204,6 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
             a.api_key_env
         );
     }
-    if let Some(dir) = &a.out {
-        // records.jsonl is truncated as it is opened below; summary.json is written at the end.
-        prepare_out(dir, &["summary.json"])?;
-    }
     if a.url.is_some() {
         // Interrupted here, the probe and the run below stop at once and write a summary that says so.
         if let Some(checked) = rt.block_on(unless_interrupted(
@@ -216,6 +212,10 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
         )) {
             checked?;
         }
+    }
+    if let Some(dir) = &a.out {
+        // records.jsonl is truncated as it is opened below; summary.json is written at the end.
+        prepare_out(dir, &["summary.json"])?;
     }
     let records_path = a.out.as_ref().map(|d| d.join("records.jsonl"));
     let mut sink = RecordSink::new(records_path.as_deref()).with_context(|| {

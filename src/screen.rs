@@ -32,6 +32,7 @@ pub fn run(a: ScreenArgs) -> Result<()> {
     if inputs::print_config(&a.deployment, &d)? {
         return Ok(());
     }
+    let all = inputs::seeds(&a.seeds)?.len();
     if let Some(dir) = &a.out {
         // Before any replay: a folder that cannot be written is found now, not after the screen.
         prepare_out(dir, &["screen.csv", "screen.json", "screen.svg"])?;
@@ -39,7 +40,6 @@ pub fn run(a: ScreenArgs) -> Result<()> {
     let stop = StudyStop::install()?;
     let started = std::time::Instant::now();
     let r = screen(&a, true, &stop)?;
-    let all = inputs::seeds(&a.seeds)?.len();
     if r.partial {
         outln!(
             "  PARTIAL: stopped by {} after {} of {all} seeds; the ranking is of those that finished\n",

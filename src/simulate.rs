@@ -17,6 +17,9 @@ pub fn run(a: SimulateArgs) -> Result<()> {
     if a.timeline && a.out.is_none() && a.report.is_none() {
         bail!("--timeline: give --out DIR (timeline.csv, timeline.svg) or --report FILE (the plot), or both");
     }
+    let mut cfg = inputs::run_config(&a.replay, a.concurrency, a.seed)?;
+    cfg.timeline = a.timeline;
+    let source = inputs::source(&a.workload, a.seed, &d)?;
     if let Some(dir) = &a.out {
         // No timeline of an earlier run may stand beside this run's files.
         prepare_out(
@@ -29,9 +32,6 @@ pub fn run(a: SimulateArgs) -> Result<()> {
             ],
         )?;
     }
-    let mut cfg = inputs::run_config(&a.replay, a.concurrency, a.seed)?;
-    cfg.timeline = a.timeline;
-    let source = inputs::source(&a.workload, a.seed, &d)?;
     let started = std::time::Instant::now();
     let out = serverbench_sim::simulate(&d, &cost, source.as_ref(), &cfg)?;
     let elapsed = started.elapsed();

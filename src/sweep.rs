@@ -37,6 +37,15 @@ pub fn grid(a: &SweepArgs, progress: bool, stop: &StudyStop) -> Result<SweepResu
     Ok(plan.result(&study, cells))
 }
 
+/// Makes `--out` ready once the flags are read, before any replay: a folder that cannot be written is
+/// found now, not after the sweep, and no file of an earlier sweep is left in it.
+fn prepare(a: &SweepArgs) -> Result<()> {
+    match &a.out {
+        Some(dir) => prepare_out(dir, &FILES),
+        None => Ok(()),
+    }
+}
+
 /// How a partial result is announced above its table.
 fn partial_line(stop: &StudyStop, finished: Option<usize>, all: usize) -> String {
     let done = finished.map_or(String::new(), |n| format!("{n} of "));
@@ -67,10 +76,6 @@ pub fn run(a: SweepArgs) -> Result<()> {
     if inputs::print_config(&a.deployment, &d)? {
         return Ok(());
     }
-    if let Some(dir) = &a.out {
-        // Before any replay: a folder that cannot be written is found now, not after the sweep.
-        prepare_out(dir, &FILES)?;
-    }
     let stop = StudyStop::install()?;
     if let Some(rates) = &a.rates {
         return rates_run(&a, &d, rates, &stop);
@@ -79,6 +84,7 @@ pub fn run(a: SweepArgs) -> Result<()> {
         bail!("--arrivals: sweep varies concurrency in the closed loop; for an open-loop sweep give --rates R1,R2,… (Poisson trees per second), and replay a trace once with simulate --arrivals trace");
     }
     let seeds = inputs::seeds(&a.seeds)?;
+    prepare(&a)?;
     let started = std::time::Instant::now();
     let r = grid(&a, true, &stop)?;
     let all = a.concurrency.len() * seeds.len();
@@ -328,6 +334,7 @@ fn rates_run(a: &SweepArgs, d: &Deployment, rates: &[f64], stop: &StudyStop) -> 
     let mut study = inputs::study(&a.deployment, &a.workload, &replay)?;
     study.threads = inputs::threads(a.threads)?;
     let seeds = inputs::seeds(&a.seeds)?;
+    prepare(a)?;
     let started = std::time::Instant::now();
     let bar = replays_bar(rates.len() * seeds.len(), true);
     let r =

@@ -237,7 +237,9 @@ pub async fn run_real(
     loop {
         let now = clock.now();
         progress(now as f64 / 1e9);
-        if now >= window_ns || (replay.finished() && in_flight.is_empty() && queue.is_empty()) {
+        // A records file that cannot be written ends the run: nothing more is sent.
+        let ended = replay.finished() && in_flight.is_empty() && queue.is_empty();
+        if now >= window_ns || ended || sink.failure().is_some() {
             break;
         }
         // Open loop: trees that have arrived by now start (their requests join the queue below).
@@ -313,9 +315,6 @@ pub async fn run_real(
             .flatten()
             .map(|t| t.0)
             .fold(window_ns, u64::min);
-        if sink.failure().is_some() {
-            break;
-        }
         tokio::select! {
             biased;
             _ = &mut stop => {
