@@ -566,7 +566,13 @@ mod tests {
             ok(r#"{"prompt": [[1, 2]], "max_tokens": 2}"#).unwrap().0,
             vec![1, 2]
         );
-        assert_eq!(ok(r#"{"prompt": ["ab"]}"#).unwrap().0.len(), 1);
+        assert_eq!(
+            ok(r#"{"prompt": ["ab"], "max_tokens": 1}"#)
+                .unwrap()
+                .0
+                .len(),
+            1
+        );
         for (body, why) in [
             (
                 r#"{"prompt": [1, 2, 3, 4, 5, 6, 7, 8, 9]}"#,
