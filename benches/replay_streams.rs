@@ -75,6 +75,7 @@ fn main() {
             run,
             time_scale: 1.0,
             vocab: Vocab::new(100, 151_936).expect("vocab"),
+            stop: Default::default(),
         };
         run_real(
             &d,

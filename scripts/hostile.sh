@@ -74,6 +74,20 @@ cases=(
   "what-if --profile presets/profiles/l40-derived.yaml -c 4 --seeds 1 -w 60"
 )
 declare -A tally
+# #32 runtime: a server's failures, full disks and output folders (against a `serve` of this binary in
+# the background), then signals in the block after the broken pipes.
+PORT=$(( 20000 + RANDOM % 20000 ))
+$BIN serve -d qwen3.5-9b-2xl40 --port $PORT --time-scale 10 2> /dev/null &
+SERVE=$!
+trap 'kill $SERVE 2> /dev/null; rm -rf "$T"' EXIT
+sleep 1
+mkdir -p "$T/full" && ln -s /dev/full "$T/full/records.jsonl"
+U=http://127.0.0.1:$PORT
+cases+=(
+  "replay --url $U -d qwen3.5-9b-2xl40 --timeout 1e-9 -w 20"
+  "replay --url $U -d qwen3.5-9b-2xl40 -c 2 -w 60 --time-scale 10 --no-probe --out $T/full"
+  "sweep --seeds 0..4000 --out /dev/null/out"
+)
 for c in "${cases[@]}"; do
   timeout 60 $BIN $c > "$T/out" 2> "$T/err"
   rc=$?
@@ -91,5 +105,32 @@ for c in "workload stats --trees 3000" "screen -c 4 --seeds 16 -w 60"; do
   tally[$kind]=$(( ${tally[$kind]:-0} + 1 ))
   printf '%-7s rc=%-3s %s | head -c 1\n' "$kind" "$rc" "$c"
 done
+# #32 runtime: SIGTERM and Ctrl-C (`timeout -s`) during long commands: each must end within 5 s of
+# the signal (kill -9 after 10 s counts as a hang), with exit 130 (0 for serve) and its files marked
+# (`file: needle`); and a 17 MB body (8.5 M token ids, under the body limit of a 1M-token context,
+# over its prompt limit) to serve, refused within 5 s.
+signalled=(
+  "TERM|replay --url $U -d qwen3.5-9b-2xl40 -c 4 -w 600 --time-scale 10 --no-probe --out $T/r|$T/r/summary.json: interrupted by SIGTERM"
+  "TERM|sweep -c 1,4,16,64 --seeds 0..2000 --out $T/s|$T/s/sweep.json: \"partial\": true"
+  "INT|screen -c 16 --seeds 0..20000 --out $T/c|$T/c/screen.json: \"partial\": true"
+  "TERM|serve -d qwen3-8b-1xh200 --port $(( PORT + 1 )) --drain-timeout 2|"
+)
+for s in "${signalled[@]}"; do
+  IFS='|' read -r sig c check <<< "$s"
+  timeout --preserve-status -k 8 -s "$sig" 2 $BIN $c > "$T/out" 2> "$T/err"
+  rc=$?
+  kind=clean
+  case $rc in 0|130) ;; 101) kind=PANIC ;; 134) kind=ABORT ;; 124|137) kind=HANG ;; *) kind="exit-$rc" ;; esac
+  grep -q panicked "$T/err" && kind=PANIC
+  if [ -n "$check" ] && ! grep -q "${check#*: }" "${check%%: *}" 2> /dev/null; then kind=UNMARKED; fi
+  tally[$kind]=$(( ${tally[$kind]:-0} + 1 ))
+  printf '%-7s rc=%-3s SIG%s after 2 s: %s\n        %s\n' "$kind" "$rc" "$sig" "$c" "$(tail -n 1 "$T/err" | head -c 160)"
+done
+{ printf '{"prompt": ['; head -c 8500000 /dev/zero | tr '\0' '1' | sed 's/1/1,/g'; printf '1], "max_tokens": 1}'; } > "$T/big.json"
+started=$(date +%s)
+code=$(curl -s -o "$T/err" -w '%{http_code}' --max-time 10 -H 'Content-Type: application/json' --data-binary @"$T/big.json" "$U/v1/completions")
+kind=clean; [ "$code" = 400 ] || kind="http-$code"; [ $(( $(date +%s) - started )) -le 5 ] || kind=SLOW
+tally[$kind]=$(( ${tally[$kind]:-0} + 1 ))
+printf '%-7s %s  serve: a 17 MB body of 8.5 M token ids\n        %s\n' "$kind" "$code" "$(head -c 160 "$T/err")"
 echo
 for k in "${!tally[@]}"; do echo "$k: ${tally[$k]}"; done

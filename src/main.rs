@@ -13,6 +13,7 @@ mod plot;
 mod real;
 mod report;
 mod screen;
+mod signals;
 mod simulate;
 mod slo;
 mod sweep;

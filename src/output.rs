@@ -24,7 +24,9 @@ pub fn replays_bar(n: usize, show: bool) -> ProgressBar {
     bar
 }
 
-/// Creates `dir` and writes `name` in it with `write`.
+/// Creates `dir` and writes `name` in it with `write`, whole or not at all: the text goes to a
+/// temporary file beside it, renamed over `name` once written (a full disk leaves no half-written
+/// file, and an older `name` only if the new one could not be written).
 pub fn write_file(
     dir: &Path,
     name: &str,
@@ -33,12 +35,41 @@ pub fn write_file(
     std::fs::create_dir_all(dir)
         .with_context(|| format!("{}: cannot create directory", dir.display()))?;
     let path = dir.join(name);
-    let file = std::fs::File::create(&path)
-        .with_context(|| format!("{}: cannot create", path.display()))?;
-    let mut w = std::io::BufWriter::new(file);
-    write(&mut w)
-        .and_then(|_| w.flush())
-        .with_context(|| format!("{}: cannot write", path.display()))
+    let partial = dir.join(format!(".{name}.partial"));
+    let written = std::fs::File::create(&partial).and_then(|file| {
+        let mut w = std::io::BufWriter::new(file);
+        write(&mut w)?;
+        w.into_inner().map_err(|e| e.into_error())?.sync_all()
+    });
+    if let Err(e) = written.and_then(|_| std::fs::rename(&partial, &path)) {
+        let _ = std::fs::remove_file(&partial);
+        return Err(e).with_context(|| format!("{}: cannot write", path.display()));
+    }
+    Ok(())
+}
+
+/// Makes `dir` ready for a command's files before the command does its work: creates it, checks that
+/// a file can be written there, and removes the files named in `owned` that an earlier run left, so
+/// that no stale file stands beside this run's (a run that ends early writes fewer).
+pub fn prepare_out(dir: &Path, owned: &[&str]) -> Result<()> {
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("--out {}: cannot create directory", dir.display()))?;
+    let probe = dir.join(format!(".serverbench-write-check-{}", std::process::id()));
+    std::fs::write(&probe, b"")
+        .and_then(|_| std::fs::remove_file(&probe))
+        .with_context(|| format!("--out {}: cannot write there", dir.display()))?;
+    for name in owned {
+        let path = dir.join(name);
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(e).with_context(|| {
+                    format!("{}: cannot remove the previous run's file", path.display())
+                })
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// Writes `value` as pretty JSON.
@@ -115,6 +146,9 @@ pub enum SeenBy {
 /// Why a run is invalid, in words: each rate that passed its limit.
 pub fn invalid_reason(s: &Summary) -> String {
     let mut why = Vec::new();
+    if let Some(early) = &s.ended_early {
+        why.push(format!("the run ended early ({early})"));
+    }
     if s.error_rate > serverbench_sim::MAX_ERROR_RATE {
         why.push(format!("{:.1} % of requests failed", s.error_rate * 100.0));
     }
@@ -124,7 +158,12 @@ pub fn invalid_reason(s: &Summary) -> String {
             s.overflow_rate * 100.0
         ));
     }
-    format!("INVALID: {} (limit 1 % each)", why.join(" and "))
+    let limit = if s.ended_early.is_some() && why.len() == 1 {
+        ""
+    } else {
+        " (limit 1 % each)"
+    };
+    format!("INVALID: {}{limit}", why.join(" and "))
 }
 
 /// The summary table `simulate` and `replay` print.

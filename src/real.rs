@@ -2,12 +2,14 @@
 
 use crate::cli::{ReplayRealArgs, ServeArgs};
 use crate::inputs;
-use crate::output::{summary_table, write_json};
+use crate::output::{prepare_out, summary_table, write_json};
+use crate::signals;
 use anyhow::{anyhow, bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use serverbench_backends::{
     natural_stop_probe, run_real, serve_until_interrupted, unless_interrupted, ClientConfig, Fault,
-    Generation, HttpClient, RealConfig, RealOutput, RecordSink, Runtime, ServeConfig, ServeLimits,
+    Generation, HttpClient, Interrupt, ModelsError, RealConfig, RealOutput, RecordSink, Runtime,
+    ServeConfig, ServeLimits,
 };
 use serverbench_workloads::hash::mix2;
 use serverbench_workloads::tokens::{block_tokens, Vocab};
@@ -86,15 +88,33 @@ pub fn serve(a: ServeArgs) -> Result<()> {
     let banner = |at: std::net::SocketAddr| {
         if a.engine.engine == "cuda" {
             eprintln!(
-                "serverbench serve — CUDA engine, {} ({}) on http://{at}  (Ctrl-C stops)",
+                "serverbench serve — CUDA engine, {} ({}) on http://{at}  (Ctrl-C or SIGTERM stops)",
                 d.name, model
             );
         } else {
-            eprintln!("serverbench serve — emulating {} ({}) at {} × real time on http://{at}  (Ctrl-C stops)", d.name, model, a.time_scale);
+            eprintln!("serverbench serve — emulating {} ({}) at {} × real time on http://{at}  (Ctrl-C or SIGTERM stops)", d.name, model, a.time_scale);
         }
     };
+    let stop = Interrupt::new();
+    let drain = a.drain_timeout;
+    signals::on_stop(
+        {
+            let stop = stop.clone();
+            move |name| {
+                eprintln!("{name}: refusing new connections; open requests have {drain} s to finish (again: end them now)");
+                stop.request(name);
+            }
+        },
+        {
+            let stop = stop.clone();
+            move |name| {
+                eprintln!("{name} again: ending the open requests now");
+                stop.request(name);
+            }
+        },
+    )?;
     runtime()?
-        .block_on(serve_until_interrupted(&addr, cfg, banner))
+        .block_on(serve_until_interrupted(&addr, cfg, &stop, banner))
         .context("the server stopped")
 }
 
@@ -155,6 +175,18 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
     let run = inputs::run_config(&a.replay, a.concurrency, a.seed)?;
     let source = inputs::source(&a.workload, a.seed, &d)?;
     let model = a.model.clone().unwrap_or_else(|| d.model.name.clone());
+    // SIGINT and SIGTERM from here on end the run with a summary that says so.
+    let stop = Interrupt::new();
+    signals::on_stop(
+        {
+            let stop = stop.clone();
+            move |name| {
+                eprintln!("\n{name}: stopping the replay; writing what was measured (again: quit at once)");
+                stop.request(name);
+            }
+        },
+        signals::exit_now,
+    )?;
     let rt = runtime()?;
     let (url, local) = backend(&a, &d, &model, &rt)?;
     let vocab_default = if a.engine.engine == "cuda" {
@@ -173,19 +205,33 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
         );
     }
     if a.url.is_some() {
-        rt.block_on(check_model(&client, &url, &model))?;
+        // Interrupted here, the probe and the run below stop at once and write a summary that says so.
+        if let Some(checked) = rt.block_on(unless_interrupted(
+            &stop,
+            check_model(&client, &url, &model, a.timeout),
+        )) {
+            checked?;
+        }
     }
     if let Some(dir) = &a.out {
-        std::fs::create_dir_all(dir)
-            .with_context(|| format!("{}: cannot create directory", dir.display()))?;
+        // records.jsonl is truncated as it is opened below; summary.json is written at the end.
+        prepare_out(dir, &["summary.json"])?;
     }
     let records_path = a.out.as_ref().map(|d| d.join("records.jsonl"));
-    let mut sink =
-        RecordSink::new(records_path.as_deref()).with_context(|| "cannot create records.jsonl")?;
+    let mut sink = RecordSink::new(records_path.as_deref()).with_context(|| {
+        format!(
+            "{}: cannot create",
+            records_path
+                .as_deref()
+                .unwrap_or(std::path::Path::new("records.jsonl"))
+                .display()
+        )
+    })?;
     let cfg = RealConfig {
         run,
         time_scale: a.time_scale,
         vocab,
+        stop: stop.clone(),
     };
     outln!(
         "serverbench replay — {} at {}, {}, seed {}, window {} s{}\n",
@@ -207,9 +253,10 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
         // prefix cache.
         let mut prompt = Vec::new();
         block_tokens(mix2(a.seed, 0x5709_7E57), 256, vocab, &mut prompt);
-        rt.block_on(unless_interrupted(natural_stop_probe(
-            &client, &prompt, 256,
-        )))
+        rt.block_on(unless_interrupted(
+            &stop,
+            natural_stop_probe(&client, &prompt, 256),
+        ))
         .map(Some)
     };
     let out = match probe {
@@ -241,8 +288,29 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
     }
     let probe = probe.flatten();
     report(&a, &d, &out, probe.as_ref())?;
+    let written = write_summary(&a, &d, &model, &out, probe);
+    if let Some(e) = &out.client.write_error {
+        // The table above scores what was measured; the records file holds every record before the
+        // one it could not take, whole.
+        bail!(
+            "{e}; the summary above scores the {} requests measured",
+            out.summary.requests
+        );
+    }
+    written?;
+    verdict(&out)
+}
+
+/// Writes summary.json (with `--out`).
+fn write_summary(
+    a: &ReplayRealArgs,
+    d: &serverbench_sim::Deployment,
+    model: &str,
+    out: &RealOutput,
+    probe: Option<(Option<String>, u32, Option<String>)>,
+) -> Result<()> {
     if let Some(dir) = &a.out {
-        let meta = crate::meta::Meta::now(Some(&d)).with_server(a.url.as_deref(), &model);
+        let meta = crate::meta::Meta::now(Some(d)).with_server(a.url.as_deref(), model);
         write_json(
             dir,
             "summary.json",
@@ -254,7 +322,7 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
             dir.join("records.jsonl").display()
         )?;
     }
-    verdict(&out)
+    Ok(())
 }
 
 /// The server to replay against: `--url`, or the CUDA engine started in this process.
@@ -294,20 +362,29 @@ fn backend(
     }
 }
 
-/// Asks the server which models it serves: a server that cannot be reached stops the replay at once,
-/// and one that does not serve `model` says which it does. A server without `/v1/models` is let be.
-async fn check_model(client: &HttpClient, url: &str, model: &str) -> Result<()> {
+/// Asks the server which models it serves: a server that cannot be reached, does not answer within
+/// the timeout, or answers something other than JSON (an HTML page) stops the replay at once, saying
+/// which; one that does not serve `model` says which it does. A server without `/v1/models` (an error
+/// status) is let be.
+async fn check_model(client: &HttpClient, url: &str, model: &str, timeout_s: f64) -> Result<()> {
     match client.models().await {
         Ok(models) if !models.is_empty() && !models.iter().any(|m| m == model) => bail!(
             "--model {model:?}: the server at {url} serves {}",
             models.join(", ")
         ),
         Ok(_) => Ok(()),
-        Err(e) if e.starts_with("HTTP ") => {
-            eprintln!("warning: {url}/v1/models answered {e}; the model name is not checked");
+        Err(ModelsError::Status(status, text)) => {
+            eprintln!("warning: {url}/v1/models answered HTTP {status} ({text}); the model name is not checked");
             Ok(())
         }
-        Err(e) => bail!("cannot reach the server at {url}: {e}"),
+        Err(ModelsError::Unreachable(e)) => bail!("cannot reach the server at {url}: {e}"),
+        Err(ModelsError::Timeout(waited, e)) => bail!(
+            "the server at {url} did not answer /v1/models within {} s (--timeout {timeout_s} s, at most 30 s for this check): {e}",
+            waited.as_secs_f64()
+        ),
+        Err(e @ ModelsError::NotJson { .. }) => bail!(
+            "the server at {url} answered /v1/models with something other than the OpenAI API's JSON — is --url the API's address? {e}"
+        ),
     }
 }
 
@@ -318,9 +395,9 @@ fn report(
     out: &RealOutput,
     probe: Option<&(Option<String>, u32, Option<String>)>,
 ) -> Result<()> {
-    if out.client.interrupted {
+    if let Some(why) = &out.summary.ended_early {
         outln!(
-            "  interrupted: scored the {:.0} s measured so far\n",
+            "  {why}: scored the {:.0} s measured so far\n",
             out.summary.window_s
         )?;
     }
@@ -405,9 +482,14 @@ fn report(
 /// measured; otherwise success.
 fn verdict(out: &RealOutput) -> Result<()> {
     if out.client.interrupted {
-        return Err(
-            crate::Exit::new(130, "interrupted: the summary scores what was measured").into(),
-        );
+        return Err(crate::Exit::new(
+            signals::INTERRUPTED,
+            format!(
+                "{}: the summary scores what was measured, and the run is not valid",
+                out.summary.ended_early.as_deref().unwrap_or("interrupted")
+            ),
+        )
+        .into());
     }
     let s = &out.summary;
     if !s.valid {

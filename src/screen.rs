@@ -1,23 +1,30 @@
 //! `serverbench screen`: the ranking comes from `serverbench_study::screen`; this prints it and writes
-//! screen.csv, screen.json and screen.svg.
+//! screen.csv, screen.json and screen.svg — of the seeds that finished, marked partial, when SIGINT
+//! or SIGTERM stops it.
 
 use crate::cli::ScreenArgs;
 use crate::inputs;
-use crate::output::{replays_bar, write_file, write_json};
+use crate::output::{prepare_out, replays_bar, write_file, write_json};
 use crate::plot::histogram_svg;
 use crate::report::Report;
+use crate::signals::{StudyStop, INTERRUPTED};
 use anyhow::Result;
-use serverbench_study::ScreenResult;
+use serverbench_study::{ScreenPlan, ScreenResult};
+use std::sync::Arc;
 
-/// Screens the seeds the arguments name, with a progress bar when `progress`.
-pub fn screen(a: &ScreenArgs, progress: bool) -> Result<ScreenResult> {
+/// Screens the seeds the arguments name, with a progress bar when `progress`; once `stop` is
+/// requested, the result ranks the seeds that finished (partial).
+pub fn screen(a: &ScreenArgs, progress: bool, stop: &StudyStop) -> Result<ScreenResult> {
     let mut study = inputs::study(&a.deployment, &a.workload, &a.replay)?;
     study.threads = inputs::threads(a.threads)?;
     let seeds = inputs::seeds(&a.seeds)?;
-    let bar = replays_bar(seeds.len(), progress);
-    let r = serverbench_study::screen(&study, a.concurrency, &seeds, &|| bar.inc(1))?;
+    let plan = ScreenPlan::new(&study, a.concurrency, &seeds)?;
+    let bar = replays_bar(plan.len(), progress);
+    let study = Arc::new(study);
+    let (s, p) = (study.clone(), plan.clone());
+    let rows = stop.run(plan.len(), &bar, move |stop, done| p.run(&s, stop, done))?;
     bar.finish_and_clear();
-    Ok(r)
+    Ok(plan.result(&study, rows))
 }
 
 pub fn run(a: ScreenArgs) -> Result<()> {
@@ -25,8 +32,21 @@ pub fn run(a: ScreenArgs) -> Result<()> {
     if inputs::print_config(&a.deployment, &d)? {
         return Ok(());
     }
+    let all = inputs::seeds(&a.seeds)?.len();
+    if let Some(dir) = &a.out {
+        // Before any replay: a folder that cannot be written is found now, not after the screen.
+        prepare_out(dir, &["screen.csv", "screen.json", "screen.svg"])?;
+    }
+    let stop = StudyStop::install()?;
     let started = std::time::Instant::now();
-    let r = screen(&a, true)?;
+    let r = screen(&a, true, &stop)?;
+    if r.partial {
+        outln!(
+            "  PARTIAL: stopped by {} after {} of {all} seeds; the ranking is of those that finished\n",
+            stop.why().unwrap_or_else(|| "a signal".into()),
+            r.seeds.len()
+        )?;
+    }
     outln!(
         "serverbench screen — {}, c = {}, {} seeds, window {} s (hardest first)\n",
         r.deployment,
@@ -94,14 +114,17 @@ pub fn run(a: ScreenArgs) -> Result<()> {
     if let Some(dir) = &a.out {
         write_file(dir, "screen.csv", |w| w.write_all(csv().as_bytes()))?;
         write_json(dir, "screen.json", &crate::meta::Meta::now(Some(&d)), &r)?;
-        let svg = svg()?;
-        write_file(dir, "screen.svg", |w| w.write_all(svg.as_bytes()))?;
+        if !r.seeds.is_empty() {
+            let svg = svg()?;
+            write_file(dir, "screen.svg", |w| w.write_all(svg.as_bytes()))?;
+        }
         outln!(
             "  wrote {}, screen.json and screen.svg",
             dir.join("screen.csv").display()
         )?;
     }
-    if let Some(path) = &a.report {
+    // A histogram needs a seed: a screen stopped before any finished writes no report.
+    if let Some(path) = a.report.as_ref().filter(|_| !r.seeds.is_empty()) {
         let title = format!(
             "serverbench screen — {}, c = {}, {} seeds",
             r.deployment,
@@ -121,6 +144,17 @@ pub fn run(a: ScreenArgs) -> Result<()> {
         .csv_table("", &csv());
         rep.write(path)?;
         outln!("  wrote the report {}", path.display())?;
+    }
+    if r.partial {
+        return Err(crate::Exit::new(
+            INTERRUPTED,
+            format!(
+                "{}: wrote the {} of {all} seeds that finished, marked partial",
+                stop.why().unwrap_or_else(|| "interrupted".into()),
+                r.seeds.len()
+            ),
+        )
+        .into());
     }
     Ok(())
 }

@@ -2,7 +2,7 @@
 
 use crate::cli::SimulateArgs;
 use crate::inputs;
-use crate::output::{summary_table, write_file, write_json};
+use crate::output::{prepare_out, summary_table, write_file, write_json};
 use crate::plot::{timeline_svg, Timeline};
 use crate::report::Report;
 use anyhow::{bail, Result};
@@ -20,6 +20,18 @@ pub fn run(a: SimulateArgs) -> Result<()> {
     let mut cfg = inputs::run_config(&a.replay, a.concurrency, a.seed)?;
     cfg.timeline = a.timeline;
     let source = inputs::source(&a.workload, a.seed, &d)?;
+    if let Some(dir) = &a.out {
+        // No timeline of an earlier run may stand beside this run's files.
+        prepare_out(
+            dir,
+            &[
+                "records.jsonl",
+                "summary.json",
+                "timeline.csv",
+                "timeline.svg",
+            ],
+        )?;
+    }
     let started = std::time::Instant::now();
     let out = serverbench_sim::simulate(&d, &cost, source.as_ref(), &cfg)?;
     let elapsed = started.elapsed();

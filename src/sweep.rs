@@ -1,19 +1,26 @@
 //! `serverbench sweep`: the grid runs in `serverbench_study::sweep`; this prints its table, the
-//! window sensitivity, and writes sweep.csv, sweep.json and sweep.svg.
+//! window sensitivity, and writes sweep.csv, sweep.json and sweep.svg — those of the replays that
+//! finished, marked partial, when SIGINT or SIGTERM stops it.
 
 use crate::cli::SweepArgs;
 use crate::inputs;
-use crate::output::{replays_bar, write_file, write_json};
+use crate::output::{prepare_out, replays_bar, write_file, write_json};
 use crate::plot::{sweep_svg, Band};
 use crate::report::Report;
+use crate::signals::{StudyStop, INTERRUPTED};
 use anyhow::{bail, Result};
 use serverbench_calibration::BandEnd;
 use serverbench_sim::Deployment;
-use serverbench_study::{Level, RateSweep, Spread, SweepResult};
+use serverbench_study::{Level, RateSweep, Spread, SweepPlan, SweepResult};
 use std::io::Write;
+use std::sync::Arc;
 
-/// Runs the grid the arguments describe, with a progress bar when `progress`.
-pub fn grid(a: &SweepArgs, progress: bool) -> Result<SweepResult> {
+/// The files a sweep writes in `--out`.
+const FILES: [&str; 3] = ["sweep.csv", "sweep.json", "sweep.svg"];
+
+/// Runs the grid the arguments describe, with a progress bar when `progress`; once `stop` is
+/// requested, the result holds the replays that finished (partial).
+pub fn grid(a: &SweepArgs, progress: bool, stop: &StudyStop) -> Result<SweepResult> {
     let mut study = inputs::study(&a.deployment, &a.workload, &a.replay)?;
     study.threads = inputs::threads(a.threads)?;
     let seeds = inputs::seeds(&a.seeds)?;
@@ -21,10 +28,47 @@ pub fn grid(a: &SweepArgs, progress: bool) -> Result<SweepResult> {
         Some(w) => inputs::windows(w)?,
         None => Vec::new(),
     };
-    let bar = replays_bar(a.concurrency.len() * seeds.len(), progress);
-    let r = serverbench_study::sweep(&study, &a.concurrency, &seeds, &windows, &|| bar.inc(1))?;
+    let plan = SweepPlan::new(&study, &a.concurrency, &seeds, &windows)?;
+    let bar = replays_bar(plan.len(), progress);
+    let study = Arc::new(study);
+    let (s, p) = (study.clone(), plan.clone());
+    let cells = stop.run(plan.len(), &bar, move |stop, done| p.run(&s, stop, done))?;
     bar.finish_and_clear();
-    Ok(r)
+    Ok(plan.result(&study, cells))
+}
+
+/// Makes `--out` ready once the flags are read, before any replay: a folder that cannot be written is
+/// found now, not after the sweep, and no file of an earlier sweep is left in it.
+fn prepare(a: &SweepArgs) -> Result<()> {
+    match &a.out {
+        Some(dir) => prepare_out(dir, &FILES),
+        None => Ok(()),
+    }
+}
+
+/// How a partial result is announced above its table.
+fn partial_line(stop: &StudyStop, finished: Option<usize>, all: usize) -> String {
+    let done = finished.map_or(String::new(), |n| format!("{n} of "));
+    format!(
+        "  PARTIAL: stopped by {} after {done}{all} replays; the table is of those that finished\n\n",
+        stop.why().unwrap_or_else(|| "a signal".into())
+    )
+}
+
+/// The exit of a sweep that a signal stopped, after its files were written.
+fn stopped(stop: &StudyStop, finished: Option<usize>, all: usize) -> anyhow::Error {
+    let done = match finished {
+        Some(n) => format!("the {n} of {all} replays"),
+        None => format!("those of the {all} replays"),
+    };
+    crate::Exit::new(
+        INTERRUPTED,
+        format!(
+            "{}: wrote {done} that finished, marked partial",
+            stop.why().unwrap_or_else(|| "interrupted".into())
+        ),
+    )
+    .into()
 }
 
 pub fn run(a: SweepArgs) -> Result<()> {
@@ -32,15 +76,21 @@ pub fn run(a: SweepArgs) -> Result<()> {
     if inputs::print_config(&a.deployment, &d)? {
         return Ok(());
     }
+    let stop = StudyStop::install()?;
     if let Some(rates) = &a.rates {
-        return rates_run(&a, &d, rates);
+        return rates_run(&a, &d, rates, &stop);
     }
     if a.replay.arrivals != "closed" {
         bail!("--arrivals: sweep varies concurrency in the closed loop; for an open-loop sweep give --rates R1,R2,… (Poisson trees per second), and replay a trace once with simulate --arrivals trace");
     }
     let seeds = inputs::seeds(&a.seeds)?;
+    prepare(&a)?;
     let started = std::time::Instant::now();
-    let r = grid(&a, true)?;
+    let r = grid(&a, true, &stop)?;
+    let all = a.concurrency.len() * seeds.len();
+    if r.levels.is_empty() {
+        return write_nothing_finished(&a, &d, &r, &stop, all);
+    }
     outln!(
         "serverbench sweep — {} ({} × {} GPU, ${:.2}/GPU-h), {} concurrency levels × {} seeds, window {} s, {} start\n",
         d.name,
@@ -52,8 +102,13 @@ pub fn run(a: SweepArgs) -> Result<()> {
         r.window_s,
         a.replay.start
     )?;
-    let mut printed = table(&r, &d);
-    if a.band {
+    let mut printed = if r.partial {
+        partial_line(&stop, Some(r.cells.len()), all)
+    } else {
+        String::new()
+    };
+    printed.push_str(&table(&r, &d));
+    if a.band && !r.partial {
         printed.push_str(&format!("\n{}", band_report(&a, &d, &r)?));
     }
     if a.windows.is_some() {
@@ -71,7 +126,28 @@ pub fn run(a: SweepArgs) -> Result<()> {
         csv: &|w| write_csv(w, &r),
         svg: &|| plot(&r, &d),
     };
-    outputs.write(&a, &d, &r)
+    outputs.write(&a, &d, &r)?;
+    if r.partial {
+        return Err(stopped(&stop, Some(r.cells.len()), all));
+    }
+    Ok(())
+}
+
+/// A sweep stopped before any replay finished: sweep.json (partial, no level) and sweep.csv's header,
+/// and no plot.
+fn write_nothing_finished(
+    a: &SweepArgs,
+    d: &Deployment,
+    r: &SweepResult,
+    stop: &StudyStop,
+    all: usize,
+) -> Result<()> {
+    outln!("  PARTIAL: stopped before any of the {all} replays finished")?;
+    if let Some(dir) = &a.out {
+        write_file(dir, "sweep.csv", |w| write_csv(w, r))?;
+        write_json(dir, "sweep.json", &crate::meta::Meta::now(Some(d)), r)?;
+    }
+    Err(stopped(stop, Some(0), all))
 }
 
 /// What a sweep writes: its printed table, CSV and plot, to `--out` and `--report`.
@@ -212,7 +288,7 @@ fn window_table(r: &SweepResult) -> String {
 
 fn write_csv(w: &mut dyn Write, r: &SweepResult) -> std::io::Result<()> {
     write!(w, "concurrency,d_mean,d_min,d_max,d_std,d_p10,g_mean,g_min,g_max,g_std,f_mean,f_min,f_max,f_std,ttft_p90_mean_s,tpot_p90_mean_s,all_valid")?;
-    for win in &r.levels[0].windows {
+    for win in r.levels.first().map_or(&[][..], |l| &l.windows) {
         write!(w, ",d_mean_w{}", win.window_s)?;
     }
     writeln!(w)?;
@@ -246,8 +322,9 @@ fn write_csv(w: &mut dyn Write, r: &SweepResult) -> std::io::Result<()> {
     Ok(())
 }
 
-/// `sweep --rates`: one open-loop Poisson level per rate.
-fn rates_run(a: &SweepArgs, d: &Deployment, rates: &[f64]) -> Result<()> {
+/// `sweep --rates`: one open-loop Poisson level per rate. Stopped by a signal, it waits for the
+/// replays under way and writes the rates that have one, marked partial.
+fn rates_run(a: &SweepArgs, d: &Deployment, rates: &[f64], stop: &StudyStop) -> Result<()> {
     for &r in rates {
         serverbench_sim::Arrivals::parse(&format!("poisson:{r}"))
             .map_err(|e| anyhow::anyhow!("--rates: {e}"))?;
@@ -257,10 +334,21 @@ fn rates_run(a: &SweepArgs, d: &Deployment, rates: &[f64]) -> Result<()> {
     let mut study = inputs::study(&a.deployment, &a.workload, &replay)?;
     study.threads = inputs::threads(a.threads)?;
     let seeds = inputs::seeds(&a.seeds)?;
+    prepare(a)?;
     let started = std::time::Instant::now();
     let bar = replays_bar(rates.len() * seeds.len(), true);
-    let r = serverbench_study::sweep_rates(&study, rates, &seeds, &|| bar.inc(1))?;
+    let r =
+        serverbench_study::sweep_rates_until(&study, rates, &seeds, stop.flag(), &|| bar.inc(1))?;
     bar.finish_and_clear();
+    let all = rates.len() * seeds.len();
+    if r.levels.is_empty() {
+        outln!("  PARTIAL: stopped before any of the {all} replays finished")?;
+        if let Some(dir) = &a.out {
+            write_file(dir, "sweep.csv", |w| write_rate_csv(w, &r))?;
+            write_json(dir, "sweep.json", &crate::meta::Meta::now(Some(d)), &r)?;
+        }
+        return Err(stopped(stop, Some(0), all));
+    }
     outln!(
         "serverbench sweep — {} ({} × {} GPU, ${:.2}/GPU-h), {} Poisson arrival rates × {} seeds, window {} s, open loop (at most {} trees open)\n",
         d.name,
@@ -272,7 +360,12 @@ fn rates_run(a: &SweepArgs, d: &Deployment, rates: &[f64]) -> Result<()> {
         r.window_s,
         r.max_open
     )?;
-    let printed = rate_table(&r, d);
+    let mut printed = if r.partial {
+        partial_line(stop, None, all)
+    } else {
+        String::new()
+    };
+    printed.push_str(&rate_table(&r, d));
     out!("{printed}")?;
     outln!(
         "\n  {} replays of {} s simulated in {:.1} s",
@@ -305,7 +398,11 @@ fn rates_run(a: &SweepArgs, d: &Deployment, rates: &[f64]) -> Result<()> {
         csv: &|w| write_rate_csv(w, &r),
         svg: &svg,
     };
-    outputs.write(a, d, &r)
+    outputs.write(a, d, &r)?;
+    if r.partial {
+        return Err(stopped(stop, None, all));
+    }
+    Ok(())
 }
 
 fn rate_table(r: &RateSweep, d: &Deployment) -> String {

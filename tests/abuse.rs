@@ -1,6 +1,6 @@
 //! `serve` under abuse, on loopback: clients that vanish mid-stream, never finish their headers or
-//! bodies, sit idle, open too many connections, send oversized or malformed requests — and a shutdown
-//! with streams open.
+//! bodies, cut their bodies short, sit idle, open too many connections, send oversized, huge or
+//! malformed requests — and shutdowns (a drain, SIGTERM) with streams open.
 
 use serverbench_backends::{spawn_local_server, LocalServer, ServeConfig, ServeLimits};
 use serverbench_sim::Deployment;
@@ -229,4 +229,159 @@ fn serve_drains_open_streams_when_it_stops() {
             "the stream ran to its end: {rest}"
         );
     });
+}
+
+/// Sends `head` and `body` and closes the writing half, so the server sees the body end early.
+async fn cut_short(url: &str, head: &str, body: &str) -> String {
+    let mut s = TcpStream::connect(host(url)).await.unwrap();
+    s.write_all(head.as_bytes()).await.unwrap();
+    s.write_all(body.as_bytes()).await.unwrap();
+    s.shutdown().await.unwrap();
+    let mut buf = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(3), s.read_to_end(&mut buf)).await;
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
+#[test]
+fn serve_says_a_body_cut_short_was_cut_short_not_too_large() {
+    let _guard = crate::SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    crate::runtime().block_on(async {
+        let srv = server("qwen3-8b-1xh200", 100.0).await;
+        let head = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\nConnection: close\r\n\r\n";
+        let answer = cut_short(&srv.url, head, r#"{"prompt": [1, 2"#).await;
+        assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+        assert!(answer.contains("cut off after 16 bytes of the 100"), "{answer}");
+        srv.stop().await;
+    });
+}
+
+/// A free port on loopback.
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+/// `serve` of `preset` as a child process on `port`, once it answers.
+fn serve_child(preset: &str, port: u16, extra: &[&str]) -> std::process::Child {
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_serverbench"))
+        .args(["serve", "-d", preset, "--port", &port.to_string()])
+        .args(extra)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "serve did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child
+}
+
+#[test]
+fn sigterm_to_serve_refuses_new_connections_and_ends_open_streams_with_done() {
+    let _guard = crate::SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let port = free_port();
+    let mut child = serve_child("qwen3-8b-1xh200", port, &["--drain-timeout", "2"]);
+    let url = format!("http://127.0.0.1:{port}");
+    crate::runtime().block_on(async {
+        // A stream far longer than the drain: 30,000 tokens at real time.
+        let body = r#"{"prompt": [101, 102, 103], "max_tokens": 30000, "ignore_eos": true, "stream": true}"#;
+        let mut s = TcpStream::connect(host(&url)).await.unwrap();
+        s.write_all(post("/v1/completions", body).as_bytes()).await.unwrap();
+        let mut first = [0u8; 64];
+        let _ = s.read(&mut first).await.unwrap();
+        let reader = tokio::spawn(async move {
+            let mut rest = Vec::new();
+            let _ = s.read_to_end(&mut rest).await;
+            String::from_utf8_lossy(&rest).into_owned()
+        });
+        std::process::Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        // During the drain a new connection is refused at once (it used to wait in the backlog).
+        let refused = tokio::time::timeout(Duration::from_secs(1), TcpStream::connect(host(&url))).await;
+        assert!(matches!(refused, Ok(Err(_))), "a new connection during the drain: {refused:?}");
+        // The open stream ends as a stream ends, saying why, once the drain timeout passes.
+        let rest = tokio::time::timeout(Duration::from_secs(5), reader).await.unwrap().unwrap();
+        let tail = &rest[rest.len().saturating_sub(600)..];
+        let (why, done) = (tail.find("shutting down"), tail.find("data: [DONE]"));
+        assert!(matches!((why, done), (Some(w), Some(d)) if w < d), "{tail}");
+    });
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "serve did not exit");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(0));
+}
+
+/// The most memory the process `pid` has held, bytes (Linux's `VmHWM`).
+fn peak_rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .unwrap();
+    kb * 1024
+}
+
+#[test]
+fn serve_reads_huge_bodies_in_bounded_memory_without_stalling_other_clients() {
+    let _guard = crate::SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let port = free_port();
+    let mut child = serve_child("qwen3.5-9b-2xl40", port, &["--time-scale", "10"]);
+    let url = format!("http://127.0.0.1:{port}");
+    // 8.5 M token ids in 17 MB: under the body limit of a 1M-token context, over its prompt limit.
+    let mut body = String::from(r#"{"prompt": ["#);
+    body.push_str(&"1,".repeat(8_500_000));
+    body.push_str(r#"1], "max_tokens": 1}"#);
+    let request = std::sync::Arc::new(post("/v1/completions", &body));
+    drop(body);
+    let (answers, slowest_health) = crate::runtime().block_on(async {
+        let big: Vec<_> = (0..4)
+            .map(|_| {
+                let (url, request) = (url.clone(), request.clone());
+                tokio::spawn(async move { raw(&url, &request).await })
+            })
+            .collect();
+        let mut slowest = Duration::ZERO;
+        for _ in 0..20 {
+            let asked = Instant::now();
+            let ok = raw(
+                &url,
+                "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+            )
+            .await;
+            assert!(ok.starts_with("HTTP/1.1 200"), "{ok}");
+            slowest = slowest.max(asked.elapsed());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let mut answers = Vec::new();
+        for b in big {
+            answers.push(b.await.unwrap());
+        }
+        (answers, slowest)
+    });
+    let peak = peak_rss(child.id());
+    child.kill().unwrap();
+    child.wait().unwrap();
+    for a in &answers {
+        assert!(
+            a.starts_with("HTTP/1.1 400") && a.contains("context limit"),
+            "{}",
+            &a[..a.len().min(300)]
+        );
+    }
+    // Before: one such body peaked at 327 MB, eight at 753 MB, and /health waited up to 3.3 s.
+    assert!(peak < 150 << 20, "peak {} MB", peak >> 20);
+    assert!(
+        slowest_health < Duration::from_millis(500),
+        "/health took {slowest_health:?}"
+    );
 }

@@ -306,3 +306,116 @@ fn weka_line_numbers_stay_right_deep_into_a_long_file() {
         &["api_time"],
     );
 }
+
+/// Starts the binary with `args`, sends `signal` (`TERM`, `INT`) after `after`, and returns what it
+/// did and how long it took to end after the signal.
+fn signalled(
+    args: &[&str],
+    signal: &str,
+    after: std::time::Duration,
+) -> (Output, std::time::Duration) {
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_serverbench"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(after);
+    std::process::Command::new("kill")
+        .args([&format!("-{signal}"), &child.id().to_string()])
+        .status()
+        .unwrap();
+    let sent = std::time::Instant::now();
+    let o = child.wait_with_output().unwrap();
+    (o, sent.elapsed())
+}
+
+fn json(path: &std::path::Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+#[test]
+fn sigterm_or_ctrl_c_during_a_sweep_or_screen_writes_what_finished_marked_partial() {
+    let d = dir("partial-sweep");
+    let out = d.join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    // A plot an earlier run left: it must not stand beside this run's files.
+    std::fs::write(out.join("sweep.svg"), "stale").unwrap();
+    let out_s = out.to_str().unwrap();
+    let args = [
+        "sweep",
+        "-c",
+        "1,4,16,64",
+        "--seeds",
+        "0..2000",
+        "--threads",
+        "2",
+        "--out",
+        out_s,
+    ];
+    let (o, took) = signalled(&args, "TERM", std::time::Duration::from_millis(1500));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(130), "{err}");
+    assert!(took < std::time::Duration::from_secs(5), "{took:?}");
+    assert!(
+        err.contains("SIGTERM") && err.contains("marked partial"),
+        "{err}"
+    );
+    let sweep = json(&out.join("sweep.json"));
+    assert_eq!(sweep["partial"], true);
+    let cells = sweep["cells"].as_array().unwrap().len();
+    assert!(cells > 0 && cells < 8000, "{cells} cells");
+    let csv = std::fs::read_to_string(out.join("sweep.csv")).unwrap();
+    assert_eq!(
+        csv.lines().count(),
+        sweep["levels"].as_array().unwrap().len() + 1
+    );
+    let svg = std::fs::read_to_string(out.join("sweep.svg")).unwrap_or_default();
+    assert!(svg != "stale", "the old plot was left beside the new files");
+    assert!(String::from_utf8_lossy(&o.stdout).contains("PARTIAL: stopped by SIGTERM"));
+    // Ctrl-C during a screen: the seeds that finished, ranked, marked partial.
+    let out = d.join("screen");
+    let out_s = out.to_str().unwrap();
+    let args = [
+        "screen",
+        "-c",
+        "16",
+        "--seeds",
+        "0..20000",
+        "--threads",
+        "2",
+        "--out",
+        out_s,
+    ];
+    let (o, took) = signalled(&args, "INT", std::time::Duration::from_millis(1500));
+    assert_eq!(
+        o.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(took < std::time::Duration::from_secs(5), "{took:?}");
+    let screen = json(&out.join("screen.json"));
+    assert_eq!(screen["partial"], true);
+    let seeds = screen["seeds"].as_array().unwrap().len();
+    assert!(seeds > 0 && seeds < 20000, "{seeds} seeds");
+    assert_eq!(screen["seeds"][0]["rank"], 1);
+}
+
+#[test]
+fn out_folders_are_checked_before_the_work_and_keep_no_stale_file() {
+    // A folder that cannot be made is found before 16,000 replays, not after them.
+    let started = std::time::Instant::now();
+    let o = serverbench(["sweep", "--seeds", "0..4000", "--out", "/dev/null/out"]);
+    refused(&o, &["--out /dev/null/out"]);
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    // A run without --timeline removes the timeline an earlier run left beside its files.
+    let d = dir("stale");
+    let out = d.to_str().unwrap();
+    let o = serverbench(["simulate", "-w", "60", "--timeline", "--out", out]);
+    assert!(o.status.success() && d.join("timeline.svg").exists());
+    let o = serverbench(["simulate", "-w", "60", "--out", out]);
+    assert!(o.status.success());
+    assert!(!d.join("timeline.csv").exists() && !d.join("timeline.svg").exists());
+    assert!(d.join("summary.json").exists());
+}

@@ -77,6 +77,7 @@ async fn replay_against_the_emulator(
         run,
         time_scale: speed,
         vocab: Vocab::new(100, vocab).unwrap(),
+        stop: Default::default(),
     };
     run_real(
         d,
@@ -328,6 +329,7 @@ fn the_replay_survives_a_faulty_server_and_counts_every_failure() {
             run,
             time_scale: 100.0,
             vocab: Vocab::new(100, 1000).unwrap(),
+            stop: Default::default(),
         };
         let mut sink = RecordSink::new(Some(&path)).unwrap();
         run_real(

@@ -1,6 +1,8 @@
 //! `replay` from the command line against servers that misbehave in one way each: every request
 //! refused, a URL given with `/v1`, a model the server does not serve, a stream that never closes after
-//! `[DONE]`, Ctrl-C before the window opens, and a cold start that must find an empty cache.
+//! `[DONE]`, one that never ends past `max_tokens`, pages instead of JSON, Ctrl-C before the window
+//! opens, SIGTERM during it, a records file that cannot be written, and a cold start that must find an
+//! empty cache.
 
 use axum::body::Body;
 use axum::response::Response;
@@ -288,6 +290,8 @@ fn ctrl_c_before_the_window_still_writes_a_summary() {
         serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
     assert_eq!(summary["client"]["interrupted"], true);
     assert_eq!(summary["summary"]["requests"], 0);
+    assert_eq!(summary["summary"]["valid"], false);
+    assert_eq!(summary["summary"]["ended_early"], "interrupted by SIGINT");
 }
 
 #[test]
@@ -964,4 +968,281 @@ fn tokenizer_prompts_are_counted_exactly_by_a_server_with_that_tokenizer() {
         );
     }
     drop(rt);
+}
+
+/// Valid output chunks for ever, never `[DONE]`: a server that ignores `max_tokens`.
+fn runaway(_max: u64) -> Response {
+    let chunk = "data: {\"choices\":[{\"index\":0,\"text\":\" x\",\"finish_reason\":null}]}\n\n";
+    let s = futures_util::stream::repeat_with(move || {
+        Ok::<_, std::io::Error>(bytes::Bytes::from(chunk.repeat(64)))
+    });
+    Response::builder()
+        .header("content-type", "text/event-stream")
+        .body(Body::from_stream(s))
+        .unwrap()
+}
+
+/// A healthy stream of `max` tokens, one every 10 ms, then usage and `[DONE]`.
+fn healthy(max: u64) -> Response {
+    let s = futures_util::stream::iter(0..=max).then(move |i| async move {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let text = if i < max {
+            "data: {\"choices\":[{\"index\":0,\"text\":\" x\",\"finish_reason\":null}]}\n\n".to_string()
+        } else {
+            format!("data: {{\"choices\":[{{\"index\":0,\"text\":\"\",\"finish_reason\":\"length\"}}],\"usage\":{{\"prompt_tokens\":1,\"completion_tokens\":{max}}}}}\n\ndata: [DONE]\n\n")
+        };
+        Ok::<_, std::io::Error>(bytes::Bytes::from(text))
+    });
+    Response::builder()
+        .header("content-type", "text/event-stream")
+        .body(Body::from_stream(s))
+        .unwrap()
+}
+
+/// What a misconfigured proxy or a login page answers: a page, with status 200.
+fn html(_max: u64) -> Response {
+    Response::builder()
+        .header("content-type", "text/html; charset=utf-8")
+        .body(Body::from(
+            "<!DOCTYPE html>\n<html><head><title>Sign in</title></head><body>…</body></html>",
+        ))
+        .unwrap()
+}
+
+fn summary_of(dir: &std::path::Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(dir.join("summary.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// Every line of records.jsonl, each a whole record.
+fn records_of(dir: &std::path::Path) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(dir.join("records.jsonl")).unwrap();
+    assert!(text.is_empty() || text.ends_with('\n'), "a cut last line");
+    text.lines()
+        .map(|l| serde_json::from_str(l).expect("a whole record"))
+        .collect()
+}
+
+#[test]
+fn a_stream_past_max_tokens_is_ended_there_as_a_length_violation() {
+    let _guard = crate::SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let url = start(mock(&["m"], runaway));
+    let dir = out_dir("runaway");
+    let started = std::time::Instant::now();
+    let o = replay(&url, &["--no-probe", "--start", "cold"], &dir);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    // Before, each request read for ever (memory growing with every chunk) until the window closed.
+    assert_eq!(o.status.code(), Some(3), "{stdout}");
+    assert!(
+        stdout.contains("errors by kind        length_exceeded"),
+        "{stdout}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(15));
+    let records = records_of(&dir);
+    assert!(records.len() > 2, "the lanes went on: {}", records.len());
+    for r in &records {
+        assert_eq!(r["outcome"]["error"], "length_exceeded", "{r}");
+        assert_eq!(
+            r["output_tokens"].as_u64().unwrap(),
+            r["output_requested"].as_u64().unwrap() + 1,
+            "the output count stops one past the request: {r}"
+        );
+    }
+}
+
+#[test]
+fn an_html_answer_and_a_tiny_timeout_say_what_happened() {
+    let _guard = crate::SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // /v1/models answering a page is not "cannot reach the server".
+    let page = start(Router::new().route("/v1/models", get(|| async { html(0) })));
+    let o = serverbench_cmd(&[
+        "replay",
+        "--workload",
+        "synthetic-v1",
+        "--url",
+        &page,
+        "-w",
+        "20",
+    ]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(
+        !stderr.contains("cannot reach")
+            && stderr.contains("text/html")
+            && stderr.contains("<!DOCTYPE html>"),
+        "{stderr}"
+    );
+    // A timeout that expires is said to be one.
+    let url = start(mock(&["m"], healthy));
+    let o = serverbench_cmd(&[
+        "replay",
+        "--workload",
+        "synthetic-v1",
+        "--url",
+        &url,
+        "--model",
+        "m",
+        "-w",
+        "20",
+        "--timeout",
+        "1e-9",
+    ]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(
+        !stderr.contains("cannot reach") && stderr.contains("did not answer /v1/models within"),
+        "{stderr}"
+    );
+    // A completion answered with a page: the record says what came (content type, first bytes).
+    let url = start(mock(&["m"], html));
+    let dir = out_dir("html");
+    let o = replay(&url, &["--no-probe", "--start", "cold"], &dir);
+    assert_eq!(o.status.code(), Some(3));
+    let first = &records_of(&dir)[0];
+    assert_eq!(first["outcome"]["error"], "not_a_stream");
+    let message = first["error_message"].as_str().unwrap();
+    assert!(
+        message.contains("content-type text/html") && message.contains("<!DOCTYPE html>"),
+        "{message}"
+    );
+}
+
+/// Sends `signal` (`TERM`, `INT`) to a child process.
+fn kill(child: &std::process::Child, signal: &str) {
+    Command::new("kill")
+        .args([&format!("-{signal}"), &child.id().to_string()])
+        .status()
+        .unwrap();
+}
+
+#[test]
+fn sigterm_during_a_replay_writes_a_summary_marked_interrupted_and_not_valid() {
+    let _guard = crate::SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let url = start(mock(&["m"], healthy));
+    let dir = out_dir("sigterm");
+    let child = Command::new(env!("CARGO_BIN_EXE_serverbench"))
+        .args([
+            "replay",
+            "--workload",
+            "synthetic-v1",
+            "--url",
+            &url,
+            "-d",
+            "qwen3-8b-1xh200",
+        ])
+        .args([
+            "--model",
+            "m",
+            "-c",
+            "4",
+            "-w",
+            "600",
+            "--no-probe",
+            "--out",
+        ])
+        .arg(&dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    kill(&child, "TERM");
+    let signalled = std::time::Instant::now();
+    let o = child.wait_with_output().unwrap();
+    assert!(
+        signalled.elapsed() < Duration::from_secs(5),
+        "it stopped promptly"
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("SIGTERM"), "{stderr}");
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("interrupted by SIGTERM"),
+        "the table says so"
+    );
+    let summary = summary_of(&dir);
+    assert_eq!(summary["client"]["interrupted"], true);
+    assert_eq!(
+        summary["summary"]["valid"], false,
+        "an interrupted run is not a valid run"
+    );
+    assert_eq!(summary["summary"]["ended_early"], "interrupted by SIGTERM");
+    let records = records_of(&dir);
+    assert_eq!(
+        records.len() as u64,
+        summary["summary"]["requests"].as_u64().unwrap()
+    );
+}
+
+#[test]
+fn a_records_file_that_cannot_be_written_is_named_and_keeps_whole_records() {
+    let _guard = crate::SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let url = start(mock(&["m"], done_but_open));
+    // A full disk: every write to records.jsonl fails with "No space left on device".
+    let dir = out_dir("full");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::os::unix::fs::symlink("/dev/full", dir.join("records.jsonl")).unwrap();
+    let o = replay(&url, &["--no-probe", "--start", "cold"], &dir);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("records.jsonl: cannot write record 1")
+            && stderr.contains("No space left on device"),
+        "{stderr}"
+    );
+    assert!(
+        stdout.contains("score") && stdout.contains("INVALID"),
+        "the table: {stdout}"
+    );
+    let summary = summary_of(&dir);
+    assert!(summary["client"]["write_error"]
+        .as_str()
+        .unwrap()
+        .contains("No space left"));
+    assert_eq!(summary["summary"]["valid"], false);
+    // A file that stops growing part-way (here at 8 KiB, through the file-size limit): it ends with
+    // the last whole record.
+    let dir = out_dir("limit");
+    std::fs::create_dir_all(&dir).unwrap();
+    let o = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "trap '' XFSZ; ulimit -f 8; exec {} \"$@\"",
+            env!("CARGO_BIN_EXE_serverbench")
+        ))
+        .args([
+            "serverbench",
+            "replay",
+            "--workload",
+            "synthetic-v1",
+            "--url",
+            &url,
+        ])
+        .args([
+            "-d",
+            "qwen3-8b-1xh200",
+            "--model",
+            "m",
+            "-c",
+            "8",
+            "-w",
+            "600",
+        ])
+        .args(["--time-scale", "100", "--no-probe", "--out"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("records.jsonl: cannot write record"),
+        "{stderr}"
+    );
+    let records = records_of(&dir);
+    assert!(!records.is_empty());
+    assert!(std::fs::metadata(dir.join("records.jsonl")).unwrap().len() <= 8192);
+    assert_eq!(summary_of(&dir)["summary"]["valid"], false);
 }

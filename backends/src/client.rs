@@ -54,7 +54,7 @@ pub struct StreamResult {
     /// Last `finish_reason`.
     pub finish_reason: Option<String>,
     /// Failure kind (`http_500`, `connect`, `tls`, `timeout`, `dropped`, `malformed_json`,
-    /// `stream_error`, `event_too_large`), if it failed.
+    /// `stream_error`, `event_too_large`, `not_a_stream`, `length_exceeded`), if it failed.
     pub error: Option<String>,
     /// What the server or the connection said about the failure (the start of an error body, an error
     /// event's message, the connection error).
@@ -71,6 +71,29 @@ impl StreamResult {
         self.usage
             .map_or(self.token_chunks, |u| u.completion_tokens as u32)
     }
+}
+
+/// Why `/v1/models` gave no list of models: each says what happened, so that a server that answers
+/// wrongly is not taken for one that cannot be reached.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelsError {
+    /// No connection (refused, DNS, TLS).
+    #[error("cannot reach the server: {0}")]
+    Unreachable(String),
+    /// The timeout expired before the answer came.
+    #[error("no answer within the timeout ({0:?}): {1}")]
+    Timeout(Duration, String),
+    /// An error status (the server may have no `/v1/models`).
+    #[error("HTTP {0}")]
+    Status(u16, String),
+    /// A success status whose body is not JSON (an HTML page: a proxy, a login page, a wrong port).
+    #[error("the answer is not JSON: content-type {content_type}, it starts {start:?}")]
+    NotJson {
+        /// The `Content-Type` header (`none` when absent).
+        content_type: String,
+        /// Its first bytes, as text.
+        start: String,
+    },
 }
 
 /// Why a client cannot be made.
@@ -193,20 +216,32 @@ impl HttpClient {
     }
 
     /// The model names the server's `/v1/models` lists.
-    pub async fn models(&self) -> Result<Vec<String>, String> {
+    pub async fn models(&self) -> Result<Vec<String>, ModelsError> {
+        let timeout = self.cfg.timeout.min(Duration::from_secs(30));
+        let failed = |e: reqwest::Error| match e.is_timeout() {
+            true => ModelsError::Timeout(timeout, describe(&e)),
+            false => ModelsError::Unreachable(describe(&e)),
+        };
         let mut req = self
             .http
             .get(format!("{}/v1/models", self.cfg.base_url))
-            .timeout(self.cfg.timeout.min(Duration::from_secs(30)))
+            .timeout(timeout)
             .headers(self.headers.clone());
         if let Some(key) = &self.key {
             req = req.bearer_auth(key);
         }
-        let resp = req.send().await.map_err(|e| describe(&e))?;
+        let resp = req.send().await.map_err(failed)?;
         if !resp.status().is_success() {
-            return Err(format!("HTTP {}", resp.status().as_u16()));
+            let status = resp.status().as_u16();
+            return Err(ModelsError::Status(status, error_text(resp).await));
         }
-        let v: serde_json::Value = resp.json().await.map_err(|e| describe(&e))?;
+        let content_type = content_type(&resp);
+        let bytes = resp.bytes().await.map_err(failed)?;
+        let v: serde_json::Value =
+            serde_json::from_slice(&bytes).map_err(|_| ModelsError::NotJson {
+                content_type,
+                start: first_bytes(&bytes),
+            })?;
         Ok(v.get("data")
             .and_then(|d| d.as_array())
             .map(|a| {
@@ -269,30 +304,34 @@ impl HttpClient {
         progress: Option<Arc<AtomicU32>>,
     ) -> StreamResult {
         let body = request_bytes(self.form(), prompt, max_tokens, exact);
-        self.stream_body(lane, body, progress).await
+        self.stream_body(lane, body, max_tokens, progress).await
     }
 
     /// [`HttpClient::stream`] of an exact-length request, keeping the arrival time of every output chunk.
     pub async fn stream_timed(&self, lane: u32, prompt: &[u32], max_tokens: u32) -> StreamResult {
         let body = request_bytes(self.form(), prompt, max_tokens, true);
-        self.send(lane, body, None, Some(Vec::new())).await
+        self.send(lane, body, max_tokens, None, Some(Vec::new()))
+            .await
     }
 
-    /// Sends one streaming request whose JSON body is already built, keeping the arrival time of every
-    /// output chunk (for the inter-token latencies).
+    /// Sends one streaming request whose JSON body, asking for `max_tokens`, is already built, keeping
+    /// the arrival time of every output chunk (for the inter-token latencies).
     pub async fn stream_body(
         &self,
         lane: u32,
         body: Vec<u8>,
+        max_tokens: u32,
         progress: Option<Arc<AtomicU32>>,
     ) -> StreamResult {
-        self.send(lane, body, progress, Some(Vec::new())).await
+        self.send(lane, body, max_tokens, progress, Some(Vec::new()))
+            .await
     }
 
     async fn send(
         &self,
         lane: u32,
         body: Vec<u8>,
+        max_tokens: u32,
         progress: Option<Arc<AtomicU32>>,
         chunk_times: Option<Vec<Instant>>,
     ) -> StreamResult {
@@ -311,7 +350,8 @@ impl HttpClient {
             ended: now,
             chunk_times,
         };
-        self.stream_into(&mut r, lane, body, progress).await;
+        self.stream_into(&mut r, lane, body, max_tokens, progress)
+            .await;
         r.ended = Instant::now();
         r
     }
@@ -321,6 +361,7 @@ impl HttpClient {
         r: &mut StreamResult,
         lane: u32,
         body: Vec<u8>,
+        max_tokens: u32,
         progress: Option<Arc<AtomicU32>>,
     ) {
         let url = format!(
@@ -355,9 +396,19 @@ impl HttpClient {
             r.error_message = Some(error_text(resp).await);
             return;
         }
+        let content_type = content_type(&resp);
+        // No event-stream server answers with a page: report what came instead of waiting for events.
+        if content_type.starts_with("text/html") {
+            r.error = Some("not_a_stream".into());
+            r.error_message = Some(not_a_stream(&content_type, &error_body(resp).await));
+            return;
+        }
         let mut body = resp.bytes_stream();
         let mut parser = SseParser::new();
         let mut events = Vec::new();
+        // The body's first bytes, to say what came when no event did.
+        let mut start: Vec<u8> = Vec::new();
+        let mut saw_event = false;
         while let Some(item) = body.next().await {
             let bytes = match item {
                 Ok(b) => b,
@@ -373,11 +424,15 @@ impl HttpClient {
             };
             let now = Instant::now();
             r.first_byte.get_or_insert(now);
+            if start.len() < START_BYTES {
+                start.extend_from_slice(&bytes[..bytes.len().min(START_BYTES - start.len())]);
+            }
             if let Err(e) = parser.feed(&bytes, &mut events) {
                 r.error = Some("event_too_large".into());
                 r.error_message = Some(e.to_string());
                 return;
             }
+            saw_event |= !events.is_empty();
             for ev in events.drain(..) {
                 match ev {
                     // The stream is over even if the server keeps the connection open.
@@ -392,6 +447,16 @@ impl HttpClient {
                             if let Some(message) = c.error {
                                 r.error = Some("stream_error".into());
                                 r.error_message = Some(clip(&message));
+                                return;
+                            }
+                            if c.has_output && r.token_chunks >= max_tokens {
+                                // A server that streams past what was asked, without end, would
+                                // fill memory and inflate the output count: stop reading here.
+                                r.token_chunks += 1;
+                                r.error = Some("length_exceeded".into());
+                                r.error_message = Some(format!(
+                                    "the server streamed more than the {max_tokens} tokens asked for (max_tokens); the request was ended there"
+                                ));
                                 return;
                             }
                             if c.has_output {
@@ -422,6 +487,11 @@ impl HttpClient {
         // A server may close the stream after its last chunk without `data: [DONE]` (transformers
         // serve does): the stream is complete when that chunk said why it finished or gave the usage.
         if r.finish_reason.is_none() && r.usage.is_none() {
+            if !saw_event && !content_type.contains("event-stream") {
+                r.error = Some("not_a_stream".into());
+                r.error_message = Some(not_a_stream(&content_type, &start));
+                return;
+            }
             r.error = Some("dropped".into());
             r.error_message =
                 Some("the stream ended without a finish_reason, usage or data: [DONE]".into());
@@ -429,8 +499,38 @@ impl HttpClient {
     }
 }
 
-/// The start of an error response's body (its `error.message` when it is an OpenAI-style error).
-async fn error_text(resp: reqwest::Response) -> String {
+/// Bytes of an answer that is not an event stream quoted in its error.
+const START_BYTES: usize = 200;
+
+/// A response's `Content-Type` (`none` when it has none), lower-case.
+fn content_type(resp: &reqwest::Response) -> String {
+    resp.headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map_or_else(|| "none".to_string(), str::to_ascii_lowercase)
+}
+
+/// The first [`START_BYTES`] of `bytes` as text on one line.
+fn first_bytes(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(START_BYTES)]);
+    let line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if bytes.len() > START_BYTES {
+        format!("{line}…")
+    } else {
+        line
+    }
+}
+
+/// What a success status carrying something other than an event stream is reported as.
+fn not_a_stream(content_type: &str, start: &[u8]) -> String {
+    format!(
+        "HTTP 200 but not an event stream: content-type {content_type}, the body starts {:?}",
+        first_bytes(start)
+    )
+}
+
+/// The first 64 KiB of a response's body, or what arrived of them within 5 s.
+async fn error_body(resp: reqwest::Response) -> Vec<u8> {
     let mut body = resp.bytes_stream();
     let mut bytes = Vec::new();
     while let Ok(Some(Ok(chunk))) = tokio::time::timeout(Duration::from_secs(5), body.next()).await
@@ -440,6 +540,12 @@ async fn error_text(resp: reqwest::Response) -> String {
             break;
         }
     }
+    bytes
+}
+
+/// The start of an error response's body (its `error.message` when it is an OpenAI-style error).
+async fn error_text(resp: reqwest::Response) -> String {
+    let bytes = error_body(resp).await;
     let text = String::from_utf8_lossy(&bytes).into_owned();
     let message = serde_json::from_str::<serde_json::Value>(&text)
         .ok()

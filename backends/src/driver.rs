@@ -3,6 +3,7 @@
 
 use crate::client::{HttpClient, StreamResult};
 use crate::clock::ScaledClock;
+use crate::interrupt::Interrupt;
 use crate::openai::{request_bytes, Api, BodyCache};
 
 use crate::timer::Timer;
@@ -30,6 +31,9 @@ pub struct RealConfig {
     pub time_scale: f64,
     /// Token ids prompts are synthesised from.
     pub vocab: Vocab,
+    /// What ends the run early (the binary requests it on SIGINT and SIGTERM); a fresh
+    /// [`Interrupt`] never fires by itself.
+    pub stop: Interrupt,
 }
 
 /// What the client saw besides the records.
@@ -67,8 +71,13 @@ pub struct ClientStats {
     /// Why the first failed warm-up request failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warmup_error: Option<String>,
-    /// True when Ctrl-C ended the run early (the summary scores what was measured).
+    /// True when a stop request (Ctrl-C, SIGTERM) ended the run early (the summary scores what was
+    /// measured, and says why in `ended_early`).
     pub interrupted: bool,
+    /// The records file could not be written (the file, the record and the reason): the run ended
+    /// there, and the file holds every record before it, whole.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_error: Option<String>,
     /// The first failed request's kind and what the server said, if any request failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_error: Option<String>,
@@ -100,30 +109,75 @@ struct InFlight {
     progress: Arc<AtomicU32>,
 }
 
-/// Appends records to a file, flushing each, so an interrupted run keeps what it measured.
-pub struct RecordSink(Option<std::io::BufWriter<std::fs::File>>);
+/// Appends records to a file, one whole line per write, so an interrupted run keeps what it measured.
+/// A write that fails (a full disk) is cut back off the file, so that every line in it is a whole
+/// record, and the sink writes nothing more.
+pub struct RecordSink {
+    file: Option<(std::path::PathBuf, std::fs::File)>,
+    /// Bytes of whole records written.
+    written: u64,
+    /// Records written.
+    records: u64,
+    line: Vec<u8>,
+    failed: Option<String>,
+}
 
 impl RecordSink {
     /// A sink writing to `path` (created or truncated), or nowhere.
     pub fn new(path: Option<&std::path::Path>) -> std::io::Result<RecordSink> {
-        Ok(RecordSink(match path {
-            Some(p) => Some(std::io::BufWriter::new(std::fs::File::create(p)?)),
+        let file = match path {
+            Some(p) => Some((p.to_path_buf(), std::fs::File::create(p)?)),
             None => None,
-        }))
+        };
+        Ok(RecordSink {
+            file,
+            written: 0,
+            records: 0,
+            line: Vec::new(),
+            failed: None,
+        })
     }
 
-    fn write(&mut self, r: &Record) -> std::io::Result<()> {
-        if let Some(w) = &mut self.0 {
-            serde_json::to_writer(&mut *w, r)?;
-            w.write_all(b"\n")?;
-            w.flush()?;
+    /// Why writing failed (the file, the record and the reason), once it did.
+    pub fn failure(&self) -> Option<&str> {
+        self.failed.as_deref()
+    }
+
+    /// Writes `r` as one line; false once a write has failed (see [`RecordSink::failure`]).
+    fn write(&mut self, r: &Record) -> bool {
+        let Some((path, file)) = &mut self.file else {
+            return true;
+        };
+        if self.failed.is_some() {
+            return false;
         }
-        Ok(())
+        self.line.clear();
+        serde_json::to_writer(&mut self.line, r).expect("a record serialises");
+        self.line.push(b'\n');
+        match file.write_all(&self.line) {
+            Ok(()) => {
+                self.written += self.line.len() as u64;
+                self.records += 1;
+                true
+            }
+            Err(e) => {
+                // Drop the part of the line that was written, so the file ends with a whole record.
+                let _ = file.set_len(self.written);
+                self.failed = Some(format!(
+                    "{}: cannot write record {} (the {} before it are kept whole): {e}",
+                    path.display(),
+                    self.records + 1,
+                    self.records
+                ));
+                false
+            }
+        }
     }
 }
 
 /// Replays `source` against the server behind `client` in real time; `progress(seconds, window)` is
-/// called as time passes. Ctrl-C ends the run early and still returns what was measured.
+/// called as time passes. A stop request (`cfg.stop`) or a records file that cannot be written ends
+/// the run early; it still returns what was measured, marked as ended early.
 pub async fn run_real(
     d: &Deployment,
     source: &dyn TreeSource,
@@ -138,10 +192,14 @@ pub async fn run_real(
     let mut ready: Vec<Ready> = Vec::new();
     replay.start(Time::ZERO, &mut ready);
     let mut stats = ClientStats::default();
+    if cfg.stop.count() > 0 {
+        stats.interrupted = true;
+        return Ok(interrupted_before_the_window(d, cfg, 0, stats));
+    }
     let bodies: Bodies = Default::default();
-    // Ctrl-C from here on ends the run with what it measured (during the warm-up too).
-    let ctrl_c = tokio::signal::ctrl_c();
-    tokio::pin!(ctrl_c);
+    // A stop request from here on ends the run with what it measured (during the warm-up too).
+    let stop = cfg.stop.requested();
+    tokio::pin!(stop);
     if replay.warms() {
         let warm = warm_up(&replay, &ready, &client, cfg.vocab, &bodies);
         tokio::select! {
@@ -150,7 +208,7 @@ pub async fn run_real(
                 stats.warmup_errors = w.failed;
                 stats.warmup_error = w.first_error;
             }
-            _ = &mut ctrl_c => {
+            _ = &mut stop => {
                 stats.interrupted = true;
                 return Ok(interrupted_before_the_window(d, cfg, replay.trees_started(), stats));
             }
@@ -179,7 +237,9 @@ pub async fn run_real(
     loop {
         let now = clock.now();
         progress(now as f64 / 1e9);
-        if now >= window_ns || (replay.finished() && in_flight.is_empty() && queue.is_empty()) {
+        // A records file that cannot be written ends the run: nothing more is sent.
+        let ended = replay.finished() && in_flight.is_empty() && queue.is_empty();
+        if now >= window_ns || ended || sink.failure().is_some() {
             break;
         }
         // Open loop: trees that have arrived by now start (their requests join the queue below).
@@ -209,7 +269,7 @@ pub async fn run_real(
                 let rec = &mut records[tag];
                 rec.outcome = Outcome::ContextOverflow;
                 rec.finish_ns = Some(rec.send_ns);
-                sink.write(rec)?;
+                sink.write(rec);
                 replay.complete(h, Time(queue.now().0), &mut ready);
                 for r in ready.drain(..) {
                     queue
@@ -242,7 +302,9 @@ pub async fn run_real(
                     &bodies,
                     req.output_tokens,
                 );
-                let result = client.stream_body(h.lane, body, Some(p2)).await;
+                let result = client
+                    .stream_body(h.lane, body, req.output_tokens, Some(p2))
+                    .await;
                 let _ = tx.send(Done { tag, result });
             });
             in_flight.insert(tag, InFlight { task, progress: p });
@@ -255,7 +317,7 @@ pub async fn run_real(
             .fold(window_ns, u64::min);
         tokio::select! {
             biased;
-            _ = &mut ctrl_c => {
+            _ = &mut stop => {
                 stats.interrupted = true;
                 break;
             }
@@ -265,7 +327,7 @@ pub async fn run_real(
                 drift_ms.push(done.result.sent.saturating_duration_since(clock.instant(due)).as_secs_f64() * 1e3);
                 let rec = &mut records[done.tag];
                 finish(rec, &done.result, &clock, prompt_extra, &mut stats);
-                sink.write(rec)?;
+                sink.write(rec);
                 let at = Time(clock.at(done.result.ended).max(queue.now().0));
                 let h = Handle { lane: rec.lane, request: rec.request };
                 replay.complete(h, at, &mut ready);
@@ -281,14 +343,21 @@ pub async fn run_real(
         let rec = &mut records[tag];
         rec.output_tokens = f.progress.load(Ordering::Relaxed);
         rec.outcome = Outcome::Cancelled;
-        sink.write(rec)?;
+        sink.write(rec);
     }
-    let window_s = if stats.interrupted {
-        clock.now() as f64 / 1e9
+    stats.write_error = sink.failure().map(str::to_string);
+    let early = stats.interrupted || stats.write_error.is_some();
+    let window_s = if early {
+        (clock.now() as f64 / 1e9).min(cfg.run.window_s)
     } else {
         cfg.run.window_s
     };
     let (_, mut summary) = summarise(&records, d, window_s);
+    if stats.interrupted {
+        summary.end_early(interrupted_by(&cfg.stop));
+    } else if let Some(e) = &stats.write_error {
+        summary.end_early(e.clone());
+    }
     summary.itl_s = stats.itl.quantiles_s();
     summary.describe_run(&cfg.run, replay.open_stats());
     summary.trees_started = replay.trees_started();
@@ -311,6 +380,14 @@ pub async fn run_real(
         summary,
         client: stats,
     })
+}
+
+/// How a stopped run's summary says why it ended.
+fn interrupted_by(stop: &Interrupt) -> String {
+    format!(
+        "interrupted by {}",
+        stop.why().unwrap_or_else(|| "a stop request".into())
+    )
 }
 
 impl RealOutput {
@@ -337,6 +414,7 @@ fn interrupted_before_the_window(
     let (_, mut summary) = summarise(&[], d, 0.0);
     summary.describe_run(&cfg.run, Default::default());
     summary.trees_started = trees;
+    summary.end_early(interrupted_by(&cfg.stop));
     RealOutput {
         records: Vec::new(),
         summary,
@@ -476,7 +554,7 @@ async fn warm_up(
             // body cache now makes that request's body ready when it is due.
             let req = &tree.requests()[h.request as usize];
             let body = request_body(h.lane, &tree, index, req, &client, vocab, &bodies, 1);
-            client.stream_body(h.lane, body, None).await
+            client.stream_body(h.lane, body, 1, None).await
         }));
     }
     let mut w = WarmUp {
@@ -497,11 +575,14 @@ async fn warm_up(
     w
 }
 
-/// Runs `f` unless Ctrl-C comes first (then `None`).
-pub async fn unless_interrupted<F: std::future::Future>(f: F) -> Option<F::Output> {
+/// Runs `f` unless a stop request comes first (then `None`).
+pub async fn unless_interrupted<F: std::future::Future>(
+    stop: &Interrupt,
+    f: F,
+) -> Option<F::Output> {
     tokio::select! {
         out = f => Some(out),
-        _ = tokio::signal::ctrl_c() => None,
+        _ = stop.requested() => None,
     }
 }
 

@@ -11,6 +11,7 @@ pub mod clock;
 pub mod driver;
 pub mod engine;
 pub mod fidelity;
+pub mod interrupt;
 pub mod openai;
 pub mod probe;
 pub mod runtime;
@@ -19,12 +20,13 @@ pub mod sse;
 pub mod timer;
 pub mod words;
 
-pub use client::{base_url, ClientConfig, ClientError, HttpClient, StreamResult};
+pub use client::{base_url, ClientConfig, ClientError, HttpClient, ModelsError, StreamResult};
 pub use driver::{
     natural_stop_probe, run_real, unless_interrupted, ClientStats, RealConfig, RealOutput,
     RecordSink,
 };
 pub use engine::{Cuda, Emulated, EngineCore, Executor, Stepped, Timing};
+pub use interrupt::Interrupt;
 pub use openai::{Api, BodyForm, Server, Usage};
 pub use probe::{probe, ProbePlan, ProbeStep};
 pub use runtime::Runtime;

@@ -295,6 +295,10 @@ pub struct Summary {
     /// How the run started (absent from summaries written before it was recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start: Option<StartMode>,
+    /// Why the run ended before its window closed (a signal, an output that could not be written);
+    /// absent for a run that ran its course. Such a run is never valid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_early: Option<String>,
 }
 
 impl Summary {
@@ -306,6 +310,13 @@ impl Summary {
         self.start = Some(cfg.replay().effective_start());
         self.arrivals = cfg.arrivals;
         self.open_loop = (!cfg.arrivals.is_closed()).then_some(open);
+    }
+
+    /// Marks the run as ended before its window closed, for `why`: it scores what was measured, and
+    /// it is not a valid run.
+    pub fn end_early(&mut self, why: impl Into<String>) {
+        self.ended_early = Some(why.into());
+        self.valid = false;
     }
 }
 
@@ -372,6 +383,7 @@ pub fn summarise(records: &[Record], d: &Deployment, window_s: f64) -> (Score, S
         arrivals: Arrivals::Closed,
         open_loop: None,
         start: None,
+        ended_early: None,
     };
     (s, summary)
 }

@@ -29,11 +29,14 @@ mod slo;
 mod sweep;
 mod whatif;
 
-pub use grid::{run_all, Spread};
+pub use grid::{run_all, run_until, Spread, Stop};
 pub use scan::scan_seeds;
-pub use screen::{screen, ScreenResult, SeedRow};
+pub use screen::{screen, ScreenPlan, ScreenResult, SeedRow};
 pub use slo::{freeze_slo, SeedP90};
-pub use sweep::{sweep, sweep_rates, Cell, Level, RateLevel, RateSweep, SweepResult, WindowD};
+pub use sweep::{
+    sweep, sweep_rates, sweep_rates_until, Cell, Level, RateLevel, RateSweep, SweepPlan,
+    SweepResult, WindowD,
+};
 pub use whatif::{what_if, Knob, KnobRow, KNOBS};
 
 use serverbench_calibration::{CostModel, FieldError};

@@ -2,9 +2,9 @@
 //! best mean D and the best D of its worst seeds; optionally the D of shorter prefix windows of the
 //! same runs (window sensitivity).
 
-use crate::{run_all, Spread, Study, StudyError};
+use crate::{run_until, Spread, Stop, Study, StudyError};
 use serde::Serialize;
-use serverbench_sim::{prefix_window, score, Arrivals};
+use serverbench_sim::{prefix_window, score, Arrivals, RunConfig};
 
 /// One replay of the grid.
 #[derive(Clone, Debug, Serialize)]
@@ -78,8 +78,11 @@ pub struct SweepResult {
     pub best_mean: u32,
     /// The level with the best 10th-percentile D over seeds.
     pub best_robust: u32,
-    /// Every run, level by level.
+    /// Every run, level by level (only those that finished, when `partial`).
     pub cells: Vec<Cell>,
+    /// True when the sweep was stopped before every run finished: levels and cells hold the runs that
+    /// did, and a level none of whose runs finished is absent.
+    pub partial: bool,
 }
 
 /// Refuses a list that names one value twice.
@@ -104,70 +107,135 @@ pub fn sweep(
     windows: &[f64],
     progress: &(dyn Fn() + Sync),
 ) -> Result<SweepResult, StudyError> {
-    if concurrency.is_empty() || seeds.is_empty() {
-        return Err(StudyError::NothingToRun);
-    }
-    no_repeats("concurrency", concurrency)?;
-    no_repeats("seeds", seeds)?;
-    let mut windows = windows.to_vec();
-    windows.sort_by(f64::total_cmp);
-    windows.dedup();
-    let mut base = study.replay;
-    if let Some(&longest) = windows.last() {
-        base.window_s = longest;
-    }
-    let jobs: Vec<_> = concurrency
-        .iter()
-        .flat_map(|&c| seeds.iter().map(move |&s| (c, s)))
-        .map(|(c, s)| serverbench_sim::RunConfig {
-            concurrency: c,
-            seed: s,
-            ..base
-        })
-        .collect();
-    let d = &study.deployment;
-    let cells = run_all(&jobs, study.threads, progress, |cfg| {
-        let out = study.run(cfg)?;
-        let s = &out.summary;
-        let window_d = windows
+    let plan = SweepPlan::new(study, concurrency, seeds, windows)?;
+    let cells = plan.run(study, &Stop::default(), &|_, _| progress())?;
+    Ok(plan.result(study, cells))
+}
+
+/// A sweep's runs, checked and listed (level by level, seeds in order), to run and then summarise in
+/// two steps, so that a sweep stopped part-way still summarises the runs that finished.
+#[derive(Clone, Debug)]
+pub struct SweepPlan {
+    concurrency: Vec<u32>,
+    seeds: Vec<u64>,
+    windows: Vec<f64>,
+    jobs: Vec<RunConfig>,
+}
+
+impl SweepPlan {
+    /// The plan of [`sweep`]; refuses what `sweep` refuses.
+    pub fn new(
+        study: &Study,
+        concurrency: &[u32],
+        seeds: &[u64],
+        windows: &[f64],
+    ) -> Result<SweepPlan, StudyError> {
+        if concurrency.is_empty() || seeds.is_empty() {
+            return Err(StudyError::NothingToRun);
+        }
+        no_repeats("concurrency", concurrency)?;
+        no_repeats("seeds", seeds)?;
+        let mut windows = windows.to_vec();
+        windows.sort_by(f64::total_cmp);
+        windows.dedup();
+        let mut base = study.replay;
+        if let Some(&longest) = windows.last() {
+            base.window_s = longest;
+        }
+        let jobs = concurrency
             .iter()
-            .map(|&w| {
-                let records = prefix_window(&out.records, (w * 1e9) as u64);
-                score(&records, &d.prices, &d.slo, d.cost(w)).d
+            .flat_map(|&c| seeds.iter().map(move |&s| (c, s)))
+            .map(|(c, s)| RunConfig {
+                concurrency: c,
+                seed: s,
+                ..base
             })
             .collect();
-        Ok(Cell {
-            concurrency: cfg.concurrency,
-            seed: cfg.seed,
-            d: s.score.d,
-            g: s.score.g,
-            f: s.score.f,
-            ttft_p90_s: s.ttft_s.p90,
-            tpot_p90_s: s.tpot_s.p90,
-            requests: s.requests,
-            valid: s.valid,
-            window_d,
+        Ok(SweepPlan {
+            concurrency: concurrency.to_vec(),
+            seeds: seeds.to_vec(),
+            windows,
+            jobs,
         })
-    })?;
-    let levels: Vec<Level> = concurrency
-        .iter()
-        .map(|&c| level(c, &cells, &windows))
-        .collect();
-    let best = |key: fn(&Level) -> f64| {
-        levels
-            .iter()
-            .fold(&levels[0], |b, l| if key(l) > key(b) { l } else { b })
+    }
+
+    /// Runs in the plan.
+    pub fn len(&self) -> usize {
+        self.jobs.len()
+    }
+
+    /// Whether the plan has no run (never: [`SweepPlan::new`] refuses that).
+    pub fn is_empty(&self) -> bool {
+        self.jobs.is_empty()
+    }
+
+    /// Runs the plan, starting no run once `stop` is requested (a run not started is `None`);
+    /// `done(i, cell)` is called as run `i` finishes.
+    pub fn run(
+        &self,
+        study: &Study,
+        stop: &Stop,
+        done: &(dyn Fn(usize, &Cell) + Sync),
+    ) -> Result<Vec<Option<Cell>>, StudyError> {
+        let d = &study.deployment;
+        run_until(&self.jobs, study.threads, stop, done, |cfg| {
+            let out = study.run(cfg)?;
+            let s = &out.summary;
+            let window_d = self
+                .windows
+                .iter()
+                .map(|&w| {
+                    let records = prefix_window(&out.records, (w * 1e9) as u64);
+                    score(&records, &d.prices, &d.slo, d.cost(w)).d
+                })
+                .collect();
+            Ok(Cell {
+                concurrency: cfg.concurrency,
+                seed: cfg.seed,
+                d: s.score.d,
+                g: s.score.g,
+                f: s.score.f,
+                ttft_p90_s: s.ttft_s.p90,
+                tpot_p90_s: s.tpot_s.p90,
+                requests: s.requests,
+                valid: s.valid,
+                window_d,
+            })
+        })
+    }
+
+    /// The sweep's result from the cells of [`SweepPlan::run`], in job order; partial when some are
+    /// missing.
+    pub fn result(&self, study: &Study, cells: Vec<Option<Cell>>) -> SweepResult {
+        let partial = cells.len() < self.jobs.len() || cells.iter().any(Option::is_none);
+        let cells: Vec<Cell> = cells.into_iter().flatten().collect();
+        let levels: Vec<Level> = self
             .concurrency
-    };
-    Ok(SweepResult {
-        deployment: d.name.clone(),
-        window_s: base.window_s,
-        seeds: seeds.to_vec(),
-        best_mean: best(|l| l.d.mean),
-        best_robust: best(|l| l.d.p10),
-        levels,
-        cells,
-    })
+            .iter()
+            .filter(|&&c| cells.iter().any(|x| x.concurrency == c))
+            .map(|&c| level(c, &cells, &self.windows))
+            .collect();
+        let best = |key: fn(&Level) -> f64| {
+            levels
+                .iter()
+                .reduce(|b, l| if key(l) > key(b) { l } else { b })
+                .map_or(0, |l| l.concurrency)
+        };
+        SweepResult {
+            deployment: study.deployment.name.clone(),
+            window_s: self
+                .windows
+                .last()
+                .copied()
+                .unwrap_or(study.replay.window_s),
+            seeds: self.seeds.clone(),
+            best_mean: best(|l| l.d.mean),
+            best_robust: best(|l| l.d.p10),
+            levels,
+            cells,
+            partial,
+        }
+    }
 }
 
 fn level(c: u32, cells: &[Cell], windows: &[f64]) -> Level {
@@ -225,6 +293,8 @@ pub struct RateSweep {
     pub best_mean: f64,
     /// The rate with the best 10th-percentile D over seeds.
     pub best_robust: f64,
+    /// True when the sweep was stopped before every run finished (see [`SweepResult::partial`]).
+    pub partial: bool,
 }
 
 /// Runs every Poisson `rate` (trees per second) × seed, open loop, with the study's cap on open trees.
@@ -234,6 +304,17 @@ pub fn sweep_rates(
     seeds: &[u64],
     progress: &(dyn Fn() + Sync),
 ) -> Result<RateSweep, StudyError> {
+    sweep_rates_until(study, rates, seeds, &Stop::default(), progress)
+}
+
+/// [`sweep_rates`] that starts no run once `stop` is requested; the result is then partial.
+pub fn sweep_rates_until(
+    study: &Study,
+    rates: &[f64],
+    seeds: &[u64],
+    stop: &Stop,
+    progress: &(dyn Fn() + Sync),
+) -> Result<RateSweep, StudyError> {
     if rates.is_empty() || seeds.is_empty() {
         return Err(StudyError::NothingToRun);
     }
@@ -241,24 +322,22 @@ pub fn sweep_rates(
     no_repeats("seeds", seeds)?;
     let cap = study.replay.concurrency;
     let mut levels = Vec::new();
+    let mut partial = false;
     for &rate in rates {
         let mut at_rate = study.clone();
         at_rate.replay.arrivals = Arrivals::Poisson { rate };
-        let r = sweep(&at_rate, &[cap], seeds, &[], progress)?;
-        let level = r.levels.into_iter().next().expect("one level per rate");
-        levels.push(RateLevel { rate, level });
+        let plan = SweepPlan::new(&at_rate, &[cap], seeds, &[])?;
+        let r = plan.result(&at_rate, plan.run(&at_rate, stop, &|_, _| progress())?);
+        partial |= r.partial;
+        if let Some(level) = r.levels.into_iter().next() {
+            levels.push(RateLevel { rate, level });
+        }
     }
     let best = |key: fn(&Level) -> f64| {
         levels
             .iter()
-            .fold(&levels[0], |b, l| {
-                if key(&l.level) > key(&b.level) {
-                    l
-                } else {
-                    b
-                }
-            })
-            .rate
+            .reduce(|b, l| if key(&l.level) > key(&b.level) { l } else { b })
+            .map_or(0.0, |l| l.rate)
     };
     Ok(RateSweep {
         deployment: study.deployment.name.clone(),
@@ -268,5 +347,6 @@ pub fn sweep_rates(
         best_mean: best(|l| l.d.mean),
         best_robust: best(|l| l.d.p10),
         levels,
+        partial,
     })
 }

@@ -1,8 +1,10 @@
 //! The server's HTTP side under abuse: a cap on open connections (one over it is closed at once), a
 //! timeout for a request's headers (which also closes a connection left idle between requests), and a
-//! graceful drain on shutdown that waits for open streams only so long. Request bodies are read with
-//! their own size limit and timeout by the handlers (`params`).
+//! graceful drain on shutdown that refuses new connections at once and waits for open streams only so
+//! long, then ends them with an error. Request bodies are read with their own size limit, timeout and
+//! budget by the handlers (`body`).
 
+use crate::interrupt::Interrupt;
 use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
@@ -36,20 +38,28 @@ impl Default for ServeLimits {
     }
 }
 
-/// Serves `router` on `listener` until `shutdown` completes, then drains: no new connections, open
-/// requests may finish for `limits.drain_timeout`.
+/// What tells open requests that the server stops waiting for them (set once).
+pub(super) type Closing = tokio::sync::watch::Sender<bool>;
+
+/// How long requests told to end (`Closing`) have to write their last bytes before the server returns.
+const LAST_WORDS: Duration = Duration::from_secs(1);
+
+/// Serves `router` on `listener` until `stop` is requested, then drains: the listener is closed at
+/// once (a new connection is refused, where a listener kept open let it hang), open requests may
+/// finish for `limits.drain_timeout`, and those still open after it, or after a second request, are
+/// ended through `closing` (a stream gets an error event and `data: [DONE]`).
 pub(super) async fn serve_router(
     listener: tokio::net::TcpListener,
     router: Router,
     limits: ServeLimits,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    stop: &Interrupt,
+    closing: Closing,
 ) -> std::io::Result<()> {
     let open = Arc::new(Semaphore::new(limits.max_connections));
     let graceful = GracefulShutdown::new();
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(limits.header_timeout);
-    tokio::pin!(shutdown);
     loop {
         let (tcp, _) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -60,7 +70,7 @@ pub(super) async fn serve_router(
                     continue;
                 }
             },
-            _ = &mut shutdown => break,
+            _ = stop.requested() => break,
         };
         let Ok(permit) = open.clone().try_acquire_owned() else {
             drop(tcp); // over the cap
@@ -77,6 +87,15 @@ pub(super) async fn serve_router(
             drop(permit);
         });
     }
-    let _ = tokio::time::timeout(limits.drain_timeout, graceful.shutdown()).await;
+    drop(listener);
+    let drained = graceful.shutdown();
+    tokio::pin!(drained);
+    tokio::select! {
+        _ = &mut drained => return Ok(()),
+        _ = tokio::time::sleep(limits.drain_timeout) => {}
+        _ = stop.requests(2) => {}
+    }
+    closing.send_replace(true);
+    let _ = tokio::time::timeout(LAST_WORDS, drained).await;
     Ok(())
 }

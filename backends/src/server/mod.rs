@@ -18,14 +18,15 @@ use serverbench_workloads::{Blocks, RequestKind};
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::{mpsc as std_mpsc, Arc, Mutex};
-use std::time::Duration;
 use tokio::sync::mpsc;
 
+mod body;
 mod http;
 mod metrics;
 mod model;
 mod params;
 
+use crate::interrupt::Interrupt;
 use http::serve_router;
 pub use http::ServeLimits;
 use model::{Context, PseudoModel};
@@ -101,6 +102,11 @@ use metrics::{Counts as Metrics, Latency, RequestClock};
 
 struct Emulator {
     submit: Mutex<std_mpsc::Sender<Submission>>,
+    /// Bytes of request bodies held at once.
+    bodies: body::BodyBudget,
+    /// Set when a shutdown stops waiting for open requests: each ends with an error saying so (a
+    /// stream with an error event and `data: [DONE]`) instead of being cut.
+    closing: tokio::sync::watch::Sender<bool>,
     metrics: Arc<Mutex<Metrics>>,
     latency: Arc<Latency>,
     model: PseudoModel,
@@ -125,15 +131,16 @@ impl Drop for Emulator {
 pub struct LocalServer {
     /// Base URL, `http://127.0.0.1:PORT`.
     pub url: String,
-    stop: tokio::sync::oneshot::Sender<()>,
+    stop: Interrupt,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl LocalServer {
-    /// Stops accepting requests, lets open ones end (at most 30 s) and waits for the engine thread.
+    /// Stops accepting requests, lets open ones end (within the drain timeout, then ends them with an
+    /// error) and waits for the engine thread.
     pub async fn stop(self) {
-        let _ = self.stop.send(());
-        let _ = tokio::time::timeout(Duration::from_secs(30), self.task).await;
+        self.stop.request("stop");
+        let _ = self.task.await;
     }
 }
 
@@ -144,13 +151,13 @@ pub async fn spawn_local_server(cfg: ServeConfig) -> std::io::Result<LocalServer
     let url = format!("http://{}", listener.local_addr()?);
     // The router starts the engine: build it here so that a failure to start is this call's error.
     let limits = cfg.limits;
-    let router = router(cfg).map_err(std::io::Error::other)?;
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        let _ = serve_router(listener, router, limits, async move {
-            let _ = stopped.await;
-        })
-        .await;
+    let (router, closing) = router(cfg).map_err(std::io::Error::other)?;
+    let stop = Interrupt::new();
+    let task = tokio::spawn({
+        let stop = stop.clone();
+        async move {
+            let _ = serve_router(listener, router, limits, &stop, closing).await;
+        }
     });
     Ok(LocalServer { url, stop, task })
 }
@@ -158,27 +165,26 @@ pub async fn spawn_local_server(cfg: ServeConfig) -> std::io::Result<LocalServer
 /// Runs the engine thread and serves HTTP on `listener` until the process ends.
 pub async fn serve(listener: tokio::net::TcpListener, cfg: ServeConfig) -> std::io::Result<()> {
     let limits = cfg.limits;
-    let router = router(cfg).map_err(std::io::Error::other)?;
-    serve_router(listener, router, limits, std::future::pending()).await
+    let (router, closing) = router(cfg).map_err(std::io::Error::other)?;
+    serve_router(listener, router, limits, &Interrupt::new(), closing).await
 }
 
-/// Binds `addr`, tells `listening` the address it got, and serves until Ctrl-C; open requests may then
-/// finish for the drain timeout.
+/// Binds `addr`, tells `listening` the address it got, and serves until `stop` is requested: new
+/// connections are then refused, open requests may finish for the drain timeout, and a second
+/// request (or the drain timeout) ends those still open with an error.
 pub async fn serve_until_interrupted(
     addr: &str,
     cfg: ServeConfig,
+    stop: &Interrupt,
     listening: impl FnOnce(std::net::SocketAddr),
 ) -> std::io::Result<()> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| std::io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}")))?;
     let limits = cfg.limits;
-    let router = router(cfg).map_err(std::io::Error::other)?;
+    let (router, closing) = router(cfg).map_err(std::io::Error::other)?;
     listening(listener.local_addr()?);
-    serve_router(listener, router, limits, async {
-        let _ = tokio::signal::ctrl_c().await;
-    })
-    .await
+    serve_router(listener, router, limits, stop, closing).await
 }
 
 /// Binds 127.0.0.1 on a free port and serves in the background; returns the base URL (for tests).
@@ -191,7 +197,8 @@ pub async fn spawn_local(cfg: ServeConfig) -> std::io::Result<String> {
     Ok(url)
 }
 
-fn router(cfg: ServeConfig) -> Result<Router, String> {
+/// The routes, and what tells open requests that the server stops waiting for them.
+fn router(cfg: ServeConfig) -> Result<(Router, http::Closing), String> {
     let (tx, rx) = std_mpsc::channel();
     let metrics = Arc::new(Mutex::new(Metrics::default()));
     let m2 = metrics.clone();
@@ -245,21 +252,25 @@ fn router(cfg: ServeConfig) -> Result<Router, String> {
             cfg.vocab
         ));
     }
+    let closing = tokio::sync::watch::Sender::new(false);
     let em = Arc::new(Emulator {
         submit: Mutex::new(tx),
+        bodies: body::BodyBudget::new(params::body_limit(cfg.deployment.context_limit)),
+        closing: closing.clone(),
         metrics,
         latency,
         model: PseudoModel::new(cfg.vocab, cfg.generation.model_seed),
         cfg,
         engine: Mutex::new(Some(engine)),
     });
-    Ok(Router::new()
+    let routes = Router::new()
         .route("/v1/completions", post(completions))
         .route("/v1/chat/completions", post(chat))
         .route("/v1/models", get(models))
         .route("/health", get(|| async { "" }))
         .route("/metrics", get(metrics_text))
-        .with_state(em))
+        .with_state(em);
+    Ok((routes, closing))
 }
 
 /// The engine thread: takes submissions, steps the engine while it has work, sends each request's
@@ -438,74 +449,57 @@ fn prompt_digest(ids: &[u32]) -> (Blocks, Context) {
 }
 
 async fn completions(State(em): State<Arc<Emulator>>, req: Request) -> Response {
-    let parsed = read_json(&em, req).await.and_then(|body| {
-        params::completion(
-            &body,
-            em.cfg.vocab,
-            em.cfg.deployment.context_limit,
-            em.cfg.words.as_deref(),
-        )
-    });
-    match parsed {
+    match parse(&em, req, params::completion).await {
         Ok((ids, p)) => generate(em, ids, p, false).await,
         Err(e) => e.response(),
     }
 }
 
 async fn chat(State(em): State<Arc<Emulator>>, req: Request) -> Response {
-    let parsed = read_json(&em, req).await.and_then(|body| {
-        params::chat(
-            &body,
-            em.cfg.vocab,
-            em.cfg.deployment.context_limit,
-            em.cfg.words.as_deref(),
-        )
-    });
-    match parsed {
-        Ok((ids, p)) => generate(em.clone(), ids, p, true).await,
+    match parse(&em, req, params::chat_body).await {
+        Ok((ids, p)) => generate(em, ids, p, true).await,
         Err(e) => e.response(),
     }
 }
 
-/// The request's JSON body, read within the body timeout and the body limit the context limit sets.
-async fn read_json(em: &Emulator, req: Request) -> Result<Value, Refusal> {
-    let limit = params::body_limit(em.cfg.deployment.context_limit);
-    let too_large = || {
-        Refusal::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!(
-                "the request body is larger than {limit} bytes, the most a prompt of the context limit ({} tokens) needs",
-                em.cfg.deployment.context_limit
-            ),
+/// A request parser: the body's bytes, the vocabulary, the context limit and the tokenizer in; the
+/// prompt's ids and the parameters out.
+type Parser = fn(&[u8], u32, u32, Option<&crate::Words>) -> Result<(Vec<u32>, Params), Refusal>;
+
+/// Reads the request's body within its bounds (`body::read`) and parses it on a blocking thread: a
+/// prompt of a million ids takes tens of milliseconds to read, which on an async worker would stall
+/// every stream and `/health` (eight 17 MB bodies stalled them 3.3 s).
+async fn parse(
+    em: &Arc<Emulator>,
+    req: Request,
+    parser: Parser,
+) -> Result<(Vec<u32>, Params), Refusal> {
+    let context_limit = em.cfg.deployment.context_limit;
+    let limit = params::body_limit(context_limit);
+    let body = body::read(
+        req,
+        limit,
+        em.cfg.limits.body_timeout,
+        &em.bodies,
+        context_limit,
+    )
+    .await?;
+    let em = em.clone();
+    tokio::task::spawn_blocking(move || {
+        // The body and its share of the budget go when the parse is done.
+        parser(
+            &body.bytes,
+            em.cfg.vocab,
+            context_limit,
+            em.cfg.words.as_deref(),
         )
-    };
-    let declared = req
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > limit as u64) {
-        return Err(too_large());
-    }
-    let read = axum::body::to_bytes(req.into_body(), limit);
-    let bytes = match tokio::time::timeout(em.cfg.limits.body_timeout, read).await {
-        Err(_) => {
-            return Err(Refusal::new(
-                StatusCode::REQUEST_TIMEOUT,
-                format!(
-                    "the request body did not arrive within {} s",
-                    em.cfg.limits.body_timeout.as_secs_f64()
-                ),
-            ))
-        }
-        Ok(Err(_)) => return Err(too_large()),
-        Ok(Ok(b)) => b,
-    };
-    serde_json::from_slice(&bytes).map_err(|e| {
-        Refusal::new(
-            StatusCode::BAD_REQUEST,
-            format!("the body is not JSON: {e}"),
-        )
+    })
+    .await
+    .unwrap_or_else(|e| {
+        Err(Refusal::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("the request parser stopped: {e}"),
+        ))
     })
 }
 
@@ -580,6 +574,7 @@ async fn generate(em: Arc<Emulator>, ids: Vec<u32>, p: Params, chat: bool) -> Re
     }
     let out = Output {
         rx,
+        closing: em.closing.subscribe(),
         model_name: em.cfg.model_name.clone(),
         chat,
         fault: em.cfg.generation.fault,
@@ -723,6 +718,8 @@ impl Logprobs {
 /// A request's output as it comes from the engine.
 struct Output {
     rx: mpsc::UnboundedReceiver<EngineEvent>,
+    /// True once the server stops waiting for open requests.
+    closing: tokio::sync::watch::Receiver<bool>,
     model_name: String,
     chat: bool,
     fault: Fault,
@@ -780,6 +777,30 @@ impl Output {
     }
 }
 
+/// What a request still open when the server stops waiting for it is told.
+const SHUTTING_DOWN: &str =
+    "the server is shutting down: this request was ended before it finished";
+
+/// What comes next for a request's response.
+enum Next {
+    Event(EngineEvent),
+    /// The engine dropped the request (it stopped).
+    Gone,
+    /// The server stops waiting for open requests.
+    Closing,
+}
+
+impl Output {
+    async fn next(&mut self) -> Next {
+        // Closing first: a busy engine would otherwise keep the stream open with its tokens.
+        tokio::select! {
+            biased;
+            Ok(_) = self.closing.wait_for(|c| *c) => Next::Closing,
+            e = self.rx.recv() => e.map_or(Next::Gone, Next::Event),
+        }
+    }
+}
+
 fn sse(v: &Value) -> bytes::Bytes {
     bytes::Bytes::from(format!("data: {v}\n\n"))
 }
@@ -789,14 +810,20 @@ fn stream_response(out: Output) -> Response {
         if ended {
             return None;
         }
-        match out.rx.recv().await {
-            Some(EngineEvent::Tokens(n, ids)) => {
+        match out.next().await {
+            Next::Closing => {
+                // The shutdown stops waiting: say so, and end the stream as a stream ends.
+                let e = json!({ "error": { "message": SHUTTING_DOWN, "type": "server_error", "code": 503 } });
+                let b = format!("data: {e}\n\ndata: [DONE]\n\n");
+                Some((Ok(bytes::Bytes::from(b)), (out, true)))
+            }
+            Next::Event(EngineEvent::Tokens(n, ids)) => {
                 out.clock.tokens(n, &out.latency);
                 let t = out.text(n, &ids);
                 let b = sse(&out.chunk(Some(&t), None));
                 Some((Ok::<_, Infallible>(b), (out, false)))
             }
-            Some(EngineEvent::Done { cached_tokens }) => {
+            Next::Event(EngineEvent::Done { cached_tokens }) => {
                 out.clock.done(&out.latency);
                 let finish = out.finish_reason;
                 let mut b = format!("data: {}\n\n", out.chunk(None, Some(finish)));
@@ -809,7 +836,7 @@ fn stream_response(out: Output) -> Response {
                 b.push_str("data: [DONE]\n\n");
                 Some((Ok(bytes::Bytes::from(b)), (out, true)))
             }
-            None => None,
+            Next::Gone => None,
         }
     });
     Response::builder()
@@ -827,7 +854,12 @@ fn stream_response(out: Output) -> Response {
 async fn whole_response(mut out: Output) -> Response {
     let mut text = std::mem::take(&mut out.echoed);
     let mut cached = 0;
-    while let Some(e) = out.rx.recv().await {
+    loop {
+        let e = match out.next().await {
+            Next::Event(e) => e,
+            Next::Gone => break,
+            Next::Closing => return error(StatusCode::SERVICE_UNAVAILABLE, SHUTTING_DOWN),
+        };
         match e {
             EngineEvent::Tokens(n, ids) => {
                 out.clock.tokens(n, &out.latency);

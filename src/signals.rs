@@ -1,0 +1,130 @@
+//! SIGINT (Ctrl-C) and SIGTERM (what `timeout`, docker, systemd and SLURM send), for the commands that
+//! run long: the first asks the command to stop and write what it has, marked partial; a second, while
+//! it is still stopping, ends the process at once with exit code 130.
+
+use anyhow::{bail, Context, Result};
+use indicatif::ProgressBar;
+use serverbench_study::{Stop, StudyError};
+use signal_hook::consts::{SIGINT, SIGTERM};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::mpsc::RecvTimeoutError;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Exit code of an interrupted command (128 + SIGINT, the shell's convention).
+pub const INTERRUPTED: i32 = 130;
+
+/// Calls `first(name)` on the first SIGINT or SIGTERM (`name` is `SIGINT` or `SIGTERM`) and
+/// `again(name)` on each later one, from a thread of its own. From this call on, neither signal kills
+/// the process by itself.
+pub fn on_stop(
+    first: impl Fn(&str) + Send + 'static,
+    again: impl Fn(&str) + Send + 'static,
+) -> Result<()> {
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])
+        .context("cannot listen for SIGINT and SIGTERM")?;
+    let seen = AtomicU32::new(0);
+    std::thread::Builder::new()
+        .name("serverbench-signals".into())
+        .spawn(move || {
+            for signal in signals.forever() {
+                let name = if signal == SIGTERM {
+                    "SIGTERM"
+                } else {
+                    "SIGINT"
+                };
+                match seen.fetch_add(1, Ordering::Relaxed) {
+                    0 => first(name),
+                    _ => again(name),
+                }
+            }
+        })
+        .context("cannot start the signal thread")?;
+    Ok(())
+}
+
+/// What a second signal does while a command stops: it ends the process at once.
+pub fn exit_now(name: &str) {
+    eprintln!("\n{name} again: stopping at once, without writing more");
+    std::process::exit(INTERRUPTED);
+}
+
+/// A study's stop request, made on the first SIGINT or SIGTERM (a second ends the process at once).
+pub struct StudyStop {
+    stop: Arc<Stop>,
+    why: Arc<Mutex<Option<String>>>,
+}
+
+/// How long a stopped study waits for the replays it is running before it writes what finished
+/// without them: well inside docker's 10 s between SIGTERM and SIGKILL.
+const GRACE: Duration = Duration::from_secs(2);
+
+impl StudyStop {
+    /// Listens for SIGINT and SIGTERM from now on.
+    pub fn install() -> Result<StudyStop> {
+        let stop = Arc::new(Stop::default());
+        let why = Arc::new(Mutex::new(None));
+        let (s, w) = (stop.clone(), why.clone());
+        on_stop(
+            move |name| {
+                eprintln!(
+                    "\n{name}: starting no more replays; writing those that finished within {} s, marked partial (again: quit at once)",
+                    GRACE.as_secs()
+                );
+                *w.lock().expect("signal name") = Some(name.to_string());
+                s.request();
+            },
+            exit_now,
+        )?;
+        Ok(StudyStop { stop, why })
+    }
+
+    /// The signal that stopped the study, once one did.
+    pub fn why(&self) -> Option<String> {
+        self.why.lock().expect("signal name").clone()
+    }
+
+    /// The study's stop flag.
+    pub fn flag(&self) -> &Stop {
+        &self.stop
+    }
+
+    /// Runs `work` (`n` runs, each reported to `done(i, result)` as it finishes) on a thread of its
+    /// own and returns its results; once a stop is requested, it waits at most [`GRACE`] for the
+    /// runs under way and then returns those that finished (`None` for the others).
+    pub fn run<T, W>(&self, n: usize, bar: &ProgressBar, work: W) -> Result<Vec<Option<T>>>
+    where
+        T: Clone + Send + 'static,
+        W: FnOnce(&Stop, &(dyn Fn(usize, &T) + Sync)) -> Result<Vec<Option<T>>, StudyError>
+            + Send
+            + 'static,
+    {
+        let finished: Arc<Mutex<Vec<Option<T>>>> = Arc::new(Mutex::new(vec![None; n]));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (stop, kept, bar2) = (self.stop.clone(), finished.clone(), bar.clone());
+        std::thread::Builder::new()
+            .name("serverbench-study".into())
+            .spawn(move || {
+                let done = |i: usize, r: &T| {
+                    kept.lock().expect("finished runs")[i] = Some(r.clone());
+                    bar2.inc(1);
+                };
+                let _ = tx.send(work(&stop, &done));
+            })
+            .context("cannot start the study thread")?;
+        let mut stopped_at: Option<Instant> = None;
+        loop {
+            match rx.recv_timeout(Duration::from_millis(50)) {
+                Ok(result) => return Ok(result?),
+                Err(RecvTimeoutError::Disconnected) => bail!("the study thread stopped"),
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+            if self.stop.is_requested() {
+                let at = *stopped_at.get_or_insert_with(Instant::now);
+                if at.elapsed() >= GRACE {
+                    return Ok(finished.lock().expect("finished runs").clone());
+                }
+            }
+        }
+    }
+}
