@@ -2,7 +2,7 @@
 
 use crate::cli::SimulateArgs;
 use crate::inputs;
-use crate::output::{summary_table, write_file, write_json};
+use crate::output::{summary_rows, write_file, write_json};
 use crate::plot::{timeline_svg, Timeline};
 use crate::report::Report;
 use anyhow::{bail, Result};
@@ -19,7 +19,7 @@ pub fn run(a: SimulateArgs) -> Result<()> {
     }
     let mut cfg = inputs::run_config(&a.replay, a.concurrency, a.seed)?;
     cfg.timeline = a.timeline;
-    let source = inputs::source(&a.workload, a.seed, &d)?;
+    let source = inputs::source(&a.deployment.deployment, &a.workload, a.seed, &d)?;
     let started = std::time::Instant::now();
     let out = serverbench_sim::simulate(&d, &cost, source.as_ref(), &cfg)?;
     let elapsed = started.elapsed();
@@ -30,14 +30,16 @@ pub fn run(a: SimulateArgs) -> Result<()> {
         cfg.seed,
         cfg.window_s
     )?;
-    let summary = summary_table(
+    let rows = summary_rows(
         &out.summary,
         d.gpus(),
         d.gpu_hour_dollars,
         &a.replay.start,
         crate::output::SeenBy::Engine,
     );
-    out!("{summary}")?;
+    for (k, v) in &rows {
+        outln!("  {k:<13}{v}")?;
+    }
     outln!(
         "\n  simulated {:.0} s in {:.1} ms of wall time",
         cfg.window_s,
@@ -99,7 +101,7 @@ pub fn run(a: SimulateArgs) -> Result<()> {
             cfg.window_s
         );
         let mut r = Report::new(&title, crate::meta::Meta::now(Some(&d)));
-        r.section("Summary", "").text(&summary);
+        r.section("Summary", "").labelled(&rows);
         if let Some(svg) = timeline(&d, &cfg, &out)? {
             r.section(
                 "Timeline",
