@@ -387,6 +387,51 @@ mod tests {
         assert_eq!(Deployment::from_yaml("p.yaml", &text).unwrap(), d);
     }
 
+    /// A profile named by file comes from the caller's reader (this crate reads no files); one the
+    /// caller hands in replaces the file's before the check; an edited file is named after itself.
+    #[test]
+    fn referenced_profiles_and_edited_names() {
+        let fit = Profile {
+            name: "my-fit".into(),
+            ..Profile::preset("l40-datasheet").unwrap()
+        };
+        let reader = |name: &str| Ok((name == "fits/my.yaml").then(|| fit.clone()));
+        let refs = Referenced {
+            profile_file: &reader,
+            profile: None,
+        };
+        let text = "base: qwen3.5-9b-2xl40\nprofile: fits/my.yaml\n";
+        let d = Deployment::from_yaml_with("dir/d.yaml", text, &refs).unwrap();
+        assert_eq!(d.profile, fit);
+        assert_eq!(d.name, "qwen3.5-9b-2xl40 edited by d.yaml");
+        let e = Deployment::from_yaml("d.yaml", text).unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (2, "profile"), "{e}");
+        // A file moving to the L40 takes an L40 profile handed in; a wrong one names its file.
+        let moved = "base: qwen3-8b-1xh200\nhardware: l40\n";
+        assert!(Deployment::from_yaml("m.yaml", moved).is_err());
+        let refs = Referenced {
+            profile: Some(("fit.yaml", &fit)),
+            ..Referenced::default()
+        };
+        assert_eq!(
+            Deployment::from_yaml_with("m.yaml", moved, &refs)
+                .unwrap()
+                .profile,
+            fit
+        );
+        let e = Deployment::from_yaml_with("h.yaml", "base: qwen3-8b-1xh200\n", &refs).unwrap_err();
+        assert_eq!(
+            (e.file.as_str(), e.field.as_str()),
+            ("fit.yaml", "profile"),
+            "{e}"
+        );
+        // Only a base, or a name of its own: that name.
+        let only = Deployment::from_yaml("o.yaml", "base: gemma4-e4b-1xl40\n").unwrap();
+        assert_eq!(only.name, "gemma4-e4b-1xl40");
+        let own = Deployment::from_yaml("o.yaml", "name: mine\ntp: 2\n").unwrap();
+        assert_eq!(own.name, "mine");
+    }
+
     #[test]
     fn names_and_specs_that_do_not_resolve_name_the_field_and_line() {
         let e = Deployment::from_yaml("d.yaml", "tp: 2\nmodel: llama-9000\n").unwrap_err();
