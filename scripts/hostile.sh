@@ -73,6 +73,33 @@ cases=(
   "serve --time-scale 1e300"
   "what-if --profile presets/profiles/l40-derived.yaml -c 4 --seeds 1 -w 60"
 )
+# #32 config: a context limit too small for the workload, an alias bomb, sub-agents nested past 61
+# levels, --vocab past the model's, a profile named by file (beside the deployment, run from here),
+# --profile over a file that moves to another GPU, an edited deployment, a what-if row that cannot run.
+printf 'base: qwen3.5-9b-2xl40\ncontext_limit: 1\n' > "$T/ctx1.yaml"
+{ printf 'a: &a [1,2,3,4,5,6,7,8,9,10]\n'; p=a; for n in b c d e f g h; do
+    printf '%s: &%s [*%s,*%s,*%s,*%s,*%s,*%s,*%s,*%s,*%s,*%s]\n' $n $n $p $p $p $p $p $p $p $p $p $p; p=$n
+  done; } > "$T/bomb.yaml"
+W='{"in": 100, "out": 5, "hash_ids": [1]}'; A="[$W]"
+for _ in $(seq 62); do A="[$W, {\"type\": \"subagent\", \"requests\": $A}]"; done
+printf '{"requests": %s}\n' "$A" > "$T/weka62.json"
+mkdir -p "$T/fits"
+sed 's/^name: .*/name: my-l40/' presets/profiles/l40-datasheet.yaml > "$T/fits/my-l40.yaml"
+printf 'base: qwen3.5-9b-2xl40\nprofile: fits/my-l40.yaml\n' > "$T/byfile.yaml"
+printf 'base: qwen3-8b-1xh200\nhardware: l40\n' > "$T/onl40.yaml"
+printf 'base: qwen3.5-9b-2xl40\nengine: {max_num_seqs: 8}\n' > "$T/edited.yaml"
+cases+=(
+  "simulate -d $T/ctx1.yaml -w 60"
+  "sweep -d $T/ctx1.yaml -c 1 --seeds 1 -w 60"
+  "simulate -d $T/bomb.yaml"
+  "workload stats --trace $T/weka62.json"
+  "replay --url http://127.0.0.1:1 --vocab 4294967295"
+  "simulate -d $T/byfile.yaml -w 60"
+  "simulate -d $T/onl40.yaml -w 60"
+  "simulate -d $T/onl40.yaml --profile $T/fits/my-l40.yaml -w 60"
+  "simulate -d $T/edited.yaml -w 60"
+  "what-if -c 4,8 --seeds 1 -w 60"
+)
 declare -A tally
 # #32 runtime: a server's failures, full disks and output folders (against a `serve` of this binary in
 # the background), then signals in the block after the broken pipes.

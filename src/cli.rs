@@ -454,7 +454,8 @@ pub struct ReplayRealArgs {
     /// Extra header NAME:VALUE (repeatable).
     #[arg(long = "header")]
     pub headers: Vec<String>,
-    /// Token ids of synthesised prompts are drawn from [100, VOCAB) (default: the model's vocabulary).
+    /// Token ids of synthesised prompts are drawn from [100, VOCAB) (default and most: the model's
+    /// vocabulary).
     #[arg(long)]
     pub vocab: Option<u32>,
     /// With --api text or chat: build prompts from this Hugging Face tokenizer.json's one-token words,

@@ -2,8 +2,8 @@
 
 use crate::cli::{DeploymentArgs, ReplayArgs, WorkloadArgs};
 use anyhow::{anyhow, bail, Result};
-use serverbench_calibration::Profile;
-use serverbench_sim::{Arrivals, Deployment, RunConfig, StartMode, MAX_CONCURRENCY};
+use serverbench_calibration::{InputError, Profile};
+use serverbench_sim::{Arrivals, Deployment, Referenced, RunConfig, StartMode, MAX_CONCURRENCY};
 use serverbench_study::Study;
 use serverbench_workloads::{read_spec, Imported, Trace, TreeSource, Workload, WorkloadSpec};
 use std::path::Path;
@@ -11,7 +11,17 @@ use std::sync::Arc;
 
 /// A deployment from a preset name or a YAML file.
 pub fn deployment(name_or_file: &str) -> Result<Deployment> {
-    if let Some(d) = Deployment::preset(name_or_file) {
+    deployment_with(name_or_file, None)
+}
+
+/// A deployment from a preset name or a YAML file, its profile replaced by `profile` (the file it was
+/// read from, and the profile) before it is checked.
+fn deployment_with(name_or_file: &str, profile: Option<(&str, &Profile)>) -> Result<Deployment> {
+    if let Some(mut d) = Deployment::preset(name_or_file) {
+        if let Some((file, p)) = profile {
+            d.profile = p.clone();
+            d.check().map_err(|e| anyhow!("{file}: {e}"))?;
+        }
         return Ok(d);
     }
     let path = Path::new(name_or_file);
@@ -22,7 +32,27 @@ pub fn deployment(name_or_file: &str) -> Result<Deployment> {
         );
     }
     let text = config_text(path)?;
-    Ok(Deployment::from_yaml(&path.display().to_string(), &text)?)
+    let beside = |name: &str| profile_beside(path, name);
+    let refs = Referenced {
+        profile_file: &beside,
+        profile,
+    };
+    Ok(Deployment::from_yaml_with(
+        &path.display().to_string(),
+        &text,
+        &refs,
+    )?)
+}
+
+/// The profile file a deployment file names (`profile: my-fit.yaml`), its path read from the
+/// deployment file's folder; `None` when there is no such file.
+fn profile_beside(deployment: &Path, name: &str) -> Result<Option<Profile>, InputError> {
+    let path = deployment.parent().unwrap_or(Path::new("")).join(name);
+    if !path.is_file() {
+        return Ok(None);
+    }
+    let text = serverbench_config::read_text(&path, serverbench_config::MAX_CONFIG_BYTES)?;
+    Profile::from_yaml(&path.display().to_string(), &text).map(Some)
 }
 
 /// A configuration file's text (at most `MAX_CONFIG_BYTES`).
@@ -33,16 +63,24 @@ pub fn config_text(path: &Path) -> Result<String> {
     )?)
 }
 
-/// The deployment the arguments describe (engine and profile overrides applied).
+/// The deployment the arguments describe: the preset or file, `--profile` replacing its profile
+/// before it is checked (so that a file changing the GPU can take a profile of that GPU), then
+/// `--engine-config`.
 pub fn resolved(args: &DeploymentArgs) -> Result<Deployment> {
-    let mut d = deployment(&args.deployment)?;
+    let profile = match &args.profile {
+        Some(path) => {
+            let file = path.display().to_string();
+            let p = Profile::from_yaml(&file, &config_text(path)?)?;
+            Some((file, p))
+        }
+        None => None,
+    };
+    let mut d = deployment_with(
+        &args.deployment,
+        profile.as_ref().map(|(f, p)| (f.as_str(), p)),
+    )?;
     if let Some(path) = &args.engine_config {
         d = with_engine(d, path)?;
-    }
-    if let Some(path) = &args.profile {
-        let text = config_text(path)?;
-        d.profile = Profile::from_yaml(&path.display().to_string(), &text)?;
-        d.check().map_err(|e| anyhow!("{}: {e}", path.display()))?;
     }
     Ok(d)
 }
@@ -68,9 +106,9 @@ fn with_engine(mut d: Deployment, path: &Path) -> Result<Deployment> {
 }
 
 /// The study the arguments describe: deployment, workload and the replay options of every run.
-pub fn study(d: &DeploymentArgs, w: &WorkloadArgs, r: &ReplayArgs) -> Result<Study> {
-    let d = resolved(d)?;
-    let w = workload(w, &d)?;
+pub fn study(d_args: &DeploymentArgs, w: &WorkloadArgs, r: &ReplayArgs) -> Result<Study> {
+    let d = resolved(d_args)?;
+    let w = fitted_workload(&d_args.deployment, w, &d)?;
     Ok(Study::new(d, w, run_config(r, 1, 0)?))
 }
 
@@ -95,9 +133,50 @@ fn workload_or(args: &WorkloadArgs, default_spec: Option<&str>) -> Result<Worklo
     })
 }
 
-/// A source of trees for deployment `d`: the generator for `seed`, or a trace.
-pub fn source(args: &WorkloadArgs, seed: u64, d: &Deployment) -> Result<Arc<dyn TreeSource>> {
+/// The workload the arguments name for deployment `d` (read from `deployment`, the `-d` argument),
+/// checked against its context limit: a spec whose sessions cannot fit is refused, naming the
+/// deployment file's line and `context_limit` when that file sets the limit, else the spec.
+pub fn fitted_workload(deployment: &str, args: &WorkloadArgs, d: &Deployment) -> Result<Workload> {
     let w = workload(args, d)?;
+    if let Workload::Generated(spec) = &w {
+        if let Err(e) = spec.check_context(d.context_limit) {
+            let spec_name = workload_name(args, &w);
+            return Err(match context_limit_line(deployment)? {
+                Some((file, line)) => InputError::new(
+                    &file,
+                    line,
+                    "context_limit",
+                    format!("too small for {spec_name}: {}", e.reason),
+                )
+                .into(),
+                None => anyhow!("{spec_name}: {e}"),
+            });
+        }
+    }
+    Ok(w)
+}
+
+/// The deployment file and the line of it that sets `context_limit`, when `deployment` is a file
+/// that sets it (not a preset).
+fn context_limit_line(deployment: &str) -> Result<Option<(String, usize)>> {
+    let path = Path::new(deployment);
+    if Deployment::preset(deployment).is_some() || !path.exists() {
+        return Ok(None);
+    }
+    let text = config_text(path)?;
+    let line = serverbench_config::line_of(&text, "context_limit");
+    Ok((line > 0).then(|| (path.display().to_string(), line)))
+}
+
+/// A source of trees for deployment `d` (the `-d` argument `deployment`): the generator for `seed`,
+/// or a trace.
+pub fn source(
+    deployment: &str,
+    args: &WorkloadArgs,
+    seed: u64,
+    d: &Deployment,
+) -> Result<Arc<dyn TreeSource>> {
+    let w = fitted_workload(deployment, args, d)?;
     w.source(seed, d.context_limit)
         .map_err(|e| anyhow!("{}: {e}", workload_name(args, &w)))
 }

@@ -168,9 +168,23 @@ pub fn invalid_reason(s: &Summary) -> String {
 
 /// The summary table `simulate` and `replay` print.
 pub fn summary_table(s: &Summary, gpus: u32, gpu_hour: f64, start: &str, seen: SeenBy) -> String {
+    summary_rows(s, gpus, gpu_hour, start, seen)
+        .iter()
+        .map(|(k, v)| format!("  {k:<13}{v}\n"))
+        .collect()
+}
+
+/// The summary's rows: what each line is about, and what it says (a report shows them as a table).
+pub fn summary_rows(
+    s: &Summary,
+    gpus: u32,
+    gpu_hour: f64,
+    start: &str,
+    seen: SeenBy,
+) -> Vec<(&'static str, String)> {
     let sc = &s.score;
-    let mut t = String::new();
-    let mut line = |k: &str, v: String| t.push_str(&format!("  {k:<13}{v}\n"));
+    let mut t = Vec::new();
+    let mut line = |k: &'static str, v: String| t.push((k, v));
     line(
         "score",
         format!(

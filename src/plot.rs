@@ -76,6 +76,31 @@ fn sweep_legend(area: &Area<'_>) -> Result<()> {
     Ok(())
 }
 
+/// Ticks of a log axis from `lo` to `hi`: 1, 2, …, 9 times each power of ten (1, 2 and 5 times
+/// when the axis spans more than two decades), each label once and none that rounds to 0. plotters'
+/// own log ticks put two at 10 (one just below it), and both printed "10".
+fn log_ticks(lo: f64, hi: f64, decimals: usize) -> Vec<f64> {
+    let label = |v: f64| format!("{v:.decimals$}");
+    let steps: &[u32] = if hi / lo > 100.0 {
+        &[1, 2, 5]
+    } else {
+        &[1, 2, 3, 4, 5, 6, 7, 8, 9]
+    };
+    let (first, last) = (lo.log10().floor() as i32, hi.log10().ceil() as i32);
+    let mut ticks: Vec<f64> = Vec::new();
+    for power in first..=last {
+        for &m in steps {
+            // Parsed back from its label, so that the tick sits where its label says.
+            let v: f64 = label(m as f64 * 10f64.powi(power)).parse().unwrap_or(0.0);
+            let fresh = ticks.last().map_or(true, |&t| label(t) != label(v));
+            if v >= lo && v <= hi && v > 0.0 && fresh {
+                ticks.push(v);
+            }
+        }
+    }
+    ticks
+}
+
 fn band_panel(area: &Area<'_>, b: &Band<'_>, qualified: &[bool], recommended: f64) -> Result<()> {
     let (x0, x1) = (
         b.x.iter().cloned().fold(f64::MAX, f64::min),
@@ -88,7 +113,12 @@ fn band_panel(area: &Area<'_>, b: &Band<'_>, qualified: &[bool], recommended: f6
         .margin(12)
         .x_label_area_size(32)
         .y_label_area_size(64)
-        .build_cartesian_2d((x0..x1).log_scale(), 0f64..ymax)
+        .build_cartesian_2d(
+            (x0..x1)
+                .log_scale()
+                .with_key_points(log_ticks(x0, x1, b.x_decimals)),
+            0f64..ymax,
+        )
         .map_err(err)?;
     chart
         .configure_mesh()
@@ -444,4 +474,30 @@ fn scatter_panel(area: &Area<'_>, name: &str, points: &[(f64, f64)]) -> Result<(
         )
         .map_err(err)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_ticks_label_each_value_once() {
+        // The default sweep's axis (1 to 64, widened by 15 %): 10 once, 1 to 9 and 20 to 70.
+        let ticks = log_ticks(1.0 / 1.15, 64.0 * 1.15, 0);
+        let labels: Vec<String> = ticks.iter().map(|t| format!("{t:.0}")).collect();
+        assert_eq!(
+            labels.iter().filter(|l| *l == "10").count(),
+            1,
+            "{labels:?}"
+        );
+        assert_eq!(labels.first().map(String::as_str), Some("1"));
+        assert_eq!(labels.last().map(String::as_str), Some("70"));
+        // Rates over three decades: 1, 2 and 5 per decade, none rounding to 0.
+        let rates = log_ticks(0.008, 12.0, 2);
+        let labels: Vec<String> = rates.iter().map(|t| format!("{t:.2}")).collect();
+        assert_eq!(
+            labels,
+            ["0.01", "0.02", "0.05", "0.10", "0.20", "0.50", "1.00", "2.00", "5.00", "10.00"]
+        );
+    }
 }

@@ -173,8 +173,15 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
     }
     inputs::time_scale(a.time_scale)?;
     let run = inputs::run_config(&a.replay, a.concurrency, a.seed)?;
-    let source = inputs::source(&a.workload, a.seed, &d)?;
+    let source = inputs::source(&a.deployment.deployment, &a.workload, a.seed, &d)?;
     let model = a.model.clone().unwrap_or_else(|| d.model.name.clone());
+    let (model_vocab, vocab_of) = if a.engine.engine == "cuda" {
+        let c = crate::cuda::model_config(&a.engine, &model)?;
+        (c.vocab_size, format!("the CUDA engine's model {model}"))
+    } else {
+        (d.model_spec().vocab, format!("model {}", d.model.name))
+    };
+    let vocab = prompt_vocab(a.vocab, model_vocab, &vocab_of)?.salted(a.prompt_salt);
     // SIGINT and SIGTERM from here on end the run with a summary that says so.
     let stop = Interrupt::new();
     signals::on_stop(
@@ -189,14 +196,6 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
     )?;
     let rt = runtime()?;
     let (url, local) = backend(&a, &d, &model, &rt)?;
-    let vocab_default = if a.engine.engine == "cuda" {
-        crate::cuda::model_config(&a.engine, &model)?.vocab_size
-    } else {
-        d.model_spec().vocab
-    };
-    let vocab = Vocab::new(100, a.vocab.unwrap_or(vocab_default))
-        .ok_or_else(|| anyhow!("--vocab: must be above 100"))?
-        .salted(a.prompt_salt);
     let client = Arc::new(HttpClient::new(client_config(&a, &url, model.clone())?)?);
     if client.key_withheld() {
         eprintln!(
@@ -323,6 +322,24 @@ fn write_summary(
         )?;
     }
     Ok(())
+}
+
+/// First token id of synthesised prompts: ids below are left to special tokens.
+const FIRST_PROMPT_TOKEN: u32 = 100;
+
+/// The token ids prompts are drawn from: `[100, --vocab)`, by default the model's whole vocabulary
+/// (`model_vocab`, of the model `vocab_of` names). A `--vocab` past it is refused here: every prompt
+/// would hold ids the model does not have, and every request would fail (4294967295 failed all 15
+/// requests of a 60 s replay with 400s).
+fn prompt_vocab(given: Option<u32>, model_vocab: u32, vocab_of: &str) -> Result<Vocab> {
+    let hi = given.unwrap_or(model_vocab);
+    match Vocab::new(FIRST_PROMPT_TOKEN, hi).filter(|_| hi <= model_vocab) {
+        Some(v) => Ok(v),
+        None => bail!(
+            "--vocab: must be between {} and {model_vocab} (the vocabulary of {vocab_of}), got {hi}",
+            FIRST_PROMPT_TOKEN + 1
+        ),
+    }
 }
 
 /// The server to replay against: `--url`, or the CUDA engine started in this process.

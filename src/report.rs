@@ -103,7 +103,31 @@ impl Report {
         self
     }
 
-    /// Preformatted text (a command's printed summary).
+    /// A table of labelled rows (a printed summary: what a line is about, then what it says).
+    pub fn labelled(&mut self, rows: &[(&str, String)]) -> &mut Report {
+        self.body
+            .push_str("<div class=\"scroll\"><table class=\"labelled\">\n<tbody>\n");
+        for (k, v) in rows {
+            let _ = writeln!(
+                self.body,
+                "<tr><th>{}</th><td>{}</td></tr>",
+                escape(k),
+                escape(v)
+            );
+        }
+        self.body.push_str("</tbody>\n</table></div>\n");
+        self
+    }
+
+    /// Printed lines, each a paragraph (blank lines left out).
+    pub fn paragraphs(&mut self, text: &str) -> &mut Report {
+        for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+            let _ = writeln!(self.body, "<p>{}</p>", escape(line));
+        }
+        self
+    }
+
+    /// Preformatted text (what a command prints besides its tables).
     pub fn text(&mut self, text: &str) -> &mut Report {
         let _ = writeln!(self.body, "<pre>{}</pre>", escape(text));
         self
@@ -184,7 +208,7 @@ impl Report {
 
 const STYLE: &str = "body{font-family:sans-serif;margin:2em auto;max-width:1100px;color:#222}\
 table{border-collapse:collapse;margin:1em 0}th,td{border:1px solid #ccc;padding:2px 8px;text-align:right}\
-th{background:#f3f3f3}table.meta th,table.meta td{text-align:left}caption{font-weight:bold;text-align:left}\
+th{background:#f3f3f3}table.meta th,table.meta td,table.labelled th,table.labelled td{text-align:left}caption{font-weight:bold;text-align:left}\
 pre{background:#f7f7f7;padding:8px;overflow-x:auto}div.scroll{overflow-x:auto}figure{margin:1em 0}svg{max-width:100%;height:auto}";
 
 /// Text safe inside HTML.

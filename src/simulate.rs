@@ -2,7 +2,7 @@
 
 use crate::cli::SimulateArgs;
 use crate::inputs;
-use crate::output::{prepare_out, summary_table, write_file, write_json};
+use crate::output::{prepare_out, summary_rows, write_file, write_json};
 use crate::plot::{timeline_svg, Timeline};
 use crate::report::Report;
 use anyhow::{bail, Result};
@@ -19,7 +19,7 @@ pub fn run(a: SimulateArgs) -> Result<()> {
     }
     let mut cfg = inputs::run_config(&a.replay, a.concurrency, a.seed)?;
     cfg.timeline = a.timeline;
-    let source = inputs::source(&a.workload, a.seed, &d)?;
+    let source = inputs::source(&a.deployment.deployment, &a.workload, a.seed, &d)?;
     if let Some(dir) = &a.out {
         // No timeline of an earlier run may stand beside this run's files.
         prepare_out(
@@ -42,14 +42,16 @@ pub fn run(a: SimulateArgs) -> Result<()> {
         cfg.seed,
         cfg.window_s
     )?;
-    let summary = summary_table(
+    let rows = summary_rows(
         &out.summary,
         d.gpus(),
         d.gpu_hour_dollars,
         &a.replay.start,
         crate::output::SeenBy::Engine,
     );
-    out!("{summary}")?;
+    for (k, v) in &rows {
+        outln!("  {k:<13}{v}")?;
+    }
     outln!(
         "\n  simulated {:.0} s in {:.1} ms of wall time",
         cfg.window_s,
@@ -111,7 +113,7 @@ pub fn run(a: SimulateArgs) -> Result<()> {
             cfg.window_s
         );
         let mut r = Report::new(&title, crate::meta::Meta::now(Some(&d)));
-        r.section("Summary", "").text(&summary);
+        r.section("Summary", "").labelled(&rows);
         if let Some(svg) = timeline(&d, &cfg, &out)? {
             r.section(
                 "Timeline",

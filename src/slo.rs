@@ -48,10 +48,12 @@ pub fn run(a: SloArgs) -> Result<()> {
         d.slo.tpot_s * 1e3
     )?;
     if let Some(path) = &a.out {
+        let frozen = frozen_name(&d.name);
+        let source = std::mem::replace(&mut d.name, frozen);
         d.slo = slo;
         let text = format!(
             "# SLO targets frozen by `serverbench slo` from {} at c = {} over {} seeds ({}), window {} s.\n{}",
-            d.name,
+            source,
             a.concurrency,
             seeds.len(),
             crate::output::seed_list(&seeds),
@@ -62,4 +64,14 @@ pub fn run(a: SloArgs) -> Result<()> {
         outln!("  wrote {} (use it with --deployment)", path.display())?;
     }
     Ok(())
+}
+
+/// The name a deployment with newly frozen targets is written under: not its source's, whose targets
+/// it no longer has (every header would show the preset's name for another deployment).
+fn frozen_name(name: &str) -> String {
+    const MARK: &str = " with frozen SLO";
+    match name.ends_with(MARK) {
+        true => name.to_string(),
+        false => format!("{name}{MARK}"),
+    }
 }

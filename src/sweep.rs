@@ -102,19 +102,19 @@ pub fn run(a: SweepArgs) -> Result<()> {
         r.window_s,
         a.replay.start
     )?;
-    let mut printed = if r.partial {
-        partial_line(&stop, Some(r.cells.len()), all)
-    } else {
-        String::new()
-    };
-    printed.push_str(&table(&r, &d));
+    let mut printed = table(&r, &d);
+    if r.partial {
+        printed.head = partial_line(&stop, Some(r.cells.len()), all);
+    }
     if a.band && !r.partial {
-        printed.push_str(&format!("\n{}", band_report(&a, &d, &r)?));
+        printed
+            .extra
+            .push_str(&format!("\n{}", band_report(&a, &d, &r)?));
     }
     if a.windows.is_some() {
-        printed.push_str(&format!("\n{}", window_table(&r)));
+        printed.extra.push_str(&format!("\n{}", window_table(&r)));
     }
-    out!("{printed}")?;
+    out!("{}", printed.text())?;
     outln!(
         "\n  {} replays of {} s simulated in {:.1} s",
         r.cells.len(),
@@ -150,9 +150,52 @@ fn write_nothing_finished(
     Err(stopped(stop, Some(0), all))
 }
 
+/// What a sweep prints, in parts, so that a report shows the table of levels as a table: its rows
+/// (cells padded as printed, so that the columns line up), the lines after it, and what `--band` and
+/// `--windows` add.
+struct Printed {
+    /// A line above the table (a stopped sweep's `PARTIAL: …`), or nothing.
+    head: String,
+    /// The load column's name and width.
+    axis: (&'static str, usize),
+    rows: Vec<Vec<String>>,
+    notes: String,
+    extra: String,
+}
+
+impl Printed {
+    /// As the terminal shows it.
+    fn text(&self) -> String {
+        let (axis, width) = self.axis;
+        let mut t = String::new();
+        for cells in std::iter::once(&level_header(axis)).chain(&self.rows) {
+            let c = cells;
+            t.push_str(&format!(
+                "  {:>width$}  {:>16}  {:>12}  {:>7}  {:>7}  {:>13}  {:>13}{}\n",
+                c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]
+            ));
+        }
+        format!("{}{t}{}{}", self.head, self.notes, self.extra)
+    }
+
+    /// As a report shows it: the levels as an HTML table, the notes as paragraphs and the extras
+    /// as printed.
+    fn report(&self, r: &mut Report) {
+        let trim = |cells: &Vec<String>| cells.iter().map(|c| c.trim().to_string()).collect();
+        let header: Vec<String> = trim(&level_header(self.axis.0));
+        let rows: Vec<Vec<String>> = self.rows.iter().map(trim).collect();
+        r.paragraphs(&self.head);
+        r.table("", &header, &rows);
+        r.paragraphs(&self.notes);
+        if !self.extra.trim().is_empty() {
+            r.text(self.extra.trim_matches('\n'));
+        }
+    }
+}
+
 /// What a sweep writes: its printed table, CSV and plot, to `--out` and `--report`.
 struct Outputs<'a> {
-    printed: &'a str,
+    printed: &'a Printed,
     csv: &'a dyn Fn(&mut dyn Write) -> std::io::Result<()>,
     svg: &'a dyn Fn() -> Result<String>,
 }
@@ -174,9 +217,9 @@ impl Outputs<'_> {
             (self.csv)(&mut csv)?;
             let title = format!("serverbench sweep — {}", d.name);
             let mut r = Report::new(&title, crate::meta::Meta::now(Some(d)));
-            r.section("Result", "The table the command printed.")
-                .text(self.printed)
-                .svg(
+            r.section("Result", "The table the command printed.");
+            self.printed.report(&mut r);
+            r.svg(
                     "D, G and f against the load: mean over seeds, band min..max; green where mean f reaches 90 %; red line: the recommended level",
                     &(self.svg)()?,
                 )
@@ -242,13 +285,12 @@ fn plot_levels(
     sweep_svg(title, &bands, &qualified, best)
 }
 
-fn table(r: &SweepResult, d: &Deployment) -> String {
+fn table(r: &SweepResult, d: &Deployment) -> Printed {
     let rows = r.levels.iter().map(|l| {
         let c = l.concurrency;
-        (c.to_string(), l, c == r.best_mean, c == r.best_robust)
+        level_cells(c.to_string(), l, c == r.best_mean, c == r.best_robust)
     });
-    let mut t = level_rows("c", 5, rows);
-    t.push_str(&definitions(d));
+    let mut t = definitions(d);
     let robust = r
         .levels
         .iter()
@@ -263,7 +305,13 @@ fn table(r: &SweepResult, d: &Deployment) -> String {
         "  Recommendation: accept {} concurrent sessions (mean D {:.3}); the robust choice is {} (its worst 10 % of seeds still give D ≥ {:.3}).\n",
         best.concurrency, best.d.mean, robust.concurrency, robust.d.p10
     ));
-    t
+    Printed {
+        head: String::new(),
+        axis: ("c", 5),
+        rows: rows.collect(),
+        notes: t,
+        extra: String::new(),
+    }
 }
 
 fn window_table(r: &SweepResult) -> String {
@@ -360,13 +408,11 @@ fn rates_run(a: &SweepArgs, d: &Deployment, rates: &[f64], stop: &StudyStop) -> 
         r.window_s,
         r.max_open
     )?;
-    let mut printed = if r.partial {
-        partial_line(stop, None, all)
-    } else {
-        String::new()
-    };
-    printed.push_str(&rate_table(&r, d));
-    out!("{printed}")?;
+    let mut printed = rate_table(&r, d);
+    if r.partial {
+        printed.head = partial_line(stop, None, all);
+    }
+    out!("{}", printed.text())?;
     outln!(
         "\n  {} replays of {} s simulated in {:.1} s",
         rates.len() * seeds.len(),
@@ -405,50 +451,62 @@ fn rates_run(a: &SweepArgs, d: &Deployment, rates: &[f64], stop: &StudyStop) -> 
     Ok(())
 }
 
-fn rate_table(r: &RateSweep, d: &Deployment) -> String {
+fn rate_table(r: &RateSweep, d: &Deployment) -> Printed {
     let rows = r.levels.iter().map(|rl| {
         let best = (rl.rate == r.best_mean, rl.rate == r.best_robust);
-        (rl.rate.to_string(), &rl.level, best.0, best.1)
+        level_cells(rl.rate.to_string(), &rl.level, best.0, best.1)
     });
-    let mut t = level_rows("trees/s", 8, rows);
-    t.push_str(&definitions(d));
+    let mut t = definitions(d);
     t.push_str("  Open loop: the rate is offered load; the closed-loop sweep (without --rates) is what the benchmark scores.\n");
-    t
+    Printed {
+        head: String::new(),
+        axis: ("trees/s", 8),
+        rows: rows.collect(),
+        notes: t,
+        extra: String::new(),
+    }
 }
 
-/// The header and one row per level: `axis` (its column `width` wide) names the load, and the levels
-/// with the best mean and the best robust D are marked.
-fn level_rows<'a>(
-    axis: &str,
-    width: usize,
-    rows: impl Iterator<Item = (String, &'a Level, bool, bool)>,
-) -> String {
-    let mut t = format!(
-        "  {axis:>width$}  {:>16}  {:>12}  {:>7}  {:>7}  {:>13}  {:>13}\n",
-        "D mean ± std", "D min..max", "G", "f", "p90 TTFT (s)", "p90 TPOT (ms)"
-    );
-    for (label, l, best_mean, best_robust) in rows {
-        let mark = match (best_mean, best_robust) {
-            (true, true) => " ◀ best mean D, best robust D",
-            (true, false) => " ◀ best mean D",
-            (false, true) => " ◀ best robust D",
-            _ => "",
-        };
-        t.push_str(&format!(
-            "  {label:>width$}  {:>8.3} ± {:<5.3}  {:>5.2}..{:<5.2}  {:>7.3}  {:>6.1}%  {:>13.3}  {:>13.2}{}{}\n",
-            l.d.mean,
-            l.d.std,
-            l.d.min,
-            l.d.max,
-            l.g.mean,
-            l.f.mean * 100.0,
-            l.ttft_p90_s.mean,
-            l.tpot_p90_s.mean * 1e3,
-            if l.all_valid { "" } else { " (invalid: context overflow)" },
-            mark
-        ));
-    }
-    t
+/// The header of the table of levels; `axis` names the load.
+fn level_header(axis: &str) -> Vec<String> {
+    [
+        axis,
+        "D mean ± std",
+        "D min..max",
+        "G",
+        "f",
+        "p90 TTFT (s)",
+        "p90 TPOT (ms)",
+        "",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// One level's cells, padded inside as printed (the mean and spread around `±` and `..`); the level
+/// with the best mean and the best robust D are marked in the last cell.
+fn level_cells(label: String, l: &Level, best_mean: bool, best_robust: bool) -> Vec<String> {
+    let mark = match (best_mean, best_robust) {
+        (true, true) => " ◀ best mean D, best robust D",
+        (true, false) => " ◀ best mean D",
+        (false, true) => " ◀ best robust D",
+        _ => "",
+    };
+    let invalid = if l.all_valid {
+        ""
+    } else {
+        " (invalid: context overflow)"
+    };
+    vec![
+        label,
+        format!("{:>8.3} ± {:<5.3}", l.d.mean, l.d.std),
+        format!("{:>5.2}..{:<5.2}", l.d.min, l.d.max),
+        format!("{:.3}", l.g.mean),
+        format!("{:>6.1}%", l.f.mean * 100.0),
+        format!("{:.3}", l.ttft_p90_s.mean),
+        format!("{:.2}", l.tpot_p90_s.mean * 1e3),
+        format!("{invalid}{mark}"),
+    ]
 }
 
 /// What D, G and f mean under the deployment's targets.

@@ -24,12 +24,17 @@ pub fn run(a: WhatIfArgs) -> Result<()> {
     outln!("{header}\n{rule}")?;
     for knob in KNOBS.iter().map(|k| k.0) {
         let mut line = format!("| {knob} |");
+        let mut said: Option<&str> = None;
         for r in rows.iter().filter(|r| r.knob == knob) {
             match &r.error {
-                Some(e) => line.push_str(&format!(
-                    " cannot run: {} | | |",
-                    e.split(" (").next().unwrap_or(e).replace('|', "/")
-                )),
+                // The whole reason, numbers and all, as `simulate` gives it; once per row.
+                Some(e) if said == Some(e.as_str()) => {
+                    line.push_str(" cannot run (the same reason) | | |")
+                }
+                Some(e) => {
+                    line.push_str(&format!(" cannot run: {} | | |", e.replace('|', "/")));
+                    said = Some(e);
+                }
                 None => line.push_str(&format!(
                     " {:.3} | {:.3} | {:.1} % |",
                     r.d.mean,

@@ -265,7 +265,7 @@ fn corpus_sessions(a: &WorkloadExportArgs) -> Result<(Vec<Session>, Vec<Vec<Stri
 fn scan(a: WorkloadScanArgs) -> Result<()> {
     let d = inputs::deployment(&a.deployment)?;
     let seeds = inputs::seeds(&a.seeds)?;
-    let workload = inputs::workload(&a.workload, &d)?;
+    let workload = inputs::fitted_workload(&a.deployment, &a.workload, &d)?;
     inputs::checked(serverbench_sim::RunConfig {
         idle_gap_cap_s: a.idle_gap_cap,
         ..serverbench_sim::RunConfig::new(a.concurrency, 0, a.window)

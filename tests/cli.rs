@@ -260,6 +260,12 @@ fn svg(path: &Path) {
         "{}: an empty plot",
         path.display()
     );
+    // No label is drawn twice at one place (the log axis drew its tick "10" twice).
+    let mut seen = std::collections::HashSet::new();
+    for t in doc.descendants().filter(|n| n.has_tag_name("text")) {
+        let at = (t.attribute("x"), t.attribute("y"), t.text().map(str::trim));
+        assert!(seen.insert(at), "{}: {at:?} twice", path.display());
+    }
 }
 
 #[test]
@@ -269,7 +275,7 @@ fn sweep_output_does_not_depend_on_thread_count_and_parses() {
         stdout(&serverbench([
             "sweep",
             "--concurrency",
-            "1,4,8",
+            "1,4,16",
             "--seeds",
             "3",
             "--windows",
@@ -394,6 +400,10 @@ fn slo_freezes_the_maximum_p90_into_a_deployment_file() {
     assert!(
         header.starts_with("# SLO targets frozen by `serverbench slo` from qwen3.5-9b-2xl40 at c = 2 over 3 seeds (0..3), window 300 s."),
         "{header}"
+    );
+    assert_eq!(
+        d.name, "qwen3.5-9b-2xl40 with frozen SLO",
+        "not the preset's name: its targets are not the preset's"
     );
     let max = p90s.iter().cloned().fold(0.0, f64::max);
     assert!(

@@ -418,4 +418,231 @@ fn out_folders_are_checked_before_the_work_and_keep_no_stale_file() {
     assert!(o.status.success());
     assert!(!d.join("timeline.csv").exists() && !d.join("timeline.svg").exists());
     assert!(d.join("summary.json").exists());
+
+// #32, configuration and messages (second round).
+
+/// A context limit too small for the workload is the deployment file's fault: its line and
+/// `context_limit` are named, once (it was "workload spec: compaction", without file or line, and
+/// printed twice by `sweep`). Where the file does not set the limit, the spec is named as before.
+#[test]
+fn a_context_limit_too_small_for_the_workload_names_the_deployment_line() {
+    let d = dir("ctx1");
+    let dep = write(
+        &d,
+        "ctx1.yaml",
+        "base: qwen3.5-9b-2xl40\n# far too small\ncontext_limit: 1\n",
+    );
+    let at = format!("{dep}: line 3: context_limit: too small for workload spec agentic-coding: a context of 1 tokens cannot hold these sessions");
+    for args in [
+        vec!["simulate", "-d", &dep, "-w", "60"],
+        vec!["sweep", "-d", &dep, "-c", "1", "--seeds", "1", "-w", "60"],
+        vec!["workload", "scan", "-d", &dep, "--seeds", "1"],
+    ] {
+        let o = serverbench(&args);
+        refused(&o, &[&at]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(err.matches("cannot hold").count(), 1, "said once: {err}");
+    }
+    let big = write(&d, "big.yaml", "system_prefix_tokens: 2000000\n");
+    let o = serverbench(["simulate", "--workload", &big, "-w", "60"]);
+    refused(
+        &o,
+        &[&format!("workload spec {big}: compaction: a context of")],
+    );
+}
+
+/// An alias bomb names the line where its expansion passes the limit (it named no line).
+#[test]
+fn a_yaml_alias_bomb_names_its_line() {
+    let d = dir("bomb");
+    let mut text = String::from("a: &a [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\n");
+    for (name, prev) in ["b", "c", "d", "e", "f", "g", "h"]
+        .iter()
+        .zip(["a", "b", "c", "d", "e", "f", "g"])
+    {
+        let items = vec![format!("*{prev}"); 10].join(", ");
+        text.push_str(&format!("{name}: &{name} [{items}]\n"));
+    }
+    let bomb = write(&d, "bomb.yaml", &text);
+    let t = std::time::Instant::now();
+    let o = serverbench(["simulate", "-d", &bomb]);
+    refused(
+        &o,
+        &[&format!("{bomb}: line 5: e["), "aliases (`*name`) expand"],
+    );
+    assert!(t.elapsed().as_secs() < 5, "{:?}", t.elapsed());
+}
+
+/// `--vocab` past the model's vocabulary is refused before anything is sent (every request failed
+/// with a 400 and the run was judged on its failures).
+#[test]
+fn a_vocab_past_the_models_is_refused_up_front() {
+    let o = serverbench([
+        "replay",
+        "--url",
+        "http://127.0.0.1:1",
+        "--vocab",
+        "4294967295",
+        "-w",
+        "60",
+    ]);
+    refused(
+        &o,
+        &["--vocab: must be between 101 and 248320 (the vocabulary of model qwen3.5-9b), got 4294967295"],
+    );
+    let o = serverbench(["replay", "--url", "http://127.0.0.1:1", "--vocab", "100"]);
+    refused(&o, &["--vocab: must be between 101"]);
+}
+
+/// An L40 profile (the datasheet preset's numbers under a name of its own) written to `path`.
+fn l40_profile(path: &std::path::Path, name: &str) {
+    let p = serverbench_calibration::Profile {
+        name: name.into(),
+        step_overhead_s: 0.006,
+        ..serverbench_calibration::Profile::preset("l40-datasheet").unwrap()
+    };
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, serde_yaml::to_string(&p).unwrap()).unwrap();
+}
+
+/// A deployment names its profile by file, relative to its own folder (it was "unknown profile"),
+/// and a file that is missing or bad is named.
+#[test]
+fn a_deployment_names_its_profile_by_file() {
+    let d = dir("profile-by-file");
+    l40_profile(&d.join("fits/my-fit.yaml"), "my-l40-fit");
+    let dep = write(
+        &d,
+        "dep.yaml",
+        "base: qwen3.5-9b-2xl40\nprofile: fits/my-fit.yaml\n",
+    );
+    // Run from another folder: the path is the deployment file's, not the working directory's.
+    let printed = crate::stdout(&serverbench(["simulate", "-d", &dep, "--print-config"]));
+    assert!(
+        printed.contains("name: my-l40-fit") && printed.contains("step_overhead_s: 0.006"),
+        "{printed}"
+    );
+    crate::stdout(&serverbench(["simulate", "-d", &dep, "-w", "60"]));
+    let missing = write(&d, "missing.yaml", "tp: 2\nprofile: fits/nope.yaml\n");
+    refused(
+        &serverbench(["simulate", "-d", &missing]),
+        &[
+            &format!(
+                "{missing}: line 2: profile: unknown profile \"fits/nope.yaml\": not a preset"
+            ),
+            "nor a profile file",
+        ],
+    );
+    std::fs::write(
+        d.join("fits/bad.yaml"),
+        "name: x\nhardware: l40\nfitted: maybe\n",
+    )
+    .unwrap();
+    let bad = write(&d, "bad.yaml", "profile: fits/bad.yaml\n");
+    refused(
+        &serverbench(["simulate", "-d", &bad]),
+        &["bad.yaml: line 3: fitted"],
+    );
+}
+
+/// `--profile` replaces the deployment file's profile before the file is checked: a file that moves
+/// to another GPU runs with a profile of that GPU (the base's profile failed the GPU check first).
+#[test]
+fn a_profile_flag_applies_before_the_deployment_file_is_checked() {
+    let d = dir("profile-order");
+    let fit = d.join("l40-fit.yaml");
+    l40_profile(&fit, "my-l40-fit");
+    let fit = fit.to_str().unwrap();
+    let dep = write(&d, "on-l40.yaml", "base: qwen3-8b-1xh200\nhardware: l40\n");
+    refused(
+        &serverbench(["simulate", "-d", &dep, "-w", "60"]),
+        &["profile \"h200-qwen3-8b-cuda\" describes hardware \"h200\""],
+    );
+    let printed = crate::stdout(&serverbench([
+        "simulate",
+        "-d",
+        &dep,
+        "--profile",
+        fit,
+        "--print-config",
+    ]));
+    assert!(printed.contains("name: my-l40-fit"), "{printed}");
+    crate::stdout(&serverbench([
+        "simulate",
+        "-d",
+        &dep,
+        "--profile",
+        fit,
+        "-w",
+        "60",
+    ]));
+    // A profile of another GPU is still refused, naming the profile's file.
+    let h200 = write(&d, "h200.yaml", "base: qwen3-8b-1xh200\n");
+    refused(
+        &serverbench(["simulate", "-d", &h200, "--profile", fit]),
+        &[&format!(
+            "{fit}: profile: profile \"my-l40-fit\" describes hardware \"l40\""
+        )],
+    );
+}
+
+/// A deployment file that overrides fields of its base is named after the file in every header
+/// (it kept the preset's name); one that only names its base, or names itself, keeps that name.
+#[test]
+fn an_edited_deployment_is_not_named_as_its_preset() {
+    let d = dir("edited-name");
+    let edited = write(
+        &d,
+        "small.yaml",
+        "base: qwen3.5-9b-2xl40\nengine:\n  max_num_seqs: 8\n",
+    );
+    let out = d.join("out");
+    let text = crate::stdout(&serverbench([
+        "simulate",
+        "-d",
+        &edited,
+        "-w",
+        "60",
+        "--out",
+        out.to_str().unwrap(),
+    ]));
+    assert!(
+        text.starts_with("serverbench simulate — qwen3.5-9b-2xl40 edited by small.yaml,"),
+        "{text}"
+    );
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(
+        summary["meta"]["deployment"]["name"],
+        "qwen3.5-9b-2xl40 edited by small.yaml"
+    );
+    let named = write(&d, "named.yaml", "name: mine\ntp: 2\n");
+    let text = crate::stdout(&serverbench(["simulate", "-d", &named, "-w", "60"]));
+    assert!(text.starts_with("serverbench simulate — mine,"), "{text}");
+    let same = write(&d, "same.yaml", "base: gemma4-e4b-1xl40\n");
+    let text = crate::stdout(&serverbench(["simulate", "-d", &same, "-w", "60"]));
+    assert!(
+        text.starts_with("serverbench simulate — gemma4-e4b-1xl40,"),
+        "{text}"
+    );
+}
+
+/// A what-if row that cannot run gives the whole reason, numbers and all, as `simulate` does (it
+/// was cut at the first parenthesis), once per row.
+#[test]
+fn a_what_if_row_that_cannot_run_keeps_its_numbers() {
+    let text = crate::stdout(&serverbench([
+        "what-if", "-c", "2,4", "--seeds", "1", "-w", "60",
+    ]));
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("| tp 1 × dp 2"))
+        .expect("the tp 1 row");
+    assert!(
+        row.contains(
+            "cannot run: context_limit: one request at the context limit (1048576 tokens) needs"
+        ) && row.contains("KV blocks but the pool holds"),
+        "{row}"
+    );
+    assert!(row.contains("cannot run (the same reason)"), "{row}");
 }

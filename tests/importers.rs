@@ -233,6 +233,32 @@ fn weka_jsonl_corpus_reports_the_line_of_the_bad_trace() {
     );
 }
 
+/// Sub-agents nested past what the JSON reader takes are "nesting too deep", with the limit, file and
+/// line (they were "malformed JSON"); one level less still imports.
+#[test]
+fn weka_subagents_nested_too_deep_say_so() {
+    fn nested(levels: usize) -> String {
+        let mut agent = String::from("[{\"in\": 100, \"out\": 5, \"hash_ids\": [1]}]");
+        for _ in 0..levels {
+            agent = format!(
+                "[{{\"in\": 100, \"out\": 5, \"hash_ids\": [1]}}, {{\"type\": \"subagent\", \"requests\": {agent}}}]"
+            );
+        }
+        format!("{{\"requests\": {agent}}}")
+    }
+    let limit = serverbench_workloads::import::MAX_SUBAGENT_DEPTH;
+    let ok = parse_trace("ok.json", &nested(limit), None).unwrap();
+    assert_eq!(ok.trees()[0].requests().len(), limit + 1);
+    let text = format!("{}\n{}\n", nested(1), nested(limit + 1));
+    let e = parse_trace("deep.jsonl", &text, None).unwrap_err();
+    assert_eq!((e.file.as_str(), e.line), ("deep.jsonl", 2), "{e}");
+    assert!(
+        e.reason.contains("nesting too deep") && e.reason.contains(&limit.to_string()),
+        "{e}"
+    );
+    assert!(!e.reason.contains("malformed"), "{e}");
+}
+
 /// `workload export --format aiperf`: one line per request in session order, AIPerf's field names, equal
 /// blocks under equal small ids, think times as delays in ms.
 #[test]

@@ -546,6 +546,47 @@ fn reasoning_tokens_count_as_output_and_an_unknown_output_field_is_flagged() {
     }
 }
 
+/// A stream whose usage block says −5 completion tokens (a server's bug, or a proxy's).
+fn negative_usage(max: u64) -> Response {
+    let mut text = String::new();
+    for _ in 0..max {
+        text.push_str(
+            "data: {\"choices\":[{\"index\":0,\"text\":\" x\",\"finish_reason\":null}]}\n\n",
+        );
+    }
+    text.push_str("data: {\"choices\":[],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":-5}}\n\ndata: [DONE]\n\n");
+    Response::builder()
+        .header("content-type", "text/event-stream")
+        .body(Body::from(text))
+        .unwrap()
+}
+
+/// A usage count that is no token count fails its request as `malformed_usage`, with what the server
+/// sent (it was read as 0 and the run was valid, each request a completed one of no output).
+#[test]
+fn a_negative_usage_count_fails_its_request_and_says_so() {
+    let _guard = crate::SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let url = start(mock(&["m"], negative_usage));
+    let dir = out_dir("negative-usage");
+    let o = replay(&url, &["--no-probe", "--start", "cold"], &dir);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        stdout.contains(
+            "malformed_usage: malformed usage: completion_tokens: -5 is not a token count"
+        ),
+        "{stdout}"
+    );
+    let records = std::fs::read_to_string(dir.join("records.jsonl")).unwrap();
+    let first: serde_json::Value = serde_json::from_str(records.lines().next().unwrap()).unwrap();
+    assert_eq!(first["outcome"]["error"], "malformed_usage", "{first}");
+}
+
 fn serverbench_cmd(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_serverbench"))
         .args(args)

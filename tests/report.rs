@@ -77,6 +77,16 @@ fn check_in_browser(browser: &Path, page: &Path, svgs: usize, tables: usize) {
     );
 }
 
+/// Says that the browser check was skipped where `cargo test` shows it: the harness captures what a
+/// passing test prints through `eprintln!`, but not what is written to standard error directly.
+fn skipped_the_browser() {
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
+        "\nreports_open_in_a_headless_browser: SKIPPED the browser check (no browser found; scripts/install_browser.sh installs one): the reports were written and parsed, not opened in a browser"
+    );
+}
+
 #[test]
 fn reports_open_in_a_headless_browser() {
     let browser = browser();
@@ -85,7 +95,7 @@ fn reports_open_in_a_headless_browser() {
             std::env::var("SERVERBENCH_REQUIRE_BROWSER").as_deref() != Ok("1"),
             "no browser found (SERVERBENCH_REQUIRE_BROWSER=1): run scripts/install_browser.sh or set SERVERBENCH_BROWSER"
         );
-        eprintln!("warning: no browser found (scripts/install_browser.sh installs one): the reports are written and parsed, not opened in a browser");
+        skipped_the_browser();
     }
     let dir = std::env::temp_dir().join(format!("sb-report-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -125,9 +135,9 @@ fn reports_open_in_a_headless_browser() {
     // compare from stored runs (no server needed).
     crate::compare_stored_seeds(&dir.join("compare"), &["--report", &arg(&page("compare"))]);
     for (name, svgs, tables) in [
-        ("sweep", 1, 2),
+        ("sweep", 1, 3),
         ("screen", 1, 2),
-        ("simulate", 1, 1),
+        ("simulate", 1, 2),
         ("compare", 1, 2),
     ] {
         let html = std::fs::read_to_string(page(name)).unwrap();
@@ -136,6 +146,14 @@ fn reports_open_in_a_headless_browser() {
         assert!(
             !html.contains("<?xml"),
             "{name}: the SVG is inline, without its prolog"
+        );
+        // The command's tables are HTML tables: the only preformatted block is the metadata (the
+        // sweep's table and the simulate summary were `<pre>` blocks of printed text).
+        assert_eq!(html.matches("<pre>").count(), 1, "{name}");
+        let found = html.matches("<table").count();
+        assert!(
+            found >= tables,
+            "{name}: {found} tables, the metadata's among them"
         );
         if let Some(b) = &browser {
             check_in_browser(b, &page(name), svgs, tables);

@@ -54,7 +54,7 @@ pub struct StreamResult {
     /// Last `finish_reason`.
     pub finish_reason: Option<String>,
     /// Failure kind (`http_500`, `connect`, `tls`, `timeout`, `dropped`, `malformed_json`,
-    /// `stream_error`, `event_too_large`, `not_a_stream`, `length_exceeded`), if it failed.
+    /// `malformed_usage`, `stream_error`, `event_too_large`, `not_a_stream`, `length_exceeded`), if it failed.
     pub error: Option<String>,
     /// What the server or the connection said about the failure (the start of an error body, an error
     /// event's message, the connection error).
@@ -439,7 +439,7 @@ impl HttpClient {
                     SseEvent::Done => return,
                     SseEvent::Data(payload) => match parse_chunk(&payload) {
                         Err(e) => {
-                            r.error = Some("malformed_json".into());
+                            r.error = Some(e.kind().into());
                             r.error_message = Some(clip(&e.to_string()));
                             return;
                         }

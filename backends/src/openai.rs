@@ -272,14 +272,52 @@ pub struct Chunk {
     pub error: Option<String>,
 }
 
-/// A `data:` payload that is not JSON.
+/// A `data:` payload that cannot be read.
 #[derive(Debug, thiserror::Error)]
-#[error("malformed JSON in stream: {0}")]
-pub struct MalformedChunk(pub serde_json::Error);
+pub enum MalformedChunk {
+    /// Not JSON.
+    #[error("malformed JSON in stream: {0}")]
+    Json(serde_json::Error),
+    /// A usage count that is not a token count (negative, fractional, past 2³² − 1, not a number):
+    /// read as 0 it would pass for a request that produced nothing.
+    #[error("malformed usage: {field}: {value} is not a token count (0 to 4294967295)")]
+    Usage {
+        /// `prompt_tokens`, `completion_tokens` or `prompt_tokens_details.cached_tokens`.
+        field: &'static str,
+        /// What the server sent.
+        value: String,
+    },
+}
+
+impl MalformedChunk {
+    /// The failure kind a request records (`malformed_json`, `malformed_usage`).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            MalformedChunk::Json(_) => "malformed_json",
+            MalformedChunk::Usage { .. } => "malformed_usage",
+        }
+    }
+}
+
+/// A usage count: absent or null is `None`; anything but a whole number of tokens that fits a
+/// request (at most 2³² − 1) is malformed.
+fn usage_count(v: Option<&Value>, field: &'static str) -> Result<Option<u64>, MalformedChunk> {
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(x) => x
+            .as_u64()
+            .filter(|&n| n <= u32::MAX as u64)
+            .map(Some)
+            .ok_or_else(|| MalformedChunk::Usage {
+                field,
+                value: x.to_string(),
+            }),
+    }
+}
 
 /// Parses one `data:` payload.
 pub fn parse_chunk(payload: &str) -> Result<Chunk, MalformedChunk> {
-    let v: Value = serde_json::from_str(payload).map_err(MalformedChunk)?;
+    let v: Value = serde_json::from_str(payload).map_err(MalformedChunk::Json)?;
     let mut c = Chunk::default();
     if let Some(err) = v.get("error") {
         c.error = Some(
@@ -321,14 +359,15 @@ pub fn parse_chunk(payload: &str) -> Result<Chunk, MalformedChunk> {
             .map(str::to_string);
     }
     if let Some(u) = v.get("usage").filter(|u| !u.is_null()) {
-        let n = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
         c.usage = Some(Usage {
-            prompt_tokens: n("prompt_tokens"),
-            completion_tokens: n("completion_tokens"),
-            cached_tokens: u
-                .get("prompt_tokens_details")
-                .and_then(|d| d.get("cached_tokens"))
-                .and_then(Value::as_u64),
+            prompt_tokens: usage_count(u.get("prompt_tokens"), "prompt_tokens")?.unwrap_or(0),
+            completion_tokens: usage_count(u.get("completion_tokens"), "completion_tokens")?
+                .unwrap_or(0),
+            cached_tokens: usage_count(
+                u.get("prompt_tokens_details")
+                    .and_then(|d| d.get("cached_tokens")),
+                "prompt_tokens_details.cached_tokens",
+            )?,
         });
     }
     Ok(c)
@@ -491,5 +530,52 @@ mod tests {
         let e = parse_chunk(r#"{"error":{"message":"boom"}}"#).unwrap();
         assert_eq!(e.error.as_deref(), Some("boom"));
         assert!(parse_chunk("{not json").is_err());
+    }
+
+    /// A usage count that is no token count fails the chunk (it was read as 0 and the request passed
+    /// its checks as one that produced nothing); an absent one is still 0.
+    #[test]
+    fn usage_counts_that_are_not_token_counts_are_malformed() {
+        for (usage, field) in [
+            (
+                r#"{"prompt_tokens":-5,"completion_tokens":4}"#,
+                "prompt_tokens",
+            ),
+            (
+                r#"{"prompt_tokens":5,"completion_tokens":-4}"#,
+                "completion_tokens",
+            ),
+            (
+                r#"{"prompt_tokens":5,"completion_tokens":18446744073709551616}"#,
+                "completion_tokens",
+            ),
+            (
+                r#"{"prompt_tokens":5,"completion_tokens":4294967296}"#,
+                "completion_tokens",
+            ),
+            (
+                r#"{"prompt_tokens":5,"completion_tokens":4.5}"#,
+                "completion_tokens",
+            ),
+            (
+                r#"{"prompt_tokens":"5","completion_tokens":4}"#,
+                "prompt_tokens",
+            ),
+            (
+                r#"{"prompt_tokens":5,"completion_tokens":4,"prompt_tokens_details":{"cached_tokens":-1}}"#,
+                "prompt_tokens_details.cached_tokens",
+            ),
+        ] {
+            let e = parse_chunk(&format!(r#"{{"choices":[],"usage":{usage}}}"#)).unwrap_err();
+            assert_eq!(e.kind(), "malformed_usage", "{usage}");
+            assert!(
+                e.to_string()
+                    .starts_with(&format!("malformed usage: {field}: ")),
+                "{e}"
+            );
+        }
+        let u = parse_chunk(r#"{"choices":[],"usage":{"completion_tokens":4}}"#).unwrap();
+        assert_eq!(u.usage.unwrap().prompt_tokens, 0);
+        assert_eq!(parse_chunk("[").unwrap_err().kind(), "malformed_json");
     }
 }

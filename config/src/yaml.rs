@@ -63,12 +63,49 @@ pub fn parse_yaml<T: for<'de> serde::Deserialize<'de>>(
     }
     let de = serde_yaml::Deserializer::from_str(text);
     serde_path_to_error::deserialize(de).map_err(|e| {
-        let line = e.inner().location().map_or(0, |l| l.line());
         let path = e.path().to_string();
         let field = if path == "." { String::new() } else { path };
-        let reason = without_location(&e.into_inner().to_string()).to_string();
-        InputError::new(file, line, field, reason)
+        let located = e.inner().location().map(|l| l.line());
+        let message = e.into_inner().to_string();
+        if message == REPETITION_LIMIT {
+            // serde_yaml gives this error no location: the field being read names the line.
+            let line = match line_of(text, &field) {
+                0 => first_alias_line(text),
+                n => n,
+            };
+            return InputError::new(file, line, field, ALIAS_BOMB);
+        }
+        let line = located.unwrap_or_else(|| line_of(text, &field));
+        InputError::new(file, line, field, without_location(&message))
     })
+}
+
+/// serde_yaml's error when aliases expand past 100 times the document's own events (an alias bomb:
+/// ten lines of `[*a, *a, …]` nested ten deep would expand to 10¹⁰ values).
+const REPETITION_LIMIT: &str = "repetition limit exceeded";
+
+/// What the error says instead.
+const ALIAS_BOMB: &str =
+    "aliases (`*name`) expand to more than 100 times the file's own size: write the values out";
+
+/// The first line that uses an alias (`*name` outside quotes and comments), 0 when none does.
+fn first_alias_line(text: &str) -> usize {
+    for (n, line) in text.lines().enumerate() {
+        let mut quote: Option<char> = None;
+        let mut prev = ' ';
+        for c in line.chars() {
+            match (quote, c) {
+                (Some(q), c) if c == q => quote = None,
+                (Some(_), _) => {}
+                (None, '"' | '\'') => quote = Some(c),
+                (None, '#') if prev == ' ' => break,
+                (None, '*') if matches!(prev, ' ' | '[' | ',' | '-' | '{' | ':') => return n + 1,
+                _ => {}
+            }
+            prev = c;
+        }
+    }
+    0
 }
 
 /// Deserialises a generic value (a merged document), naming the field path of the first problem.
@@ -223,6 +260,28 @@ mod tests {
         // Brackets inside quotes and comments are text, not nesting; real files pass.
         assert_eq!(too_deep("a: \"[[[[\" # [[[[\nb: [1, [2]]\n", 3), None);
         assert!(parse_yaml::<Value>("ok.yaml", "a:\n  b: [1, {c: 2}]\n").is_ok());
+    }
+
+    #[test]
+    fn an_alias_bomb_names_its_line() {
+        let mut bomb = String::from("a: &a [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\n");
+        for (name, prev) in ["b", "c", "d", "e", "f", "g"]
+            .iter()
+            .zip(["a", "b", "c", "d", "e", "f"])
+        {
+            let items = vec![format!("*{prev}"); 10].join(", ");
+            bomb.push_str(&format!("{name}: &{name} [{items}]\n"));
+        }
+        let e = parse_yaml::<Value>("bomb.yaml", &bomb).unwrap_err();
+        assert!(e.reason.contains("aliases (`*name`) expand"), "{e}");
+        // The expansion passes the limit inside `e` (10⁴ values from a 70-line-event file).
+        assert_eq!((e.line, e.field.starts_with("e[")), (5, true), "{e}");
+        // At the top of the document (no field to name), the first alias names the line.
+        let top = bomb
+            .replace("g: &g [", "top: [")
+            .replace("a: &a", "# x\na: &a");
+        assert_eq!(first_alias_line(&top), 3);
+        assert_eq!(first_alias_line("a: \"*x\" # *y\nb: [*c]\n"), 2);
     }
 
     #[test]

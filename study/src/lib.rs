@@ -49,9 +49,10 @@ pub enum StudyError {
     /// The run cannot be made (capacity, options) or cannot advance.
     #[error(transparent)]
     Run(#[from] RunError),
-    /// The workload spec does not fit the deployment.
+    /// The workload spec does not fit the deployment (the error itself is the message: as a source
+    /// it was printed twice).
     #[error("workload spec: {0}")]
-    Workload(#[from] FieldError),
+    Workload(FieldError),
     /// The workload's zero-service walk never advances.
     #[error(transparent)]
     Unbounded(#[from] Unbounded),
@@ -69,6 +70,12 @@ pub enum StudyError {
     /// The worker threads could not start.
     #[error("cannot start worker threads: {0}")]
     Threads(String),
+}
+
+impl From<FieldError> for StudyError {
+    fn from(e: FieldError) -> StudyError {
+        StudyError::Workload(e)
+    }
 }
 
 /// One configuration to study: the deployment (its cost model built once), the workload, and the

@@ -38,19 +38,8 @@ impl Generator {
     /// A generator for `seed`; compaction happens at `spec.compaction_threshold(context_limit)`.
     pub fn new(spec: WorkloadSpec, seed: u64, context_limit: u32) -> Result<Self, FieldError> {
         spec.check()?;
+        spec.check_context(context_limit)?;
         let threshold = spec.compaction_threshold(context_limit);
-        let floor = spec.system_prefix_tokens as u64 + spec.compaction.summary_tokens as u64;
-        if threshold as u64 <= floor {
-            return Err(FieldError::new(
-                "compaction",
-                format!(
-                    "a context of {context_limit} tokens cannot hold these sessions: they would compact at {threshold} tokens (the smallest of {} × the context, max_tokens and the context less its reserve for answers), which leaves no room after the {}-token prefix and the {}-token summary",
-                    spec.compaction.context_fraction,
-                    spec.system_prefix_tokens,
-                    spec.compaction.summary_tokens
-                ),
-            ));
-        }
         let limit = spec.limit_threshold(context_limit).max(threshold);
         Ok(Generator {
             spec,

@@ -692,6 +692,26 @@ impl WorkloadSpec {
         Ok(())
     }
 
+    /// Checks that sessions of this spec fit a deployment's `context_limit`: the context at which they
+    /// compact must leave room after the shared prefix and the summary. The error names `compaction`
+    /// (the spec's side); a caller that knows where the context limit was set may blame that instead.
+    pub fn check_context(&self, context_limit: u32) -> Result<(), FieldError> {
+        let threshold = self.compaction_threshold(context_limit);
+        let floor = self.system_prefix_tokens as u64 + self.compaction.summary_tokens as u64;
+        if threshold as u64 > floor {
+            return Ok(());
+        }
+        Err(FieldError::new(
+            "compaction",
+            format!(
+                "a context of {context_limit} tokens cannot hold these sessions: they would compact at {threshold} tokens (the smallest of {} × the context, max_tokens and the context less its reserve for answers), which leaves no room after the {}-token prefix and the {}-token summary",
+                self.compaction.context_fraction,
+                self.system_prefix_tokens,
+                self.compaction.summary_tokens
+            ),
+        ))
+    }
+
     /// The context length past which an agent compacts, for a deployment's context limit (a
     /// session's own threshold, where the spec draws one, is capped by the same limit).
     pub fn compaction_threshold(&self, context_limit: u32) -> u32 {

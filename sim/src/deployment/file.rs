@@ -15,6 +15,26 @@ use serverbench_config::{from_value, line_of, merge, parse_value, parse_yaml, to
 /// changes only the fields it names).
 pub type DeploymentFile = DeploymentOf<Value, Value, Value>;
 
+/// What a deployment file refers to beyond the presets, read by the caller (this crate reads no
+/// files).
+pub struct Referenced<'a> {
+    /// The profile a file names by `profile: PATH` (`PATH` as written), or `None` when there is no
+    /// such file (then the name is an unknown preset).
+    pub profile_file: &'a dyn Fn(&str) -> Result<Option<Profile>, InputError>,
+    /// A profile replacing the file's before the deployment is checked (`--profile`): the file it
+    /// was read from, and the profile.
+    pub profile: Option<(&'a str, &'a Profile)>,
+}
+
+impl Default for Referenced<'_> {
+    fn default() -> Self {
+        Referenced {
+            profile_file: &|_| Ok(None),
+            profile: None,
+        }
+    }
+}
+
 /// The three parts of a deployment that name presets of their own.
 const SPECS: [&str; 3] = ["model", "hardware", "profile"];
 
@@ -105,9 +125,18 @@ fn spec<T: DeserializeOwned>(
 ) -> Result<T, FieldError> {
     match v {
         Value::String(name) => preset(&name).ok_or_else(|| {
+            let files = match field {
+                "profile" => {
+                    " nor a profile file (a path is read from the deployment file's folder)"
+                }
+                _ => "",
+            };
             FieldError::new(
                 field,
-                format!("unknown {field} {name:?} (presets: {})", names()),
+                format!(
+                    "unknown {field} {name:?}: not a preset ({}){files}",
+                    names()
+                ),
             )
         }),
         v @ Value::Mapping(_) => from_value(v).map_err(|e| e.under(field)),
@@ -138,8 +167,20 @@ impl Deployment {
     }
 
     /// Parses a deployment YAML: `base: PRESET` (default: the default deployment) plus any fields to
-    /// override.
+    /// override; a `profile` must be a preset or a mapping (files are read by [`Deployment::from_yaml_with`]).
     pub fn from_yaml(file: &str, text: &str) -> Result<Deployment, InputError> {
+        Deployment::from_yaml_with(file, text, &Referenced::default())
+    }
+
+    /// Parses a deployment YAML as [`Deployment::from_yaml`] does, with what it refers to beyond the
+    /// presets: a `profile` named by file, read by `refs.profile_file`, and `refs.profile`, which
+    /// replaces the file's profile before the deployment is checked. A file that overrides fields of
+    /// its base and sets no `name` is named `BASE edited by FILE`, not as the preset it no longer is.
+    pub fn from_yaml_with(
+        file: &str,
+        text: &str,
+        refs: &Referenced<'_>,
+    ) -> Result<Deployment, InputError> {
         let mut over = parse_value(file, text)?;
         let base_name = match over.get("base") {
             None => DEFAULT_DEPLOYMENT.to_string(),
@@ -158,10 +199,38 @@ impl Deployment {
             )
             .in_file(file, text)
         })?;
-        if let Value::Mapping(m) = &mut over {
-            m.remove("base");
+        let Value::Mapping(m) = &mut over else {
+            return base.merged(file, text, "", over);
+        };
+        m.remove("base");
+        let edited = m.keys().any(|k| k.as_str() != Some("name"));
+        let named = m.contains_key("name");
+        if let Some(Value::String(name)) = m.get("profile") {
+            if Profile::preset(name).is_none() {
+                if let Some(p) = (refs.profile_file)(name)? {
+                    m.insert("profile".into(), to_value(&p));
+                }
+            }
         }
-        base.merged(file, text, "", over)
+        if let Some((_, p)) = refs.profile {
+            m.insert("profile".into(), to_value(p));
+        }
+        let mut d = base
+            .merged(file, text, "", over)
+            .map_err(|e| match refs.profile {
+                // The command line's profile does not fit: its file is the one to name.
+                Some((pf, _)) if e.field.split('.').next() == Some("profile") => {
+                    InputError::new(pf, 0, e.field, e.reason)
+                }
+                _ => e,
+            })?;
+        if edited && !named {
+            let short = std::path::Path::new(file)
+                .file_name()
+                .map_or(file.into(), |f| f.to_string_lossy());
+            d.name = format!("{base_name} edited by {short}");
+        }
+        Ok(d)
     }
 
     /// Applies a YAML of any deployment fields on top of this deployment (as a `base` would be).
@@ -316,6 +385,51 @@ mod tests {
         assert_eq!(d.profile.kv_efficiency, None);
         let text = serde_yaml::to_string(&DeploymentFile::of(&d)).unwrap();
         assert_eq!(Deployment::from_yaml("p.yaml", &text).unwrap(), d);
+    }
+
+    /// A profile named by file comes from the caller's reader (this crate reads no files); one the
+    /// caller hands in replaces the file's before the check; an edited file is named after itself.
+    #[test]
+    fn referenced_profiles_and_edited_names() {
+        let fit = Profile {
+            name: "my-fit".into(),
+            ..Profile::preset("l40-datasheet").unwrap()
+        };
+        let reader = |name: &str| Ok((name == "fits/my.yaml").then(|| fit.clone()));
+        let refs = Referenced {
+            profile_file: &reader,
+            profile: None,
+        };
+        let text = "base: qwen3.5-9b-2xl40\nprofile: fits/my.yaml\n";
+        let d = Deployment::from_yaml_with("dir/d.yaml", text, &refs).unwrap();
+        assert_eq!(d.profile, fit);
+        assert_eq!(d.name, "qwen3.5-9b-2xl40 edited by d.yaml");
+        let e = Deployment::from_yaml("d.yaml", text).unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (2, "profile"), "{e}");
+        // A file moving to the L40 takes an L40 profile handed in; a wrong one names its file.
+        let moved = "base: qwen3-8b-1xh200\nhardware: l40\n";
+        assert!(Deployment::from_yaml("m.yaml", moved).is_err());
+        let refs = Referenced {
+            profile: Some(("fit.yaml", &fit)),
+            ..Referenced::default()
+        };
+        assert_eq!(
+            Deployment::from_yaml_with("m.yaml", moved, &refs)
+                .unwrap()
+                .profile,
+            fit
+        );
+        let e = Deployment::from_yaml_with("h.yaml", "base: qwen3-8b-1xh200\n", &refs).unwrap_err();
+        assert_eq!(
+            (e.file.as_str(), e.field.as_str()),
+            ("fit.yaml", "profile"),
+            "{e}"
+        );
+        // Only a base, or a name of its own: that name.
+        let only = Deployment::from_yaml("o.yaml", "base: gemma4-e4b-1xl40\n").unwrap();
+        assert_eq!(only.name, "gemma4-e4b-1xl40");
+        let own = Deployment::from_yaml("o.yaml", "name: mine\ntp: 2\n").unwrap();
+        assert_eq!(own.name, "mine");
     }
 
     #[test]

@@ -12,7 +12,7 @@ pub use crate::engine::{
     MAX_DRAFT_PARAMS, MAX_NUM_SEQS, MAX_SWAP_SPACE_GIB,
 };
 pub use engines::{engine_preset, vllm_block_size, ENGINE_PRESETS};
-pub use file::DeploymentFile;
+pub use file::{DeploymentFile, Referenced};
 
 use serde::{Deserialize, Serialize};
 use serverbench_calibration::{

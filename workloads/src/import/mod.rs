@@ -145,7 +145,7 @@ mod native;
 mod requests;
 mod trajectory;
 mod weka;
-pub use weka::{write_weka, WekaExportError};
+pub use weka::{write_weka, WekaExportError, MAX_SUBAGENT_DEPTH};
 
 /// Declares the registry: every format, in detection order (the first whose `detects` holds wins).
 macro_rules! formats {

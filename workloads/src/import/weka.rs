@@ -25,11 +25,27 @@ fn json_values<'a>(
         // After an error the stream's offset can stand before the value's start.
         offset = stream.byte_offset().max(start);
         line += text[start..offset].matches('\n').count();
-        Some(
-            item.map(|v| (at, v))
-                .map_err(|e| InputError::new(file, e.line(), "", format!("malformed JSON: {e}"))),
-        )
+        Some(item.map(|v| (at, v)).map_err(|e| json_error(file, &e)))
     })
+}
+
+/// Most levels of sub-agents a trace can nest: serde_json reads at most 128 nested arrays and
+/// objects, and each sub-agent takes two (its entry and its `requests` list) below the trace's own
+/// object, its `requests` and the request objects (61 levels parse, 62 do not).
+pub const MAX_SUBAGENT_DEPTH: usize = 61;
+
+/// A JSON error as the user's problem: nesting past serde_json's limit is named as such.
+fn json_error(file: &str, e: &serde_json::Error) -> InputError {
+    let message = e.to_string();
+    if message.starts_with("recursion limit exceeded") {
+        return InputError::new(
+            file,
+            e.line(),
+            "requests",
+            format!("nesting too deep: sub-agents nested more than {MAX_SUBAGENT_DEPTH} levels (column {}; JSON is read to 128 nested values)", e.column()),
+        );
+    }
+    InputError::new(file, e.line(), "", format!("malformed JSON: {e}"))
 }
 
 /// Weka / Claude-Code agent traces.
