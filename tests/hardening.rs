@@ -418,6 +418,7 @@ fn out_folders_are_checked_before_the_work_and_keep_no_stale_file() {
     assert!(o.status.success());
     assert!(!d.join("timeline.csv").exists() && !d.join("timeline.svg").exists());
     assert!(d.join("summary.json").exists());
+}
 
 // #32, configuration and messages (second round).
 
