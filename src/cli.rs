@@ -696,6 +696,16 @@ pub struct CalibrateArgs {
     /// `--endpoint`: prompt length of the long-context streams.
     #[arg(long, default_value_t = 8192)]
     pub probe_long_context: u32,
+    /// `--endpoint`: lengths of the cached prefixes that suffixes (16, 128 and 512 tokens) are probed
+    /// over, comma-separated. Several lengths tell the front end's time per prompt token from the step's.
+    #[arg(long, value_delimiter = ',', default_value = "8192")]
+    pub probe_cached_prefixes: Vec<u32>,
+    /// `--endpoint`: steps that prefill while streams decode, each `STREAMS:CONTEXT:NEW:CACHED` (STREAMS
+    /// streams decoding over CONTEXT-token prompts, and a prefill of NEW tokens over CACHED cached ones
+    /// sent meanwhile), comma-separated; none by default. Only these show what a prefill chunk costs the
+    /// decodes it shares a step with.
+    #[arg(long, value_delimiter = ',')]
+    pub probe_mixed: Vec<String>,
     /// `--endpoint`: also write the probes as a step log (JSON lines `calibrate --from-steps` reads), so
     /// the fit can be redone without the server.
     #[arg(long)]

@@ -541,11 +541,44 @@ fn endpoint_probes_of_the_emulator_recover_its_step_times() {
             words: None,
         };
         let url = spawn_local(cfg).await.unwrap();
-        let plan = serverbench_backends::ProbePlan::standard(Vocab::new(100, 151_936).unwrap(), 0);
+        let mut plan =
+            serverbench_backends::ProbePlan::standard(Vocab::new(100, 151_936).unwrap(), 0);
+        plan.cached_prefixes = vec![2048, 8192];
+        plan.mixed = vec![serverbench_backends::MixedProbe {
+            streams: 8,
+            context: 2048,
+            new: 512,
+            cached: 8192,
+        }];
         serverbench_backends::probe(&client(&url, Duration::from_secs(30)), &plan)
             .await
             .unwrap()
     });
+    // The mixed probe times the step that held the prefill and the eight decodes.
+    let mixed = steps
+        .iter()
+        .find(|s| s.what.starts_with("Mixed step"))
+        .unwrap();
+    let mut b = BatchShape::default();
+    b.add_prefill(512, 8192, None);
+    for &ctx in &mixed.step.decode {
+        b.add_decode(ctx, None);
+    }
+    assert_eq!(mixed.step.decode.len(), 8);
+    let want = truth.step_seconds(&b);
+    assert!(
+        rel(mixed.step.seconds, want) < 0.25,
+        "mixed step: probed {}, emulator {want}",
+        mixed.step.seconds
+    );
+    assert_eq!(
+        steps
+            .iter()
+            .filter(|s| s.what.contains("over 2048 cached"))
+            .count(),
+        9,
+        "three suffixes, three times, over each cached prefix"
+    );
     let samples: Vec<StepSample> = steps.into_iter().map(|s| s.step).collect();
     let (m, h, base) = (
         ModelSpec::preset("qwen3-8b").unwrap(),

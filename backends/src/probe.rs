@@ -1,7 +1,8 @@
 //! Black-box probes of an OpenAI-compatible server for `calibrate --endpoint`: time to first token against
-//! prompt length (fresh prompts, and short suffixes over a cached prefix) and time per output token against
-//! the number of concurrent streams. Each probe is reported as the engine step it stands for, so the same
-//! fit as for step logs applies. Measures only; never fits.
+//! prompt length (fresh prompts, and short suffixes over cached prefixes), time per output token against
+//! the number of concurrent streams, and the step that prefills while streams decode. Each probe is
+//! reported as the engine step it stands for, so the same fit as for step logs applies. Measures only;
+//! never fits.
 
 use crate::client::HttpClient;
 use serverbench_calibration::StepSample;
@@ -14,8 +15,8 @@ use std::sync::Arc;
 pub struct ProbePlan {
     /// Fresh prompt lengths (each one prefill step; keep them within the server's token budget).
     pub prompt_lengths: Vec<u32>,
-    /// A prefix sent once, then reused by every suffix probe.
-    pub cached_prefix: u32,
+    /// Prefixes, each sent once, then reused by every suffix probe over it.
+    pub cached_prefixes: Vec<u32>,
     /// New tokens after the cached prefix.
     pub suffixes: Vec<u32>,
     /// Concurrent decode streams.
@@ -28,6 +29,8 @@ pub struct ProbePlan {
     pub long_streams: Vec<u32>,
     /// Prompt length of those streams.
     pub long_context: u32,
+    /// Prefills sent while streams decode (none by default).
+    pub mixed: Vec<MixedProbe>,
     /// Repetitions of each TTFT probe (fresh prompts each time).
     pub reps: u32,
     /// Token ids are drawn from here.
@@ -36,19 +39,35 @@ pub struct ProbePlan {
     pub seed: u64,
 }
 
+/// A prefill of `new` tokens over `cached` cached ones, sent while `streams` streams decode over
+/// `context`-token prompts: the streams' gap that ends with its first token is the step that holds both
+/// (keep `new + streams` within the server's tokens per step, or the prefill takes several steps).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MixedProbe {
+    /// Decode streams.
+    pub streams: u32,
+    /// Prompt length of each stream.
+    pub context: u32,
+    /// New tokens of the prefill.
+    pub new: u32,
+    /// Cached tokens the prefill follows.
+    pub cached: u32,
+}
+
 impl ProbePlan {
     /// The default plan: prompts of 64–2,048 tokens, suffixes of 16–512 over an 8,192-token prefix,
     /// 1–32 streams of 64 tokens.
     pub fn standard(vocab: Vocab, seed: u64) -> ProbePlan {
         ProbePlan {
             prompt_lengths: vec![64, 256, 512, 1024, 2048],
-            cached_prefix: 8192,
+            cached_prefixes: vec![8192],
             suffixes: vec![16, 128, 512],
             streams: vec![1, 2, 4, 8, 16, 32],
             decode_tokens: 64,
             decode_prompt: 256,
             long_streams: vec![],
             long_context: 8192,
+            mixed: vec![],
             reps: 3,
             vocab,
             seed,
@@ -95,27 +114,25 @@ pub async fn probe(client: &Arc<HttpClient>, plan: &ProbePlan) -> Result<Vec<Pro
             });
         }
     }
-    let prefix = prompt(next_seed(), plan.cached_prefix, plan.vocab);
-    ttft(client, &prefix, "the cached prefix").await?;
-    for &s in &plan.suffixes {
-        for _ in 0..plan.reps {
-            let mut p = prefix.clone();
-            p.extend(prompt(next_seed(), s, plan.vocab));
-            let t = ttft(
-                client,
-                &p,
-                &format!("TTFT of {s} tokens over the cached prefix"),
-            )
-            .await?;
-            out.push(ProbeStep {
-                what: format!("TTFT, {s} tokens over {} cached", plan.cached_prefix),
-                step: StepSample {
-                    prefill: vec![(s, plan.cached_prefix)],
-                    decode: vec![],
-                    decode_kv_distinct: None,
-                    seconds: t,
-                },
-            });
+    for &cached in &plan.cached_prefixes {
+        let prefix = prompt(next_seed(), cached, plan.vocab);
+        ttft(client, &prefix, "the cached prefix").await?;
+        for &s in &plan.suffixes {
+            for _ in 0..plan.reps {
+                let mut p = prefix.clone();
+                p.extend(prompt(next_seed(), s, plan.vocab));
+                let what = format!("TTFT of {s} tokens over the cached prefix");
+                let t = ttft(client, &p, &what).await?;
+                out.push(ProbeStep {
+                    what: format!("TTFT, {s} tokens over {cached} cached"),
+                    step: StepSample {
+                        prefill: vec![(s, cached)],
+                        decode: vec![],
+                        decode_kv_distinct: None,
+                        seconds: t,
+                    },
+                });
+            }
         }
     }
     let decode = plan
@@ -127,6 +144,7 @@ pub async fn probe(client: &Arc<HttpClient>, plan: &ProbePlan) -> Result<Vec<Pro
         let prompts: Vec<Vec<u32>> = (0..n)
             .map(|_| prompt(next_seed(), prompt_len, plan.vocab))
             .collect();
+        warm(client, &prompts).await?;
         let (tpot, context) = tpot(client, prompts, plan.decode_tokens).await?;
         out.push(ProbeStep {
             what: format!("TPOT, {n} concurrent streams over {prompt_len}"),
@@ -138,13 +156,137 @@ pub async fn probe(client: &Arc<HttpClient>, plan: &ProbePlan) -> Result<Vec<Pro
             },
         });
     }
+    for m in &plan.mixed {
+        let streams: Vec<Vec<u32>> = (0..m.streams)
+            .map(|_| prompt(next_seed(), m.context, plan.vocab))
+            .collect();
+        let prefix = prompt(next_seed(), m.cached, plan.vocab);
+        let mut prefill = prefix.clone();
+        prefill.extend(prompt(next_seed(), m.new, plan.vocab));
+        out.push(mixed(client, m, streams, prefix, prefill).await?);
+    }
     Ok(out)
 }
 
+/// Sends each prompt once for one token, all at once, so that the server has them cached: streams that
+/// start from them then decode together, instead of the first finishing while the last still prefills.
+async fn warm(client: &Arc<HttpClient>, prompts: &[Vec<u32>]) -> Result<(), String> {
+    let tasks: Vec<_> = prompts
+        .iter()
+        .cloned()
+        .map(|p| {
+            let client = client.clone();
+            tokio::spawn(async move { ttft(&client, &p, "warming a stream's prompt").await })
+        })
+        .collect();
+    for t in tasks {
+        t.await.map_err(|e| format!("warming: {e}"))??;
+    }
+    Ok(())
+}
+
+/// Output tokens of each stream of a mixed probe: enough to decode before, during and after the prefill.
+const MIXED_DECODE_TOKENS: u32 = 160;
+
+/// Output chunks every stream must have before the prefill is sent (the streams then decode together).
+const MIXED_WARM_CHUNKS: u32 = 16;
+
+/// One mixed probe: the streams start from cached prompts; once each has streamed a few chunks, the
+/// prefill (whose prefix was cached first) is sent for one token. Each stream's gap that ends at the
+/// chunk nearest the prefill's first token is the step that computed both; the median stream's gap is
+/// the probe's time.
+async fn mixed(
+    client: &Arc<HttpClient>,
+    m: &MixedProbe,
+    streams: Vec<Vec<u32>>,
+    prefix: Vec<u32>,
+    prefill: Vec<u32>,
+) -> Result<ProbeStep, String> {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let what = format!(
+        "{} streams over {} and a prefill of {} over {}",
+        m.streams, m.context, m.new, m.cached
+    );
+    warm(client, &streams).await?;
+    if !prefix.is_empty() {
+        ttft(client, &prefix, "the mixed probe's cached prefix").await?;
+    }
+    let counters: Vec<Arc<AtomicU32>> = streams.iter().map(|_| Arc::default()).collect();
+    let tasks: Vec<_> = streams
+        .into_iter()
+        .zip(&counters)
+        .enumerate()
+        .map(|(lane, (p, seen))| {
+            let (client, seen) = (client.clone(), seen.clone());
+            tokio::spawn(async move {
+                client
+                    .stream(lane as u32, &p, MIXED_DECODE_TOKENS, true, Some(seen))
+                    .await
+            })
+        })
+        .collect();
+    let started = std::time::Instant::now();
+    while counters
+        .iter()
+        .any(|c| c.load(Ordering::Relaxed) < MIXED_WARM_CHUNKS)
+    {
+        if started.elapsed() > std::time::Duration::from_secs(120) {
+            return Err(format!(
+                "{what}: the streams did not all start within 120 s"
+            ));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    let r = client.stream(0, &prefill, 1, true, None).await;
+    if let Some(e) = r.error {
+        return Err(format!("{what}: the prefill was answered {e}"));
+    }
+    let first = r
+        .first_token
+        .ok_or_else(|| format!("{what}: the prefill produced no token"))?;
+    let mut gaps = Vec::new();
+    let mut positions = Vec::new();
+    for t in tasks {
+        let s = t.await.map_err(|e| format!("{what}: {e}"))?;
+        if let Some(e) = s.error {
+            return Err(format!("{what}: a stream was answered {e}"));
+        }
+        let times = s.chunk_times.unwrap_or_default();
+        let nearest = (1..times.len()).min_by_key(|&i| {
+            let d = if times[i] > first {
+                times[i] - first
+            } else {
+                first - times[i]
+            };
+            d.as_nanos()
+        });
+        if let Some(i) = nearest {
+            gaps.push((times[i] - times[i - 1]).as_secs_f64());
+            positions.push(i as u32);
+        }
+    }
+    if gaps.is_empty() {
+        return Err(format!("{what}: no stream streamed around the prefill"));
+    }
+    gaps.sort_by(f64::total_cmp);
+    positions.sort_unstable();
+    Ok(ProbeStep {
+        what: format!("Mixed step, {what}"),
+        step: StepSample {
+            prefill: vec![(m.new, m.cached)],
+            decode: vec![m.context + positions[positions.len() / 2]; m.streams as usize],
+            decode_kv_distinct: None,
+            seconds: gaps[gaps.len() / 2],
+        },
+    })
+}
+
 /// Streams `prompts` concurrently (`tokens` output tokens each) and measures their time per output
-/// token once every stream is decoding: each stream's chunks after the last first token (before it,
-/// other streams' prefills share the steps). Returns the median stream's TPOT and the mean context of
-/// the measured steps.
+/// token while every stream is decoding: each stream's chunks between the last stream's first chunk
+/// and the first stream's last (before it, other streams' prefills share the steps; after it, the batch
+/// shrinks). Returns the median stream's TPOT and the mean context of the measured steps. Streams that
+/// never decode together (no such window, or fewer than two chunks of a stream in it) fall back to
+/// each stream's chunks from the last first chunk on.
 async fn tpot(
     client: &Arc<HttpClient>,
     prompts: Vec<Vec<u32>>,
@@ -172,19 +314,30 @@ async fn tpot(
         results.push(r.chunk_times.unwrap_or_default());
     }
     let all_decoding = results.iter().filter_map(|t| t.first().copied()).max();
+    let one_ends = results.iter().filter_map(|t| t.last().copied()).min();
     let mut per_stream: Vec<(f64, f64)> = Vec::new();
     for times in &results {
-        // From the first chunk at or after the moment every stream decodes (the whole stream when
-        // fewer than two chunks come after it).
-        let from = all_decoding
-            .and_then(|at| times.iter().position(|&t| t >= at))
-            .filter(|&k| times.len() >= k + 2)
-            .unwrap_or(0);
-        if times.len() >= from + 2 {
-            let gaps = (times.len() - 1 - from) as f64;
-            let tpot = (times[times.len() - 1] - times[from]).as_secs_f64() / gaps;
+        let inside: Vec<usize> = (0..times.len())
+            .filter(|&i| {
+                all_decoding.is_some_and(|a| times[i] >= a)
+                    && one_ends.is_some_and(|b| times[i] <= b)
+            })
+            .collect();
+        let (from, to) = match (inside.first(), inside.last()) {
+            (Some(&f), Some(&t)) if t > f => (f, t),
+            _ => {
+                // No common window: from the first chunk at or after every stream decodes.
+                let from = all_decoding
+                    .and_then(|at| times.iter().position(|&t| t >= at))
+                    .filter(|&k| times.len() >= k + 2)
+                    .unwrap_or(0);
+                (from, times.len().saturating_sub(1))
+            }
+        };
+        if to > from {
+            let tpot = (times[to] - times[from]).as_secs_f64() / (to - from) as f64;
             // The measured steps' mean output position: halfway through the measured chunks.
-            per_stream.push((tpot, (from + times.len() - 1) as f64 / 2.0));
+            per_stream.push((tpot, (from + to) as f64 / 2.0));
         }
     }
     if per_stream.is_empty() {

@@ -6,7 +6,7 @@
 use super::fit::{base_profile, fit_on_base, measured_on, read_step_log, report, write_profile};
 use crate::cli::CalibrateArgs;
 use anyhow::{anyhow, Context, Result};
-use serverbench_backends::{probe, ClientConfig, HttpClient, ProbePlan, ProbeStep};
+use serverbench_backends::{probe, ClientConfig, HttpClient, MixedProbe, ProbePlan, ProbeStep};
 use serverbench_calibration::fit::front_end_seconds;
 use serverbench_calibration::{
     predict_steps, AttentionLayout, Fit, FitTarget, ModelSpec, Profile, StepSample,
@@ -56,15 +56,16 @@ pub fn calibrate(a: &CalibrateArgs, url: &str) -> Result<()> {
     }
     let samples: Vec<StepSample> = steps.into_iter().map(|s| s.step).collect();
     let inputs = vec![format!(
-        "{} probes of {url}: TTFT of fresh prompts {:?}, of suffixes {:?} over {} cached tokens; TPOT of {:?} streams over {} tokens and {:?} over {}",
+        "{} probes of {url}: TTFT of fresh prompts {:?}, of suffixes {:?} over {:?} cached tokens; TPOT of {:?} streams over {} tokens and {:?} over {}; {} mixed steps",
         samples.len(),
         plan.prompt_lengths,
         plan.suffixes,
-        plan.cached_prefix,
+        plan.cached_prefixes,
         plan.streams,
         plan.decode_prompt,
         plan.long_streams,
-        plan.long_context
+        plan.long_context,
+        plan.mixed.len()
     )];
     let on = measured_on(a, format!("the server at {url} (black box)"));
     fit_probes(a, &samples, inputs, &on)
@@ -87,10 +88,45 @@ fn plan(a: &CalibrateArgs, vocab: Vocab) -> Result<ProbePlan> {
     if a.probe_long_streams.contains(&0) || a.probe_long_streams.iter().any(|&n| n > 1024) {
         anyhow::bail!("--probe-long-streams: give between 1 and 1024 streams");
     }
+    if a.probe_cached_prefixes.is_empty() || a.probe_cached_prefixes.contains(&0) {
+        anyhow::bail!("--probe-cached-prefixes: give prefix lengths of at least one token");
+    }
     plan.prompt_lengths = a.probe_prompts.clone();
     plan.long_streams = a.probe_long_streams.clone();
     plan.long_context = a.probe_long_context.max(1);
+    plan.cached_prefixes = a.probe_cached_prefixes.clone();
+    plan.mixed = a
+        .probe_mixed
+        .iter()
+        .map(|m| mixed_probe(m))
+        .collect::<Result<_>>()?;
     Ok(plan)
+}
+
+/// One `--probe-mixed` entry, `STREAMS:CONTEXT:NEW:CACHED`.
+fn mixed_probe(text: &str) -> Result<MixedProbe> {
+    let parts: Vec<&str> = text.split(':').collect();
+    let numbers: Vec<u32> = parts
+        .iter()
+        .map(|p| p.trim().parse::<u32>())
+        .collect::<Result<_, _>>()
+        .map_err(|_| {
+            anyhow!("--probe-mixed: {text:?} is not STREAMS:CONTEXT:NEW:CACHED of whole numbers")
+        })?;
+    let [streams, context, new, cached] = numbers[..] else {
+        anyhow::bail!("--probe-mixed: {text:?} is not STREAMS:CONTEXT:NEW:CACHED (four numbers)");
+    };
+    if !(1..=1024).contains(&streams) || context == 0 || new == 0 {
+        anyhow::bail!(
+            "--probe-mixed: {text:?}: give 1 to 1024 streams, and contexts and prefills of at least one token"
+        );
+    }
+    Ok(MixedProbe {
+        streams,
+        context,
+        new,
+        cached,
+    })
 }
 
 /// Writes the probes as a step log (`wall_ms` and `gpu_ms` both the probe's time).

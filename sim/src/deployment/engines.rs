@@ -6,6 +6,10 @@
 use super::Deployment;
 use crate::engine::{CacheEviction, EngineConfig, Policy, Preemption, WaitingOrder};
 
+/// vLLM's default fraction of GPU memory: 0.92 in vLLM 0.26.0 (its `CacheConfig`; older versions' default
+/// was 0.9).
+const VLLM_MEMORY_UTILIZATION: f64 = 0.92;
+
 /// The engine presets, by name.
 pub const ENGINE_PRESETS: [&str; 2] = ["vllm", "sglang"];
 
@@ -25,7 +29,8 @@ pub fn engine_preset(name: &str, d: &Deployment) -> Option<EngineConfig> {
 
 /// vLLM (V1 engine, OpenAI server). `EngineArgs.get_batch_defaults` (vllm/engine/arg_utils.py): on a
 /// GPU of at least 70 GiB that is not an A100, 8192 batched tokens and 1024 sequences; otherwise 2048
-/// and 256. Prefix caching on, recompute preemption of the newest request, 90 % of GPU memory. CUDA
+/// and 256. Prefix caching on, recompute preemption of the newest request, 92 % of GPU memory
+/// (`CacheConfig.gpu_memory_utilization`'s default in vLLM 0.26.0, read in its start-up log on an H200). CUDA
 /// graphs (`cudagraph_mode` FULL_AND_PIECEWISE) for steps of up to `max_cudagraph_capture_size` tokens,
 /// mixed prefill steps included: `VllmConfig._set_cudagraph_sizes` (vllm/config/vllm.py) makes it
 /// min(2 × max_num_seqs × (1 + speculative tokens), 512, max_num_batched_tokens).
@@ -41,7 +46,7 @@ fn vllm(d: &Deployment) -> EngineConfig {
         max_num_seqs: seqs,
         cuda_graph_max_tokens: Some((2 * seqs * (1 + draft)).min(512).min(tokens)),
         cuda_graph_mixed: true,
-        gpu_memory_utilization: 0.9,
+        gpu_memory_utilization: VLLM_MEMORY_UTILIZATION,
         preemption: Preemption::Recompute,
         prefix_caching: true,
         cache_eviction: CacheEviction::Lru,
@@ -155,6 +160,23 @@ mod tests {
         );
         assert_eq!(h200.block_size, 16);
         assert!(engine_preset("tgi", &Deployment::preset("qwen3-8b-1xh200").unwrap()).is_none());
+    }
+
+    /// vLLM 0.26.0 on an H200 serving the Qwen3-8B shape with its defaults said "GPU KV cache size:
+    /// 813,744 tokens" (50,859 blocks of 16, results/h200-vllm/startup.txt), after 15.35 GiB of weights,
+    /// 1.29 GiB of peak activations and 0.23 GiB outside torch out of 0.92 × 139.8 GiB.
+    #[test]
+    fn vllm_sizes_the_h200_pool_as_vllm_did_within_two_percent() {
+        let mut d = Deployment::preset("qwen3-8b-1xh200").unwrap();
+        d.engine = engine_preset("vllm", &d).unwrap();
+        assert_eq!(d.engine.gpu_memory_utilization, 0.92);
+        let plan = d.memory_plan();
+        let tokens = plan.kv_pool_bytes / plan.kv_bytes_per_token;
+        let measured = 813_744.0;
+        assert!(
+            (tokens / measured - 1.0).abs() < 0.02,
+            "{tokens} tokens against vLLM's {measured}"
+        );
     }
 
     #[test]
