@@ -5,7 +5,10 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 fn main() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../presets");
+    // Read at run time, not compiled in: a build script binary cargo reuses for another checkout of the
+    // same crate (a shared target folder) must still read this checkout's presets.
+    let manifest = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    let root = Path::new(&manifest).join("../presets");
     println!("cargo:rerun-if-changed={}", root.display());
     let mut kinds: Vec<_> = std::fs::read_dir(&root)
         .expect("the presets folder")

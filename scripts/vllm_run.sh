@@ -19,8 +19,10 @@
 #   check      requests by hand (check.py: prompt counts, exact lengths, cached tokens), the start-up facts
 #              (startup.txt), /metrics, nvidia-smi
 #   peers      peer_probe.py against vLLM
-#   calibrate  `calibrate --endpoint` probes (black box) -> calibrate/probes.jsonl; the fit is done on the
-#              CPU machine (`calibrate --from-probes`, docs/calibration.md)
+#   calibrate  `calibrate --endpoint` probes (black box) -> calibrate/probes.jsonl: fresh prompts, suffixes
+#              over 2K/8K/32K cached prefixes, warmed decode streams, and steps that prefill while 16 or
+#              32 streams decode (--probe-mixed); the fit is done on the CPU machine (`calibrate
+#              --from-probes … --fit-frontend`, docs/calibration.md)
 #   runs       `compare --url` for each set of RUNS (below), one (level, seed) at a time while the call
 #              has time for it; `--reuse` skips runs a set's folder already holds, so sets spread over calls
 # Every part after `start` starts the server first if it is down. RUNS is a list of SET:LEVELS:SEEDS:WINDOW
@@ -273,6 +275,8 @@ calibrate() {
   "$BIN" calibrate --endpoint "$URL" --api tokens --server vllm --served-model "$NAME" \
     --model qwen3-8b --hardware h200 --name h200-qwen3-8b-vllm \
     --probe-prompts 64,256,512,1024,2048,4096,8192,16384 --probe-long-streams 1,4,16,64 \
+    --probe-cached-prefixes 2048,8192,32768 \
+    --probe-mixed 16:8192:512:0,16:8192:512:16384,16:8192:2048:0,16:8192:2048:16384,32:8192:4096:0,32:8192:4096:16384 \
     --probe-log "$WORK/calibrate/probes.jsonl" --out "$WORK/calibrate/fit_on_device.yaml" \
     > "$WORK/calibrate/log" 2>&1 &
   local pid=$!

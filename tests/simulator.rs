@@ -523,3 +523,38 @@ fn int4_and_fp8_weights_raise_d_where_decode_is_bandwidth_bound() {
         assert!(d1 > d0, "{w:?}: D {d1} vs bf16 {d0}");
     }
 }
+
+/// A server's front end takes requests one at a time (the profile's `frontend_s_per_token`): four lanes
+/// that send at the same instant reach the engine one front-end time after another, so the k-th
+/// request's first token comes no sooner than the front-end times of the first k together; without the
+/// front end the same requests are faster.
+#[test]
+fn the_front_end_takes_requests_one_at_a_time() {
+    let per_token = 1e-5;
+    let mut d = Deployment::preset("qwen3-8b-1xh200").unwrap();
+    d.profile.request_latency_s = 0.0;
+    d.profile.frontend_s_per_token = per_token;
+    let mut cfg = RunConfig::new(4, 0, 60.0);
+    cfg.start = StartMode::Cold;
+    let with = run(&d, &cfg);
+    d.profile.frontend_s_per_token = 0.0;
+    let without = run(&d, &cfg);
+    let first: Vec<_> = with.records.iter().filter(|r| r.send_ns == 0).collect();
+    assert_eq!(first.len(), 4, "every lane sends at t = 0");
+    let mut taken_in = 0u64;
+    for r in &first {
+        taken_in += (r.input_tokens as f64 * per_token * 1e9).round() as u64;
+        let ttft = r.first_token_ns.unwrap();
+        assert!(
+            ttft > taken_in,
+            "{ttft} ns before the front end let it in at {taken_in} ns"
+        );
+    }
+    let same = |a: &serverbench_sim::Record, b: &serverbench_sim::Record| {
+        (a.tree, a.request) == (b.tree, b.request)
+    };
+    let r0 = &without.records[first.len() - 1];
+    let r1 = first[first.len() - 1];
+    assert!(same(r0, r1));
+    assert!(r0.first_token_ns.unwrap() + 1_000_000 < r1.first_token_ns.unwrap());
+}
