@@ -25,6 +25,9 @@
 #              --from-probes … --fit-frontend`, docs/calibration.md)
 #   runs       `compare --url` for each set of RUNS (below), one (level, seed) at a time while the call
 #              has time for it; `--reuse` skips runs a set's folder already holds, so sets spread over calls
+#   verify     `serverbench freeze` and `verify` with vLLM as the candidate and scripts/reference_server.py
+#              (float32 transformers) as the reference, on one random checkpoint (scripts/verify_model.py);
+#              stops the benchmark server first, so it goes last
 # Every part after `start` starts the server first if it is down. RUNS is a list of SET:LEVELS:SEEDS:WINDOW
 # with SET one of (deployment, start, workload):
 #   syn-steady  qwen3-8b-1xh200-vllm (40,960 tokens, synthetic-v1), steady start
@@ -288,6 +291,40 @@ calibrate() {
   stop_packing; pack calibrate
 }
 
+verify() { # `serverbench verify` with vLLM as the candidate and scripts/reference_server.py (float32
+  # transformers) as the reference, both serving one random checkpoint (scripts/verify_model.py: a small
+  # Qwen3 with the Qwen3 vocabulary, as scripts/verify_h200.sh uses, plus the word-level tokenizer). The
+  # benchmark server is stopped first: this vLLM takes half the GPU, the reference a few GB.
+  if [ "$(left)" -lt 360 ]; then echo "skipping verify: needs ~360 s, $(left) s left"; return 0; fi
+  mkdir -p "$WORK/verify"
+  if server_alive; then kill -- -"$(cat "$WORK/server.pid")" 2>/dev/null; sleep 5; fi
+  local vm=$WORK/verify/model vport=$((PORT + 2)) rport=$((PORT + 3))
+  with_site python3 "$ROOT/scripts/verify_model.py" "$vm" 2>&1 | tail -1
+  with_site python3 "$HERE/vllm/make_model.py" "$vm" --tokenizer-only
+  setsid env PYTHONPATH="$SITE" python3 -m vllm.entrypoints.cli.main serve "$vm" --served-model-name "$NAME" \
+    --dtype bfloat16 --seed 0 --host 127.0.0.1 --port "$vport" --max-model-len 40960 \
+    --gpu-memory-utilization 0.5 --enable-prompt-tokens-details > "$WORK/verify/vllm.log" 2>&1 < /dev/null &
+  local vpid=$!
+  python3 "$ROOT/scripts/reference_server.py" --model-dir "$vm" --port "$rport" > "$WORK/verify/reference.log" 2>&1 &
+  local rpid=$!
+  local t=$(date +%s)
+  while [ "$(left)" -gt 120 ]; do
+    curl -s -m 2 "http://127.0.0.1:$vport/v1/models" | grep -q "\"$NAME\"" && \
+      curl -s -m 2 "http://127.0.0.1:$rport/health" > /dev/null && break
+    sleep 2
+  done
+  echo "servers up after $(( $(date +%s) - t )) s"
+  keep_packing verify
+  "$BIN" freeze -d qwen3-8b-1xh200-vllm -c 8 --held-out 2 -w 30 --url "http://127.0.0.1:$vport" --server vllm \
+    --model "$NAME" -o "$WORK/verify/frozen.json" 2>&1 | tail -n 3
+  "$BIN" verify "$WORK/verify/frozen.json" --url "http://127.0.0.1:$vport" --reference "http://127.0.0.1:$rport" \
+    --out "$WORK/verify/run" > "$WORK/verify/verify.txt" 2>&1
+  echo "verify: exit $?"; tail -n 20 "$WORK/verify/verify.txt"
+  kill -- -"$vpid" "$rpid" 2>/dev/null
+  gzip -f "$WORK/verify/run"/*/*.jsonl 2>/dev/null
+  stop_packing; pack verify
+}
+
 set_flags() { # SET -> the deployment, start and workload flags of compare
   case $1 in
     syn-steady) echo "-d qwen3-8b-1xh200-vllm --start steady" ;;
@@ -349,6 +386,7 @@ for part in ${*:-install model peers-cuda start check peers calibrate runs}; do
     peers) need_server; peers ;;
     calibrate) need_server; calibrate ;;
     runs) need_server; runs ;;
+    verify) install && model && verify ;;
     *) echo "unknown part $part" ;;
   esac
   save_log

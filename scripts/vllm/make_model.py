@@ -8,7 +8,7 @@ serverbench's text prompts are words ` w123 w456 …`, one word per token id, so
 model as exactly the ids serverbench meant and `usage.prompt_tokens` can be checked against it. The model
 has no end-of-sequence token. Needs transformers and tokenizers only (no torch, no GPU).
 
-Usage: make_model.py OUT_DIR
+Usage: make_model.py OUT_DIR [--tokenizer-only]   (--tokenizer-only: only the tokenizer, beside a checkpoint)
 """
 
 import json
@@ -35,17 +35,27 @@ QWEN3_8B = dict(
 )
 
 
-def main() -> None:
-    out = sys.argv[1]
-    os.makedirs(out, exist_ok=True)
-    config = Qwen3Config(**QWEN3_8B, eos_token_id=None, bos_token_id=None, pad_token_id=None,
-                         torch_dtype="bfloat16", architectures=["Qwen3ForCausalLM"])
-    config.save_pretrained(out)
+def write_tokenizer(out: str) -> None:
+    """The word-level tokenizer: `wN` is token id N, for every id of the Qwen3 vocabulary."""
     vocab = {f"w{i}": i for i in range(QWEN3_8B["vocab_size"])}
     t = Tokenizer(models.WordLevel(vocab=vocab, unk_token="w0"))
     t.pre_tokenizer = pre_tokenizers.WhitespaceSplit()  # `w123` stays one word
     # No decoder: decoded words are joined by spaces, so every streamed token is non-empty text.
     PreTrainedTokenizerFast(tokenizer_object=t, unk_token="w0", model_max_length=1 << 30).save_pretrained(out)
+
+
+def main() -> None:
+    out = sys.argv[1]
+    os.makedirs(out, exist_ok=True)
+    if "--tokenizer-only" in sys.argv[2:]:
+        # beside a checkpoint written by scripts/verify_model.py (the verification demo)
+        write_tokenizer(out)
+        print(f"wrote {out}: the word-level tokenizer")
+        return
+    config = Qwen3Config(**QWEN3_8B, eos_token_id=None, bos_token_id=None, pad_token_id=None,
+                         torch_dtype="bfloat16", architectures=["Qwen3ForCausalLM"])
+    config.save_pretrained(out)
+    write_tokenizer(out)
     with open(os.path.join(out, "serverbench.json"), "w") as f:
         json.dump({"shape": QWEN3_8B, "dtype": "bfloat16", "weights": "none: vllm --load-format dummy"}, f)
     print(f"wrote {out}: config.json and the word-level tokenizer, no weights")
