@@ -28,7 +28,7 @@ pub use driver::{
 pub use engine::{Cuda, Emulated, EngineCore, Executor, Stepped, Timing};
 pub use interrupt::Interrupt;
 pub use openai::{Api, BodyForm, Server, Usage};
-pub use probe::{probe, MixedProbe, ProbePlan, ProbeStep};
+pub use probe::{probe, DecodeGaps, MixedProbe, ProbePlan, ProbeStep};
 pub use runtime::Runtime;
 pub use server::{
     prompt_blocks, serve, serve_until_interrupted, spawn_local, spawn_local_server, CudaServe,

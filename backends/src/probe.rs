@@ -82,6 +82,19 @@ pub struct ProbeStep {
     pub what: String,
     /// The step it stands for; `seconds` is the TTFT, or the median time per output token.
     pub step: StepSample,
+    /// A mixed probe's decode gaps away from its step (not fitted; kept in the probe log).
+    pub decode_gaps: Option<DecodeGaps>,
+}
+
+/// The decode streams' median gaps of a mixed probe outside the step that held the prefill: before the
+/// prefill was sent, and while the server was taking it in (from its send to the step). A server whose
+/// front end slows its engine while it takes in a long prompt shows a longer second gap.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DecodeGaps {
+    /// Median gap before the prefill was sent, seconds.
+    pub before_s: f64,
+    /// Median gap from the prefill's send to the start of its step, seconds (0 when no gap fell there).
+    pub taking_in_s: f64,
 }
 
 fn prompt(seed: u64, len: u32, vocab: Vocab) -> Vec<u32> {
@@ -111,6 +124,7 @@ pub async fn probe(client: &Arc<HttpClient>, plan: &ProbePlan) -> Result<Vec<Pro
                     decode_kv_distinct: None,
                     seconds: t,
                 },
+                decode_gaps: None,
             });
         }
     }
@@ -131,6 +145,7 @@ pub async fn probe(client: &Arc<HttpClient>, plan: &ProbePlan) -> Result<Vec<Pro
                         decode_kv_distinct: None,
                         seconds: t,
                     },
+                    decode_gaps: None,
                 });
             }
         }
@@ -154,6 +169,7 @@ pub async fn probe(client: &Arc<HttpClient>, plan: &ProbePlan) -> Result<Vec<Pro
                 decode_kv_distinct: None,
                 seconds: tpot,
             },
+            decode_gaps: None,
         });
     }
     for m in &plan.mixed {
@@ -237,6 +253,7 @@ async fn mixed(
         }
         tokio::time::sleep(std::time::Duration::from_millis(1)).await;
     }
+    let sent = std::time::Instant::now();
     let r = client.stream(0, &prefill, 1, true, None).await;
     if let Some(e) = r.error {
         return Err(format!("{what}: the prefill was answered {e}"));
@@ -246,6 +263,7 @@ async fn mixed(
         .ok_or_else(|| format!("{what}: the prefill produced no token"))?;
     let mut gaps = Vec::new();
     let mut positions = Vec::new();
+    let (mut before, mut taking_in) = (Vec::new(), Vec::new());
     for t in tasks {
         let s = t.await.map_err(|e| format!("{what}: {e}"))?;
         if let Some(e) = s.error {
@@ -263,8 +281,20 @@ async fn mixed(
         if let Some(i) = nearest {
             gaps.push((times[i] - times[i - 1]).as_secs_f64());
             positions.push(i as u32);
+            for k in 1..i {
+                let gap = (times[k] - times[k - 1]).as_secs_f64();
+                if times[k] < sent {
+                    before.push(gap);
+                } else {
+                    taking_in.push(gap);
+                }
+            }
         }
     }
+    let median = |mut v: Vec<f64>| -> f64 {
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied().unwrap_or(0.0)
+    };
     if gaps.is_empty() {
         return Err(format!("{what}: no stream streamed around the prefill"));
     }
@@ -278,6 +308,10 @@ async fn mixed(
             decode_kv_distinct: None,
             seconds: gaps[gaps.len() / 2],
         },
+        decode_gaps: Some(DecodeGaps {
+            before_s: median(before),
+            taking_in_s: median(taking_in),
+        }),
     })
 }
 

@@ -134,11 +134,14 @@ fn write_probe_log(path: &Path, steps: &[ProbeStep]) -> Result<()> {
     let mut text = Vec::new();
     for s in steps {
         let ms = s.step.seconds * 1e3;
-        serde_json::to_writer(
-            &mut text,
-            &serde_json::json!({"probe": s.what, "wall_ms": ms, "gpu_ms": ms,
-                "prefill": s.step.prefill, "decode": s.step.decode}),
-        )?;
+        let mut line = serde_json::json!({"probe": s.what, "wall_ms": ms, "gpu_ms": ms,
+            "prefill": s.step.prefill, "decode": s.step.decode});
+        if let Some(g) = s.decode_gaps {
+            // not fitted: what the decodes' steps took before the prefill and while it was taken in
+            line["decode_gap_before_ms"] = (g.before_s * 1e3).into();
+            line["decode_gap_taking_in_ms"] = (g.taking_in_s * 1e3).into();
+        }
+        serde_json::to_writer(&mut text, &line)?;
         text.write_all(b"\n")?;
     }
     std::fs::write(path, text).with_context(|| format!("{}: cannot write", path.display()))?;
