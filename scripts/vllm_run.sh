@@ -277,7 +277,7 @@ calibrate() {
   # probes only: the fit takes minutes of one CPU core, so it is stopped once the probe log is written
   "$BIN" calibrate --endpoint "$URL" --api tokens --server vllm --served-model "$NAME" \
     --model qwen3-8b --hardware h200 --name h200-qwen3-8b-vllm \
-    --probe-prompts 64,256,512,1024,2048,4096,8192,16384 --probe-long-streams 1,4,16,64 \
+    --probe-prompts 64,256,512,1024,2048,4096,8192,16384 --probe-long-streams 1,4,8,16 --probe-long-context 24576 \
     --probe-cached-prefixes 2048,8192,32768 \
     --probe-mixed 16:8192:512:0,16:8192:512:16384,16:8192:2048:0,16:8192:2048:16384,32:8192:4096:0,32:8192:4096:16384 \
     --probe-log "$WORK/calibrate/probes.jsonl" --out "$WORK/calibrate/fit_on_device.yaml" \
