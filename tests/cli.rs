@@ -676,6 +676,7 @@ fn engine_presets_follow_each_engines_defaults_for_the_deployment() {
                 "max_num_batched_tokens: 2048",
                 "max_num_seqs: 256",
                 "cuda_graph_max_tokens: 512",
+                "gpu_memory_utilization: 0.92",
             ],
         ),
         (
