@@ -2,7 +2,8 @@
 # Eager (no CUDA graph) decode steps on the GPU machine, in one call: the host's launch time per decoder
 # layer of the Hugging Face implementations of the L40 deployments' architectures
 # (scripts/eager_host.py), and serverbench's CUDA engine's decode steps with and without its CUDA graphs.
-# Usage (on the GPU machine, from the repo root): BIN=.carry/serverbench OUT=$OUT bash scripts/eager_h200.sh
+# Usage (on the GPU machine, from the repo root; the binary built with `cargo build --release --features cuda`):
+#   BIN=.carry/serverbench OUT=$OUT bash scripts/eager_h200.sh
 set -u
 BIN=${BIN:-target/release/serverbench}
 OUT=${OUT:-/tmp/serverbench-eager}

@@ -5,7 +5,8 @@
 #   seeds   — `compare` over several seeds at one concurrency (seed screening fidelity)
 #   long    — `compare` with long windows at LONG_LEVELS (4,8), LONG_WINDOW (150) s
 # Results are packed into $OUT/<part>.tar.gz after every run, so a call stopped at its limit still
-# returns what finished. Usage (from the repo root, binary built on a CPU machine):
+# returns what finished. Usage (from the repo root, binary built on a CPU machine with the CUDA engine:
+# `cargo build --release --features cuda`):
 #   BIN=.carry/serverbench OUT=/tmp/out bash scripts/fidelity_run.sh micro levels
 # Knobs: LEVELS (1,4,8,16), LEVEL_WINDOW (60), SEEDS (1,...,8), SEED_C (4), SEED_WINDOW (35).
 set -u

@@ -2,7 +2,8 @@
 # Everything serverbench runs on the GPU machine, in one call (the device lease is short):
 # correctness against transformers, the engine's speed table, and replays against the CUDA engine
 # that write step logs for calibration and records for fidelity.
-# Usage (on the GPU machine, from the repo root, with the binary built elsewhere):
+# Usage (on the GPU machine, from the repo root, with the binary built elsewhere with the CUDA engine:
+# `cargo build --release --features cuda`):
 #   BIN=.carry/serverbench OUT=/tmp/out bash scripts/gpu_run.sh [check] [bench] [gemv] [profile] [attn] [replay]
 # gemv: the small-batch decode steps with the weight-streaming kernel limited to 0, 1, 2 and 4 rows
 # (0 = cuBLAS only). attn: each prefill attention kernel in VARIANTS checked and timed (CASES, REPS).

@@ -6,7 +6,8 @@
 # still reporting the whole prompt), reading cached prefixes through a corrupted block table (`--fault
 # corrupt-prefix-cache`: cold prompts are right, reused KV is not), and the engine on other weights of
 # the same shape (`--weights random`: another checkpoint). One frozen file, verified against each.
-# Usage (on the GPU machine, from the repo root, with the binary built elsewhere):
+# Usage (on the GPU machine, from the repo root, with the binary built elsewhere with the CUDA engine:
+# `cargo build --release --features cuda`):
 #   BIN=.carry/serverbench OUT=/tmp/out bash scripts/verify_h200.sh
 # Everything it writes (frozen file, each verify's verify.json, records and output, the servers' logs)
 # ends up in OUT/verify_h200.tgz; results/h200-verify/ holds one such set.

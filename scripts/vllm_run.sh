@@ -6,7 +6,8 @@
 #              binaries an sm_90 GPU never loads zeroed (scripts/vllm/fatbin_blank.py), xz-compressed with
 #              the serverbench binary into .carry/vllm/ (~55 MiB; ignored through .git/info/exclude)
 #   split      (the CPU machine) cut the packed site.tar.xz into the two calls' carries again, with a new
-#              binary (SB_BIN, default target/release/serverbench): seconds, where `pack` takes minutes
+#              binary (SB_BIN, default target/release/serverbench, built with `--features cuda` for the
+#              peers part's CUDA engine): seconds, where `pack` takes minutes
 #   stash      keep this call's pieces of the carry in /tmp/parts (install does it too)
 #   install    the serverbench binary into /tmp/sbv, and the carry's pieces unpacked into /tmp/site (Python
 #              packages as `pip install --target` lays them out); needs every piece in /tmp/parts
@@ -88,7 +89,7 @@ profiling|memory|Starting vLLM|startup complete|Available routes" "$WORK/server.
 # ---- on the CPU machine
 pack_carry() {
   local w=${PACK_WORK:-${TMPDIR:-/tmp}/vllm-pack} sb=${SB_BIN:-$ROOT/target/release/serverbench}
-  [ -x "$sb" ] || { echo "no serverbench binary at $sb (cargo build --release, or SB_BIN=…)"; return 1; }
+  [ -x "$sb" ] || { echo "no serverbench binary at $sb (cargo build --release --features cuda, or SB_BIN=…)"; return 1; }
   local tags=(--only-binary=:all: --python-version 3.12 --implementation cp --platform manylinux_2_28_x86_64
     --platform manylinux_2_27_x86_64 --platform manylinux_2_24_x86_64 --platform manylinux_2_17_x86_64
     --platform manylinux2014_x86_64 --platform manylinux1_x86_64 --platform manylinux_2_5_x86_64

@@ -1,5 +1,5 @@
 //! `serverbench cuda-bench` and `cuda-check`, and the CUDA options of `serve` and `replay`: argument
-//! handling around the `serverbench-cuda` crate.
+//! handling around the `serverbench-cuda` crate (with the feature `cuda`; without it, `no_cuda.rs`).
 
 use crate::cli::{CudaBenchArgs, CudaCheckArgs, EngineArgs};
 use anyhow::{anyhow, bail, Context, Result};
@@ -22,6 +22,11 @@ pub fn model_config(a: &EngineArgs, model: &str) -> Result<ModelConfig> {
             )
         }),
     }
+}
+
+/// The vocabulary size of the CUDA engine's model (`model_config`'s).
+pub fn vocab_size(a: &EngineArgs, model: &str) -> Result<u32> {
+    Ok(model_config(a, model)?.vocab_size)
 }
 
 fn weights(a: &EngineArgs) -> Weights {

@@ -6,6 +6,10 @@ mod output;
 mod calibrate;
 mod cli;
 mod compare;
+#[cfg(feature = "cuda")]
+mod cuda;
+#[cfg(not(feature = "cuda"))]
+#[path = "no_cuda.rs"]
 mod cuda;
 mod inputs;
 mod meta;

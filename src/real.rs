@@ -7,9 +7,9 @@ use crate::signals;
 use anyhow::{anyhow, bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use serverbench_backends::{
-    natural_stop_probe, run_real, serve_until_interrupted, unless_interrupted, ClientConfig, Fault,
-    Generation, HttpClient, Interrupt, ModelsError, RealConfig, RealOutput, RecordSink, Runtime,
-    ServeConfig, ServeLimits,
+    natural_stop_probe, run_real, serve_until_interrupted, unless_interrupted, ClientConfig,
+    CudaServe, Fault, Generation, HttpClient, Interrupt, ModelsError, RealConfig, RealOutput,
+    RecordSink, Runtime, ServeConfig, ServeLimits,
 };
 use serverbench_workloads::hash::mix2;
 use serverbench_workloads::tokens::{block_tokens, Vocab};
@@ -66,7 +66,7 @@ pub fn serve(a: ServeArgs) -> Result<()> {
         )),
     };
     let vocab = match (&cuda, &words) {
-        (Some(c), _) => c.model.vocab_size,
+        (Some(c), _) => c.vocab_size(),
         (None, Some(w)) => w.vocab_size(),
         (None, None) => d.model_spec().vocab,
     };
@@ -176,8 +176,8 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
     let source = inputs::source(&a.deployment.deployment, &a.workload, a.seed, &d)?;
     let model = a.model.clone().unwrap_or_else(|| d.model.name.clone());
     let (model_vocab, vocab_of) = if a.engine.engine == "cuda" {
-        let c = crate::cuda::model_config(&a.engine, &model)?;
-        (c.vocab_size, format!("the CUDA engine's model {model}"))
+        let vocab = crate::cuda::vocab_size(&a.engine, &model)?;
+        (vocab, format!("the CUDA engine's model {model}"))
     } else {
         (d.model_spec().vocab, format!("model {}", d.model.name))
     };
@@ -360,7 +360,7 @@ fn backend(
                 model_name: model.to_string(),
                 vocab: cuda
                     .as_ref()
-                    .map_or(d.model_spec().vocab, |c| c.model.vocab_size),
+                    .map_or(d.model_spec().vocab, CudaServe::vocab_size),
                 cuda,
                 limits: ServeLimits::default(),
                 generation: Default::default(),

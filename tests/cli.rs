@@ -719,6 +719,37 @@ fn serve_refuses_a_fault_its_engine_cannot_commit() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("corrupt-prefix-cache"));
 }
 
+/// Built without the feature `cuda` (the default), everything that needs the CUDA engine stops at once
+/// with an error that says how to build it in (exit 2).
+#[cfg(not(feature = "cuda"))]
+#[test]
+fn what_needs_the_cuda_engine_says_how_to_build_it_in() {
+    for args in [
+        &["serve", "--port", "0", "--engine", "cuda"][..],
+        &["replay", "--engine", "cuda", "-w", "10"],
+        &["cuda-bench"],
+        &[
+            "cuda-check",
+            "--model-dir",
+            "m",
+            "--cases",
+            "c",
+            "--out",
+            "o",
+        ],
+        &["calibrate", "--microbench"],
+    ] {
+        let o = serverbench(args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("built without the CUDA engine")
+                && err.contains("cargo build --release --features cuda"),
+            "{args:?}: {err}"
+        );
+    }
+}
+
 #[test]
 fn a_level_given_twice_is_refused_not_run_twice() {
     for (args, want) in [

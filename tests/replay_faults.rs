@@ -1113,8 +1113,16 @@ fn an_html_answer_and_a_tiny_timeout_say_what_happened() {
             && stderr.contains("<!DOCTYPE html>"),
         "{stderr}"
     );
-    // A timeout that expires is said to be one.
-    let url = start(mock(&["m"], healthy));
+    // A timeout that expires is said to be one: /v1/models answers after 10 s, the timeout is 0.2 s.
+    // (A timeout below tokio's 1 ms timer tick tests nothing: an optimised build's loopback answer
+    // can come before the tick.)
+    let url = start(Router::new().route(
+        "/v1/models",
+        get(|| async {
+            tokio::time::sleep(Duration::from_secs(10)).await;
+            "{}"
+        }),
+    ));
     let o = serverbench_cmd(&[
         "replay",
         "--workload",
@@ -1126,7 +1134,7 @@ fn an_html_answer_and_a_tiny_timeout_say_what_happened() {
         "-w",
         "20",
         "--timeout",
-        "1e-9",
+        "0.2",
     ]);
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{stderr}");

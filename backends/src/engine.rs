@@ -1,12 +1,14 @@
 //! The one engine driver of the real-time backends: a [`Replica`] (the simulator's scheduler and KV
 //! manager) scheduled step by step, each step computed by an [`Executor`] — the cost model paced to
-//! the wall clock ([`Emulated`]) or the GPU ([`Cuda`]) — on one [`ScaledClock`]. The server's engine
-//! thread and `cuda-check` drive the same [`EngineCore`]; the simulator's virtual-time driver is
-//! `serverbench_sim::simulate`.
+//! the wall clock ([`Emulated`]) or the GPU (`Cuda`, with the feature `cuda`) — on one [`ScaledClock`].
+//! The server's engine thread and `cuda-check` drive the same [`EngineCore`]; the simulator's
+//! virtual-time driver is `serverbench_sim::simulate`.
 
 use crate::clock::ScaledClock;
 use serverbench_calibration::{BatchShape, CostModel};
-use serverbench_sim::{Deployment, Replica, ReplicaOptions, SeqEvent, SeqId, SeqInput, Time};
+#[cfg(feature = "cuda")]
+use serverbench_sim::{Deployment, ReplicaOptions};
+use serverbench_sim::{Replica, SeqEvent, SeqId, SeqInput, Time};
 use std::collections::HashMap;
 
 /// How long a step took, as an executor knows it.
@@ -50,7 +52,18 @@ pub struct Token {
     /// Token id.
     pub id: u32,
     /// Its log-probabilities, when the request asked for them.
-    pub scores: Option<serverbench_cuda::TokenScores>,
+    pub scores: Option<TokenScores>,
+}
+
+/// A computed token's log-probability and the most likely tokens with theirs, most likely first: what
+/// the server writes as `logprobs` (the CUDA engine's scores, converted here so that the server does
+/// not need the engine).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TokenScores {
+    /// Log-probability of the token.
+    pub logprob: f32,
+    /// The most likely tokens and their log-probabilities, most likely first.
+    pub top: Vec<(u32, f32)>,
 }
 
 /// The simulated engine: each step takes what the cost model says (plus any swap transfer).
@@ -81,11 +94,13 @@ impl Executor for Emulated {
 }
 
 /// The native CUDA engine: each step runs on the GPU and takes what it takes.
+#[cfg(feature = "cuda")]
 pub struct Cuda {
     /// The engine (model, per-request tokens, step log).
     pub engine: serverbench_cuda::CudaEngine,
 }
 
+#[cfg(feature = "cuda")]
 impl Cuda {
     /// Loads the model of `c` with a KV pool of `blocks` blocks, and a replica with physical paging
     /// over them.
@@ -122,6 +137,7 @@ impl Cuda {
     }
 }
 
+#[cfg(feature = "cuda")]
 impl Executor for Cuda {
     type Output = serverbench_cuda::StepOutput;
 
@@ -138,12 +154,15 @@ impl Executor for Cuda {
     }
 
     fn tokens(out: &Self::Output) -> Vec<(u64, Token)> {
-        let mut scores: HashMap<u64, serverbench_cuda::TokenScores> =
-            out.scores.iter().cloned().collect();
+        let mut scores: HashMap<u64, &serverbench_cuda::TokenScores> =
+            out.scores.iter().map(|(tag, s)| (*tag, s)).collect();
         out.sampled
             .iter()
             .map(|&(tag, id)| {
-                let scores = scores.remove(&tag);
+                let scores = scores.remove(&tag).map(|s| TokenScores {
+                    logprob: s.logprob,
+                    top: s.top.clone(),
+                });
                 (tag, Token { id, scores })
             })
             .collect()

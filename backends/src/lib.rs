@@ -1,7 +1,8 @@
 //! Real backends: the OpenAI-compatible streaming client, the real-time replay driver, and the
 //! emulated server (`serverbench serve`).
 //!
-//! **Invariants:** this is the only crate that knows sockets, tokio and cudarc (through `serverbench-cuda`). It depends on
+//! **Invariants:** this is the only crate that knows sockets, tokio and cudarc (through `serverbench-cuda`,
+//! with the feature `cuda`). It depends on
 //! `sim` — the replay state machine, the scheduler and the KV manager are reused unchanged — and never
 //! the reverse. A real run produces the same `Record`s and is scored by the same code as a simulated
 //! one; only where timestamps come from differs.
@@ -25,7 +26,9 @@ pub use driver::{
     natural_stop_probe, run_real, unless_interrupted, ClientStats, RealConfig, RealOutput,
     RecordSink,
 };
-pub use engine::{Cuda, Emulated, EngineCore, Executor, Stepped, Timing};
+#[cfg(feature = "cuda")]
+pub use engine::Cuda;
+pub use engine::{Emulated, EngineCore, Executor, Stepped, Timing};
 pub use interrupt::Interrupt;
 pub use openai::{Api, BodyForm, Server, Usage};
 pub use probe::{probe, DecodeGaps, MixedProbe, ProbePlan, ProbeStep};

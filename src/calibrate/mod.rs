@@ -4,7 +4,15 @@
 mod endpoint;
 mod fit;
 mod from_ops;
+#[cfg(feature = "cuda")]
 mod microbench;
+#[cfg(not(feature = "cuda"))]
+mod microbench {
+    //! `calibrate --microbench` runs on the CUDA engine, which this build leaves out.
+    pub fn calibrate(_: &crate::cli::CalibrateArgs) -> anyhow::Result<()> {
+        Err(crate::cuda::not_built("--microbench"))
+    }
+}
 
 pub use fit::read_text;
 use fit::{fit_steps, model_and_hardware, now, parse_target, read_step_log, report, write_profile};

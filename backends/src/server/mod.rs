@@ -3,7 +3,9 @@
 //! CUDA engine (the same scheduler and KV manager, step time from the GPU).
 //! `--time-scale X` runs the emulated engine X times faster than real time, for tests.
 
-use crate::engine::{Cuda, Emulated, EngineCore, Executor, Token};
+#[cfg(feature = "cuda")]
+use crate::engine::Cuda;
+use crate::engine::{Emulated, EngineCore, Executor, Token};
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{header, StatusCode};
@@ -61,6 +63,7 @@ pub struct ServeConfig {
 }
 
 /// The CUDA engine's set-up (the deployment's engine config and memory plan size its KV pool).
+#[cfg(feature = "cuda")]
 #[derive(Clone, Debug)]
 pub struct CudaServe {
     /// GPU ordinal.
@@ -73,6 +76,22 @@ pub struct CudaServe {
     pub step_log: Option<std::path::PathBuf>,
     /// How the kernels are built and chosen.
     pub options: serverbench_cuda::CudaOptions,
+}
+
+/// Built without the feature `cuda` there is no CUDA engine to serve with: this type has no values,
+/// so [`ServeConfig::cuda`] is always `None`.
+#[cfg(not(feature = "cuda"))]
+#[derive(Clone, Debug)]
+pub enum CudaServe {}
+
+impl CudaServe {
+    /// The model's vocabulary size.
+    pub fn vocab_size(&self) -> u32 {
+        #[cfg(feature = "cuda")]
+        return self.model.vocab_size;
+        #[cfg(not(feature = "cuda"))]
+        match *self {}
+    }
 }
 
 /// What the engine sends a request's handler.
@@ -215,17 +234,20 @@ fn router(cfg: ServeConfig) -> Result<(Router, http::Closing), String> {
         (false, Fault::CorruptPrefixCache) => return Err("--fault corrupt-prefix-cache: only the CUDA engine reads real KV blocks (--engine cuda)".into()),
         _ => {}
     }
-    let corrupt = cfg.generation.fault == Fault::CorruptPrefixCache;
     let replica = cfg.deployment.replica(opts).map_err(|e| e.to_string())?;
     let engine = match cfg.cuda.clone() {
         None => {
             let core = EngineCore::new(replica, Emulated::new(cfg.cost.clone()), cfg.time_scale);
             thread.spawn(move || serve_engine(core, rx, m2, l2))
         }
+        #[cfg(not(feature = "cuda"))]
+        Some(c) => match c {},
+        #[cfg(feature = "cuda")]
         Some(c) => {
             // The GPU is opened on the engine thread (its CUDA context lives there); the caller waits
             // for the load to succeed or fail.
             let (ready_tx, ready_rx) = std_mpsc::channel();
+            let corrupt = cfg.generation.fault == Fault::CorruptPrefixCache;
             let d = cfg.deployment.clone();
             let blocks = replica.total_blocks();
             let h = thread.spawn(move || match Cuda::load(&d, &c, blocks, opts) {
@@ -907,7 +929,7 @@ async fn metrics_text(State(em): State<Arc<Emulator>>) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serverbench_cuda::TokenScores;
+    use crate::engine::TokenScores;
 
     #[test]
     fn an_engine_token_is_written_with_the_scores_the_engine_computed() {
