@@ -159,6 +159,40 @@ fn claude_code_logs_that_cannot_be_reduced_say_where() {
 }
 
 /// `workload export --format corpus` writes what `--trace` reads back as the same trees.
+/// A session whose main agent never got an answer with tokens (every call cut off) is skipped with
+/// its reason, even when a sub-agent's call has tokens; it never reaches the tree builder.
+#[test]
+fn a_session_whose_main_calls_all_lack_tokens_is_skipped() {
+    let line = |agent: Option<&str>, usage: &str| {
+        let side = agent.map_or(String::new(), |a| {
+            format!(r#""isSidechain": true, "agentId": "{a}", "#)
+        });
+        format!(
+            r#"{{{side}"type": "assistant", "uuid": "u{}", "parentUuid": null, "sessionId": "s", "timestamp": "2026-01-05T10:00:02.000Z", "message": {{"id": "m{}", "model": "x", "usage": {usage}}}}}"#,
+            usage.len(),
+            usage.len()
+        ) + "\n"
+    };
+    let empty = line(None, "{}");
+    let r = reduce(&[("main.jsonl", empty.clone())], false).unwrap();
+    let reduced = r.reduced.unwrap();
+    assert!(reduced.sessions.is_empty());
+    assert!(r.trees.is_empty());
+    assert_eq!(
+        reduced.skip_counts(),
+        vec![
+            (
+                1,
+                "a call without tokens (interrupted before it answered)".into()
+            ),
+            (1, "a session whose model calls all lack tokens".into()),
+        ]
+    );
+    let sub = line(Some("a"), r#"{"input_tokens": 10, "output_tokens": 3}"#);
+    let r = reduce(&[("main.jsonl", empty), ("sub.jsonl", sub)], false).unwrap();
+    assert!(r.reduced.unwrap().sessions.is_empty());
+}
+
 #[test]
 fn a_reduced_log_round_trips_through_the_corpus_format() {
     let dir = std::env::temp_dir().join(format!("sb-corpus-{}", std::process::id()));

@@ -10,14 +10,6 @@ use serde_json::{json, Value};
 use serverbench_backends::sse::{SseEvent, SseParser};
 use serverbench_workloads::{parse_spec, parse_trace, TraceFormat};
 
-/// Cases per property: `PROPTEST_CASES` when set (a longer run by hand), else `default`.
-fn cases(default: u32) -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 /// A hostile JSON scalar.
 fn scalar() -> impl Strategy<Value = Value> {
     prop_oneof![
@@ -195,7 +187,7 @@ fn survives(text: &str, format: TraceFormat) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: cases(1024), failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(crate::property_config(1024))]
 
     #[test]
     fn the_mooncake_importer_never_panics(text in lines(record(MOONCAKE, json!({"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [1, 2]})))) {
@@ -333,7 +325,7 @@ const SPEC: &[&str] = &[
 ];
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: cases(1024), failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(crate::property_config(1024))]
 
     #[test]
     fn deployment_files_never_panic(text in yaml(DEPLOYMENT)) {

@@ -123,7 +123,7 @@ fn invariants_hold_under_overload_with_audited_kv() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, .. ProptestConfig::default() })]
+    #![proptest_config(crate::property_config(24))]
     #[test]
     fn invariants_hold_for_random_engines(
         seed in 0u64..1000,

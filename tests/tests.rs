@@ -39,6 +39,30 @@ pub fn stdout(o: &Output) -> String {
     String::from_utf8(o.stdout.clone()).unwrap()
 }
 
+/// The property tests' settings: `cases` cases (or `PROPTEST_CASES`), no failure files, and a fixed
+/// random seed so that every CI run tries the same inputs. `PROPTEST_RNG_SEED=<n>` tries another seed,
+/// `PROPTEST_RNG_SEED=random` a fresh one each run (what a long local fuzzing run wants).
+pub fn property_config(cases: u32) -> proptest::prelude::ProptestConfig {
+    use proptest::test_runner::RngSeed;
+    let seed = match std::env::var("PROPTEST_RNG_SEED").as_deref() {
+        Ok("random") => RngSeed::Random,
+        Ok(v) => RngSeed::Fixed(
+            v.parse()
+                .expect("PROPTEST_RNG_SEED is a number or \"random\""),
+        ),
+        Err(_) => RngSeed::Fixed(20_261_202),
+    };
+    proptest::prelude::ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(cases),
+        failure_persistence: None,
+        rng_seed: seed,
+        ..proptest::prelude::ProptestConfig::default()
+    }
+}
+
 /// A fixture of this repository.
 pub fn fixture(rel: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

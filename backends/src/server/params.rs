@@ -723,6 +723,12 @@ mod tests {
         #![proptest_config(proptest::prelude::ProptestConfig {
             cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(2048),
             failure_persistence: None,
+            // A fixed seed unless PROPTEST_RNG_SEED asks for another: every CI run tries the same bodies.
+            rng_seed: match std::env::var("PROPTEST_RNG_SEED").as_deref() {
+                Ok("random") => proptest::test_runner::RngSeed::Random,
+                Ok(v) => proptest::test_runner::RngSeed::Fixed(v.parse().expect("a number or \"random\"")),
+                Err(_) => proptest::test_runner::RngSeed::Fixed(20_261_202),
+            },
             ..Default::default()
         })]
 

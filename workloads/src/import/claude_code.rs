@@ -445,6 +445,15 @@ fn finish(
         files,
         skipped,
     );
+    if agent_calls[0].is_empty() {
+        // Every call of the main agent was cut off before it answered: nothing to replay.
+        skipped.push(Skip::new(
+            &files[mf].name,
+            ml,
+            "a session whose model calls all lack tokens",
+        ));
+        return Ok(None);
+    }
     // Sub-agents in order of their first event, each linked to the tool use that spawned it.
     let mut subs: Vec<(String, Vec<Event>)> = std::mem::take(&mut raw.agents).into_iter().collect();
     subs.retain(|(_, e)| e.iter().any(|x| matches!(x, Event::Call(_))));
