@@ -21,8 +21,9 @@
 #              (startup.txt), /metrics, nvidia-smi
 #   peers      peer_probe.py against vLLM
 #   calibrate  `calibrate --endpoint` probes (black box) -> calibrate/probes.jsonl: fresh prompts, suffixes
-#              over 2K/8K/32K cached prefixes, warmed decode streams, and steps that prefill while 16 or
-#              32 streams decode (--probe-mixed); the fit is done on the CPU machine (`calibrate
+#              over 2K/8K/32K cached prefixes, warmed decode streams, steps that prefill while 16 or
+#              32 streams decode (--probe-mixed), and 8 or 16 streams over 16K-40K prompts beside 16
+#              over 28K each (--probe-ragged: a closed loop's unequal contexts); the fit is done on the CPU machine (`calibrate
 #              --from-probes … --fit-frontend`, docs/calibration.md)
 #   runs       `compare --url` for each set of RUNS (below), one (level, seed) at a time while the call
 #              has time for it; `--reuse` skips runs a set's folder already holds, so sets spread over calls
@@ -281,6 +282,7 @@ calibrate() {
     --probe-prompts 64,256,512,1024,2048,4096,8192,16384 --probe-long-streams 1,4,8,16 --probe-long-context 24576 \
     --probe-cached-prefixes 2048,8192,32768 \
     --probe-mixed 16:8192:512:0,16:8192:512:16384,16:8192:2048:0,16:8192:2048:16384,32:8192:4096:0,32:8192:4096:16384 \
+    --probe-ragged 8:16384:40960,16:16384:40960,16:28672:28672 \
     --probe-log "$WORK/calibrate/probes.jsonl" --out "$WORK/calibrate/fit_on_device.yaml" \
     > "$WORK/calibrate/log" 2>&1 &
   local pid=$!

@@ -706,6 +706,12 @@ pub struct CalibrateArgs {
     /// decodes it shares a step with.
     #[arg(long, value_delimiter = ',')]
     pub probe_mixed: Vec<String>,
+    /// `--endpoint`: batches of streams with unequal prompts, each `STREAMS:SHORT:LONG` (STREAMS streams
+    /// whose prompts are spread evenly from SHORT to LONG tokens, decoding together), comma-separated;
+    /// none by default. A closed loop's decode batch mixes context lengths: beside `--probe-long-streams`
+    /// of the same mean it shows whether the longest sequence, not the total, sets decode attention's time.
+    #[arg(long, value_delimiter = ',')]
+    pub probe_ragged: Vec<String>,
     /// `--endpoint`: also write the probes as a step log (JSON lines `calibrate --from-steps` reads), so
     /// the fit can be redone without the server.
     #[arg(long)]

@@ -647,3 +647,22 @@ fn a_what_if_row_that_cannot_run_keeps_its_numbers() {
     );
     assert!(row.contains("cannot run (the same reason)"), "{row}");
 }
+
+/// A malformed probe shape is refused before any request is sent (the endpoint here never answers).
+#[test]
+fn malformed_probe_shapes_are_refused_before_probing() {
+    for (flag, value, why) in [
+        ("--probe-ragged", "4:900:100", "1 ≤ SHORT ≤ LONG"),
+        ("--probe-ragged", "4:900", "three numbers"),
+        ("--probe-ragged", "0:100:900", "1 to 1024 streams"),
+        ("--probe-ragged", "4:a:900", "whole numbers"),
+        (
+            "--probe-mixed",
+            "16:8192:0:0",
+            "prefills of at least one token",
+        ),
+    ] {
+        let o = serverbench(["calibrate", "--endpoint", "http://127.0.0.1:1", flag, value]);
+        refused(&o, &[flag, value, why]);
+    }
+}

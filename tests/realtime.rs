@@ -550,6 +550,11 @@ fn endpoint_probes_of_the_emulator_recover_its_step_times() {
             new: 512,
             cached: 8192,
         }];
+        plan.ragged = vec![serverbench_backends::RaggedProbe {
+            streams: 4,
+            short: 512,
+            long: 3584,
+        }];
         serverbench_backends::probe(&client(&url, Duration::from_secs(30)), &plan)
             .await
             .unwrap()
@@ -570,6 +575,27 @@ fn endpoint_probes_of_the_emulator_recover_its_step_times() {
         rel(mixed.step.seconds, want) < 0.25,
         "mixed step: probed {}, emulator {want}",
         mixed.step.seconds
+    );
+    // The ragged probe: four streams over 512, 1536, 2560 and 3584 tokens, each grown by the same
+    // output position, timed as the emulator's step of those four decodes.
+    let ragged = steps
+        .iter()
+        .find(|s| s.what == "TPOT, 4 concurrent streams over 512 to 3584")
+        .unwrap();
+    let grown = ragged.step.decode[0] - 512;
+    assert_eq!(
+        ragged.step.decode,
+        vec![512 + grown, 1536 + grown, 2560 + grown, 3584 + grown]
+    );
+    let mut b = BatchShape::default();
+    for &ctx in &ragged.step.decode {
+        b.add_decode(ctx, None);
+    }
+    let want = truth.step_seconds(&b);
+    assert!(
+        rel(ragged.step.seconds, want) < 0.25,
+        "ragged batch: probed {}, emulator {want}",
+        ragged.step.seconds
     );
     assert_eq!(
         steps

@@ -31,6 +31,8 @@ pub struct ProbePlan {
     pub long_context: u32,
     /// Prefills sent while streams decode (none by default).
     pub mixed: Vec<MixedProbe>,
+    /// Streams of unequal prompt lengths decoding together (none by default).
+    pub ragged: Vec<RaggedProbe>,
     /// Repetitions of each TTFT probe (fresh prompts each time).
     pub reps: u32,
     /// Token ids are drawn from here.
@@ -54,6 +56,38 @@ pub struct MixedProbe {
     pub cached: u32,
 }
 
+/// `streams` streams whose prompts are spread evenly from `short` to `long` tokens, decoding together:
+/// a closed loop's batch, whose contexts differ. Beside equal-length streams of the same mean context,
+/// it shows whether the server's decode attention costs the batch's total context or more (a kernel
+/// whose longest sequence sets its time).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RaggedProbe {
+    /// Decode streams.
+    pub streams: u32,
+    /// The shortest prompt.
+    pub short: u32,
+    /// The longest prompt.
+    pub long: u32,
+}
+
+impl RaggedProbe {
+    /// The streams' prompt lengths, shortest first, evenly spaced.
+    pub fn lengths(&self) -> Vec<u32> {
+        let n = self.streams.max(1) as u64;
+        let (lo, hi) = (self.short as u64, self.long.max(self.short) as u64);
+        (0..n)
+            .map(|i| {
+                if n == 1 {
+                    (lo + hi) / 2
+                } else {
+                    lo + (hi - lo) * i / (n - 1)
+                }
+            })
+            .map(|l| l as u32)
+            .collect()
+    }
+}
+
 impl ProbePlan {
     /// The default plan: prompts of 64–2,048 tokens, suffixes of 16–512 over an 8,192-token prefix,
     /// 1–32 streams of 64 tokens.
@@ -68,6 +102,7 @@ impl ProbePlan {
             long_streams: vec![],
             long_context: 8192,
             mixed: vec![],
+            ragged: vec![],
             reps: 3,
             vocab,
             seed,
@@ -160,12 +195,34 @@ pub async fn probe(client: &Arc<HttpClient>, plan: &ProbePlan) -> Result<Vec<Pro
             .map(|_| prompt(next_seed(), prompt_len, plan.vocab))
             .collect();
         warm(client, &prompts).await?;
-        let (tpot, context) = tpot(client, prompts, plan.decode_tokens).await?;
+        let (tpot, position) = tpot(client, prompts, plan.decode_tokens).await?;
         out.push(ProbeStep {
             what: format!("TPOT, {n} concurrent streams over {prompt_len}"),
             step: StepSample {
                 prefill: vec![],
-                decode: vec![context; n as usize],
+                decode: vec![prompt_len + position; n as usize],
+                decode_kv_distinct: None,
+                seconds: tpot,
+            },
+            decode_gaps: None,
+        });
+    }
+    for r in &plan.ragged {
+        let lengths = r.lengths();
+        let prompts: Vec<Vec<u32>> = lengths
+            .iter()
+            .map(|&len| prompt(next_seed(), len, plan.vocab))
+            .collect();
+        warm(client, &prompts).await?;
+        let (tpot, position) = tpot(client, prompts, plan.decode_tokens).await?;
+        out.push(ProbeStep {
+            what: format!(
+                "TPOT, {} concurrent streams over {} to {}",
+                r.streams, r.short, r.long
+            ),
+            step: StepSample {
+                prefill: vec![],
+                decode: lengths.iter().map(|&l| l + position).collect(),
                 decode_kv_distinct: None,
                 seconds: tpot,
             },
@@ -318,7 +375,8 @@ async fn mixed(
 /// Streams `prompts` concurrently (`tokens` output tokens each) and measures their time per output
 /// token while every stream is decoding: each stream's chunks between the last stream's first chunk
 /// and the first stream's last (before it, other streams' prefills share the steps; after it, the batch
-/// shrinks). Returns the median stream's TPOT and the mean context of the measured steps. Streams that
+/// shrinks). Returns the median stream's TPOT and the mean output position of the measured steps
+/// (what each stream's context had grown by). Streams that
 /// never decode together (no such window, or fewer than two chunks of a stream in it) fall back to
 /// each stream's chunks from the last first chunk on.
 async fn tpot(
@@ -327,7 +385,6 @@ async fn tpot(
     tokens: u32,
 ) -> Result<(f64, u32), String> {
     let n = prompts.len();
-    let prompt_len = prompts.first().map_or(0, |p| p.len()) as u32;
     let tasks: Vec<_> = prompts
         .into_iter()
         .enumerate()
@@ -381,7 +438,7 @@ async fn tpot(
     }
     per_stream.sort_by(|a, b| a.0.total_cmp(&b.0));
     let (tpot, position) = per_stream[per_stream.len() / 2];
-    Ok((tpot, prompt_len + position.round() as u32))
+    Ok((tpot, position.round() as u32))
 }
 
 async fn ttft(client: &HttpClient, prompt: &[u32], what: &str) -> Result<f64, String> {
@@ -405,5 +462,21 @@ mod tests {
         assert_eq!(a, prompt(1, 64, v));
         assert_ne!(a, b);
         assert!(a.iter().all(|&t| (100..1000).contains(&t)));
+    }
+
+    #[test]
+    fn ragged_streams_spread_evenly_from_the_shortest_to_the_longest() {
+        let r = |streams, short, long| RaggedProbe {
+            streams,
+            short,
+            long,
+        };
+        assert_eq!(r(4, 100, 400).lengths(), vec![100, 200, 300, 400]);
+        assert_eq!(r(1, 100, 400).lengths(), vec![250]);
+        assert_eq!(r(3, 500, 500).lengths(), vec![500; 3]);
+        let l = r(16, 16_384, 40_960).lengths();
+        assert_eq!((l[0], l[15], l.len()), (16_384, 40_960, 16));
+        let mean = l.iter().map(|&x| x as f64).sum::<f64>() / 16.0;
+        assert!((mean - 28_672.0).abs() < 1.0, "{mean}");
     }
 }

@@ -6,7 +6,9 @@
 use super::fit::{base_profile, fit_on_base, measured_on, read_step_log, report, write_profile};
 use crate::cli::CalibrateArgs;
 use anyhow::{anyhow, Context, Result};
-use serverbench_backends::{probe, ClientConfig, HttpClient, MixedProbe, ProbePlan, ProbeStep};
+use serverbench_backends::{
+    probe, ClientConfig, HttpClient, MixedProbe, ProbePlan, ProbeStep, RaggedProbe,
+};
 use serverbench_calibration::fit::front_end_seconds;
 use serverbench_calibration::{
     predict_steps, AttentionLayout, Fit, FitTarget, ModelSpec, Profile, StepSample,
@@ -56,7 +58,7 @@ pub fn calibrate(a: &CalibrateArgs, url: &str) -> Result<()> {
     }
     let samples: Vec<StepSample> = steps.into_iter().map(|s| s.step).collect();
     let inputs = vec![format!(
-        "{} probes of {url}: TTFT of fresh prompts {:?}, of suffixes {:?} over {:?} cached tokens; TPOT of {:?} streams over {} tokens and {:?} over {}; {} mixed steps",
+        "{} probes of {url}: TTFT of fresh prompts {:?}, of suffixes {:?} over {:?} cached tokens; TPOT of {:?} streams over {} tokens and {:?} over {}; {} mixed steps; {} ragged batches",
         samples.len(),
         plan.prompt_lengths,
         plan.suffixes,
@@ -65,7 +67,8 @@ pub fn calibrate(a: &CalibrateArgs, url: &str) -> Result<()> {
         plan.decode_prompt,
         plan.long_streams,
         plan.long_context,
-        plan.mixed.len()
+        plan.mixed.len(),
+        plan.ragged.len()
     )];
     let on = measured_on(a, format!("the server at {url} (black box)"));
     fit_probes(a, &samples, inputs, &on)
@@ -100,7 +103,36 @@ fn plan(a: &CalibrateArgs, vocab: Vocab) -> Result<ProbePlan> {
         .iter()
         .map(|m| mixed_probe(m))
         .collect::<Result<_>>()?;
+    plan.ragged = a
+        .probe_ragged
+        .iter()
+        .map(|r| ragged_probe(r))
+        .collect::<Result<_>>()?;
     Ok(plan)
+}
+
+/// One `--probe-ragged` entry, `STREAMS:SHORT:LONG`.
+fn ragged_probe(text: &str) -> Result<RaggedProbe> {
+    let numbers: Vec<u32> = text
+        .split(':')
+        .map(|p| p.trim().parse::<u32>())
+        .collect::<Result<_, _>>()
+        .map_err(|_| {
+            anyhow!("--probe-ragged: {text:?} is not STREAMS:SHORT:LONG of whole numbers")
+        })?;
+    let [streams, short, long] = numbers[..] else {
+        anyhow::bail!("--probe-ragged: {text:?} is not STREAMS:SHORT:LONG (three numbers)");
+    };
+    if !(1..=1024).contains(&streams) || short == 0 || long < short {
+        anyhow::bail!(
+            "--probe-ragged: {text:?}: give 1 to 1024 streams and prompt lengths with 1 ≤ SHORT ≤ LONG"
+        );
+    }
+    Ok(RaggedProbe {
+        streams,
+        short,
+        long,
+    })
 }
 
 /// One `--probe-mixed` entry, `STREAMS:CONTEXT:NEW:CACHED`.
