@@ -23,7 +23,8 @@
 #   calibrate  `calibrate --endpoint` probes (black box) -> calibrate/probes.jsonl: fresh prompts, suffixes
 #              over 2K/8K/32K cached prefixes, warmed decode streams, steps that prefill while 16 or
 #              32 streams decode (--probe-mixed), and 8 or 16 streams over 16K-40K prompts beside 16
-#              over 28K each (--probe-ragged: a closed loop's unequal contexts); the fit is done on the CPU machine (`calibrate
+#              over 28K each (--probe-ragged: a closed loop's unequal contexts), and 16, 32 or 64
+#              streams over one 20K prefix (--probe-shared: synthetic-v1's system prompt); the fit is done on the CPU machine (`calibrate
 #              --from-probes … --fit-frontend`, docs/calibration.md)
 #   runs       `compare --url` for each set of RUNS (below), one (level, seed) at a time while the call
 #              has time for it; `--reuse` skips runs a set's folder already holds, so sets spread over calls
@@ -283,6 +284,7 @@ calibrate() {
     --probe-cached-prefixes 2048,8192,32768 \
     --probe-mixed 16:8192:512:0,16:8192:512:16384,16:8192:2048:0,16:8192:2048:16384,32:8192:4096:0,32:8192:4096:16384 \
     --probe-ragged 8:16384:40960,16:16384:40960,16:28672:28672 \
+    --probe-shared 16:20480:8192,32:20480:8192,64:20480:4096 \
     --probe-log "$WORK/calibrate/probes.jsonl" --out "$WORK/calibrate/fit_on_device.yaml" \
     > "$WORK/calibrate/log" 2>&1 &
   local pid=$!

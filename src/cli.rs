@@ -712,6 +712,12 @@ pub struct CalibrateArgs {
     /// of the same mean it shows whether the longest sequence, not the total, sets decode attention's time.
     #[arg(long, value_delimiter = ',')]
     pub probe_ragged: Vec<String>,
+    /// `--endpoint`: batches of streams that share a prompt prefix, each `STREAMS:SHARED:OWN` (STREAMS
+    /// streams over one SHARED-token prefix and OWN tokens each of their own, decoding together),
+    /// comma-separated; none by default. Only these fit `shared_kv_efficiency`: what a KV block that
+    /// another sequence of the step also reads costs (an application's system prompt).
+    #[arg(long, value_delimiter = ',')]
+    pub probe_shared: Vec<String>,
     /// `--endpoint`: also write the probes as a step log (JSON lines `calibrate --from-steps` reads), so
     /// the fit can be redone without the server.
     #[arg(long)]

@@ -656,6 +656,9 @@ fn malformed_probe_shapes_are_refused_before_probing() {
         ("--probe-ragged", "4:900", "three numbers"),
         ("--probe-ragged", "0:100:900", "1 to 1024 streams"),
         ("--probe-ragged", "4:a:900", "whole numbers"),
+        ("--probe-shared", "1:20480:8192", "2 to 1024 streams"),
+        ("--probe-shared", "16:20480", "three numbers"),
+        ("--probe-shared", "16:0:8192", "at least one token"),
         (
             "--probe-mixed",
             "16:8192:0:0",

@@ -555,6 +555,11 @@ fn endpoint_probes_of_the_emulator_recover_its_step_times() {
             short: 512,
             long: 3584,
         }];
+        plan.shared = vec![serverbench_backends::SharedProbe {
+            streams: 4,
+            shared: 2048,
+            own: 512,
+        }];
         serverbench_backends::probe(&client(&url, Duration::from_secs(30)), &plan)
             .await
             .unwrap()
@@ -596,6 +601,24 @@ fn endpoint_probes_of_the_emulator_recover_its_step_times() {
         rel(ragged.step.seconds, want) < 0.25,
         "ragged batch: probed {}, emulator {want}",
         ragged.step.seconds
+    );
+    // The shared-prefix probe: four streams over one 2,048-token prefix and 512 tokens each, the prefix
+    // counted once among the KV tokens the step reads.
+    let shared = steps
+        .iter()
+        .find(|s| s.what == "TPOT, 4 concurrent streams over 2048 shared and 512 own")
+        .unwrap();
+    let own = shared.step.decode[0] - 2048;
+    assert!(own >= 512, "{own}");
+    assert_eq!(shared.step.decode, vec![2048 + own; 4]);
+    assert_eq!(shared.step.decode_kv_distinct, Some(2048 + 4 * own as u64));
+    let b = shared.step.shape(None);
+    assert_eq!(b.decode_shared, 3 * 2048);
+    let want = truth.step_seconds(&b);
+    assert!(
+        rel(shared.step.seconds, want) < 0.25,
+        "shared-prefix batch: probed {}, emulator {want}",
+        shared.step.seconds
     );
     assert_eq!(
         steps

@@ -31,7 +31,7 @@ pub use engine::Cuda;
 pub use engine::{Emulated, EngineCore, Executor, Stepped, Timing};
 pub use interrupt::Interrupt;
 pub use openai::{Api, BodyForm, Server, Usage};
-pub use probe::{probe, DecodeGaps, MixedProbe, ProbePlan, ProbeStep, RaggedProbe};
+pub use probe::{probe, DecodeGaps, MixedProbe, ProbePlan, ProbeStep, RaggedProbe, SharedProbe};
 pub use runtime::Runtime;
 pub use server::{
     prompt_blocks, serve, serve_until_interrupted, spawn_local, spawn_local_server, CudaServe,

@@ -33,6 +33,8 @@ pub struct ProbePlan {
     pub mixed: Vec<MixedProbe>,
     /// Streams of unequal prompt lengths decoding together (none by default).
     pub ragged: Vec<RaggedProbe>,
+    /// Streams whose prompts share a prefix, decoding together (none by default).
+    pub shared: Vec<SharedProbe>,
     /// Repetitions of each TTFT probe (fresh prompts each time).
     pub reps: u32,
     /// Token ids are drawn from here.
@@ -70,6 +72,21 @@ pub struct RaggedProbe {
     pub long: u32,
 }
 
+/// `streams` streams whose prompts are one `shared`-token prefix followed by `own` tokens of their own,
+/// decoding together: every stream's attention reads the prefix's blocks. Beside streams of distinct
+/// prompts of the same length it shows what a shared block costs the second and later readers of a step
+/// (a system prompt every session of an application sends), which the profile's `shared_kv_efficiency`
+/// states.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SharedProbe {
+    /// Decode streams.
+    pub streams: u32,
+    /// Tokens of the prefix all streams share.
+    pub shared: u32,
+    /// Tokens of each stream's own after the prefix.
+    pub own: u32,
+}
+
 impl RaggedProbe {
     /// The streams' prompt lengths, shortest first, evenly spaced.
     pub fn lengths(&self) -> Vec<u32> {
@@ -103,6 +120,7 @@ impl ProbePlan {
             long_context: 8192,
             mixed: vec![],
             ragged: vec![],
+            shared: vec![],
             reps: 3,
             vocab,
             seed,
@@ -229,6 +247,9 @@ pub async fn probe(client: &Arc<HttpClient>, plan: &ProbePlan) -> Result<Vec<Pro
             decode_gaps: None,
         });
     }
+    for s in &plan.shared {
+        out.push(shared(client, s, plan, &mut next_seed).await?);
+    }
     for m in &plan.mixed {
         let streams: Vec<Vec<u32>> = (0..m.streams)
             .map(|_| prompt(next_seed(), m.context, plan.vocab))
@@ -239,6 +260,42 @@ pub async fn probe(client: &Arc<HttpClient>, plan: &ProbePlan) -> Result<Vec<Pro
         out.push(mixed(client, m, streams, prefix, prefill).await?);
     }
     Ok(out)
+}
+
+/// One shared-prefix probe: the prefix is sent (and cached) first, then every stream's prompt once for
+/// one token; the streams then decode together, timed as [`tpot`] times them. The step reads the
+/// prefix's tokens once per stream, and `decode_kv_distinct` counts them once.
+async fn shared(
+    client: &Arc<HttpClient>,
+    s: &SharedProbe,
+    plan: &ProbePlan,
+    next_seed: &mut impl FnMut() -> u64,
+) -> Result<ProbeStep, String> {
+    let prefix = prompt(next_seed(), s.shared, plan.vocab);
+    ttft(client, &prefix, "the shared prefix").await?;
+    let prompts: Vec<Vec<u32>> = (0..s.streams)
+        .map(|_| {
+            let mut p = prefix.clone();
+            p.extend(prompt(next_seed(), s.own, plan.vocab));
+            p
+        })
+        .collect();
+    warm(client, &prompts).await?;
+    let (tpot, position) = tpot(client, prompts, plan.decode_tokens).await?;
+    let own = s.own + position;
+    Ok(ProbeStep {
+        what: format!(
+            "TPOT, {} concurrent streams over {} shared and {} own",
+            s.streams, s.shared, s.own
+        ),
+        step: StepSample {
+            prefill: vec![],
+            decode: vec![s.shared + own; s.streams as usize],
+            decode_kv_distinct: Some(s.shared as u64 + s.streams as u64 * own as u64),
+            seconds: tpot,
+        },
+        decode_gaps: None,
+    })
 }
 
 /// Sends each prompt once for one token, all at once, so that the server has them cached: streams that

@@ -7,7 +7,7 @@ use super::fit::{base_profile, fit_on_base, measured_on, read_step_log, report, 
 use crate::cli::CalibrateArgs;
 use anyhow::{anyhow, Context, Result};
 use serverbench_backends::{
-    probe, ClientConfig, HttpClient, MixedProbe, ProbePlan, ProbeStep, RaggedProbe,
+    probe, ClientConfig, HttpClient, MixedProbe, ProbePlan, ProbeStep, RaggedProbe, SharedProbe,
 };
 use serverbench_calibration::fit::front_end_seconds;
 use serverbench_calibration::{
@@ -58,7 +58,7 @@ pub fn calibrate(a: &CalibrateArgs, url: &str) -> Result<()> {
     }
     let samples: Vec<StepSample> = steps.into_iter().map(|s| s.step).collect();
     let inputs = vec![format!(
-        "{} probes of {url}: TTFT of fresh prompts {:?}, of suffixes {:?} over {:?} cached tokens; TPOT of {:?} streams over {} tokens and {:?} over {}; {} mixed steps; {} ragged batches",
+        "{} probes of {url}: TTFT of fresh prompts {:?}, of suffixes {:?} over {:?} cached tokens; TPOT of {:?} streams over {} tokens and {:?} over {}; {} mixed steps; {} ragged and {} shared-prefix batches",
         samples.len(),
         plan.prompt_lengths,
         plan.suffixes,
@@ -68,7 +68,8 @@ pub fn calibrate(a: &CalibrateArgs, url: &str) -> Result<()> {
         plan.long_streams,
         plan.long_context,
         plan.mixed.len(),
-        plan.ragged.len()
+        plan.ragged.len(),
+        plan.shared.len()
     )];
     let on = measured_on(a, format!("the server at {url} (black box)"));
     fit_probes(a, &samples, inputs, &on)
@@ -108,7 +109,36 @@ fn plan(a: &CalibrateArgs, vocab: Vocab) -> Result<ProbePlan> {
         .iter()
         .map(|r| ragged_probe(r))
         .collect::<Result<_>>()?;
+    plan.shared = a
+        .probe_shared
+        .iter()
+        .map(|s| shared_probe(s))
+        .collect::<Result<_>>()?;
     Ok(plan)
+}
+
+/// One `--probe-shared` entry, `STREAMS:SHARED:OWN`.
+fn shared_probe(text: &str) -> Result<SharedProbe> {
+    let numbers: Vec<u32> = text
+        .split(':')
+        .map(|p| p.trim().parse::<u32>())
+        .collect::<Result<_, _>>()
+        .map_err(|_| {
+            anyhow!("--probe-shared: {text:?} is not STREAMS:SHARED:OWN of whole numbers")
+        })?;
+    let [streams, shared, own] = numbers[..] else {
+        anyhow::bail!("--probe-shared: {text:?} is not STREAMS:SHARED:OWN (three numbers)");
+    };
+    if !(2..=1024).contains(&streams) || shared == 0 || own == 0 {
+        anyhow::bail!(
+            "--probe-shared: {text:?}: give 2 to 1024 streams, and a shared prefix and own prompts of at least one token"
+        );
+    }
+    Ok(SharedProbe {
+        streams,
+        shared,
+        own,
+    })
 }
 
 /// One `--probe-ragged` entry, `STREAMS:SHORT:LONG`.
@@ -168,6 +198,9 @@ fn write_probe_log(path: &Path, steps: &[ProbeStep]) -> Result<()> {
         let ms = s.step.seconds * 1e3;
         let mut line = serde_json::json!({"probe": s.what, "wall_ms": ms, "gpu_ms": ms,
             "prefill": s.step.prefill, "decode": s.step.decode});
+        if let Some(d) = s.step.decode_kv_distinct {
+            line["decode_kv_distinct"] = d.into();
+        }
         if let Some(g) = s.decode_gaps {
             // not fitted: what the decodes' steps took before the prefill and while it was taken in
             line["decode_gap_before_ms"] = (g.before_s * 1e3).into();
@@ -186,10 +219,11 @@ fn write_probe_log(path: &Path, steps: &[ProbeStep]) -> Result<()> {
 fn medians(samples: &[StepSample]) -> Vec<StepSample> {
     let mut groups: Vec<(StepSample, Vec<f64>)> = Vec::new();
     for s in samples {
-        match groups
-            .iter_mut()
-            .find(|(g, _)| g.prefill == s.prefill && g.decode == s.decode)
-        {
+        match groups.iter_mut().find(|(g, _)| {
+            g.prefill == s.prefill
+                && g.decode == s.decode
+                && g.decode_kv_distinct == s.decode_kv_distinct
+        }) {
             Some((_, times)) => times.push(s.seconds),
             None => groups.push((s.clone(), vec![s.seconds])),
         }
@@ -353,4 +387,61 @@ fn probe_error(a: &CalibrateArgs, p: &Profile, samples: &[StepSample]) -> Result
         })
         .sum();
     Ok(sum / samples.len().max(1) as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode_step(distinct: Option<u64>, seconds: f64) -> StepSample {
+        StepSample {
+            prefill: vec![],
+            decode: vec![28_700; 4],
+            decode_kv_distinct: distinct,
+            seconds,
+        }
+    }
+
+    /// A shared-prefix probe's distinct KV count survives the probe log, so `--from-probes` fits the
+    /// same shared reads as `--endpoint` did.
+    #[test]
+    fn the_probe_log_keeps_a_shared_probes_distinct_kv() {
+        let path = std::env::temp_dir().join(format!("sb-probe-log-{}.jsonl", std::process::id()));
+        let steps = vec![
+            ProbeStep {
+                what: "shared".into(),
+                step: decode_step(Some(20_480 + 4 * 8_220), 0.012),
+                decode_gaps: None,
+            },
+            ProbeStep {
+                what: "distinct".into(),
+                step: decode_step(None, 0.015),
+                decode_gaps: None,
+            },
+        ];
+        write_probe_log(&path, &steps).unwrap();
+        let read = read_step_log(&path, FitTarget::Wall).unwrap();
+        std::fs::remove_file(&path).ok();
+        assert_eq!(read[0].decode_kv_distinct, Some(53_360));
+        assert_eq!(read[1].decode_kv_distinct, None);
+        assert_eq!(read[0].decode, vec![28_700; 4]);
+    }
+
+    /// Repetitions of one shape give their median; a shared and a distinct batch of the same contexts
+    /// are different shapes.
+    #[test]
+    fn medians_keep_shared_and_distinct_batches_apart() {
+        let m = medians(&[
+            decode_step(Some(53_360), 0.012),
+            decode_step(None, 0.015),
+            decode_step(Some(53_360), 0.010),
+            decode_step(Some(53_360), 0.011),
+        ]);
+        assert_eq!(m.len(), 2);
+        assert_eq!(
+            (m[0].decode_kv_distinct, m[0].seconds),
+            (Some(53_360), 0.011)
+        );
+        assert_eq!((m[1].decode_kv_distinct, m[1].seconds), (None, 0.015));
+    }
 }
