@@ -51,7 +51,7 @@ pub fn calibrate(a: &CalibrateArgs, url: &str) -> Result<()> {
         .block_on(probe(&client, &plan))
         .map_err(|e| anyhow!("{url}: {e}"))?;
     for s in &steps {
-        eprintln!("  {:<44} {:>9.2} ms", s.what, s.step.seconds * 1e3);
+        eprintln!("  {:<64} {:>9.2} ms", s.what, s.step.seconds * 1e3);
     }
     if let Some(path) = &a.probe_log {
         write_probe_log(path, &steps)?;
