@@ -600,13 +600,23 @@ fn emulator(
     model_seed: u64,
     fault: serverbench_backends::Fault,
 ) -> String {
-    let d = serverbench_sim::Deployment::preset("gemma4-e4b-1xl40").unwrap();
+    emulator_of(rt, "gemma4-e4b-1xl40", model_seed, fault)
+}
+
+/// An emulator of deployment preset `preset` (its model's vocabulary), as [`emulator`].
+fn emulator_of(
+    rt: &tokio::runtime::Runtime,
+    preset: &str,
+    model_seed: u64,
+    fault: serverbench_backends::Fault,
+) -> String {
+    let d = serverbench_sim::Deployment::preset(preset).unwrap();
     let cfg = serverbench_backends::ServeConfig {
         cost: d.cost_model(),
+        vocab: d.model_spec().vocab,
         deployment: d,
         time_scale: 20.0,
         model_name: "m".into(),
-        vocab: 262_144,
         cuda: None,
         limits: Default::default(),
         generation: serverbench_backends::Generation { model_seed, fault },
@@ -688,6 +698,47 @@ fn text_client(url: &str) -> serverbench_backends::HttpClient {
         words: None,
     })
     .unwrap()
+}
+
+/// `verify`'s fidelity prompts come from the deployment's own workload, as its replays do: a deployment
+/// that names `synthetic-v1` for a 40,960-token context is checked with its sessions (the default
+/// workload's cannot fit that context, and `verify` used to stop there with a workload error).
+#[test]
+fn verify_takes_its_fidelity_prompts_from_the_deployments_workload() {
+    let _guard = crate::SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let rt = crate::runtime();
+    let preset = "qwen3-8b-1xh200-vllm";
+    let (candidate, reference) = (
+        emulator_of(&rt, preset, 0, Default::default()),
+        emulator_of(&rt, preset, 0, Default::default()),
+    );
+    let dir = out_dir("verify-workload");
+    std::fs::create_dir_all(&dir).unwrap();
+    let frozen = dir.join("frozen.json");
+    let o = serverbench_cmd(&[
+        "freeze",
+        "-d",
+        preset,
+        "-c",
+        "2",
+        "-w",
+        "20",
+        "--held-out",
+        "1",
+        "--url",
+        &candidate,
+        "--model",
+        "m",
+        "-o",
+        frozen.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (_, stdout, stderr) = verify(&frozen, &dir.join("run"), &["--reference", &reference]);
+    assert!(!stderr.contains("error:"), "{stderr}");
+    assert!(
+        gate_line(&stdout, "greedy agreement").contains("16 of 16 continuations identical"),
+        "{stdout}\n{stderr}"
+    );
 }
 
 /// `freeze`, then `verify`: against a healthy emulated server checked against a reference of the same

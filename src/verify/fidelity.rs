@@ -11,7 +11,7 @@ use serverbench_backends::fidelity::{self, PromptFidelity};
 use serverbench_backends::{Api, ClientConfig, HttpClient, Server as ServerKind};
 use serverbench_sim::Deployment;
 use serverbench_workloads::tokens::{prompt_tokens, Vocab};
-use serverbench_workloads::Workload;
+use serverbench_workloads::{Workload, WorkloadSpec};
 use std::path::Path;
 
 /// Thresholds of the generation-fidelity gates (`verify --reference`).
@@ -133,12 +133,18 @@ struct AnswerCounts {
     reference: usize,
 }
 
-/// The held-out prompts of the fidelity check: the first held-out seed's sessions, one request of each
-/// tree at a varying depth, its last tokens up to the frozen prompt length, salted apart from the
+/// The held-out prompts of the fidelity check: the first held-out seed's sessions of the deployment's
+/// workload, one request of each tree at a varying depth, its last tokens up to the frozen prompt length, salted apart from the
 /// replays' prompts.
 fn fidelity_prompts(f: &Frozen, d: &Deployment) -> Result<Vec<Vec<u32>>> {
     let seed = f.held_out_seeds[0];
-    let source = Workload::default()
+    // The deployment's own workload spec, as the replays of `verify` use it.
+    let spec = d
+        .workload
+        .as_deref()
+        .and_then(WorkloadSpec::preset)
+        .unwrap_or_default();
+    let source = Workload::Generated(std::sync::Arc::new(spec))
         .source(seed, d.context_limit)
         .map_err(|e| anyhow!("workload: {e}"))?;
     let vocab = Vocab::new(100, d.model_spec().vocab)
