@@ -564,23 +564,24 @@ fn endpoint_probes_of_the_emulator_recover_its_step_times() {
             .await
             .unwrap()
     });
+    // A probe's time is the emulator's time of the step it stands for.
+    let timed_as_its_step = |p: &serverbench_backends::ProbeStep| {
+        let want = truth.step_seconds(&p.step.shape(None));
+        assert!(
+            rel(p.step.seconds, want) < 0.25,
+            "{}: probed {}, emulator {want}",
+            p.what,
+            p.step.seconds
+        );
+    };
     // The mixed probe times the step that held the prefill and the eight decodes.
     let mixed = steps
         .iter()
         .find(|s| s.what.starts_with("Mixed step"))
         .unwrap();
-    let mut b = BatchShape::default();
-    b.add_prefill(512, 8192, None);
-    for &ctx in &mixed.step.decode {
-        b.add_decode(ctx, None);
-    }
+    assert_eq!(mixed.step.prefill, vec![(512, 8192)]);
     assert_eq!(mixed.step.decode.len(), 8);
-    let want = truth.step_seconds(&b);
-    assert!(
-        rel(mixed.step.seconds, want) < 0.25,
-        "mixed step: probed {}, emulator {want}",
-        mixed.step.seconds
-    );
+    timed_as_its_step(mixed);
     // The ragged probe: four streams over 512, 1536, 2560 and 3584 tokens, each grown by the same
     // output position, timed as the emulator's step of those four decodes.
     let ragged = steps
@@ -592,16 +593,7 @@ fn endpoint_probes_of_the_emulator_recover_its_step_times() {
         ragged.step.decode,
         vec![512 + grown, 1536 + grown, 2560 + grown, 3584 + grown]
     );
-    let mut b = BatchShape::default();
-    for &ctx in &ragged.step.decode {
-        b.add_decode(ctx, None);
-    }
-    let want = truth.step_seconds(&b);
-    assert!(
-        rel(ragged.step.seconds, want) < 0.25,
-        "ragged batch: probed {}, emulator {want}",
-        ragged.step.seconds
-    );
+    timed_as_its_step(ragged);
     // The shared-prefix probe: four streams over one 2,048-token prefix and 512 tokens each, the prefix
     // counted once among the KV tokens the step reads.
     let shared = steps
@@ -612,14 +604,8 @@ fn endpoint_probes_of_the_emulator_recover_its_step_times() {
     assert!(own >= 512, "{own}");
     assert_eq!(shared.step.decode, vec![2048 + own; 4]);
     assert_eq!(shared.step.decode_kv_distinct, Some(2048 + 4 * own as u64));
-    let b = shared.step.shape(None);
-    assert_eq!(b.decode_shared, 3 * 2048);
-    let want = truth.step_seconds(&b);
-    assert!(
-        rel(shared.step.seconds, want) < 0.25,
-        "shared-prefix batch: probed {}, emulator {want}",
-        shared.step.seconds
-    );
+    assert_eq!(shared.step.shape(None).decode_shared, 3 * 2048);
+    timed_as_its_step(shared);
     assert_eq!(
         steps
             .iter()

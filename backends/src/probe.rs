@@ -212,43 +212,36 @@ pub async fn probe(client: &Arc<HttpClient>, plan: &ProbePlan) -> Result<Vec<Pro
         let prompts: Vec<Vec<u32>> = (0..n)
             .map(|_| prompt(next_seed(), prompt_len, plan.vocab))
             .collect();
-        warm(client, &prompts).await?;
-        let (tpot, position) = tpot(client, prompts, plan.decode_tokens).await?;
-        out.push(ProbeStep {
-            what: format!("TPOT, {n} concurrent streams over {prompt_len}"),
-            step: StepSample {
-                prefill: vec![],
-                decode: vec![prompt_len + position; n as usize],
-                decode_kv_distinct: None,
-                seconds: tpot,
-            },
-            decode_gaps: None,
-        });
+        let what = format!("TPOT, {n} concurrent streams over {prompt_len}");
+        out.push(decode_batch(client, prompts, 0, plan.decode_tokens, what).await?);
     }
     for r in &plan.ragged {
-        let lengths = r.lengths();
-        let prompts: Vec<Vec<u32>> = lengths
+        let prompts: Vec<Vec<u32>> = r
+            .lengths()
             .iter()
             .map(|&len| prompt(next_seed(), len, plan.vocab))
             .collect();
-        warm(client, &prompts).await?;
-        let (tpot, position) = tpot(client, prompts, plan.decode_tokens).await?;
-        out.push(ProbeStep {
-            what: format!(
-                "TPOT, {} concurrent streams over {} to {}",
-                r.streams, r.short, r.long
-            ),
-            step: StepSample {
-                prefill: vec![],
-                decode: lengths.iter().map(|&l| l + position).collect(),
-                decode_kv_distinct: None,
-                seconds: tpot,
-            },
-            decode_gaps: None,
-        });
+        let what = format!(
+            "TPOT, {} concurrent streams over {} to {}",
+            r.streams, r.short, r.long
+        );
+        out.push(decode_batch(client, prompts, 0, plan.decode_tokens, what).await?);
     }
     for s in &plan.shared {
-        out.push(shared(client, s, plan, &mut next_seed).await?);
+        let prefix = prompt(next_seed(), s.shared, plan.vocab);
+        ttft(client, &prefix, "the shared prefix").await?;
+        let prompts: Vec<Vec<u32>> = (0..s.streams)
+            .map(|_| {
+                let mut p = prefix.clone();
+                p.extend(prompt(next_seed(), s.own, plan.vocab));
+                p
+            })
+            .collect();
+        let what = format!(
+            "TPOT, {} concurrent streams over {} shared and {} own",
+            s.streams, s.shared, s.own
+        );
+        out.push(decode_batch(client, prompts, s.shared, plan.decode_tokens, what).await?);
     }
     for m in &plan.mixed {
         let streams: Vec<Vec<u32>> = (0..m.streams)
@@ -262,36 +255,29 @@ pub async fn probe(client: &Arc<HttpClient>, plan: &ProbePlan) -> Result<Vec<Pro
     Ok(out)
 }
 
-/// One shared-prefix probe: the prefix is sent (and cached) first, then every stream's prompt once for
-/// one token; the streams then decode together, timed as [`tpot`] times them. The step reads the
-/// prefix's tokens once per stream, and `decode_kv_distinct` counts them once.
-async fn shared(
+/// Streams `prompts` together after warming them (`tokens` output tokens each), timed as [`tpot`] times
+/// them: the decode step they stand for, each context its prompt grown by the measured output position.
+/// Prompts that start with the same `shared` tokens (cached first by the caller) read those blocks once
+/// per stream, and `decode_kv_distinct` counts them once (0: nothing shared, left unrecorded).
+async fn decode_batch(
     client: &Arc<HttpClient>,
-    s: &SharedProbe,
-    plan: &ProbePlan,
-    next_seed: &mut impl FnMut() -> u64,
+    prompts: Vec<Vec<u32>>,
+    shared: u32,
+    tokens: u32,
+    what: String,
 ) -> Result<ProbeStep, String> {
-    let prefix = prompt(next_seed(), s.shared, plan.vocab);
-    ttft(client, &prefix, "the shared prefix").await?;
-    let prompts: Vec<Vec<u32>> = (0..s.streams)
-        .map(|_| {
-            let mut p = prefix.clone();
-            p.extend(prompt(next_seed(), s.own, plan.vocab));
-            p
-        })
-        .collect();
     warm(client, &prompts).await?;
-    let (tpot, position) = tpot(client, prompts, plan.decode_tokens).await?;
-    let own = s.own + position;
+    let lengths: Vec<u32> = prompts.iter().map(|p| p.len() as u32).collect();
+    let (tpot, position) = tpot(client, prompts, tokens).await?;
+    let decode: Vec<u32> = lengths.iter().map(|&l| l + position).collect();
+    let reread = shared as u64 * decode.len().saturating_sub(1) as u64;
+    let distinct = decode.iter().map(|&c| c as u64).sum::<u64>() - reread;
     Ok(ProbeStep {
-        what: format!(
-            "TPOT, {} concurrent streams over {} shared and {} own",
-            s.streams, s.shared, s.own
-        ),
+        what,
         step: StepSample {
             prefill: vec![],
-            decode: vec![s.shared + own; s.streams as usize],
-            decode_kv_distinct: Some(s.shared as u64 + s.streams as u64 * own as u64),
+            decode,
+            decode_kv_distinct: (shared > 0).then_some(distinct),
             seconds: tpot,
         },
         decode_gaps: None,

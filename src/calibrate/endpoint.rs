@@ -119,16 +119,7 @@ fn plan(a: &CalibrateArgs, vocab: Vocab) -> Result<ProbePlan> {
 
 /// One `--probe-shared` entry, `STREAMS:SHARED:OWN`.
 fn shared_probe(text: &str) -> Result<SharedProbe> {
-    let numbers: Vec<u32> = text
-        .split(':')
-        .map(|p| p.trim().parse::<u32>())
-        .collect::<Result<_, _>>()
-        .map_err(|_| {
-            anyhow!("--probe-shared: {text:?} is not STREAMS:SHARED:OWN of whole numbers")
-        })?;
-    let [streams, shared, own] = numbers[..] else {
-        anyhow::bail!("--probe-shared: {text:?} is not STREAMS:SHARED:OWN (three numbers)");
-    };
+    let [streams, shared, own] = shape_numbers("--probe-shared", "STREAMS:SHARED:OWN", text)?;
     if !(2..=1024).contains(&streams) || shared == 0 || own == 0 {
         anyhow::bail!(
             "--probe-shared: {text:?}: give 2 to 1024 streams, and a shared prefix and own prompts of at least one token"
@@ -143,16 +134,7 @@ fn shared_probe(text: &str) -> Result<SharedProbe> {
 
 /// One `--probe-ragged` entry, `STREAMS:SHORT:LONG`.
 fn ragged_probe(text: &str) -> Result<RaggedProbe> {
-    let numbers: Vec<u32> = text
-        .split(':')
-        .map(|p| p.trim().parse::<u32>())
-        .collect::<Result<_, _>>()
-        .map_err(|_| {
-            anyhow!("--probe-ragged: {text:?} is not STREAMS:SHORT:LONG of whole numbers")
-        })?;
-    let [streams, short, long] = numbers[..] else {
-        anyhow::bail!("--probe-ragged: {text:?} is not STREAMS:SHORT:LONG (three numbers)");
-    };
+    let [streams, short, long] = shape_numbers("--probe-ragged", "STREAMS:SHORT:LONG", text)?;
     if !(1..=1024).contains(&streams) || short == 0 || long < short {
         anyhow::bail!(
             "--probe-ragged: {text:?}: give 1 to 1024 streams and prompt lengths with 1 ≤ SHORT ≤ LONG"
@@ -167,17 +149,8 @@ fn ragged_probe(text: &str) -> Result<RaggedProbe> {
 
 /// One `--probe-mixed` entry, `STREAMS:CONTEXT:NEW:CACHED`.
 fn mixed_probe(text: &str) -> Result<MixedProbe> {
-    let parts: Vec<&str> = text.split(':').collect();
-    let numbers: Vec<u32> = parts
-        .iter()
-        .map(|p| p.trim().parse::<u32>())
-        .collect::<Result<_, _>>()
-        .map_err(|_| {
-            anyhow!("--probe-mixed: {text:?} is not STREAMS:CONTEXT:NEW:CACHED of whole numbers")
-        })?;
-    let [streams, context, new, cached] = numbers[..] else {
-        anyhow::bail!("--probe-mixed: {text:?} is not STREAMS:CONTEXT:NEW:CACHED (four numbers)");
-    };
+    let [streams, context, new, cached] =
+        shape_numbers("--probe-mixed", "STREAMS:CONTEXT:NEW:CACHED", text)?;
     if !(1..=1024).contains(&streams) || context == 0 || new == 0 {
         anyhow::bail!(
             "--probe-mixed: {text:?}: give 1 to 1024 streams, and contexts and prefills of at least one token"
@@ -189,6 +162,21 @@ fn mixed_probe(text: &str) -> Result<MixedProbe> {
         new,
         cached,
     })
+}
+
+/// The `N` colon-separated whole numbers of a probe shape given to `flag` (`shape` names them).
+fn shape_numbers<const N: usize>(flag: &str, shape: &str, text: &str) -> Result<[u32; N]> {
+    let numbers: Vec<u32> = text
+        .split(':')
+        .map(|p| p.trim().parse::<u32>())
+        .collect::<Result<_, _>>()
+        .map_err(|_| anyhow!("{flag}: {text:?} is not {shape} of whole numbers"))?;
+    let count = ["one", "two", "three", "four"]
+        .get(N.wrapping_sub(1))
+        .map_or_else(|| N.to_string(), |w| w.to_string());
+    numbers
+        .try_into()
+        .map_err(|_| anyhow!("{flag}: {text:?} is not {shape} ({count} numbers)"))
 }
 
 /// Writes the probes as a step log (`wall_ms` and `gpu_ms` both the probe's time).
