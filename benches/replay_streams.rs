@@ -10,7 +10,7 @@
 use serverbench_backends::{
     run_real, spawn_local, Api, ClientConfig, HttpClient, RealConfig, RecordSink, ServeConfig,
 };
-use serverbench_sim::{Deployment, RunConfig, StartMode};
+use serverbench_sim::{Deployment, Protocol, RunConfig};
 use serverbench_workloads::tokens::Vocab;
 use serverbench_workloads::{Generator, WorkloadSpec};
 use std::sync::Arc;
@@ -36,7 +36,7 @@ fn main() {
     d.engine.max_num_seqs = 1024;
     d.context_limit = 262_144;
     let mut run = RunConfig::new(lanes, 0, window);
-    run.start = StartMode::Steady;
+    run.protocol = Protocol::Steady;
     let g = Generator::new(WorkloadSpec::default(), 0, d.context_limit).expect("spec");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

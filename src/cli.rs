@@ -118,11 +118,30 @@ pub struct ReplayArgs {
     /// Cap on think times, seconds.
     #[arg(long, default_value_t = 10.0)]
     pub idle_gap_cap: f64,
-    /// Start mode: cold (every lane at turn 0 with an empty cache: a freshly started server, what the
-    /// benchmark replays) or steady (lanes start mid-session with warm prefixes); the open loop always
-    /// starts cold.
-    #[arg(long, default_value = "cold")]
-    pub start: String,
+    /// Replay protocol: cold (every lane at turn 0 with an empty cache: a freshly started server),
+    /// steady (lanes start mid-session with warm prefixes), agentx (SemiAnalysis AgentX's `agentx`
+    /// scenario, the benchmark's final replayer: trace rows in order, seeded start points with primed
+    /// streams and a 10-request warm-up never scored, the recording's own gaps, idle caps, a window of
+    /// requests issued before its end that finish within the grace) or agentx-mvp (its
+    /// `inferencex-agentx-mvp` scenario); the open loop always starts cold. docs/definitions.md.
+    #[arg(long, alias = "start", default_value = "cold")]
+    pub protocol: String,
+    /// AgentX protocols: the share of each session's recorded span its lane starts in, LO,HI
+    /// (default 0.25,0.75 for agentx, 0,1 for agentx-mvp).
+    #[arg(long, value_name = "LO,HI")]
+    pub start_ratios: Option<String>,
+    /// AgentX protocols: a tree with nothing on the wire this long has its timers moved up, seconds;
+    /// 0 for none (default 300 for agentx, none for agentx-mvp).
+    #[arg(long, value_name = "SECONDS")]
+    pub tree_idle_cap: Option<f64>,
+    /// AgentX protocols: warm-up requests per lane after the primers, 0 for primers only (default 10
+    /// for agentx, 0 for agentx-mvp).
+    #[arg(long, value_name = "N")]
+    pub warmup_per_lane: Option<u32>,
+    /// AgentX protocols: seconds after the window in which requests still running may finish and
+    /// count (default 30); the rest leave no record.
+    #[arg(long, value_name = "SECONDS")]
+    pub grace: Option<f64>,
     /// How session trees arrive: closed (c lanes, the benchmark's score), trace[:SPEEDUP] (each request
     /// at its recorded time, never before its dependencies) or poisson:RATE (trees per second). The
     /// open modes ignore -c; --max-open caps them.

@@ -30,15 +30,16 @@ pub fn run(a: CompareArgs) -> Result<()> {
         for &seed in &a.seeds {
             let dir = a.out.join("real").join(format!("c{c}_s{seed}"));
             let real = rescored(d, &dir, measured(&a, &dir, c, seed)?)?;
-            let start = study.config(c, seed).start;
+            let protocol = study.config(c, seed).protocol;
             if let Some(stored) = real
-                .start
-                .filter(|s| study.replay.arrivals.is_closed() && *s != start)
+                .protocol
+                .filter(|s| study.replay.arrivals.is_closed() && *s != protocol)
             {
                 bail!(
-                    "{}: the stored run started {stored:?}, this compare asks for --start {:?} (pass the stored run's --start, or measure again without --reuse)",
+                    "{}: the stored run replayed --protocol {}, this compare asks for --protocol {} (pass the stored run's --protocol, or measure again without --reuse)",
                     dir.display(),
-                    start
+                    stored.name(),
+                    protocol.name()
                 );
             }
             if real.arrivals != study.replay.arrivals {
@@ -66,7 +67,7 @@ pub fn run(a: CompareArgs) -> Result<()> {
         "compare.json",
         &meta,
         &serde_json::json!({ "deployment": d.name, "profile": d.profile.name, "window_s": a.replay.window,
-            "start": a.replay.start, "rows": rows, "seed_rankings": rankings }),
+            "protocol": a.replay.protocol, "rows": rows, "seed_rankings": rankings }),
     )?;
     let svg = crate::plot::compare_svg(
         &format!("{}: simulated against measured, one point per run", d.name),
@@ -193,8 +194,9 @@ fn replay_child(a: &CompareArgs, dir: &Path, c: u32, seed: u64) -> Result<()> {
     }
     cmd.args(["-w", &a.replay.window.to_string()])
         .args(["--idle-gap-cap", &a.replay.idle_gap_cap.to_string()])
-        .args(["--start", &a.replay.start])
+        .args(["--protocol", &a.replay.protocol])
         .args(["--arrivals", &a.replay.arrivals]);
+    crate::inputs::forward_agentx_flags(&mut cmd, &a.replay);
     if let Some(n) = a.replay.max_open {
         cmd.args(["--max-open", &n.to_string()]);
     }
@@ -225,9 +227,9 @@ fn run_salt(a: &CompareArgs, c: u32, seed: u64) -> u64 {
     });
     let what = format!(
         "{}|{}|{}|{}",
-        a.replay.start, a.deployment.deployment, workload[0], workload[1]
+        a.replay.protocol, a.deployment.deployment, workload[0], workload[1]
     );
-    if a.replay.start == "steady" && workload.iter().all(|w| w.is_empty()) {
+    if a.replay.protocol == "steady" && workload.iter().all(|w| w.is_empty()) {
         return base;
     }
     let h = what.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
@@ -251,7 +253,7 @@ fn markdown(name: &str, a: &CompareArgs, rows: &[Row], rankings: &[SeedRanking])
         "serverbench compare — {name}, window {} s, {}; each cell: simulated / measured (error)\n\n",
         a.replay.window,
         match a.replay.arrivals.as_str() {
-            "closed" => format!("start {}", a.replay.start),
+            "closed" => format!("protocol {}", a.replay.protocol),
             open => format!("arrivals {open}"),
         }
     );

@@ -3,7 +3,9 @@
 use crate::cli::{DeploymentArgs, ReplayArgs, WorkloadArgs};
 use anyhow::{anyhow, bail, Result};
 use serverbench_calibration::{InputError, Profile};
-use serverbench_sim::{Arrivals, Deployment, Referenced, RunConfig, StartMode, MAX_CONCURRENCY};
+use serverbench_sim::{
+    AgentxParams, Arrivals, Deployment, Protocol, Referenced, RunConfig, MAX_CONCURRENCY,
+};
 use serverbench_study::Study;
 use serverbench_workloads::{read_spec, Imported, Trace, TreeSource, Workload, WorkloadSpec};
 use std::path::Path;
@@ -350,8 +352,14 @@ pub fn time_scale(x: f64) -> Result<f64> {
 
 /// The run configuration for one replay; a bad option names its flag.
 pub fn run_config(r: &ReplayArgs, concurrency: u32, seed: u64) -> Result<RunConfig> {
-    let start = StartMode::parse(&r.start)
-        .ok_or_else(|| anyhow!("--start: expected steady or cold, got {:?}", r.start))?;
+    let protocol = Protocol::parse(&r.protocol).ok_or_else(|| {
+        anyhow!(
+            "--protocol: expected one of {}, got {:?}",
+            Protocol::NAMES.join(", "),
+            r.protocol
+        )
+    })?;
+    let agentx = agentx_params(r, protocol)?;
     let arrivals = Arrivals::parse(&r.arrivals).map_err(|e| anyhow!("--arrivals: {e}"))?;
     let concurrency = match (arrivals, r.max_open) {
         (Arrivals::Closed, None) => concurrency,
@@ -367,12 +375,79 @@ pub fn run_config(r: &ReplayArgs, concurrency: u32, seed: u64) -> Result<RunConf
         seed,
         window_s: r.window,
         idle_gap_cap_s: r.idle_gap_cap,
-        start,
+        protocol,
+        agentx,
         timeline: false,
         audit: false,
         step_by_step: false,
     };
     checked(cfg)
+}
+
+/// The AgentX protocols' parameters: the scenario's defaults with the flags that change them; the
+/// flags are refused under the other protocols (which would silently ignore them).
+pub fn agentx_params(r: &ReplayArgs, protocol: Protocol) -> Result<AgentxParams> {
+    let given = [
+        ("--start-ratios", r.start_ratios.is_some()),
+        ("--tree-idle-cap", r.tree_idle_cap.is_some()),
+        ("--warmup-per-lane", r.warmup_per_lane.is_some()),
+        ("--grace", r.grace.is_some()),
+    ];
+    let Some(mut p) = protocol.agentx_defaults() else {
+        if let Some((flag, _)) = given.iter().find(|g| g.1) {
+            bail!(
+                "{flag}: only the agentx and agentx-mvp protocols take it (this run is --protocol {})",
+                protocol.name()
+            );
+        }
+        return Ok(AgentxParams::agentx());
+    };
+    if let Some(text) = &r.start_ratios {
+        let parts: Vec<&str> = text.split(',').map(str::trim).collect();
+        let (lo, hi) = match parts[..] {
+            [lo, hi] => (lo.parse::<f64>(), hi.parse::<f64>()),
+            _ => bail!("--start-ratios: expected LO,HI (two shares of the session), got {text:?}"),
+        };
+        let (Ok(lo), Ok(hi)) = (lo, hi) else {
+            bail!("--start-ratios: expected two numbers LO,HI, got {text:?}");
+        };
+        p.start_min = lo;
+        p.start_max = hi;
+    }
+    let seconds = |flag: &str, x: f64| -> Result<u64> {
+        if !(x >= 0.0 && x <= 86_400.0) {
+            bail!("{flag}: must be between 0 and 86400 seconds, got {x}");
+        }
+        Ok(serverbench_sim::Time::from_secs(x).0)
+    };
+    if let Some(x) = r.tree_idle_cap {
+        p.tree_idle_cap_ns = Some(seconds("--tree-idle-cap", x)?).filter(|&ns| ns > 0);
+    }
+    if let Some(n) = r.warmup_per_lane {
+        p.warmup_per_lane = (n > 0).then_some(n);
+    }
+    if let Some(x) = r.grace {
+        p.grace_ns = seconds("--grace", x)?;
+    }
+    p.check()
+        .map_err(|(field, why)| anyhow!("--{}: {why}", field.replace('_', "-")))?;
+    Ok(p)
+}
+
+/// Passes the AgentX protocols' flags a user gave on to a child `replay` process.
+pub fn forward_agentx_flags(cmd: &mut std::process::Command, r: &ReplayArgs) {
+    if let Some(x) = &r.start_ratios {
+        cmd.args(["--start-ratios", x]);
+    }
+    if let Some(x) = r.tree_idle_cap {
+        cmd.args(["--tree-idle-cap", &x.to_string()]);
+    }
+    if let Some(x) = r.warmup_per_lane {
+        cmd.args(["--warmup-per-lane", &x.to_string()]);
+    }
+    if let Some(x) = r.grace {
+        cmd.args(["--grace", &x.to_string()]);
+    }
 }
 
 /// `cfg` if its options are in range, else an error naming the flag.

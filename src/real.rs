@@ -424,7 +424,7 @@ fn report(
             &out.summary,
             d.gpus(),
             d.gpu_hour_dollars,
-            &a.replay.start,
+            &a.replay.protocol,
             crate::output::SeenBy::Client,
         )
     )?;

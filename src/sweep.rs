@@ -92,7 +92,7 @@ pub fn run(a: SweepArgs) -> Result<()> {
         return write_nothing_finished(&a, &d, &r, &stop, all);
     }
     outln!(
-        "serverbench sweep — {} ({} × {} GPU, ${:.2}/GPU-h), {} concurrency levels × {} seeds, window {} s, {} start\n",
+        "serverbench sweep — {} ({} × {} GPU, ${:.2}/GPU-h), {} concurrency levels × {} seeds, window {} s, protocol {}\n",
         d.name,
         d.gpus(),
         d.hardware.name,
@@ -100,7 +100,7 @@ pub fn run(a: SweepArgs) -> Result<()> {
         a.concurrency.len(),
         seeds.len(),
         r.window_s,
-        a.replay.start
+        a.replay.protocol
     )?;
     let mut printed = table(&r, &d);
     if r.partial {

@@ -646,7 +646,10 @@ fn compare_reuse_refuses_a_stored_run_that_started_otherwise() {
     let o = compare("cold");
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
-    assert!(err.contains("the stored run started Steady"), "{err}");
+    assert!(
+        err.contains("the stored run replayed --protocol steady"),
+        "{err}"
+    );
     let table = stdout(&compare("steady"));
     assert!(table.contains("| 1 | 0 |"), "{table}");
 }

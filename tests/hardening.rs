@@ -285,8 +285,9 @@ fn weka_line_numbers_stay_right_deep_into_a_long_file() {
     let line = one_line.to_string();
     let bad = line.replacen("\"in\":", "\"in\":-", 1);
     let mut text = String::new();
-    for _ in 0..2000 {
-        text.push_str(&line);
+    for n in 0..2000 {
+        // Each trace its own id (AgentX refuses one used twice).
+        text.push_str(&line.replacen("\"02f3098e-6bc\"", &format!("\"t{n}\""), 1));
         text.push('\n');
     }
     text.push_str(&good); // a multi-line trace

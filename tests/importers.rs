@@ -66,17 +66,37 @@ fn weka_subagents_join_their_parent() {
         .filter(|r| r.kind == RequestKind::RootTurn)
         .collect();
     assert_eq!(roots.len(), 6);
-    // The root turn after the four sub-agents waits for all of them (their last requests) and its own previous turn.
-    let joined = roots
+    // As AgentX joins them: each sub-agent's last request gates the first root turn that starts after
+    // the sub-agent ended (two pairs, spawned together, ending before two successive root turns).
+    let joins: Vec<Vec<u32>> = roots
         .iter()
-        .find(|r| r.deps.len() == 5)
-        .expect("a root turn joins four sub-agents");
-    let agents: std::collections::HashSet<u32> = joined
-        .deps
-        .iter()
-        .map(|&d| t.requests()[d as usize].agent)
+        .map(|r| {
+            r.deps
+                .iter()
+                .map(|&d| t.requests()[d as usize].agent)
+                .filter(|&a| a > 0)
+                .collect()
+        })
+        .filter(|a: &Vec<u32>| !a.is_empty())
         .collect();
-    assert_eq!(agents.len(), 5);
+    assert_eq!(joins, vec![vec![1, 2], vec![3, 4]]);
+    let rec = t.recorded().unwrap();
+    for r in t
+        .requests()
+        .iter()
+        .filter(|r| r.kind == RequestKind::RootTurn)
+    {
+        for &d in r
+            .deps
+            .iter()
+            .filter(|&&d| t.requests()[d as usize].agent > 0)
+        {
+            assert!(
+                rec.start_ns[r.id as usize] >= rec.end_ns(d),
+                "joins after the sub-agent ended"
+            );
+        }
+    }
     // Sub-agents share only the global prefix with the root: their first block differs from the root's.
     let sub_first = t.requests().iter().find(|r| r.agent == 1).unwrap();
     assert_ne!(
@@ -173,13 +193,18 @@ fn malformed_inputs_name_file_line_and_field() {
         (None, "{\"timestamp\": 0, \"input_length\": 600, \"output_length\": 5, \"hash_ids\": [1, 2, 3]}".into(), 1, "hash_ids", "exceed"),
         (Some(TraceFormat::MOONCAKE), "{\"timestamp\": 0, \"input_length\": 6".into(), 1, "", "EOF"),
         // Weka: negative count, missing field, a chain longer than in / block_size, truncated JSON.
-        (None, "{\"requests\": [{\"type\": \"n\", \"in\": 128, \"out\": 5}, {\"type\": \"n\", \"in\": -1, \"out\": 5}]}".into(), 1, "requests[1].in", "non-negative"),
-        (None, "{\"requests\": [{\"type\": \"n\", \"in\": 128}]}".into(), 1, "requests[0].out", "missing"),
-        (None, "{\"block_size\": 64, \"requests\": [{\"type\": \"n\", \"in\": 100, \"out\": 5, \"hash_ids\": [1, 2]}]}".into(), 1, "requests[0].hash_ids", "exceed"),
+        (None, "{\"requests\": [{\"type\": \"n\", \"t\": 0, \"in\": 128, \"out\": 5}, {\"type\": \"n\", \"t\": 1, \"in\": -1, \"out\": 5}]}".into(), 1, "requests[1].in", "non-negative"),
+        (None, "{\"requests\": [{\"type\": \"n\", \"t\": 0, \"in\": 128}]}".into(), 1, "requests[0].out", "missing"),
+        (None, "{\"requests\": [{\"type\": \"n\", \"in\": 128, \"out\": 5}]}".into(), 1, "requests[0].t", "missing"),
+        (None, "{\"block_size\": 64, \"requests\": [{\"type\": \"n\", \"t\": 0, \"in\": 100, \"out\": 5, \"hash_ids\": [1, 2]}]}".into(), 1, "requests[0].hash_ids", "exceed"),
         (Some(TraceFormat::WEKA), "{\"requests\": [{\"type\": \"n\", \"in\": 1".into(), 1, "", "malformed JSON"),
         // Weka: a declared prefix that is not a count, at the trace and in a sub-agent.
-        (None, "{\"system_tokens\": -5, \"requests\": [{\"type\": \"n\", \"in\": 128, \"out\": 5}]}".into(), 1, "system_tokens", "non-negative"),
-        (None, "{\"requests\": [{\"type\": \"subagent\", \"tool_tokens\": \"many\", \"requests\": [{\"type\": \"n\", \"in\": 5, \"out\": 1}]}]}".into(), 1, "requests[0].tool_tokens", "non-negative"),
+        (None, "{\"system_tokens\": -5, \"requests\": [{\"type\": \"n\", \"t\": 0, \"in\": 128, \"out\": 5}]}".into(), 1, "system_tokens", "non-negative"),
+        (None, "{\"requests\": [{\"type\": \"subagent\", \"t\": 0, \"agent_id\": \"a\", \"tool_tokens\": \"many\", \"requests\": [{\"type\": \"n\", \"t\": 0, \"in\": 5, \"out\": 1}]}]}".into(), 1, "requests[0].tool_tokens", "non-negative"),
+        // Weka: what AgentX refuses: a sub-agent's agent_id used twice, a subagent_type that is no string.
+        (None, "{\"requests\": [{\"t\": 0, \"in\": 5, \"out\": 1}, {\"type\": \"subagent\", \"t\": 1, \"agent_id\": \"a\", \"requests\": [{\"t\": 1, \"in\": 5, \"out\": 1}]}, {\"type\": \"subagent\", \"t\": 2, \"agent_id\": \"a\", \"requests\": [{\"t\": 2, \"in\": 5, \"out\": 1}]}]}".into(), 1, "requests[2].agent_id", "duplicate"),
+        (None, "{\"requests\": [{\"t\": 0, \"in\": 5, \"out\": 1}, {\"type\": \"subagent\", \"t\": 1, \"agent_id\": \"a\", \"subagent_type\": 3, \"requests\": []}]}".into(), 1, "requests[1].subagent_type", "string"),
+        (None, "{\"requests\": [{\"t\": 0, \"in\": 5, \"out\": 1, \"api_time\": -2}]}".into(), 1, "requests[0].api_time", "non-negative"),
         // Bailian: unknown parent.
         (None, "{\"chat_id\": 1, \"parent_chat_id\": 7, \"timestamp\": 0, \"input_length\": 5, \"output_length\": 5, \"hash_ids\": []}".into(), 1, "parent_chat_id", "earlier line"),
         // Mooncake: a negative timestamp.
@@ -215,8 +240,9 @@ fn malformed_inputs_name_file_line_and_field() {
 #[test]
 fn weka_jsonl_corpus_reports_the_line_of_the_bad_trace() {
     let good = std::fs::read_to_string(fixture("weka/sample_trace.json")).unwrap();
+    let other = good.replacen("\"02f3098e-6bc\"", "\"another\"", 1);
     let text = format!(
-        "{good}\n{good}\n{{\"requests\": [{{\"type\": \"n\", \"in\": 3, \"out\": -2}}]}}\n"
+        "{good}\n{other}\n{{\"requests\": [{{\"type\": \"n\", \"t\": 0, \"in\": 3, \"out\": -2}}]}}\n"
     );
     let e = err(None, &text);
     let lines = good.lines().count();
@@ -225,12 +251,16 @@ fn weka_jsonl_corpus_reports_the_line_of_the_bad_trace() {
         (2 * lines + 1, "requests[0].out")
     );
     assert_eq!(
-        parse_trace("ok.jsonl", &format!("{good}\n{good}\n"), None)
+        parse_trace("ok.jsonl", &format!("{good}\n{other}\n"), None)
             .unwrap()
             .trees()
             .len(),
         2
     );
+    // AgentX refuses a trace id used twice: so do we, naming both lines.
+    let e = err(None, &format!("{good}\n{good}\n"));
+    assert_eq!((e.line, e.field.as_str()), (lines + 1, "id"));
+    assert!(e.reason.contains("duplicate trace id"), "{e}");
 }
 
 /// Sub-agents nested past what the JSON reader takes are "nesting too deep", with the limit, file and
@@ -238,10 +268,10 @@ fn weka_jsonl_corpus_reports_the_line_of_the_bad_trace() {
 #[test]
 fn weka_subagents_nested_too_deep_say_so() {
     fn nested(levels: usize) -> String {
-        let mut agent = String::from("[{\"in\": 100, \"out\": 5, \"hash_ids\": [1]}]");
-        for _ in 0..levels {
+        let mut agent = String::from("[{\"t\": 0, \"in\": 100, \"out\": 5, \"hash_ids\": [1]}]");
+        for n in 0..levels {
             agent = format!(
-                "[{{\"in\": 100, \"out\": 5, \"hash_ids\": [1]}}, {{\"type\": \"subagent\", \"requests\": {agent}}}]"
+                "[{{\"t\": 0, \"in\": 100, \"out\": 5, \"hash_ids\": [1]}}, {{\"type\": \"subagent\", \"t\": 0, \"agent_id\": \"a{n}\", \"requests\": {agent}}}]"
             );
         }
         format!("{{\"requests\": {agent}}}")
@@ -377,15 +407,28 @@ fn the_weka_export_reads_back_as_the_same_trees() {
         for (i, &id) in order.iter().enumerate() {
             position[id as usize] = i as u32;
         }
+        // A sub-agent nothing waits for runs in the background as a reader sees it.
+        let reqs = t.requests();
+        let waited_for = |agent: u32| {
+            reqs.iter().any(|r| {
+                r.agent != agent
+                    && reqs.iter().find(|x| x.agent == r.agent).unwrap().id != r.id
+                    && r.deps.iter().any(|&d| reqs[d as usize].agent == agent)
+            })
+        };
         for (i, &id) in order.iter().enumerate() {
             let (o, n) = (&t.requests()[id as usize], &b.requests()[i]);
+            let background = o.background || (o.agent > 0 && !waited_for(o.agent));
             assert_eq!(
-                (o.input_tokens, o.output_tokens, o.background),
+                (o.input_tokens, o.output_tokens, background),
                 (n.input_tokens, n.output_tokens, n.background),
                 "tree {k} request {id}"
             );
+            // A turn that joins sub-agents is timed from its own agent's previous turn when read
+            // back (AgentX's rule), so its gap holds the wait for the sub-agents too.
+            let joins = o.deps.len() > 1;
             assert!(
-                o.think_ns.abs_diff(n.think_ns) <= 1,
+                o.think_ns.abs_diff(n.think_ns) <= 1 || (joins && n.think_ns >= o.think_ns),
                 "tree {k} request {id}: think {} vs {}",
                 o.think_ns,
                 n.think_ns
@@ -428,15 +471,31 @@ fn the_weka_export_refuses_what_the_format_cannot_say() {
         turn: 0,
         blocks: Blocks::from_vec(vec![]),
     };
-    // The sub-agent is not in the background, yet the parent's next turn does not wait for it.
+    // The parent's next turn waits for the sub-agent's first request, not for its end.
+    let t = SessionTree::new(
+        0,
+        64,
+        vec![
+            req(0, 0, vec![]),
+            req(1, 1, vec![0]),
+            req(2, 1, vec![1]),
+            req(3, 0, vec![0, 1]),
+        ],
+    )
+    .unwrap();
+    let e = serverbench_workloads::write_weka([std::sync::Arc::new(t)], Vec::new()).unwrap_err();
+    assert!(e.to_string().contains("tree 0: request 3"), "{e}");
+    // A sub-agent nothing waits for is written as one running in the background, and reads back so.
     let t = SessionTree::new(
         0,
         64,
         vec![req(0, 0, vec![]), req(1, 1, vec![0]), req(2, 0, vec![0])],
     )
     .unwrap();
-    let e = serverbench_workloads::write_weka([std::sync::Arc::new(t)], Vec::new()).unwrap_err();
-    assert!(e.to_string().contains("tree 0: request 2"), "{e}");
+    let mut out = Vec::new();
+    serverbench_workloads::write_weka([std::sync::Arc::new(t)], &mut out).unwrap();
+    let back = parse_trace("x.jsonl", &String::from_utf8(out).unwrap(), None).unwrap();
+    assert!(back.trees()[0].requests()[1].background);
 }
 
 /// A closed loop replaying a trace runs out of trees (here: two lanes, one tree). Repeated `same`, the
@@ -445,14 +504,14 @@ fn the_weka_export_refuses_what_the_format_cannot_say() {
 /// prefix reuse), plus the application prefix the trace declares.
 #[test]
 fn a_trace_repeated_fresh_hits_the_cache_as_a_new_session_would() {
-    use serverbench_sim::{simulate, Deployment, RunConfig, StartMode};
+    use serverbench_sim::{simulate, Deployment, Protocol, RunConfig};
     use serverbench_workloads::{workload_stats, Trace, TraceRepeat, Workload};
     let trace = read_trace(&fixture("weka/sample_trace.json"), None).unwrap();
     let reuse = workload_stats(trace.trees().iter().map(|t| &**t)).prefix_reuse_ratio;
     let undeclared = Trace::new(vec![(*trace.trees()[0]).clone().with_app_prefix(vec![])]).unwrap();
     let d = Deployment::preset("qwen3.5-9b-2xl40").unwrap();
     let cfg = RunConfig {
-        start: StartMode::Cold,
+        protocol: Protocol::Cold,
         ..RunConfig::new(2, 0, 600.0)
     };
     let hit = |trace: &Trace, repeat| {
@@ -485,7 +544,7 @@ fn a_trace_repeated_fresh_hits_the_cache_as_a_new_session_would() {
 /// the same for the same seed and differ between seeds (each seed starts its lanes at another tree).
 #[test]
 fn fresh_repeats_keep_what_agents_share_and_follow_the_seed() {
-    use serverbench_sim::{simulate, Deployment, RunConfig, StartMode};
+    use serverbench_sim::{simulate, Deployment, Protocol, RunConfig};
     use serverbench_workloads::{RequestKind, SharedIds, TraceRepeat, Workload};
     let trace = read_trace(&fixture("weka/sample_trace_with_subagent.json"), None).unwrap();
     let tree = &trace.trees()[0];
@@ -550,7 +609,7 @@ fn fresh_repeats_keep_what_agents_share_and_follow_the_seed() {
     let d = Deployment::preset("gemma4-e4b-1xl40").unwrap();
     let run = |seed| {
         let cfg = RunConfig {
-            start: StartMode::Cold,
+            protocol: Protocol::Cold,
             ..RunConfig::new(3, seed, 300.0)
         };
         simulate(

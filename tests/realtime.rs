@@ -10,7 +10,7 @@ use serverbench_backends::{
     run_real, spawn_local, Api, ClientConfig, HttpClient, RealConfig, RealOutput, RecordSink,
     ServeConfig,
 };
-use serverbench_sim::{simulate, Deployment, Outcome, Record, RunConfig, StartMode};
+use serverbench_sim::{simulate, Deployment, Outcome, Protocol, Record, RunConfig};
 use serverbench_workloads::tokens::Vocab;
 use serverbench_workloads::{Generator, TreeSource, WorkloadSpec};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -314,7 +314,7 @@ fn the_replay_survives_a_faulty_server_and_counts_every_failure() {
     let _guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let d = Deployment::preset("qwen3.5-9b-2xl40").unwrap();
     let mut run = RunConfig::new(6, 1, 600.0);
-    run.start = StartMode::Cold;
+    run.protocol = Protocol::Cold;
     let g = Generator::new(WorkloadSpec::synthetic_v1(), 1, d.context_limit).unwrap();
     let dir = std::env::temp_dir().join(format!("serverbench-faulty-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

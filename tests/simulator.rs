@@ -2,8 +2,8 @@
 
 use proptest::prelude::*;
 use serverbench_sim::{
-    simulate, Deployment, Outcome, Policy, Preemption, Router, RunConfig, RunOutput, SpecMethod,
-    Speculative, StartMode,
+    simulate, Deployment, Outcome, Policy, Preemption, Protocol, Router, RunConfig, RunOutput,
+    SpecMethod, Speculative,
 };
 use serverbench_workloads::{Generator, TreeSource, WorkloadSpec};
 use std::collections::HashMap;
@@ -69,8 +69,8 @@ fn check_invariants(out: &RunOutput, cfg: &RunConfig, source: &dyn TreeSource) {
                     r.request
                 ),
                 None => assert_eq!(
-                    cfg.start,
-                    StartMode::Steady,
+                    cfg.protocol,
+                    Protocol::Steady,
                     "only a steady start skips dependencies"
                 ),
             }
@@ -108,9 +108,9 @@ fn invariants_hold_under_overload_with_audited_kv() {
     // A small KV pool forces eviction and preemption (with a context limit it can hold).
     d.context_limit = 200_000;
     d.engine.gpu_memory_utilization = 0.33;
-    for (c, start) in [(32, StartMode::Steady), (8, StartMode::Cold)] {
+    for (c, start) in [(32, Protocol::Steady), (8, Protocol::Cold)] {
         let mut cfg = RunConfig::new(c, 1, 400.0);
-        cfg.start = start;
+        cfg.protocol = start;
         cfg.audit = true;
         let g = Generator::new(WorkloadSpec::synthetic_v1(), 1, d.context_limit).unwrap();
         let out = simulate(&d, &d.cost_model(), &g, &cfg).unwrap();
@@ -156,7 +156,7 @@ proptest! {
         d.router = if seed % 2 == 0 { Router::PrefixAware } else { Router::LeastLoaded };
         let mut cfg = RunConfig::new(c, seed, 150.0);
         cfg.audit = true;
-        cfg.start = if cold { StartMode::Cold } else { StartMode::Steady };
+        cfg.protocol = if cold { Protocol::Cold } else { Protocol::Steady };
         let g = Generator::new(WorkloadSpec::synthetic_v1(), seed, d.context_limit).unwrap();
         let out = simulate(&d, &d.cost_model(), &g, &cfg).unwrap();
         check_invariants(&out, &cfg, &g);
@@ -535,7 +535,7 @@ fn the_front_end_takes_requests_one_at_a_time() {
     d.profile.request_latency_s = 0.0;
     d.profile.frontend_s_per_token = per_token;
     let mut cfg = RunConfig::new(4, 0, 60.0);
-    cfg.start = StartMode::Cold;
+    cfg.protocol = Protocol::Cold;
     let with = run(&d, &cfg);
     d.profile.frontend_s_per_token = 0.0;
     let without = run(&d, &cfg);

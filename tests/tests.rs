@@ -1,6 +1,7 @@
 //! Integration tests of the library crates and the binary (one test binary: links once, runs fast).
 
 mod agent_logs;
+mod agentx;
 mod calibration;
 mod cli;
 mod fuzz;

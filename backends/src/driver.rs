@@ -8,8 +8,8 @@ use crate::openai::{request_bytes, Api, BodyCache};
 
 use crate::timer::Timer;
 use serverbench_sim::{
-    summarise, Deployment, EventQueue, Handle, Outcome, OverflowGuard, Ready, Record, Replay,
-    RunConfig, Summary, Time,
+    agentx_window, apply_agentx, records_hit_rate, summarise, Deployment, EventQueue, Handle,
+    Outcome, OverflowGuard, Ready, Record, Replay, RunConfig, Summary, Time,
 };
 use serverbench_workloads::tokens::{prompt_tokens, prompt_tokens_from, Vocab};
 use serverbench_workloads::{Quantiles, TreeSource};
@@ -186,7 +186,7 @@ pub async fn run_real(
     sink: &mut RecordSink,
     progress: &(dyn Fn(f64) + Sync),
 ) -> std::io::Result<RealOutput> {
-    let window_ns = Time::from_secs(cfg.run.window_s).0;
+    let window_len = Time::from_secs(cfg.run.window_s).0;
     let mut replay = Replay::new(source, cfg.run.replay())
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
     let mut ready: Vec<Ready> = Vec::new();
@@ -229,23 +229,38 @@ pub async fn run_real(
     }
     let (tx, mut rx) = mpsc::unbounded_channel::<Done>();
     let mut records: Vec<Record> = Vec::new();
+    // Per record, whether it is a warm-up request (the AgentX protocols': never scored or written).
+    let mut warm: Vec<bool> = Vec::new();
     let mut in_flight: HashMap<usize, InFlight> = HashMap::new();
     let mut drift_ms: Vec<f64> = Vec::new();
     let mut dues: HashMap<usize, u64> = HashMap::new();
     let mut overflows = OverflowGuard::default();
     let request_limit = d.request_limit();
+    // The window opens when the replay says (at once, or after the AgentX warm-up); sending stops at
+    // its end and the run ends a grace later.
+    let (mut window_end, mut run_end) = (u64::MAX, u64::MAX);
+    let mut origin = 0u64;
+    let agentx = replay.agentx_stats().is_some();
     loop {
+        if window_end == u64::MAX {
+            if let Some(o) = replay.window_origin() {
+                origin = o.0;
+                window_end = o.0.saturating_add(window_len);
+                run_end = window_end.saturating_add(replay.grace_ns());
+            }
+        }
         let now = clock.now();
-        progress(now as f64 / 1e9);
+        progress(now.saturating_sub(origin) as f64 / 1e9);
         // A records file that cannot be written ends the run: nothing more is sent.
         let ended = replay.finished() && in_flight.is_empty() && queue.is_empty();
-        if now >= window_ns || ended || sink.failure().is_some() {
+        let drained = now >= window_end && in_flight.is_empty();
+        if now >= run_end || ended || drained || sink.failure().is_some() {
             break;
         }
-        // Open loop: trees that have arrived by now start (their requests join the queue below).
+        // Open loop: trees that have arrived by now start; AgentX: timers due now fire.
         while let Some(at) = replay
             .next_arrival()
-            .filter(|at| at.0 <= now && at.0 < window_ns)
+            .filter(|at| at.0 <= now && at.0 < window_end)
         {
             replay.arrive(at, &mut ready);
             for r in ready.drain(..) {
@@ -255,13 +270,16 @@ pub async fn run_real(
             }
         }
         while let Some(t) = queue.peek_time() {
-            if t.0 > now || t.0 >= window_ns {
+            if t.0 > now || t.0 >= window_end {
                 break;
             }
             let (due, h) = queue.pop().expect("peeked");
             let tag = records.len();
             records.push(dispatch(&replay, h, clock.now()));
-            if replay.request(h).overflows(request_limit) {
+            warm.push(replay.is_warmup(h));
+            let max_tokens = replay.max_tokens(h);
+            let input = replay.request(h).input_tokens;
+            if input as u64 + max_tokens as u64 > request_limit as u64 {
                 // As in the simulator: never sent, failed as `context_overflow` at once.
                 overflows
                     .overflowed(due, request_limit)
@@ -269,8 +287,11 @@ pub async fn run_real(
                 let rec = &mut records[tag];
                 rec.outcome = Outcome::ContextOverflow;
                 rec.finish_ns = Some(rec.send_ns);
-                sink.write(rec);
-                replay.complete(h, Time(queue.now().0), &mut ready);
+                // AgentX leaves overflows out of the records and the score (it counts them).
+                if !warm[tag] && !agentx {
+                    sink.write(rec);
+                }
+                replay.overflowed(h, Time(queue.now().0), &mut ready);
                 for r in ready.drain(..) {
                     queue
                         .schedule(r.at, r.handle)
@@ -293,28 +314,22 @@ pub async fn run_real(
                 // Prompt synthesis runs on a worker, off the dispatch loop.
                 let req = &tree.requests()[h.request as usize];
                 let body = request_body(
-                    h.lane,
-                    &tree,
-                    index,
-                    req,
-                    &client,
-                    vocab,
-                    &bodies,
-                    req.output_tokens,
+                    h.lane, &tree, index, req, &client, vocab, &bodies, max_tokens,
                 );
-                let result = client
-                    .stream_body(h.lane, body, req.output_tokens, Some(p2))
-                    .await;
+                let result = client.stream_body(h.lane, body, max_tokens, Some(p2)).await;
                 let _ = tx.send(Done { tag, result });
             });
             in_flight.insert(tag, InFlight { task, progress: p });
             stats.max_in_flight = stats.max_in_flight.max(in_flight.len());
         }
-        let wake = [queue.peek_time(), replay.next_arrival()]
+        let mut wake = [queue.peek_time(), replay.next_arrival()]
             .into_iter()
             .flatten()
             .map(|t| t.0)
-            .fold(window_ns, u64::min);
+            .fold(run_end, u64::min);
+        if now < window_end {
+            wake = wake.min(window_end);
+        }
         tokio::select! {
             biased;
             _ = &mut stop => {
@@ -326,8 +341,20 @@ pub async fn run_real(
                 let due = dues.remove(&done.tag).unwrap_or(0);
                 drift_ms.push(done.result.sent.saturating_duration_since(clock.instant(due)).as_secs_f64() * 1e3);
                 let rec = &mut records[done.tag];
-                finish(rec, &done.result, &clock, prompt_extra, &mut stats);
-                sink.write(rec);
+                if warm[done.tag] {
+                    stats.warmup_requests += 1;
+                    if let Some(kind) = &done.result.error {
+                        stats.warmup_errors += 1;
+                        stats.warmup_error.get_or_insert_with(|| match &done.result.error_message {
+                            Some(m) => format!("{kind}: {m}"),
+                            None => kind.clone(),
+                        });
+                    }
+                    finish(rec, &done.result, &clock, prompt_extra, &mut ClientStats::default());
+                } else {
+                    finish(rec, &done.result, &clock, prompt_extra, &mut stats);
+                    sink.write(&rebased(rec, origin));
+                }
                 let at = Time(clock.at(done.result.ended).max(queue.now().0));
                 let h = Handle { lane: rec.lane, request: rec.request };
                 replay.complete(h, at, &mut ready);
@@ -343,15 +370,32 @@ pub async fn run_real(
         let rec = &mut records[tag];
         rec.output_tokens = f.progress.load(Ordering::Relaxed);
         rec.outcome = Outcome::Cancelled;
-        sink.write(rec);
+        // AgentX: a request still running at the end of the grace leaves no record.
+        if !warm[tag] && !agentx {
+            sink.write(rec);
+        }
     }
     stats.write_error = sink.failure().map(str::to_string);
     let early = stats.interrupted || stats.write_error.is_some();
     let window_s = if early {
-        (clock.now() as f64 / 1e9).min(cfg.run.window_s)
+        (clock.now().saturating_sub(origin) as f64 / 1e9).min(cfg.run.window_s)
     } else {
         cfg.run.window_s
     };
+    let scored = match replay.agentx_stats() {
+        Some(a) => Some(agentx_window(
+            std::mem::take(&mut records),
+            &warm,
+            origin,
+            run_end,
+            a,
+        )),
+        None => None,
+    };
+    let agentx_summary = scored.map(|(kept, a)| {
+        records = kept;
+        a
+    });
     let (_, mut summary) = summarise(&records, d, window_s);
     if stats.interrupted {
         summary.end_early(interrupted_by(&cfg.stop));
@@ -361,25 +405,29 @@ pub async fn run_real(
     summary.itl_s = stats.itl.quantiles_s();
     summary.describe_run(&cfg.run, replay.open_stats());
     summary.trees_started = replay.trees_started();
-    summary.prefix_hit_rate = {
-        let (hit, all): (u64, u64) = records
-            .iter()
-            .filter(|r| r.outcome == Outcome::Completed)
-            .fold((0, 0), |(h, a), r| {
-                (h + r.cached_tokens as u64, a + r.input_tokens as u64)
-            });
-        if all > 0 {
-            hit as f64 / all as f64
-        } else {
-            0.0
-        }
-    };
+    summary.prefix_hit_rate = records_hit_rate(&records);
+    if let Some(a) = agentx_summary {
+        apply_agentx(&mut summary, a);
+    }
     stats.dispatch_drift_ms = Quantiles::of(&mut drift_ms);
     Ok(RealOutput {
         records,
         summary,
         client: stats,
     })
+}
+
+/// A record with its times measured from the window's opening (the AgentX protocols open it after
+/// their warm-up; the others at 0, a no-op).
+fn rebased(r: &Record, origin: u64) -> Record {
+    let at = |t: u64| t.saturating_sub(origin);
+    Record {
+        send_ns: at(r.send_ns),
+        first_token_ns: r.first_token_ns.map(at),
+        last_token_ns: r.last_token_ns.map(at),
+        finish_ns: r.finish_ns.map(at),
+        ..r.clone()
+    }
 }
 
 /// How a stopped run's summary says why it ended.
@@ -462,7 +510,9 @@ fn request_body(
 
 fn dispatch(replay: &Replay<'_>, h: Handle, now: u64) -> Record {
     let (_, index) = replay.tree(h.lane);
-    Record::sent(index, h.lane, 0, replay.request(h), now)
+    let mut r = Record::sent(index, h.lane, 0, replay.request(h), now);
+    r.output_requested = replay.max_tokens(h);
+    r
 }
 
 /// Fills `rec` from what the stream gave; `prompt_extra` is what the server's prompt count may exceed

@@ -46,13 +46,16 @@ pub use engine::{
     SeqInput, SeqProgress, Shortage, StepBuilder, StepEntry, StepSample, WaitingOrder,
 };
 pub use kv::AuditError;
-pub use replay::{Arrivals, Handle, OpenStats, Ready, Replay, ReplayConfig, StartMode};
+pub use replay::{
+    AgentxParams, AgentxStats, Arrivals, Handle, LanePlan, OpenStats, Protocol, Ready, Replay,
+    ReplayConfig, StreamStart,
+};
 pub use run::{
-    simulate, OverflowGuard, RunConfig, RunError, RunOutput, Stalled, MAX_CONCURRENCY,
-    MAX_IDLE_GAP_CAP_S, MAX_INSTANT_OVERFLOWS, MAX_WINDOW_S, MIN_WINDOW_S,
+    records_hit_rate, simulate, OverflowGuard, RunConfig, RunError, RunOutput, Stalled,
+    MAX_CONCURRENCY, MAX_IDLE_GAP_CAP_S, MAX_INSTANT_OVERFLOWS, MAX_WINDOW_S, MIN_WINDOW_S,
 };
 pub use scan::{scan, Offer, Unbounded};
 pub use score::{
-    prefix_window, score, summarise, value, Outcome, Record, Score, Summary, MAX_ERROR_RATE,
-    MAX_OVERFLOW_RATE,
+    agentx_window, apply_agentx, prefix_window, score, summarise, value, AgentxSummary, Outcome,
+    Record, Score, Summary, AGENTX_COVERAGE, MAX_ERROR_RATE, MAX_OVERFLOW_RATE,
 };

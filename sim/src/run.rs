@@ -7,8 +7,8 @@ use crate::des::{EventQueue, Time};
 use crate::engine::{
     CapacityError, EngineStats, Replica, ReplicaOptions, RunBounds, SeqEvent, SeqInput, StepSample,
 };
-use crate::replay::{Arrivals, Handle, Ready, Replay, ReplayConfig, StartMode};
-use crate::score::{summarise, Outcome, Record, Summary};
+use crate::replay::{AgentxParams, Arrivals, Handle, Protocol, Ready, Replay, ReplayConfig};
+use crate::score::{agentx_window, apply_agentx, summarise, Outcome, Record, Summary};
 use serverbench_calibration::CostModel;
 use serverbench_calibration::FieldError;
 use serverbench_workloads::hash::mix2;
@@ -92,8 +92,11 @@ pub struct RunConfig {
     pub window_s: f64,
     /// Cap on think times, seconds.
     pub idle_gap_cap_s: f64,
-    /// Start mode (closed loop only).
-    pub start: StartMode,
+    /// Protocol (closed loop only).
+    pub protocol: Protocol,
+    /// The AgentX protocols' parameters (the scenario's defaults unless changed; ignored by the
+    /// other protocols).
+    pub agentx: AgentxParams,
     /// How trees arrive: the closed loop (the benchmark's score), recorded times, or a Poisson rate.
     pub arrivals: Arrivals,
     /// Keep per-step samples.
@@ -114,7 +117,8 @@ impl RunConfig {
             seed,
             window_s,
             idle_gap_cap_s: 10.0,
-            start: StartMode::Steady,
+            protocol: Protocol::Steady,
+            agentx: AgentxParams::agentx(),
             arrivals: Arrivals::Closed,
             timeline: false,
             audit: false,
@@ -156,9 +160,11 @@ impl RunConfig {
         ReplayConfig {
             concurrency: self.concurrency,
             idle_gap_cap_ns: Time::from_secs(self.idle_gap_cap_s).0,
-            start: self.start,
+            protocol: self.protocol,
             seed: self.seed,
             arrivals: self.arrivals,
+            agentx: self.agentx,
+            window_ns: Time::from_secs(self.window_s).0,
         }
     }
 }
@@ -180,14 +186,23 @@ enum Event {
     Arrive(Handle, u64),
     /// A replica's step (or run of decode steps) ends; the generation tells a cut-short run's stale end apart.
     StepEnd(u32, u64),
-    /// Open loop: the next session tree arrives.
+    /// The replay's next wake-up: open loop, the next session tree arrives; AgentX, a timer fires.
     TreeArrives,
 }
 
 struct Sim<'a> {
     audit: bool,
     merge: bool,
-    window: Time,
+    /// The window's length.
+    window_len: Time,
+    /// When the window closes: nothing is sent from then on (the end of time until the window opens).
+    window_end: Time,
+    /// When the run ends: the window's end plus the protocol's grace.
+    run_end: Time,
+    /// When the replay's next wake-up is scheduled, if one is.
+    wake_at: Option<Time>,
+    /// Per record, whether it was a warm-up request (never scored).
+    warm: Vec<bool>,
     deployment: &'a Deployment,
     /// The longest request the engine accepts ([`Deployment::request_limit`]).
     request_limit: u32,
@@ -232,7 +247,11 @@ pub fn simulate(
     let mut sim = Sim {
         audit: cfg.audit,
         merge: !cfg.step_by_step,
-        window: Time::from_secs(cfg.window_s),
+        window_len: Time::from_secs(cfg.window_s),
+        window_end: Time(u64::MAX),
+        run_end: Time(u64::MAX),
+        wake_at: None,
+        warm: Vec::new(),
         deployment,
         request_limit: deployment.request_limit(),
         cost,
@@ -252,15 +271,17 @@ pub fn simulate(
         stalled: None,
     };
     sim.start();
-    let window = sim.window;
+    let graceless = sim.replay.grace_ns() == 0;
     while let Some((t, ev)) = sim.queue.pop() {
         if let Event::Due(_) | Event::Arrive(..) | Event::TreeArrives = ev {
             sim.popped_due(t);
         }
         match ev {
-            Event::Due(_) | Event::Arrive(..) | Event::TreeArrives if t >= window => continue,
+            Event::Due(_) | Event::TreeArrives if t >= sim.window_end => continue,
+            // Without a grace a request that reaches the engine after the window is cancelled.
+            Event::Arrive(..) if graceless && t >= sim.window_end => continue,
             Event::TreeArrives => sim.trees_arrive(t),
-            _ if t > window => break,
+            _ if t > sim.run_end => break,
             Event::Due(h) => {
                 sim.dispatch(h, t);
                 if let Some(stalled) = sim.stalled {
@@ -285,6 +306,7 @@ pub fn simulate(
 impl Sim<'_> {
     fn start(&mut self) {
         self.replay.start(Time::ZERO, &mut self.ready);
+        self.sync_window();
         if self.replay.warms() {
             let dp = self.replicas.len() as u32;
             for r in &self.ready {
@@ -298,26 +320,42 @@ impl Sim<'_> {
             }
         }
         self.flush_ready();
-        self.schedule_arrival();
     }
 
-    /// Open loop: trees arriving now start; the next arrival is scheduled.
+    /// The window opens when the replay says (at once, or after the AgentX warm-up).
+    fn sync_window(&mut self) {
+        if self.window_end.0 != u64::MAX {
+            return;
+        }
+        if let Some(origin) = self.replay.window_origin() {
+            self.window_end = origin.plus(self.window_len.0);
+            self.run_end = self.window_end.plus(self.replay.grace_ns());
+        }
+    }
+
+    /// The replay's wake-up at `t`: trees arriving now start, timers due now fire.
     fn trees_arrive(&mut self, t: Time) {
+        if self.wake_at == Some(t) {
+            self.wake_at = None;
+        }
         self.replay.arrive(t, &mut self.ready);
         self.flush_ready();
-        self.schedule_arrival();
     }
 
-    /// The next tree arrival as an event (decode runs stop there, as at a due request).
-    fn schedule_arrival(&mut self) {
-        if let Some(at) = self.replay.next_arrival() {
-            if at < self.window {
-                *self.dues.entry(at.0).or_insert(0) += 1;
-                self.queue
-                    .schedule(at, Event::TreeArrives)
-                    .expect("arrivals are never in the past");
-            }
+    /// The replay's next wake-up as an event (decode runs stop there, as at a due request), unless
+    /// one is already scheduled no later.
+    fn wake(&mut self) {
+        let Some(at) = self.replay.next_arrival() else {
+            return;
+        };
+        if at >= self.window_end || self.wake_at.is_some_and(|w| w <= at) {
+            return;
         }
+        self.wake_at = Some(at);
+        *self.dues.entry(at.0).or_insert(0) += 1;
+        self.queue
+            .schedule(at, Event::TreeArrives)
+            .expect("wake-ups are never in the past");
     }
 
     fn popped_due(&mut self, t: Time) {
@@ -330,12 +368,14 @@ impl Sim<'_> {
     }
 
     fn flush_ready(&mut self) {
+        self.sync_window();
         for r in self.ready.drain(..) {
             *self.dues.entry(r.at.0).or_insert(0) += 1;
             self.queue
                 .schedule(r.at, Event::Due(r.handle))
                 .expect("ready times are never in the past");
         }
+        self.wake();
     }
 
     /// The replica the deployment's router sends a request to.
@@ -379,8 +419,11 @@ impl Sim<'_> {
         let (_, index) = self.replay.tree(h.lane);
         let req = self.replay.request(h);
         let tag = self.records.len() as u64;
-        let overflow = req.overflows(self.request_limit);
+        let max_tokens = self.replay.max_tokens(h);
+        let overflow = req.input_tokens as u64 + max_tokens as u64 > self.request_limit as u64;
         let mut record = Record::sent(index, h.lane, 0, req, t.0);
+        record.output_requested = max_tokens;
+        self.warm.push(self.replay.is_warmup(h));
         if overflow {
             if let Err(e) = self.overflows.overflowed(t, self.request_limit) {
                 self.stalled = Some(e);
@@ -389,7 +432,7 @@ impl Sim<'_> {
             record.outcome = Outcome::ContextOverflow;
             record.finish_ns = Some(t.0);
             self.records.push(record);
-            self.replay.complete(h, t, &mut self.ready);
+            self.replay.overflowed(h, t, &mut self.ready);
             self.flush_ready();
             return;
         }
@@ -423,7 +466,7 @@ impl Sim<'_> {
             blocks: req.blocks,
             workload_block_size: block_size,
             input: req.input_tokens,
-            output: req.output_tokens,
+            output: self.records[tag as usize].output_requested,
             kind: req.kind,
         };
         self.replicas[replica].submit(input);
@@ -448,7 +491,7 @@ impl Sim<'_> {
             let bounds = RunBounds {
                 next_due: self.dues.keys().next().map(|&d| Time(d)),
                 next_event: self.queue.peek_time(),
-                window_end: self.window,
+                window_end: self.run_end,
             };
             let dt = if self.merge {
                 replica.extend_decode_run(self.cost, &shape, first, t, bounds)
@@ -517,6 +560,15 @@ impl Sim<'_> {
             }
             replica.cancel_all();
         }
+        let agentx = self.replay.agentx_stats().map(|stats| {
+            let origin = self.replay.window_origin().unwrap_or(Time(u64::MAX));
+            let records = std::mem::take(&mut self.records);
+            agentx_window(records, &self.warm, origin.0, self.run_end.0, stats)
+        });
+        let agentx = agentx.map(|(kept, a)| {
+            self.records = kept;
+            a
+        });
         let (_, mut summary) = summarise(&self.records, self.deployment, cfg.window_s);
         let mut st = EngineStats::default();
         let mut itl = crate::engine::IntervalHistogram::default();
@@ -534,6 +586,11 @@ impl Sim<'_> {
         summary.spec_tokens_per_verify = ratio(st.spec_tokens as f64, st.spec_verifies as f64);
         summary.steps = st.steps;
         summary.trees_started = self.replay.trees_started();
+        if let Some(a) = agentx {
+            // The engine's counters include the warm-up; the window's hit rate is its records'.
+            summary.prefix_hit_rate = records_hit_rate(&self.records);
+            apply_agentx(&mut summary, a);
+        }
         let timeline = cfg.timeline.then(|| {
             let mut all: Vec<StepSample> = self
                 .replicas
@@ -554,6 +611,17 @@ impl Sim<'_> {
             timeline,
         }
     }
+}
+
+/// Prompt tokens served from the prefix cache over prompt tokens, of completed records.
+pub fn records_hit_rate(records: &[Record]) -> f64 {
+    let (hit, all) = records
+        .iter()
+        .filter(|r| r.outcome == Outcome::Completed)
+        .fold((0u64, 0u64), |(h, a), r| {
+            (h + r.cached_tokens as u64, a + r.input_tokens as u64)
+        });
+    ratio(hit as f64, all as f64)
 }
 
 /// `a / b`, or 0 when there is nothing to divide by.

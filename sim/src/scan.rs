@@ -3,7 +3,7 @@
 
 use crate::deployment::Prices;
 use crate::des::{EventQueue, Time};
-use crate::replay::{Arrivals, Handle, Replay, ReplayConfig, StartMode};
+use crate::replay::{Arrivals, Handle, Protocol, Replay, ReplayConfig};
 use crate::score::value;
 use serde::Serialize;
 use serverbench_workloads::TreeSource;
@@ -43,9 +43,11 @@ pub fn scan(
     let cfg = ReplayConfig {
         concurrency,
         idle_gap_cap_ns: Time::from_secs(idle_gap_cap_s).0,
-        start: StartMode::Cold,
+        protocol: Protocol::Cold,
         seed,
         arrivals: Arrivals::Closed,
+        agentx: crate::replay::AgentxParams::agentx(),
+        window_ns: Time::from_secs(window_s).0,
     };
     let mut replay = Replay::new(source, cfg).expect("a closed loop takes any source");
     let mut queue: EventQueue<Handle> = EventQueue::new();

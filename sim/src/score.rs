@@ -1,7 +1,7 @@
 //! Scoring: per-request records, value, qualification against frozen SLOs, and D, G, f (docs/definitions.md).
 
 use crate::deployment::{Deployment, Prices, Slo};
-use crate::replay::{Arrivals, OpenStats, StartMode};
+use crate::replay::{AgentxStats, Arrivals, OpenStats, Protocol};
 use serde::{Deserialize, Serialize};
 use serverbench_workloads::{Quantiles, Request, RequestKind};
 
@@ -292,9 +292,12 @@ pub struct Summary {
     /// Open loop: what arrivals waited for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub open_loop: Option<OpenStats>,
-    /// How the run started (absent from summaries written before it was recorded).
+    /// The protocol the run replayed (absent from summaries written before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none", alias = "start")]
+    pub protocol: Option<Protocol>,
+    /// Under the AgentX protocols: the warm-up, the window's accounting and the validity checks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub start: Option<StartMode>,
+    pub agentx: Option<AgentxSummary>,
     /// Why the run ended before its window closed (a signal, an output that could not be written);
     /// absent for a run that ran its course. Such a run is never valid.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -307,7 +310,7 @@ impl Summary {
     pub fn describe_run(&mut self, cfg: &crate::run::RunConfig, open: OpenStats) {
         self.seed = cfg.seed;
         self.concurrency = cfg.concurrency;
-        self.start = Some(cfg.replay().effective_start());
+        self.protocol = Some(cfg.replay().effective_start());
         self.arrivals = cfg.arrivals;
         self.open_loop = (!cfg.arrivals.is_closed()).then_some(open);
     }
@@ -318,6 +321,132 @@ impl Summary {
         self.ended_early = Some(why.into());
         self.valid = false;
     }
+}
+
+/// What the AgentX window did with a run's requests, and its validity checks.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct AgentxSummary {
+    /// Warm-up requests (primers and the pressure stage): never scored.
+    pub warmup_requests: usize,
+    /// Of those, primers.
+    pub primers: u64,
+    /// How long the warm-up took before the window opened, s.
+    pub warmup_s: f64,
+    /// Lanes built (fewer than the concurrency when too few rows could start).
+    pub lanes: u32,
+    /// Rows skipped at lane building (nothing live at their start point).
+    pub unspawnable_rows: u64,
+    /// Requests still running at the end of the grace: left without a record.
+    pub dropped_unfinished: usize,
+    /// Requests that overflowed the context: left out of the score, counted for validity.
+    pub context_overflows: usize,
+    /// When the last first token arrived after the window opened, s (coverage needs 95 % of W).
+    pub last_ttft_s: f64,
+    /// When the last token of a request of two tokens or more arrived, s (coverage needs 95 % of W).
+    pub last_itl_s: f64,
+    /// Streams a context overflow ended early.
+    pub killed_streams: u64,
+    /// Times the per-tree idle cap moved a tree's timers, and the seconds it removed.
+    pub tree_idle_jumps: u64,
+    /// Seconds the per-tree idle cap removed.
+    pub tree_idle_skipped_s: f64,
+    /// Times the global idle cap moved every timer.
+    pub global_idle_jumps: u64,
+    /// Seconds the global idle cap removed.
+    pub global_idle_skipped_s: f64,
+    /// Why the run is not valid by AgentX's checks (absent when it is).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invalid: Option<String>,
+}
+
+/// Share of the window the last TTFT and the last ITL observation must reach (AgentX's coverage).
+pub const AGENTX_COVERAGE: f64 = 0.95;
+
+/// A run's records under the AgentX window: warm-up requests (`warm`) left out, requests still running
+/// at the end of the grace (no finish time, or a finish after `run_end_ns`) left without a record,
+/// context overflows left out of the score, and every time measured from the window's opening
+/// (`origin_ns`). Returns the scored records and the summary of what was left out.
+pub fn agentx_window(
+    records: Vec<Record>,
+    warm: &[bool],
+    origin_ns: u64,
+    run_end_ns: u64,
+    stats: &AgentxStats,
+) -> (Vec<Record>, AgentxSummary) {
+    let mut s = AgentxSummary {
+        primers: stats.primers,
+        warmup_s: stats.warmup_s,
+        lanes: stats.lanes.len() as u32,
+        unspawnable_rows: stats.unspawnable_rows,
+        killed_streams: stats.killed_streams,
+        tree_idle_jumps: stats.tree_idle_jumps,
+        tree_idle_skipped_s: stats.tree_idle_skipped_s,
+        global_idle_jumps: stats.global_idle_jumps,
+        global_idle_skipped_s: stats.global_idle_skipped_s,
+        ..AgentxSummary::default()
+    };
+    let mut kept = Vec::new();
+    for (r, &w) in records.into_iter().zip(warm) {
+        if w {
+            s.warmup_requests += 1;
+            continue;
+        }
+        if r.outcome == Outcome::ContextOverflow {
+            s.context_overflows += 1;
+            continue;
+        }
+        if r.outcome == Outcome::Cancelled || !matches!(r.finish_ns, Some(f) if f <= run_end_ns) {
+            s.dropped_unfinished += 1;
+            continue;
+        }
+        let at = |t: u64| t.saturating_sub(origin_ns);
+        let mut r = r;
+        r.send_ns = at(r.send_ns);
+        r.first_token_ns = r.first_token_ns.map(at);
+        r.last_token_ns = r.last_token_ns.map(at);
+        r.finish_ns = r.finish_ns.map(at);
+        kept.push(r);
+    }
+    let last = |f: &dyn Fn(&Record) -> Option<u64>| {
+        kept.iter().filter_map(f).max().unwrap_or(0) as f64 / 1e9
+    };
+    s.last_ttft_s = last(&|r: &Record| r.first_token_ns);
+    s.last_itl_s = last(&|r: &Record| (r.output_tokens >= 2).then_some(r.last_token_ns).flatten());
+    (kept, s)
+}
+
+/// Applies AgentX's validity checks to a summary of the records [`agentx_window`] kept: coverage of
+/// the window by the last TTFT and ITL observations, and the context-overflow rate.
+pub fn apply_agentx(summary: &mut Summary, mut a: AgentxSummary) {
+    let window = summary.window_s;
+    let all = summary.requests + a.context_overflows;
+    summary.context_overflow = a.context_overflows;
+    summary.overflow_rate = if all > 0 {
+        a.context_overflows as f64 / all as f64
+    } else {
+        0.0
+    };
+    let mut why = Vec::new();
+    if a.last_ttft_s < AGENTX_COVERAGE * window || a.last_itl_s < AGENTX_COVERAGE * window {
+        why.push(format!(
+            "insufficient coverage: the last TTFT at {:.1} s and the last ITL at {:.1} s of a {window} s window (both must reach {:.0} %)",
+            a.last_ttft_s,
+            a.last_itl_s,
+            AGENTX_COVERAGE * 100.0
+        ));
+    }
+    if summary.overflow_rate > MAX_OVERFLOW_RATE {
+        why.push(format!(
+            "{:.2} % of requests overflowed the context (at most {:.0} %)",
+            summary.overflow_rate * 100.0,
+            MAX_OVERFLOW_RATE * 100.0
+        ));
+    }
+    if !why.is_empty() {
+        summary.valid = false;
+        a.invalid = Some(why.join("; "));
+    }
+    summary.agentx = Some(a);
 }
 
 /// Most of a run's requests that may overflow the context before the run is invalid.
@@ -382,7 +511,8 @@ pub fn summarise(records: &[Record], d: &Deployment, window_s: f64) -> (Score, S
         trees_started: 0,
         arrivals: Arrivals::Closed,
         open_loop: None,
-        start: None,
+        protocol: None,
+        agentx: None,
         ended_early: None,
     };
     (s, summary)

@@ -20,6 +20,7 @@ pub mod fit;
 pub mod generator;
 pub mod hash;
 pub mod import;
+pub mod recorded;
 pub mod repeat;
 pub mod spec;
 pub mod stats;
@@ -33,6 +34,7 @@ pub use import::{
     import, import_files, parse_trace, read_trace, source_files, write_aiperf, write_native,
     write_weka, Imported, Reduced, Skip, SourceFile, Trace, TraceFormat, WekaExportError,
 };
+pub use recorded::{Recorded, Spawn, Stream};
 pub use repeat::{FreshRepeats, SharedIds, TraceRepeat};
 pub use spec::{CompactionSpec, Dist, SubagentSpec, WorkloadSpec, DEFAULT_WORKLOAD};
 pub use stats::{ks_distance, quantile, workload_stats, Quantiles, WorkloadStats};

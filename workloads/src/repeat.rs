@@ -139,6 +139,16 @@ impl TreeSource for FreshRepeats {
     }
 }
 
+/// `tree` as a new instance behind its own cache-bust marker (AgentX's, one per tree and pass): every
+/// block id mixed with `salt` except the tree's declared application prefix (the system prompt that
+/// precedes the marker), so nothing else is shared with any other instance.
+pub fn marked(tree: &SessionTree, salt: u64) -> SessionTree {
+    let keep = SharedIds {
+        ids: tree.app_prefix().iter().copied().collect(),
+    };
+    resalted(tree, salt, &keep)
+}
+
 /// `tree` with every block id not in `keep` mixed with `salt`. Requests that shared one chain share
 /// the new one, so the copy costs what the original does.
 fn resalted(tree: &SessionTree, salt: u64, keep: &SharedIds) -> SessionTree {
@@ -161,7 +171,8 @@ fn resalted(tree: &SessionTree, salt: u64, keep: &SharedIds) -> SessionTree {
         .collect();
     let copy = SessionTree::new(tree.session_id, tree.block_size, requests)
         .expect("re-salting keeps a valid tree valid")
-        .with_app_prefix(tree.app_prefix().to_vec());
+        .with_app_prefix(tree.app_prefix().to_vec())
+        .with_recorded(tree.recorded().cloned());
     match tree.arrivals_ns() {
         Some(a) => copy
             .with_arrivals(a.to_vec())

@@ -227,6 +227,13 @@ pub struct SessionTree {
     /// and tools, the same in every session of it): a fresh repeat of the tree keeps them.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     app_prefix: Vec<u64>,
+    /// The recorded clock and stream structure, for trees read from timed traces (the AgentX
+    /// protocol follows it; [`crate::Recorded::derive`] stands in for trees without one).
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "serialize_recorded"
+    )]
+    recorded: Option<Arc<crate::recorded::Recorded>>,
 }
 
 impl SessionTree {
@@ -271,7 +278,30 @@ impl SessionTree {
             requests,
             arrivals_ns: None,
             app_prefix: Vec::new(),
+            recorded: None,
         })
+    }
+
+    /// The same tree with its recorded clock (one entry per request and per agent).
+    ///
+    /// # Panics
+    /// If the recording's lengths do not match the tree (a construction bug, not an input error).
+    pub fn with_recorded(mut self, recorded: Option<Arc<crate::recorded::Recorded>>) -> Self {
+        if let Some(r) = &recorded {
+            assert_eq!(
+                r.start_ns.len(),
+                self.requests.len(),
+                "one start per request"
+            );
+            assert_eq!(r.streams.len(), self.agents(), "one stream per agent");
+        }
+        self.recorded = recorded;
+        self
+    }
+
+    /// The recorded clock, for trees read from timed traces.
+    pub fn recorded(&self) -> Option<&Arc<crate::recorded::Recorded>> {
+        self.recorded.as_ref()
     }
 
     /// The same tree with recorded arrival times, one per request (by id).
@@ -351,6 +381,13 @@ impl SessionTree {
     }
 }
 
+fn serialize_recorded<S: Serializer>(
+    r: &Option<Arc<crate::recorded::Recorded>>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    r.as_deref().serialize(s)
+}
+
 impl<'de> Deserialize<'de> for SessionTree {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         #[derive(Deserialize)]
@@ -363,11 +400,18 @@ impl<'de> Deserialize<'de> for SessionTree {
             arrivals_ns: Option<Vec<u64>>,
             #[serde(default)]
             app_prefix: Vec<u64>,
+            #[serde(default)]
+            recorded: Option<crate::recorded::Recorded>,
         }
         let raw = Raw::deserialize(d)?;
-        let tree = SessionTree::new(raw.session_id, raw.block_size, raw.requests)
+        let mut tree = SessionTree::new(raw.session_id, raw.block_size, raw.requests)
             .map_err(serde::de::Error::custom)?
             .with_app_prefix(raw.app_prefix);
+        if let Some(r) = raw.recorded {
+            r.check(tree.len(), tree.agents())
+                .map_err(serde::de::Error::custom)?;
+            tree = tree.with_recorded(Some(Arc::new(r)));
+        }
         match raw.arrivals_ns {
             Some(a) => tree.with_arrivals(a).map_err(serde::de::Error::custom),
             None => Ok(tree),

@@ -1,8 +1,15 @@
 //! The replay state machine: lanes, dependencies, think times, sub-agent joins and tree hand-over,
 //! closed-loop (a lane starts its next tree when one drains) or open-loop (trees arrive at recorded
-//! times or at a seeded Poisson rate, each in a slot of its own). It never reads a clock: callers tell
-//! it the time, and it tells them when each request and each tree arrival becomes due. The simulator
+//! times or at a seeded Poisson rate, each in a slot of its own), under one of four protocols: `cold`,
+//! `steady`, and AgentX's `agentx` and `agentx-mvp` (`agentx`: the benchmark's own replayer, with a
+//! warm-up that is never scored and a window that opens after it). It never reads a clock: callers
+//! tell it the time, and it tells them when each request and each wake-up becomes due. The simulator
 //! drives it in virtual time, the real-time driver with timers.
+
+pub mod agentx;
+mod numpy_rng;
+
+pub use agentx::{AgentxParams, AgentxStats, LanePlan, StreamStart};
 
 use crate::des::Time;
 use rand::{Rng, SeedableRng};
@@ -17,23 +24,59 @@ pub const MAX_ARRIVAL_RATE: f64 = 1e6;
 /// Most trees a recorded-arrival replay may hold.
 pub const MAX_TRACE_TREES: u64 = 50_000_000;
 
-/// How lanes start.
+/// How a replay runs its lanes: where they start, and what the window counts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum StartMode {
+#[serde(rename_all = "kebab-case")]
+pub enum Protocol {
     /// Every lane starts its first tree at turn 0 at time 0.
     Cold,
     /// Every lane starts its first tree at a seeded random root turn, with that turn's prefix warmed
     /// in the cache, so the window measures steady state rather than a cold start.
     Steady,
+    /// AgentX's `agentx` scenario: rows in order, seeded start points inside each session, primers and
+    /// a pressure warm-up never scored, the recording's own clock, idle caps, a window of requests
+    /// issued before its end that finish within the grace ([`AgentxParams::agentx`]).
+    Agentx,
+    /// AgentX's `inferencex-agentx-mvp` scenario: as `agentx` with start points anywhere in the
+    /// session, primers only, no per-tree idle cap ([`AgentxParams::mvp`]).
+    AgentxMvp,
 }
 
-impl StartMode {
-    /// Parses `cold` or `steady`.
-    pub fn parse(s: &str) -> Option<StartMode> {
+impl Protocol {
+    /// Every protocol's name, in the order docs list them.
+    pub const NAMES: [&'static str; 4] = ["cold", "steady", "agentx", "agentx-mvp"];
+
+    /// Parses `cold`, `steady`, `agentx` or `agentx-mvp`.
+    pub fn parse(s: &str) -> Option<Protocol> {
         match s {
-            "cold" => Some(StartMode::Cold),
-            "steady" => Some(StartMode::Steady),
+            "cold" => Some(Protocol::Cold),
+            "steady" => Some(Protocol::Steady),
+            "agentx" => Some(Protocol::Agentx),
+            "agentx-mvp" => Some(Protocol::AgentxMvp),
+            _ => None,
+        }
+    }
+
+    /// Its name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Cold => "cold",
+            Protocol::Steady => "steady",
+            Protocol::Agentx => "agentx",
+            Protocol::AgentxMvp => "agentx-mvp",
+        }
+    }
+
+    /// One of AgentX's scenarios.
+    pub fn is_agentx(self) -> bool {
+        matches!(self, Protocol::Agentx | Protocol::AgentxMvp)
+    }
+
+    /// The scenario's default parameters (`None` for `cold` and `steady`).
+    pub fn agentx_defaults(self) -> Option<AgentxParams> {
+        match self {
+            Protocol::Agentx => Some(AgentxParams::agentx()),
+            Protocol::AgentxMvp => Some(AgentxParams::mvp()),
             _ => None,
         }
     }
@@ -107,22 +150,27 @@ pub struct ReplayConfig {
     /// Lanes (`c`); in the open modes, the most trees open at once (an arrival past it waits for a
     /// tree to drain).
     pub concurrency: u32,
-    /// Cap on each think time, ns (the idle-gap cap).
+    /// Cap on each think time, ns (the idle-gap cap); under the AgentX protocols, the global idle
+    /// cap (with nothing on the wire anywhere, the next request waits at most this long).
     pub idle_gap_cap_ns: u64,
-    /// Start mode (closed loop only: the open modes start cold).
-    pub start: StartMode,
-    /// Seed of the steady-start and Poisson draws.
+    /// Protocol (closed loop only: the open modes start cold).
+    pub protocol: Protocol,
+    /// Seed of the steady-start, Poisson and AgentX start-point draws.
     pub seed: u64,
     /// How trees arrive.
     pub arrivals: Arrivals,
+    /// The AgentX protocols' parameters (ignored by the others).
+    pub agentx: AgentxParams,
+    /// The measured window, ns (the AgentX protocols stop sending at its end).
+    pub window_ns: u64,
 }
 
 impl ReplayConfig {
     /// How the replay actually starts: the open loop always starts cold.
-    pub fn effective_start(&self) -> StartMode {
+    pub fn effective_start(&self) -> Protocol {
         match self.arrivals {
-            Arrivals::Closed => self.start,
-            _ => StartMode::Cold,
+            Arrivals::Closed => self.protocol,
+            _ => Protocol::Cold,
         }
     }
 }
@@ -213,12 +261,35 @@ pub struct Replay<'a> {
     rng: ChaCha8Rng,
     open: Option<Open>,
     stats: OpenStats,
+    agentx: Option<agentx::Agentx<'a>>,
 }
 
 impl<'a> Replay<'a> {
     /// A replay of `source` with `cfg.concurrency` lanes; call [`Replay::start`] next. A replay of
     /// recorded arrivals needs a finite source whose every tree has them (the error says which lacks).
     pub fn new(source: &'a dyn TreeSource, cfg: ReplayConfig) -> Result<Replay<'a>, String> {
+        let agentx = if cfg.protocol.is_agentx() {
+            if !cfg.arrivals.is_closed() {
+                return Err(format!(
+                    "the {} protocol replays closed-loop lanes; it takes no --arrivals {}",
+                    cfg.protocol.name(),
+                    cfg.arrivals.label()
+                ));
+            }
+            cfg.agentx
+                .check()
+                .map_err(|(f, why)| format!("{f}: {why}"))?;
+            Some(agentx::Agentx::new(
+                source,
+                cfg.agentx,
+                cfg.seed,
+                cfg.concurrency,
+                cfg.idle_gap_cap_ns,
+                cfg.window_ns,
+            ))
+        } else {
+            None
+        };
         let open = match cfg.arrivals {
             Arrivals::Closed => None,
             Arrivals::Trace { speedup } => Some(trace_order(source, speedup)?),
@@ -232,18 +303,76 @@ impl<'a> Replay<'a> {
             rng: ChaCha8Rng::seed_from_u64(mix2(cfg.seed, 0x57EAD7)),
             open,
             stats: OpenStats::default(),
+            agentx,
         })
     }
 
     /// Whether the first requests' prefixes are warmed before the window (a closed-loop steady start).
     pub fn warms(&self) -> bool {
-        self.cfg.effective_start() == StartMode::Steady
+        self.cfg.effective_start() == Protocol::Steady
+    }
+
+    /// When the measured window opened: at once, except under the AgentX protocols, whose window
+    /// opens when their warm-up has drained (`None` until then).
+    pub fn window_origin(&self) -> Option<Time> {
+        match &self.agentx {
+            Some(a) => a.origin(),
+            None => Some(Time::ZERO),
+        }
+    }
+
+    /// How long after the window's end requests still running may finish and count, ns (0: they are
+    /// cancelled at the end and scored as such; AgentX: they count if they finish in time, and leave
+    /// no record otherwise).
+    pub fn grace_ns(&self) -> u64 {
+        self.agentx.as_ref().map_or(0, |a| a.grace_ns())
+    }
+
+    /// Whether the request was sent as warm-up (never scored, asking for one token).
+    pub fn is_warmup(&self, h: Handle) -> bool {
+        self.agentx.as_ref().is_some_and(|a| a.is_warmup(h))
+    }
+
+    /// The output tokens request `h` asks for: its recorded length, 1 in a warm-up.
+    pub fn max_tokens(&self, h: Handle) -> u32 {
+        if self.is_warmup(h) {
+            1
+        } else {
+            self.request(h).output_tokens
+        }
+    }
+
+    /// What the AgentX protocol did (`None` for the others).
+    pub fn agentx_stats(&self) -> Option<&AgentxStats> {
+        self.agentx.as_ref().map(|a| a.stats())
+    }
+
+    /// Lanes running (the AgentX protocol builds fewer when a trace has too few spawnable rows).
+    pub fn lanes(&self) -> u32 {
+        match &self.agentx {
+            Some(a) => a.lanes(),
+            None => self.lanes.len() as u32,
+        }
+    }
+
+    /// Request `h` could not be sent: prompt and output pass the context limit. Under the AgentX
+    /// protocols its stream ends there (the rest of that agent's session would overflow too); under
+    /// the others it completes as failed and the replay goes on.
+    pub fn overflowed(&mut self, h: Handle, now: Time, out: &mut Vec<Ready>) {
+        match &mut self.agentx {
+            Some(a) => a.overflowed(h, now, out),
+            None => self.complete(h, now, out),
+        }
     }
 
     /// Starts the replay at `now`; appends the first due requests to `out`. Closed loop: every lane
     /// starts a tree. Open loop: the trees arriving at `now` start; [`Replay::next_arrival`] says when
     /// to call [`Replay::arrive`] next.
     pub fn start(&mut self, now: Time, out: &mut Vec<Ready>) {
+        if let Some(a) = &mut self.agentx {
+            a.start(now, out);
+            return;
+        }
         if let Some(open) = &mut self.open {
             open.origin = now;
             open.next = match self.cfg.arrivals {
@@ -254,9 +383,9 @@ impl<'a> Replay<'a> {
             return;
         }
         for lane in 0..self.cfg.concurrency {
-            let skip_below = match self.cfg.start {
-                StartMode::Cold => 0,
-                StartMode::Steady => {
+            let skip_below = match self.cfg.protocol {
+                Protocol::Cold | Protocol::Agentx | Protocol::AgentxMvp => 0,
+                Protocol::Steady => {
                     let tree = self.source.tree(self.next_tree);
                     let last = tree.requests().iter().map(|r| r.turn).max().unwrap_or(0);
                     self.rng.random_range(0..=last)
@@ -268,14 +397,24 @@ impl<'a> Replay<'a> {
         }
     }
 
-    /// When the next tree arrives (open loop); `None` in the closed loop and once a trace has arrived whole.
+    /// When the replay next needs waking ([`Replay::arrive`]): the next tree arrival of the open loop,
+    /// the next timer of the AgentX protocol; `None` otherwise (the closed loop's requests come due
+    /// through [`Ready`] times) and once a trace has arrived whole.
     pub fn next_arrival(&self) -> Option<Time> {
+        if let Some(a) = &self.agentx {
+            return a.next_wake();
+        }
         self.open.as_ref().and_then(|o| o.next)
     }
 
     /// Takes every tree arrival due by `now` (open loop): each starts in a free slot, or waits for one
-    /// while `concurrency` trees are open. Appends the requests that become due to `out`.
+    /// while `concurrency` trees are open; under the AgentX protocol, fires its timers due by `now`.
+    /// Appends the requests that become due to `out`.
     pub fn arrive(&mut self, now: Time, out: &mut Vec<Ready>) {
+        if let Some(a) = &mut self.agentx {
+            a.fire_due(now, out);
+            return;
+        }
         let rate = match self.cfg.arrivals {
             Arrivals::Poisson { rate } => rate,
             _ => 0.0,
@@ -343,18 +482,24 @@ impl<'a> Replay<'a> {
 
     /// The request behind a handle.
     pub fn request(&self, h: Handle) -> &Request {
-        &self.lanes[h.lane as usize].tree.requests()[h.request as usize]
+        &self.tree(h.lane).0.requests()[h.request as usize]
     }
 
     /// The tree a lane is replaying and its index in the stream.
     pub fn tree(&self, lane: u32) -> (&Arc<SessionTree>, u64) {
+        if let Some(a) = &self.agentx {
+            return a.tree(lane);
+        }
         let l = &self.lanes[lane as usize];
         (&l.tree, l.index)
     }
 
     /// Trees started so far.
     pub fn trees_started(&self) -> u64 {
-        self.next_tree
+        match &self.agentx {
+            Some(a) => a.trees_started(),
+            None => self.next_tree,
+        }
     }
 
     /// When request `r` of `tree`, ready at `now`, is sent: after its think time (capped) in the
@@ -448,6 +593,10 @@ impl<'a> Replay<'a> {
     /// When the lane's tree drains, the closed loop starts the stream's next tree in the lane; the open
     /// loop frees the slot and starts a tree that waited for one.
     pub fn complete(&mut self, h: Handle, now: Time, out: &mut Vec<Ready>) {
+        if let Some(a) = &mut self.agentx {
+            a.complete(h, now, out);
+            return;
+        }
         let lane = &mut self.lanes[h.lane as usize];
         lane.outstanding -= 1;
         let tree = lane.tree.clone();
@@ -562,9 +711,11 @@ mod tests {
         let cfg = ReplayConfig {
             concurrency: 4,
             idle_gap_cap_ns: 10_000_000_000,
-            start: StartMode::Cold,
+            protocol: Protocol::Cold,
             seed: 1,
             arrivals: Arrivals::Closed,
+            agentx: AgentxParams::agentx(),
+            window_ns: u64::MAX,
         };
         let log = walk(cfg, 50_000_000, Time::from_secs(3000.0));
         let g = Generator::new(WorkloadSpec::synthetic_v1(), 1, 1_048_576).unwrap();
@@ -589,9 +740,11 @@ mod tests {
         let cfg = ReplayConfig {
             concurrency: 3,
             idle_gap_cap_ns: 1_000_000_000,
-            start: StartMode::Cold,
+            protocol: Protocol::Cold,
             seed: 1,
             arrivals: Arrivals::Closed,
+            agentx: AgentxParams::agentx(),
+            window_ns: u64::MAX,
         };
         let log = walk(cfg, 1_000_000, Time::from_secs(20_000.0));
         let mut first_seen: Vec<u64> = Vec::new();
@@ -615,9 +768,11 @@ mod tests {
         let cfg = ReplayConfig {
             concurrency: 8,
             idle_gap_cap_ns: 1_000_000_000,
-            start: StartMode::Steady,
+            protocol: Protocol::Steady,
             seed: 9,
             arrivals: Arrivals::Closed,
+            agentx: AgentxParams::agentx(),
+            window_ns: u64::MAX,
         };
         let g = Generator::new(WorkloadSpec::synthetic_v1(), 1, 1_048_576).unwrap();
         let mut r = Replay::new(&g, cfg).unwrap();
@@ -635,9 +790,11 @@ mod tests {
         let cfg = ReplayConfig {
             concurrency: u32::MAX,
             idle_gap_cap_ns: 0,
-            start: StartMode::Steady,
+            protocol: Protocol::Steady,
             seed,
             arrivals: Arrivals::Poisson { rate },
+            agentx: AgentxParams::agentx(),
+            window_ns: u64::MAX,
         };
         let mut r = Replay::new(&g, cfg).unwrap();
         let mut out = Vec::new();
@@ -682,9 +839,11 @@ mod tests {
         let cfg = ReplayConfig {
             concurrency: 8,
             idle_gap_cap_ns: 1_000_000_000,
-            start: StartMode::Steady,
+            protocol: Protocol::Steady,
             seed: 9,
             arrivals: Arrivals::Poisson { rate: 1.0 },
+            agentx: AgentxParams::agentx(),
+            window_ns: u64::MAX,
         };
         let mut r = Replay::new(&g, cfg).unwrap();
         assert!(!r.warms());
