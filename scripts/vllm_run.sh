@@ -20,8 +20,10 @@
 #   check      requests by hand (check.py: prompt counts, exact lengths, cached tokens), the start-up facts
 #              (startup.txt), /metrics, nvidia-smi
 #   peers      peer_probe.py against vLLM
-#   calibrate  `calibrate --endpoint` probes (black box) -> calibrate/probes.jsonl: fresh prompts, suffixes
-#              over 2K/8K/32K cached prefixes, warmed decode streams, steps that prefill while 16 or
+#   calibrate  `calibrate --endpoint` probes (black box) -> calibrate/probes.jsonl, written probe by probe:
+#              fresh prompts of 64 to 16K tokens, and of 32K to 192K (one prefill of many chunks, sent
+#              once each), suffixes of 16-512 tokens over 2K/8K/32K/64K/128K cached prefixes and an
+#              8,192-token chunk over the 32K-128K ones, warmed decode streams, steps that prefill while 16 or
 #              32 streams decode (--probe-mixed), and 8 or 16 streams over 16K-40K prompts beside 16
 #              over 28K each (--probe-ragged: a closed loop's unequal contexts), and 16, 32 or 64
 #              streams over one 20K prefix (--probe-shared: synthetic-v1's system prompt); the fit is done on the CPU machine (`calibrate
@@ -38,6 +40,8 @@
 #   fit-cold    qwen3-8b-200k-1xh200-vllm (200,000 tokens, the fitted agentic-coding), cold start
 #   fit-steady  the same, steady start
 #   real-cold   qwen3-8b-200k-1xh200-vllm replaying the corpus's Claude Code sessions, cold start
+# and SET-TAG (e.g. syn-cold-seeds, fit-cold-w30) is SET's run into a folder of that name: runs of another
+# window or seed list beside a stored set's table.
 # e.g. RUNS="syn-steady:1,4,16:0:120 fit-cold:1,4:0:120". A part that would not end within LIMIT (570) s of
 # this script's start is skipped and says so. Results: $OUT/<part or set>.tar.gz (packed as they come, so
 # a call stopped at its limit still returns them), $OUT/server.log.gz, $OUT/times.txt (each part's time).
@@ -280,8 +284,9 @@ calibrate() {
   # probes only: the fit takes minutes of one CPU core, so it is stopped once the probe log is written
   "$BIN" calibrate --endpoint "$URL" --api tokens --server vllm --served-model "$NAME" \
     --model qwen3-8b --hardware h200 --name h200-qwen3-8b-vllm \
-    --probe-prompts 64,256,512,1024,2048,4096,8192,16384 --probe-long-streams 1,4,8,16 --probe-long-context 24576 \
-    --probe-cached-prefixes 2048,8192,32768 \
+    --probe-prompts 64,256,512,1024,2048,4096,8192,16384,32768,65536,131072,196608 \
+    --probe-long-streams 1,4,8,16 --probe-long-context 24576 \
+    --probe-cached-prefixes 2048,8192,32768,65536,131072 \
     --probe-mixed 16:8192:512:0,16:8192:512:16384,16:8192:2048:0,16:8192:2048:16384,32:8192:4096:0,32:8192:4096:16384 \
     --probe-ragged 8:16384:40960,16:16384:40960,16:28672:28672 \
     --probe-shared 16:20480:8192,32:20480:8192,64:20480:4096 \
@@ -334,13 +339,13 @@ verify() { # `serverbench verify` with vLLM as the candidate and scripts/referen
   stop_packing; pack verify
 }
 
-set_flags() { # SET -> the deployment, start and workload flags of compare
+set_flags() { # SET[-TAG] -> the deployment, start and workload flags of compare (a tag names another folder)
   case $1 in
-    syn-steady) echo "-d qwen3-8b-1xh200-vllm --start steady" ;;
-    syn-cold) echo "-d qwen3-8b-1xh200-vllm --start cold" ;;
-    fit-steady) echo "-d qwen3-8b-200k-1xh200-vllm --start steady" ;;
-    fit-cold) echo "-d qwen3-8b-200k-1xh200-vllm --start cold" ;;
-    real-cold) echo "-d qwen3-8b-200k-1xh200-vllm --start cold --trace $ROOT/corpus/claude-code --trace-format corpus" ;;
+    syn-steady|syn-steady-*) echo "-d qwen3-8b-1xh200-vllm --start steady" ;;
+    syn-cold|syn-cold-*) echo "-d qwen3-8b-1xh200-vllm --start cold" ;;
+    fit-steady|fit-steady-*) echo "-d qwen3-8b-200k-1xh200-vllm --start steady" ;;
+    fit-cold|fit-cold-*) echo "-d qwen3-8b-200k-1xh200-vllm --start cold" ;;
+    real-cold|real-cold-*) echo "-d qwen3-8b-200k-1xh200-vllm --start cold --trace $ROOT/corpus/claude-code --trace-format corpus" ;;
     *) return 1 ;;
   esac
 }

@@ -37,6 +37,15 @@ pub struct ProbePlan {
     pub shared: Vec<SharedProbe>,
     /// Repetitions of each TTFT probe (fresh prompts each time).
     pub reps: u32,
+    /// Fresh prompts longer than this are sent once, not `reps` times: their prefill takes seconds (a
+    /// 196,608-token prompt about half a minute on an H200), far past the first-request effects the
+    /// median of repetitions guards against. Over cached prefixes of at least this many tokens, a
+    /// `chunk_suffix` is probed beside the short suffixes.
+    pub long_prompt: u32,
+    /// A suffix of one prefill chunk (keep it within the server's tokens per step), probed over the long
+    /// cached prefixes: the step a long prompt's chunked prefill is made of, attention over a long cached
+    /// context included (0: none).
+    pub chunk_suffix: u32,
     /// Token ids are drawn from here.
     pub vocab: Vocab,
     /// Seed of the prompts (a server shared with others should not have them cached).
@@ -107,7 +116,8 @@ impl RaggedProbe {
 
 impl ProbePlan {
     /// The default plan: prompts of 64–2,048 tokens, suffixes of 16–512 over an 8,192-token prefix,
-    /// 1–32 streams of 64 tokens.
+    /// 1–32 streams of 64 tokens (prompts over 32,768 tokens once each, and an 8,192-token chunk over
+    /// cached prefixes of 32,768 or more, where a plan asks for such lengths).
     pub fn standard(vocab: Vocab, seed: u64) -> ProbePlan {
         ProbePlan {
             prompt_lengths: vec![64, 256, 512, 1024, 2048],
@@ -122,6 +132,8 @@ impl ProbePlan {
             ragged: vec![],
             shared: vec![],
             reps: 3,
+            long_prompt: 32_768,
+            chunk_suffix: 8_192,
             vocab,
             seed,
         }
@@ -160,16 +172,48 @@ fn prompt(seed: u64, len: u32, vocab: Vocab) -> Vec<u32> {
 /// Runs the plan; fails on the first request that errors (the error names the probe).
 pub async fn probe(client: &Arc<HttpClient>, plan: &ProbePlan) -> Result<Vec<ProbeStep>, String> {
     let mut out = Vec::new();
+    let mut failure = None;
+    probe_each(client, plan, |r| match r {
+        Ok(step) => {
+            out.push(step);
+            true
+        }
+        Err(e) => {
+            failure = Some(e);
+            false
+        }
+    })
+    .await;
+    failure.map_or(Ok(out), Err)
+}
+
+/// Runs the plan, handing `each` every probe as soon as it is measured, or its error (which names the
+/// probe) when it fails; the plan stops when `each` returns false and otherwise goes on with the next
+/// probe (a cached or shared prefix that cannot be sent skips the probes over it). A long plan against a
+/// real server so keeps what it measured before a failure or a deadline.
+pub async fn probe_each(
+    client: &Arc<HttpClient>,
+    plan: &ProbePlan,
+    mut each: impl FnMut(Result<ProbeStep, String>) -> bool,
+) {
+    macro_rules! hand {
+        ($r:expr) => {
+            if !each($r) {
+                return;
+            }
+        };
+    }
     let mut seed = plan.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15);
     let mut next_seed = || {
         seed = seed.wrapping_add(1);
         seed
     };
     for &len in &plan.prompt_lengths {
-        for _ in 0..plan.reps {
+        let reps = if len > plan.long_prompt { 1 } else { plan.reps };
+        for _ in 0..reps {
             let p = prompt(next_seed(), len, plan.vocab);
-            let t = ttft(client, &p, &format!("TTFT of a fresh {len}-token prompt")).await?;
-            out.push(ProbeStep {
+            let t = ttft(client, &p, &format!("TTFT of a fresh {len}-token prompt")).await;
+            hand!(t.map(|t| ProbeStep {
                 what: format!("TTFT, fresh prompt of {len}"),
                 step: StepSample {
                     prefill: vec![(len, 0)],
@@ -178,19 +222,24 @@ pub async fn probe(client: &Arc<HttpClient>, plan: &ProbePlan) -> Result<Vec<Pro
                     seconds: t,
                 },
                 decode_gaps: None,
-            });
+            }));
         }
     }
     for &cached in &plan.cached_prefixes {
         let prefix = prompt(next_seed(), cached, plan.vocab);
-        ttft(client, &prefix, "the cached prefix").await?;
-        for &s in &plan.suffixes {
+        if let Err(e) = ttft(client, &prefix, &format!("the cached prefix of {cached}")).await {
+            hand!(Err(e));
+            continue;
+        }
+        let chunk =
+            (cached >= plan.long_prompt && plan.chunk_suffix > 0).then_some(plan.chunk_suffix);
+        for &s in plan.suffixes.iter().chain(&chunk) {
             for _ in 0..plan.reps {
                 let mut p = prefix.clone();
                 p.extend(prompt(next_seed(), s, plan.vocab));
-                let what = format!("TTFT of {s} tokens over the cached prefix");
-                let t = ttft(client, &p, &what).await?;
-                out.push(ProbeStep {
+                let what = format!("TTFT of {s} tokens over the cached prefix of {cached}");
+                let t = ttft(client, &p, &what).await;
+                hand!(t.map(|t| ProbeStep {
                     what: format!("TTFT, {s} tokens over {cached} cached"),
                     step: StepSample {
                         prefill: vec![(s, cached)],
@@ -199,7 +248,7 @@ pub async fn probe(client: &Arc<HttpClient>, plan: &ProbePlan) -> Result<Vec<Pro
                         seconds: t,
                     },
                     decode_gaps: None,
-                });
+                }));
             }
         }
     }
@@ -213,7 +262,7 @@ pub async fn probe(client: &Arc<HttpClient>, plan: &ProbePlan) -> Result<Vec<Pro
             .map(|_| prompt(next_seed(), prompt_len, plan.vocab))
             .collect();
         let what = format!("TPOT, {n} concurrent streams over {prompt_len}");
-        out.push(decode_batch(client, prompts, 0, plan.decode_tokens, what).await?);
+        hand!(decode_batch(client, prompts, 0, plan.decode_tokens, what).await);
     }
     for r in &plan.ragged {
         let prompts: Vec<Vec<u32>> = r
@@ -225,11 +274,20 @@ pub async fn probe(client: &Arc<HttpClient>, plan: &ProbePlan) -> Result<Vec<Pro
             "TPOT, {} concurrent streams over {} to {}",
             r.streams, r.short, r.long
         );
-        out.push(decode_batch(client, prompts, 0, plan.decode_tokens, what).await?);
+        hand!(decode_batch(client, prompts, 0, plan.decode_tokens, what).await);
     }
     for s in &plan.shared {
         let prefix = prompt(next_seed(), s.shared, plan.vocab);
-        ttft(client, &prefix, "the shared prefix").await?;
+        if let Err(e) = ttft(
+            client,
+            &prefix,
+            &format!("the shared prefix of {}", s.shared),
+        )
+        .await
+        {
+            hand!(Err(e));
+            continue;
+        }
         let prompts: Vec<Vec<u32>> = (0..s.streams)
             .map(|_| {
                 let mut p = prefix.clone();
@@ -241,7 +299,7 @@ pub async fn probe(client: &Arc<HttpClient>, plan: &ProbePlan) -> Result<Vec<Pro
             "TPOT, {} concurrent streams over {} shared and {} own",
             s.streams, s.shared, s.own
         );
-        out.push(decode_batch(client, prompts, s.shared, plan.decode_tokens, what).await?);
+        hand!(decode_batch(client, prompts, s.shared, plan.decode_tokens, what).await);
     }
     for m in &plan.mixed {
         let streams: Vec<Vec<u32>> = (0..m.streams)
@@ -250,9 +308,8 @@ pub async fn probe(client: &Arc<HttpClient>, plan: &ProbePlan) -> Result<Vec<Pro
         let prefix = prompt(next_seed(), m.cached, plan.vocab);
         let mut prefill = prefix.clone();
         prefill.extend(prompt(next_seed(), m.new, plan.vocab));
-        out.push(mixed(client, m, streams, prefix, prefill).await?);
+        hand!(mixed(client, m, streams, prefix, prefill).await);
     }
-    Ok(out)
 }
 
 /// Streams `prompts` together after warming them (`tokens` output tokens each), timed as [`tpot`] times
@@ -266,9 +323,13 @@ async fn decode_batch(
     tokens: u32,
     what: String,
 ) -> Result<ProbeStep, String> {
-    warm(client, &prompts).await?;
+    warm(client, &prompts)
+        .await
+        .map_err(|e| format!("{what}: {e}"))?;
     let lengths: Vec<u32> = prompts.iter().map(|p| p.len() as u32).collect();
-    let (tpot, position) = tpot(client, prompts, tokens).await?;
+    let (tpot, position) = tpot(client, prompts, tokens)
+        .await
+        .map_err(|e| format!("{what}: {e}"))?;
     let decode: Vec<u32> = lengths.iter().map(|&l| l + position).collect();
     let reread = shared as u64 * decode.len().saturating_sub(1) as u64;
     let distinct = decode.iter().map(|&c| c as u64).sum::<u64>() - reread;

@@ -6,8 +6,9 @@
 use super::fit::{base_profile, fit_on_base, measured_on, read_step_log, report, write_profile};
 use crate::cli::CalibrateArgs;
 use anyhow::{anyhow, Context, Result};
+use serverbench_backends::probe::probe_each;
 use serverbench_backends::{
-    probe, ClientConfig, HttpClient, MixedProbe, ProbePlan, ProbeStep, RaggedProbe, SharedProbe,
+    ClientConfig, HttpClient, MixedProbe, ProbePlan, ProbeStep, RaggedProbe, SharedProbe,
 };
 use serverbench_calibration::fit::front_end_seconds;
 use serverbench_calibration::{
@@ -47,14 +48,48 @@ pub fn calibrate(a: &CalibrateArgs, url: &str) -> Result<()> {
     eprintln!(
         "probing {url} (TTFT against prompt length, over a cached prefix; TPOT against streams)"
     );
-    let steps = rt
-        .block_on(probe(&client, &plan))
-        .map_err(|e| anyhow!("{url}: {e}"))?;
-    for s in &steps {
-        eprintln!("  {:<64} {:>9.2} ms", s.what, s.step.seconds * 1e3);
+    // Each probe is printed and logged as it is measured, so that a long plan cut short by a deadline
+    // or a failing probe keeps what came before; a failed probe is reported and the plan goes on.
+    let mut log = a.probe_log.as_deref().map(ProbeLog::create).transpose()?;
+    let (mut steps, mut failed, mut log_error) = (Vec::new(), Vec::new(), None);
+    let started = std::time::Instant::now();
+    rt.block_on(probe_each(&client, &plan, |r| {
+        match r {
+            Ok(s) => {
+                eprintln!("  {:<64} {:>9.2} ms", s.what, s.step.seconds * 1e3);
+                if let Some(l) = &mut log {
+                    if let Err(e) = l.append(&s, Some(started.elapsed().as_secs_f64())) {
+                        log_error = Some(e);
+                        return false;
+                    }
+                }
+                steps.push(s);
+            }
+            Err(e) => {
+                eprintln!("  failed: {e}");
+                failed.push(e);
+            }
+        }
+        true
+    }));
+    if let Some(e) = log_error {
+        return Err(e);
     }
-    if let Some(path) = &a.probe_log {
-        write_probe_log(path, &steps)?;
+    if let Some(l) = &log {
+        l.finish();
+    }
+    if !failed.is_empty() {
+        anyhow::bail!(
+            "{url}: {} of {} probes failed, the first: {}{}",
+            failed.len(),
+            failed.len() + steps.len(),
+            failed[0],
+            if log.is_some() {
+                " (the probe log keeps the others: `calibrate --from-probes` fits them)"
+            } else {
+                ""
+            }
+        );
     }
     let samples: Vec<StepSample> = steps.into_iter().map(|s| s.step).collect();
     let inputs = vec![format!(
@@ -179,10 +214,27 @@ fn shape_numbers<const N: usize>(flag: &str, shape: &str, text: &str) -> Result<
         .map_err(|_| anyhow!("{flag}: {text:?} is not {shape} ({count} numbers)"))
 }
 
-/// Writes the probes as a step log (`wall_ms` and `gpu_ms` both the probe's time).
-fn write_probe_log(path: &Path, steps: &[ProbeStep]) -> Result<()> {
-    let mut text = Vec::new();
-    for s in steps {
+/// A probe log being written: a step log (`wall_ms` and `gpu_ms` both the probe's time), one line per
+/// probe as it is measured.
+struct ProbeLog {
+    path: std::path::PathBuf,
+    file: std::fs::File,
+    lines: usize,
+}
+
+impl ProbeLog {
+    fn create(path: &Path) -> Result<ProbeLog> {
+        let file = std::fs::File::create(path)
+            .with_context(|| format!("{}: cannot write", path.display()))?;
+        Ok(ProbeLog {
+            path: path.to_path_buf(),
+            file,
+            lines: 0,
+        })
+    }
+
+    /// Appends one probe (`at_s`, not fitted: seconds from the start of probing to its end).
+    fn append(&mut self, s: &ProbeStep, at_s: Option<f64>) -> Result<()> {
         let ms = s.step.seconds * 1e3;
         let mut line = serde_json::json!({"probe": s.what, "wall_ms": ms, "gpu_ms": ms,
             "prefill": s.step.prefill, "decode": s.step.decode});
@@ -194,11 +246,31 @@ fn write_probe_log(path: &Path, steps: &[ProbeStep]) -> Result<()> {
             line["decode_gap_before_ms"] = (g.before_s * 1e3).into();
             line["decode_gap_taking_in_ms"] = (g.taking_in_s * 1e3).into();
         }
-        serde_json::to_writer(&mut text, &line)?;
-        text.write_all(b"\n")?;
+        if let Some(t) = at_s {
+            line["at_s"] = ((t * 1e3).round() / 1e3).into();
+        }
+        let mut text = serde_json::to_vec(&line)?;
+        text.push(b'\n');
+        self.file
+            .write_all(&text)
+            .with_context(|| format!("{}: cannot write", self.path.display()))?;
+        self.lines += 1;
+        Ok(())
     }
-    std::fs::write(path, text).with_context(|| format!("{}: cannot write", path.display()))?;
-    eprintln!("wrote {}", path.display());
+
+    fn finish(&self) {
+        eprintln!("wrote {} ({} probes)", self.path.display(), self.lines);
+    }
+}
+
+/// Writes the probes as a step log at once.
+#[cfg(test)]
+fn write_probe_log(path: &Path, steps: &[ProbeStep]) -> Result<()> {
+    let mut log = ProbeLog::create(path)?;
+    for s in steps {
+        log.append(s, None)?;
+    }
+    log.finish();
     Ok(())
 }
 
