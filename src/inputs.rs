@@ -171,15 +171,16 @@ fn context_limit_line(deployment: &str) -> Result<Option<(String, usize)>> {
 }
 
 /// A source of trees for deployment `d` (the `-d` argument `deployment`): the generator for `seed`,
-/// or a trace.
+/// or a trace (its rows in order under the AgentX protocols).
 pub fn source(
     deployment: &str,
     args: &WorkloadArgs,
     seed: u64,
     d: &Deployment,
+    protocol: serverbench_sim::Protocol,
 ) -> Result<Arc<dyn TreeSource>> {
     let w = fitted_workload(deployment, args, d)?;
-    w.source(seed, d.context_limit)
+    w.source_for(seed, d.context_limit, protocol.is_agentx())
         .map_err(|e| anyhow!("{}: {e}", workload_name(args, &w)))
 }
 

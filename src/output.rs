@@ -158,6 +158,14 @@ pub fn invalid_reason(s: &Summary) -> String {
             s.overflow_rate * 100.0
         ));
     }
+    if let Some(coverage) = s
+        .agentx
+        .as_ref()
+        .and_then(|a| a.invalid.as_deref())
+        .filter(|w| w.starts_with("insufficient coverage"))
+    {
+        why.push(coverage.to_string());
+    }
     let limit = if s.ended_early.is_some() && why.len() == 1 {
         ""
     } else {
@@ -251,7 +259,7 @@ pub fn summary_rows(
         },
     );
     let start = match s.open_loop {
-        None => format!("{start} start"),
+        None => format!("protocol {start}"),
         Some(o) => format!(
             "arrivals {} (cold start) · {} requests sent late for their dependencies · {} trees waited for a slot",
             s.arrivals.label(),
@@ -263,6 +271,23 @@ pub fn summary_rows(
         SeenBy::Engine => format!(" · {} engine steps", thousands(s.steps)),
         SeenBy::Client => String::new(),
     };
+    if let Some(a) = &s.agentx {
+        line(
+            "AgentX",
+            format!(
+                "{} lanes · warm-up {} requests ({} primers) over {:.1} s, never scored · {} left running at the end of the grace · idle caps moved timers {} × per tree ({:.0} s), {} × globally ({:.0} s)",
+                a.lanes,
+                a.warmup_requests,
+                a.primers,
+                a.warmup_s,
+                a.dropped_unfinished,
+                a.tree_idle_jumps,
+                a.tree_idle_skipped_s,
+                a.global_idle_jumps,
+                a.global_idle_skipped_s
+            ),
+        );
+    }
     line(
         "run",
         format!(

@@ -173,7 +173,13 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
     }
     inputs::time_scale(a.time_scale)?;
     let run = inputs::run_config(&a.replay, a.concurrency, a.seed)?;
-    let source = inputs::source(&a.deployment.deployment, &a.workload, a.seed, &d)?;
+    let source = inputs::source(
+        &a.deployment.deployment,
+        &a.workload,
+        a.seed,
+        &d,
+        run.protocol,
+    )?;
     let model = a.model.clone().unwrap_or_else(|| d.model.name.clone());
     let (model_vocab, vocab_of) = if a.engine.engine == "cuda" {
         let vocab = crate::cuda::vocab_size(&a.engine, &model)?;

@@ -19,7 +19,13 @@ pub fn run(a: SimulateArgs) -> Result<()> {
     }
     let mut cfg = inputs::run_config(&a.replay, a.concurrency, a.seed)?;
     cfg.timeline = a.timeline;
-    let source = inputs::source(&a.deployment.deployment, &a.workload, a.seed, &d)?;
+    let source = inputs::source(
+        &a.deployment.deployment,
+        &a.workload,
+        a.seed,
+        &d,
+        cfg.protocol,
+    )?;
     if let Some(dir) = &a.out {
         // No timeline of an earlier run may stand beside this run's files.
         prepare_out(
@@ -29,6 +35,7 @@ pub fn run(a: SimulateArgs) -> Result<()> {
                 "summary.json",
                 "timeline.csv",
                 "timeline.svg",
+                "agentx_lanes.json",
             ],
         )?;
     }
@@ -75,6 +82,18 @@ pub fn run(a: SimulateArgs) -> Result<()> {
             "  wrote {} and summary.json",
             dir.join("records.jsonl").display()
         )?;
+        if let Some(a) = &out.agentx {
+            write_json(
+                dir,
+                "agentx_lanes.json",
+                &crate::meta::Meta::now(Some(&d)),
+                &serde_json::json!({ "lanes": a.lanes }),
+            )?;
+            outln!(
+                "  wrote {} (each lane's row, start point, live streams and primers)",
+                dir.join("agentx_lanes.json").display()
+            )?;
+        }
         if let Some(steps) = &out.timeline {
             write_file(dir, "timeline.csv", |w| {
                 writeln!(

@@ -281,3 +281,285 @@ fn agentx_defaults_are_the_scenarios() {
     assert_eq!((m.start_min, m.start_max), (0.0, 1.0));
     assert_eq!((m.tree_idle_cap_ns, m.warmup_per_lane), (None, None));
 }
+
+/// One request as a walk saw it.
+#[derive(Clone, Copy, Debug)]
+struct Sent {
+    lane: u32,
+    row: u64,
+    request: u32,
+    warmup: bool,
+    sent: u64,
+    done: u64,
+}
+
+/// Walks an AgentX replay of `trees` with every request served in `service_ns` (a server that is
+/// never the bottleneck), until `until_ns`; returns every request sent and the window's origin.
+fn walk(
+    trees: Vec<SessionTree>,
+    protocol: Protocol,
+    c: u32,
+    service_ns: u64,
+    window_ns: u64,
+) -> (Vec<Sent>, Vec<Arc<SessionTree>>, Time) {
+    let trace = serverbench_workloads::Trace::new(trees).unwrap();
+    let cfg = ReplayConfig {
+        concurrency: c,
+        idle_gap_cap_ns: 10_000_000_000,
+        protocol,
+        seed: 5,
+        arrivals: Arrivals::Closed,
+        agentx: protocol.agentx_defaults().unwrap(),
+        window_ns,
+    };
+    let mut r = Replay::new(&trace, cfg).unwrap();
+    let mut q: serverbench_sim::EventQueue<(bool, serverbench_sim::Handle, usize)> =
+        serverbench_sim::EventQueue::new();
+    let mut out = Vec::new();
+    let mut log: Vec<Sent> = Vec::new();
+    let mut seen_trees: Vec<Arc<SessionTree>> = Vec::new();
+    r.start(Time::ZERO, &mut out);
+    let mut wake: Option<Time> = None;
+    loop {
+        for x in out.drain(..) {
+            q.schedule(x.at, (false, x.handle, 0)).unwrap();
+        }
+        if let Some(at) = r.next_arrival() {
+            if wake.map_or(true, |w| at < w) {
+                wake = Some(at);
+                q.schedule(
+                    at,
+                    (
+                        false,
+                        serverbench_sim::Handle {
+                            lane: u32::MAX,
+                            request: 0,
+                        },
+                        0,
+                    ),
+                )
+                .unwrap();
+            }
+        }
+        let Some((t, (done, h, tag))) = q.pop() else {
+            break;
+        };
+        if let Some(o) = r.window_origin() {
+            if t.0 > o.0 + window_ns + r.grace_ns() {
+                break;
+            }
+        }
+        if h.lane == u32::MAX {
+            if wake == Some(t) {
+                wake = None;
+            }
+            r.arrive(t, &mut out);
+            continue;
+        }
+        if done {
+            log[tag].done = t.0;
+            r.complete(h, t, &mut out);
+            continue;
+        }
+        let (tree, row) = r.tree(h.lane);
+        if !seen_trees.iter().any(|x| Arc::ptr_eq(x, tree)) {
+            seen_trees.push(tree.clone());
+        }
+        log.push(Sent {
+            lane: h.lane,
+            row,
+            request: h.request,
+            warmup: r.is_warmup(h),
+            sent: t.0,
+            done: u64::MAX,
+        });
+        q.schedule(t.plus(service_ns), (true, h, log.len() - 1))
+            .unwrap();
+    }
+    (
+        log,
+        seen_trees,
+        r.window_origin().expect("the window opened"),
+    )
+}
+
+#[test]
+fn the_replay_keeps_streams_joins_and_barriers_in_order_and_warms_up_unscored() {
+    let trees = traces(&FLAT);
+    let window = 3_600_000_000_000;
+    let (log, _, origin) = walk(trees.clone(), Protocol::Agentx, 5, 2_000_000_000, window);
+    let recs: Vec<Arc<Recorded>> = trees
+        .iter()
+        .map(|t| t.recorded().unwrap().clone())
+        .collect();
+    // Warm-up: primers (one per live stream with history) and 10 per lane, all before the window.
+    let warm: Vec<&Sent> = log.iter().filter(|s| s.warmup).collect();
+    assert!(warm.iter().all(|s| s.sent < origin.0));
+    assert!(log.iter().filter(|s| !s.warmup).all(|s| s.sent >= origin.0));
+    let per_lane = |lane| warm.iter().filter(|s| s.lane == lane).count();
+    for lane in 0..5 {
+        assert!(
+            (10..=13).contains(&per_lane(lane)),
+            "lane {lane}: {} warm-up requests",
+            per_lane(lane)
+        );
+    }
+    // Within each tree instance: a stream's turns in order, each after the previous one returned; a
+    // join after every stream it waits for; a request after its barrier predecessors.
+    let mut by_instance: std::collections::BTreeMap<(u32, u64), Vec<&Sent>> = Default::default();
+    for s in &log {
+        by_instance.entry((s.lane, s.row)).or_default().push(s);
+    }
+    for ((lane, row), sent) in by_instance {
+        let t = &trees[(row % trees.len() as u64) as usize];
+        let rec = &recs[(row % trees.len() as u64) as usize];
+        let done = |r: u32| sent.iter().find(|s| s.request == r).map(|s| s.done);
+        for s in &sent {
+            let r = &t.requests()[s.request as usize];
+            for &d in &r.deps {
+                if let Some(f) = done(d) {
+                    assert!(
+                        f <= s.sent,
+                        "lane {lane} row {row}: request {} before its dependency {d}",
+                        s.request
+                    );
+                }
+            }
+            for &p in &rec.barriers[s.request as usize] {
+                if let Some(f) = done(p) {
+                    assert!(
+                        f <= s.sent,
+                        "lane {lane} row {row}: request {} before barrier {p}",
+                        s.request
+                    );
+                }
+            }
+        }
+    }
+    // Nothing is sent after the window closes.
+    assert!(log.iter().all(|s| s.sent < origin.0 + window));
+}
+
+#[test]
+fn the_global_idle_cap_bounds_every_quiet_stretch() {
+    // One lane: nothing else is ever on the wire, so every gap longer than 10 s is cut to 10 s.
+    let (log, _, origin) = walk(
+        traces(&FOUR),
+        Protocol::AgentxMvp,
+        1,
+        500_000_000,
+        7_200_000_000_000,
+    );
+    let mut measured: Vec<&Sent> = log.iter().filter(|s| !s.warmup).collect();
+    measured.sort_by_key(|s| s.sent);
+    assert!(measured.len() > 50, "{} requests", measured.len());
+    let mut busy_until = origin.0;
+    for s in &measured {
+        if s.sent > busy_until {
+            let quiet = s.sent - busy_until;
+            assert!(
+                quiet <= 10_000_000_000 + 1,
+                "quiet for {} s",
+                quiet as f64 / 1e9
+            );
+        }
+        busy_until = busy_until.max(s.done);
+    }
+}
+
+#[test]
+fn lanes_take_rows_in_order_and_recycle_to_the_next_rows() {
+    let (log, _, _) = walk(
+        traces(&FOUR),
+        Protocol::Agentx,
+        3,
+        1_000_000_000,
+        20_000_000_000_000,
+    );
+    let mut first_row: Vec<(u64, u32)> = Vec::new();
+    for s in &log {
+        if !first_row.iter().any(|&(r, _)| r == s.row) {
+            first_row.push((s.row, s.lane));
+        }
+    }
+    let rows: Vec<u64> = first_row.iter().map(|&(r, _)| r).collect();
+    assert_eq!(rows[..3], [0, 1, 2], "lane i starts at row i");
+    let mut sorted = rows.clone();
+    sorted.sort_unstable();
+    assert_eq!(rows, sorted, "recycles continue at rows C, C+1, ...");
+    assert!(rows.len() > 6, "trees recycled: {rows:?}");
+}
+
+#[test]
+fn an_agentx_simulation_is_deterministic_and_scores_only_the_window() {
+    use serverbench_sim::{simulate, Deployment, RunConfig};
+    let trace = serverbench_workloads::Trace::new(traces(&FOUR)).unwrap();
+    let d = Deployment::preset("qwen3.5-9b-2xl40").unwrap();
+    let cfg = RunConfig {
+        protocol: Protocol::Agentx,
+        agentx: AgentxParams::agentx(),
+        ..RunConfig::new(4, 42, 600.0)
+    };
+    let a = simulate(&d, &d.cost_model(), &trace, &cfg).unwrap();
+    let b = simulate(&d, &d.cost_model(), &trace, &cfg).unwrap();
+    assert_eq!(
+        serde_json::to_string(&a.records).unwrap(),
+        serde_json::to_string(&b.records).unwrap()
+    );
+    let ax = a.summary.agentx.as_ref().unwrap();
+    assert_eq!(ax.lanes, 4);
+    assert!(ax.warmup_requests >= 40, "{}", ax.warmup_requests);
+    let grace = 30_000_000_000;
+    assert!(a.records.iter().all(|r| r.send_ns < 600_000_000_000));
+    assert!(a
+        .records
+        .iter()
+        .all(|r| r.finish_ns.unwrap() <= 600_000_000_000 + grace));
+    assert!(a
+        .records
+        .iter()
+        .all(|r| r.output_requested == r.output_tokens
+            || r.outcome != serverbench_sim::Outcome::Completed));
+    assert_eq!(a.summary.requests, a.records.len());
+    // The same run's lanes are the lanes AgentX plans (checked above against AgentX's own code).
+    assert_eq!(a.agentx.unwrap().lanes.len(), 4);
+}
+
+#[test]
+fn the_per_tree_idle_cap_bounds_each_trees_quiet_stretches() {
+    // Four lanes of sessions with gaps of up to hours: within each tree, once the window is open,
+    // nothing stays quiet much longer than the 300 s cap.
+    let (log, _, origin) = walk(
+        traces(&FOUR),
+        Protocol::Agentx,
+        4,
+        500_000_000,
+        7_200_000_000_000,
+    );
+    let mut by_instance: std::collections::BTreeMap<(u32, u64), Vec<&Sent>> = Default::default();
+    for s in log.iter().filter(|s| !s.warmup) {
+        by_instance.entry((s.lane, s.row)).or_default().push(s);
+    }
+    let mut longest = 0;
+    for sent in by_instance.values_mut() {
+        sent.sort_by_key(|s| s.sent);
+        let mut busy_until = sent[0].sent;
+        for s in sent.iter() {
+            if s.sent > busy_until {
+                longest = longest.max(s.sent - busy_until);
+            }
+            busy_until = busy_until.max(s.done);
+        }
+    }
+    assert!(
+        longest > 60_000_000_000,
+        "the traces have long gaps: {} s",
+        longest as f64 / 1e9
+    );
+    assert!(
+        longest <= 300_000_000_000 + 1,
+        "quiet for {} s",
+        longest as f64 / 1e9
+    );
+    assert!(origin.0 > 0);
+}

@@ -178,6 +178,8 @@ pub struct RunOutput {
     pub summary: Summary,
     /// Per-step samples, when asked for.
     pub timeline: Option<Vec<StepSample>>,
+    /// Under the AgentX protocols: what the protocol did, with every lane's start plan.
+    pub agentx: Option<crate::replay::AgentxStats>,
 }
 
 enum Event {
@@ -606,6 +608,7 @@ impl Sim<'_> {
             all
         });
         RunOutput {
+            agentx: self.replay.agentx_stats().cloned(),
             records: self.records,
             summary,
             timeline,

@@ -122,9 +122,11 @@ impl Study {
 
     /// One simulated replay.
     pub fn run(&self, cfg: &RunConfig) -> Result<RunOutput, StudyError> {
-        let source = self
-            .workload
-            .source(cfg.seed, self.deployment.context_limit)?;
+        let source = self.workload.source_for(
+            cfg.seed,
+            self.deployment.context_limit,
+            cfg.protocol.is_agentx(),
+        )?;
         Ok(serverbench_sim::simulate(
             &self.deployment,
             &self.cost,

@@ -93,6 +93,21 @@ impl Workload {
         }
     }
 
+    /// The tree stream of `seed` as AgentX reads it when `rows_in_order` (a trace's rows in file order,
+    /// every pass the same rows: that replay's cache-bust marker makes each a new session, and the seed
+    /// moves only where each lane starts), else [`Workload::source`].
+    pub fn source_for(
+        &self,
+        seed: u64,
+        context_limit: u32,
+        rows_in_order: bool,
+    ) -> Result<std::sync::Arc<dyn TreeSource>, serverbench_config::FieldError> {
+        match self {
+            Workload::Trace { trace, .. } if rows_in_order => Ok(trace.clone()),
+            _ => self.source(seed, context_limit),
+        }
+    }
+
     /// The tree stream of `seed` under a deployment's `context_limit` (a trace repeated `same` is the
     /// same stream for every seed).
     pub fn source(
