@@ -95,6 +95,10 @@ pub struct WorkloadArgs {
     /// Trace format (default: detected from the content).
     #[arg(long, requires = "trace", value_parser = trace_formats())]
     pub trace_format: Option<TraceFormat>,
+    /// Leave out every trace with a request longer than this (prompt + output, sub-agents
+    /// included), as AgentX's option of that name does; the note on standard error counts them.
+    #[arg(long, requires = "trace", value_name = "TOKENS")]
+    pub max_context_length: Option<u32>,
     /// When a closed-loop replay needs more trees than the trace has (more lanes, or a window longer
     /// than its sessions): fresh (new sessions shaped like the trace's: block ids no other agent of the
     /// file uses are re-salted on every pass, so only shared prefixes hit the cache; the seed rotates
@@ -791,6 +795,10 @@ pub struct FreezeArgs {
     /// Window of each final run, seconds.
     #[arg(long, short = 'w', default_value_t = 1800.0)]
     pub window: f64,
+    /// The protocol the final runs replay (as `replay --protocol`; the benchmark's final run is
+    /// `agentx`).
+    #[arg(long, default_value = "cold")]
+    pub protocol: String,
     /// The server's base URL.
     #[arg(long)]
     pub url: String,

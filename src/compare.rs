@@ -189,6 +189,9 @@ fn replay_child(a: &CompareArgs, dir: &Path, c: u32, seed: u64) -> Result<()> {
     if let Some(f) = a.workload.trace_format {
         cmd.args(["--trace-format", f.name()]);
     }
+    if let Some(n) = a.workload.max_context_length {
+        cmd.args(["--max-context-length", &n.to_string()]);
+    }
     if a.workload.trace.is_some() {
         cmd.args(["--trace-repeat", a.workload.trace_repeat.name()]);
     }

@@ -243,7 +243,13 @@ pub fn imported(args: &WorkloadArgs) -> Result<Option<Imported>> {
     let Some(path) = &args.trace else {
         return Ok(None);
     };
-    Ok(Some(import(&[path.as_path()], args.trace_format, false)?))
+    let files = serverbench_workloads::source_files(&[path.as_path()])?;
+    let mut i = serverbench_workloads::import_files(files, args.trace_format, false)?;
+    if let Some(limit) = args.max_context_length {
+        i.keep_within(limit)?;
+    }
+    report_skips(&i);
+    Ok(Some(i))
 }
 
 /// Reads inputs of one format (`lenient`: sessions that cannot be reduced are left out and

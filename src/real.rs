@@ -118,8 +118,23 @@ pub fn serve(a: ServeArgs) -> Result<()> {
         .context("the server stopped")
 }
 
-fn client_config(a: &ReplayRealArgs, url: &str, model: String) -> Result<ClientConfig> {
-    let api = inputs::api(&a.api)?;
+fn client_config(
+    a: &ReplayRealArgs,
+    url: &str,
+    model: String,
+    agentx: bool,
+) -> Result<ClientConfig> {
+    let api = match inputs::api(&a.api)? {
+        // AgentX sends chat completions: so does its protocol.
+        api if agentx && api != serverbench_backends::Api::Chat => {
+            eprintln!(
+                "note: --protocol {} sends chat completions with messages, as AgentX does (not --api {})",
+                a.replay.protocol, a.api
+            );
+            serverbench_backends::Api::Chat
+        }
+        api => api,
+    };
     let server = inputs::server(&a.server)?;
     if !(a.timeout > 0.0 && a.timeout <= MAX_TIMEOUT_S) {
         bail!(
@@ -202,7 +217,12 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
     )?;
     let rt = runtime()?;
     let (url, local) = backend(&a, &d, &model, &rt)?;
-    let client = Arc::new(HttpClient::new(client_config(&a, &url, model.clone())?)?);
+    let client = Arc::new(HttpClient::new(client_config(
+        &a,
+        &url,
+        model.clone(),
+        run.protocol.is_agentx(),
+    )?)?);
     if client.key_withheld() {
         eprintln!(
             "warning: the API key in ${} is not sent: {url} is plain HTTP to another machine (--api-key-over-http sends it anyway)",
@@ -449,7 +469,7 @@ fn report(
             c.unrecognised_output_streams
         )?,
     }
-    if a.api == "chat" {
+    if a.api == "chat" || a.replay.protocol.starts_with("agentx") {
         outln!(
             "    full prompt           not checked (a chat template adds tokens to every prompt)"
         )?;

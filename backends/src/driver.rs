@@ -313,9 +313,13 @@ pub async fn run_real(
             let task = tokio::spawn(async move {
                 // Prompt synthesis runs on a worker, off the dispatch loop.
                 let req = &tree.requests()[h.request as usize];
-                let body = request_body(
-                    h.lane, &tree, index, req, &client, vocab, &bodies, max_tokens,
-                );
+                let body = if agentx {
+                    agentx_request(h.lane, &tree, index, req, &client, vocab, max_tokens)
+                } else {
+                    request_body(
+                        h.lane, &tree, index, req, &client, vocab, &bodies, max_tokens,
+                    )
+                };
                 let result = client.stream_body(h.lane, body, max_tokens, Some(p2)).await;
                 let _ = tx.send(Done { tag, result });
             });
@@ -506,6 +510,43 @@ fn request_body(
     );
     bodies.lock().expect("body cache").insert(key, cache);
     body
+}
+
+/// A request as AgentX sends it: chat messages of the request's agent (a system prompt, then each turn's
+/// answer-sized assistant message and user message), a cache-bust marker of the tree instance at the
+/// start of the first user message, `max_completion_tokens` and `ignore_eos`.
+fn agentx_request(
+    lane: u32,
+    tree: &serverbench_workloads::SessionTree,
+    index: u64,
+    req: &serverbench_workloads::Request,
+    client: &HttpClient,
+    vocab: Vocab,
+    max_tokens: u32,
+) -> Vec<u8> {
+    let form = client.form();
+    let tokens = prompt_tokens(index, req, tree.block_size, vocab);
+    let text = |p: &[u32]| match form.words {
+        Some(w) => w.text(p),
+        None => crate::openai::tokens_as_text(p),
+    };
+    let marker = format!(
+        "[rid:{:012x}]\n\n",
+        serverbench_workloads::hash::mix2(lane as u64, index) & 0xFFFF_FFFF_FFFF
+    );
+    let mut marked = false;
+    let messages: Vec<(&str, String)> = serverbench_workloads::tokens::messages(tree, req.id)
+        .into_iter()
+        .map(|(role, range)| {
+            let mut content = text(&tokens[range]);
+            if role == serverbench_workloads::tokens::Role::User && !marked {
+                marked = true;
+                content.insert_str(0, &marker);
+            }
+            (role.name(), content)
+        })
+        .collect();
+    crate::openai::agentx_body(form.model, &messages, max_tokens)
 }
 
 fn dispatch(replay: &Replay<'_>, h: Handle, now: u64) -> Record {

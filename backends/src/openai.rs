@@ -239,6 +239,24 @@ pub fn request_body(form: BodyForm<'_>, prompt: &[u32], max_tokens: u32, exact: 
     body
 }
 
+/// The body AgentX sends: chat completions of `messages` (role, text), streaming with usage at the
+/// end, `max_completion_tokens` and `ignore_eos` for an output of exactly `max_tokens` tokens.
+pub fn agentx_body(model: &str, messages: &[(&str, String)], max_tokens: u32) -> Vec<u8> {
+    let messages: Vec<Value> = messages
+        .iter()
+        .map(|(role, content)| json!({ "role": role, "content": content }))
+        .collect();
+    let body = json!({
+        "model": model,
+        "messages": messages,
+        "stream": true,
+        "max_completion_tokens": max_tokens,
+        "ignore_eos": true,
+        "stream_options": { "include_usage": true },
+    });
+    serde_json::to_vec(&body).expect("request bodies serialise")
+}
+
 /// Token usage reported by the server.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Usage {

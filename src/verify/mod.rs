@@ -86,6 +86,9 @@ pub struct Frozen {
     pub concurrency: u32,
     /// Window of each run, seconds.
     pub window_s: f64,
+    /// The replay protocol of the final runs (absent in files frozen before it was recorded: cold).
+    #[serde(default = "cold", skip_serializing_if = "is_cold")]
+    pub protocol: String,
     /// Seeds used during development.
     pub dev_seeds: Vec<u64>,
     /// Seeds of the final replay: disjoint from the development seeds, chosen from the deployment's hash.
@@ -94,6 +97,14 @@ pub struct Frozen {
     pub server: Server,
     /// Gate thresholds.
     pub gates: Gates,
+}
+
+fn cold() -> String {
+    "cold".into()
+}
+
+fn is_cold(p: &str) -> bool {
+    p == "cold"
 }
 
 /// The frozen file: the decisions and the SHA-256 that seals them.
@@ -133,6 +144,13 @@ pub fn freeze(a: FreezeArgs) -> Result<()> {
         );
     }
     inputs::checked(serverbench_sim::RunConfig::new(a.concurrency, 0, a.window))?;
+    let protocol = serverbench_sim::Protocol::parse(&a.protocol).ok_or_else(|| {
+        anyhow!(
+            "--protocol: expected one of {}, got {:?}",
+            serverbench_sim::Protocol::NAMES.join(", "),
+            a.protocol
+        )
+    })?;
     let sha = deployment_sha256(&d);
     let frozen = Frozen {
         deployment_yaml: d.to_yaml(),
@@ -141,6 +159,7 @@ pub fn freeze(a: FreezeArgs) -> Result<()> {
         slo: d.slo,
         concurrency: a.concurrency,
         window_s: a.window,
+        protocol: protocol.name().to_string(),
         dev_seeds,
         server: Server {
             url: a.url.clone(),
@@ -375,8 +394,8 @@ fn replay_child(
             &f.window_s.to_string(),
         ])
         .args([
-            "--start",
-            "cold",
+            "--protocol",
+            &f.protocol,
             "--prompt-salt",
             &(seed ^ 0x5EA1).to_string(),
         ])

@@ -70,9 +70,143 @@ pub fn prompt_tokens_from(
     out
 }
 
+/// Who a message of a chat prompt is from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// The declared system and tool prompt.
+    System,
+    /// The user (or tool results).
+    User,
+    /// The model's earlier answers, as the recording sized them (never what a server generated).
+    Assistant,
+}
+
+impl Role {
+    /// Its name in a chat request.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        }
+    }
+}
+
+/// A request's prompt as the chat messages AgentX sends for it, as token ranges of the prompt: the
+/// declared system prompt (whole blocks of the tree's application prefix) and the first user
+/// message; then, turn by turn along the request's agent, the previous prompt cut at the blocks it
+/// shares with this one, an assistant message of the previous answer's length in blocks (at most the
+/// new blocks, one left to the user when it would take them all) and a user message with the rest.
+/// Every range is non-empty and they cover the prompt in order.
+pub fn messages(tree: &crate::tree::SessionTree, id: u32) -> Vec<(Role, std::ops::Range<usize>)> {
+    let reqs = tree.requests();
+    let me = &reqs[id as usize];
+    let bs = tree.block_size as usize;
+    let turns: Vec<&Request> = reqs
+        .iter()
+        .filter(|r| r.agent == me.agent && r.id <= id)
+        .collect();
+    let app: std::collections::HashSet<u64> = tree.app_prefix().iter().copied().collect();
+    let first = turns[0];
+    let system = first
+        .blocks
+        .as_slice()
+        .iter()
+        .take_while(|b| app.contains(b))
+        .count()
+        * bs;
+    let system = system.min(first.input_tokens as usize - 1);
+    let mut msgs: Vec<(Role, std::ops::Range<usize>)> = Vec::new();
+    if system > 0 {
+        msgs.push((Role::System, 0..system));
+    }
+    msgs.push((Role::User, system..first.input_tokens as usize));
+    for w in turns.windows(2) {
+        let (prev, cur) = (w[0], w[1]);
+        let shared = prev
+            .blocks
+            .as_slice()
+            .iter()
+            .zip(cur.blocks.as_slice())
+            .take_while(|(a, b)| a == b)
+            .count();
+        let cut = (shared * bs).min(cur.input_tokens as usize - 1);
+        msgs.retain(|m| m.1.start < cut);
+        if let Some(last) = msgs.last_mut() {
+            last.1.end = last.1.end.min(cut);
+        }
+        let end = cur.input_tokens as usize;
+        let new_blocks = (end - cut) / bs;
+        let mut answer = (prev.output_tokens as usize).div_ceil(bs).min(new_blocks) * bs;
+        if cut + answer >= end {
+            answer = answer.saturating_sub(bs).min(end - cut - 1);
+        }
+        if answer > 0 {
+            msgs.push((Role::Assistant, cut..cut + answer));
+        }
+        msgs.push((Role::User, cut + answer..end));
+    }
+    msgs
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn messages_cover_the_prompt_and_follow_the_agents_turns() {
+        use crate::tree::{Blocks, RequestKind, SessionTree};
+        let req = |id: u32, deps: Vec<u32>, ids: Vec<u64>, input: u32, output: u32| Request {
+            id,
+            agent: 0,
+            kind: RequestKind::RootTurn,
+            deps,
+            think_ns: 0,
+            input_tokens: input,
+            output_tokens: output,
+            background: false,
+            turn: id,
+            blocks: Blocks::from_vec(ids),
+        };
+        // Turn 0: 2 system blocks + 1 user block + 10 tail tokens; turn 1 keeps all 3 blocks and adds
+        // 4 (an answer of 100 tokens: 2 blocks, then 2 of tool output); turn 2 shares only 2 blocks.
+        let t = SessionTree::new(
+            0,
+            64,
+            vec![
+                req(0, vec![], vec![1, 2, 3], 202, 100),
+                req(1, vec![0], vec![1, 2, 3, 4, 5, 6, 7], 460, 30),
+                req(2, vec![1], vec![1, 2, 9], 200, 5),
+            ],
+        )
+        .unwrap()
+        .with_app_prefix(vec![1, 2]);
+        let names = |id| {
+            messages(&t, id)
+                .into_iter()
+                .map(|(r, x)| (r.name(), x))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names(0), vec![("system", 0..128), ("user", 128..202)]);
+        assert_eq!(
+            names(1),
+            vec![
+                ("system", 0..128),
+                ("user", 128..192),
+                ("assistant", 192..320),
+                ("user", 320..460)
+            ]
+        );
+        // Cut at 2 blocks: only the system message survives; a 1-block answer, then the user.
+        assert_eq!(
+            names(2),
+            vec![
+                ("system", 0..128),
+                ("assistant", 128..192),
+                ("user", 192..200)
+            ]
+        );
+    }
 
     #[test]
     fn equal_ids_give_equal_tokens_inside_the_vocabulary() {

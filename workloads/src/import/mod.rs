@@ -303,6 +303,54 @@ pub struct Imported {
 }
 
 impl Imported {
+    /// Leaves out every tree whose peak context (prompt + output of any request, sub-agents' included)
+    /// passes `max_context`, as AgentX's `--max-context-length` does, with its session; says so in
+    /// what was left out. Returns how many trees were left out; an error when none is left.
+    pub fn keep_within(&mut self, max_context: u32) -> Result<usize, InputError> {
+        let peak = |t: &SessionTree| {
+            t.requests()
+                .iter()
+                .map(|r| r.input_tokens as u64 + r.output_tokens as u64)
+                .max()
+                .unwrap_or(0)
+        };
+        let keep: Vec<bool> = self
+            .trees
+            .iter()
+            .map(|t| peak(t) <= max_context as u64)
+            .collect();
+        let scanned = keep.len();
+        let dropped = keep.iter().filter(|k| !**k).count();
+        if dropped == 0 {
+            return Ok(0);
+        }
+        if dropped == scanned {
+            return Err(InputError::new(
+                "the inputs",
+                0,
+                "",
+                format!("all {scanned} traces have a request longer than --max-context-length {max_context} (prompt + output)"),
+            ));
+        }
+        let mut k = keep.iter();
+        self.trees.retain(|_| *k.next().expect("one flag per tree"));
+        let why = format!(
+            "a trace whose peak context (prompt + output) passes --max-context-length {max_context}"
+        );
+        let r = self.reduced.get_or_insert_with(Reduced::default);
+        if r.sessions.len() == scanned {
+            let mut k = keep.iter();
+            r.sessions
+                .retain(|_| *k.next().expect("one flag per session"));
+            let mut k = keep.iter();
+            r.origins
+                .retain(|_| *k.next().expect("one flag per session"));
+        }
+        r.skipped
+            .extend((0..dropped).map(|_| Skip::new("the inputs", 0, why.clone())));
+        Ok(dropped)
+    }
+
     /// The trees as a trace (an error when there are none, naming the first input).
     pub fn trace(self) -> Result<Trace, InputError> {
         Trace::new(self.trees)
