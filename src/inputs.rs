@@ -422,7 +422,7 @@ pub fn agentx_params(r: &ReplayArgs, protocol: Protocol) -> Result<AgentxParams>
         p.start_max = hi;
     }
     let seconds = |flag: &str, x: f64| -> Result<u64> {
-        if !(x >= 0.0 && x <= 86_400.0) {
+        if !(0.0..=86_400.0).contains(&x) {
             bail!("{flag}: must be between 0 and 86400 seconds, got {x}");
         }
         Ok(serverbench_sim::Time::from_secs(x).0)

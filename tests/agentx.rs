@@ -563,3 +563,66 @@ fn the_per_tree_idle_cap_bounds_each_trees_quiet_stretches() {
     );
     assert!(origin.0 > 0);
 }
+
+#[test]
+fn parquet_rows_read_as_the_same_traces_as_their_json() {
+    let parquet = fixture("trace_0291_0277.parquet");
+    let from_parquet = import(&[parquet.as_path()], None).unwrap();
+    assert_eq!(
+        from_parquet.format,
+        TraceFormat::WEKA,
+        "detected from the rows"
+    );
+    let json = traces(&["trace_0291", "trace_0277"]);
+    assert_eq!(from_parquet.trees.len(), 2);
+    for (p, j) in from_parquet.trees.iter().zip(&json) {
+        // Block ids are salted by each trace's place among the inputs; the rest is the same.
+        let shape = |t: &SessionTree| -> Vec<(u32, Vec<u32>, u64, u32, u32, usize)> {
+            t.requests()
+                .iter()
+                .map(|r| {
+                    (
+                        r.agent,
+                        r.deps.clone(),
+                        r.think_ns,
+                        r.input_tokens,
+                        r.output_tokens,
+                        r.blocks.len(),
+                    )
+                })
+                .collect()
+        };
+        assert!(shape(p) == shape(j), "the same requests");
+        assert!(p.recorded() == j.recorded(), "the same recorded clock");
+    }
+    // Not Parquet at all: the file is named.
+    let d = std::env::temp_dir().join(format!("sb-parquet-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    let bad = d.join("bad.parquet");
+    std::fs::write(&bad, b"PAR1 not really").unwrap();
+    let e = import(&[bad.as_path()], Some(TraceFormat::WEKA)).unwrap_err();
+    assert!(
+        e.file.ends_with("bad.parquet") && e.reason.contains("Parquet"),
+        "{e}"
+    );
+}
+
+#[test]
+fn max_context_length_drops_whole_traces_as_agentx_does() {
+    let paths: Vec<PathBuf> = FOUR
+        .iter()
+        .map(|n| fixture(&format!("{n}.json.gz")))
+        .collect();
+    let refs: Vec<&std::path::Path> = paths.iter().map(|p| p.as_path()).collect();
+    let mut i = import(&refs, Some(TraceFormat::WEKA)).unwrap();
+    // trace_0282 peaks at 167,695 tokens (prompt + output): AgentX's own fixture run dropped it too.
+    assert_eq!(i.keep_within(150_000).unwrap(), 1);
+    assert_eq!(i.trees.len(), 3);
+    let names: Vec<String> = i
+        .trees
+        .iter()
+        .map(|t| t.recorded().unwrap().trace_id.clone())
+        .collect();
+    assert_eq!(names, ["trace_0274", "trace_0277", "trace_0291"]);
+    assert!(i.keep_within(1_000).is_err(), "nothing left is an error");
+}

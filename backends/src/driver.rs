@@ -386,16 +386,9 @@ pub async fn run_real(
     } else {
         cfg.run.window_s
     };
-    let scored = match replay.agentx_stats() {
-        Some(a) => Some(agentx_window(
-            std::mem::take(&mut records),
-            &warm,
-            origin,
-            run_end,
-            a,
-        )),
-        None => None,
-    };
+    let scored = replay
+        .agentx_stats()
+        .map(|a| agentx_window(std::mem::take(&mut records), &warm, origin, run_end, a));
     let agentx_summary = scored.map(|(kept, a)| {
         records = kept;
         a

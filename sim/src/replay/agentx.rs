@@ -386,10 +386,9 @@ impl<'a> Agentx<'a> {
                 .collect();
         let first_at_or_after = |s: usize| firsts[s];
         // Everything recorded before the start point counts as done (replay barriers see it so).
-        for s in 0..l.ix.turns.len() {
-            let k = firsts[s].unwrap_or(l.ix.turns[s].len() as u32) as usize;
-            for i in 0..k {
-                let r = l.ix.turns[s][i];
+        for (turns, first) in l.ix.turns.iter().zip(&firsts) {
+            let k = first.unwrap_or(turns.len() as u32) as usize;
+            for &r in &turns[..k] {
                 l.state[r as usize] = State::Done;
             }
         }
@@ -746,7 +745,9 @@ impl<'a> Agentx<'a> {
         // Branches this request spawns (unless the overlap path already did).
         let spawned = l.ix.spawns[r as usize].clone();
         let overlapped = l.overlapped[r as usize];
-        if !spawned.is_empty() && !overlapped && !(overflow && !last) && self.phase != Phase::Over {
+        // A stream ended by an overflow spawns nothing more.
+        let killed = overflow && !last;
+        if !spawned.is_empty() && !overlapped && !killed && self.phase != Phase::Over {
             let by_branch = self.branch_starts(lane, &spawned);
             for (start, streams) in by_branch {
                 self.spawn(lane, &streams, start, now, out);

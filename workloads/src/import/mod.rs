@@ -142,6 +142,7 @@ mod claude_code;
 mod corpus;
 mod mooncake;
 mod native;
+mod parquet;
 mod requests;
 mod trajectory;
 mod weka;
@@ -362,7 +363,8 @@ impl Imported {
 pub const MAX_INPUT_FILES: usize = 100_000;
 
 /// The files a list of paths names: each file itself, each folder's files (recursively, in name
-/// order; hidden folders and hidden files other than `.json`, `.jsonl`, `.traj` and `.gz` skipped).
+/// order; hidden folders and hidden files other than `.json`, `.jsonl`, `.traj` and `.gz` skipped). A
+/// Parquet file (`.parquet`) is read as JSON lines, one per row (null fields left out).
 pub fn source_files(paths: &[&std::path::Path]) -> Result<Vec<SourceFile>, InputError> {
     let mut names = Vec::new();
     for &p in paths {
@@ -383,7 +385,11 @@ pub fn source_files(paths: &[&std::path::Path]) -> Result<Vec<SourceFile>, Input
     names
         .into_iter()
         .map(|p| {
-            let text = serverbench_config::read_text(&p, serverbench_config::MAX_DATA_BYTES)?;
+            let text = if parquet::is_parquet(&p) {
+                parquet::rows_as_jsonl(&p, serverbench_config::MAX_DATA_BYTES)?
+            } else {
+                serverbench_config::read_text(&p, serverbench_config::MAX_DATA_BYTES)?
+            };
             Ok(SourceFile {
                 name: p.display().to_string(),
                 text,

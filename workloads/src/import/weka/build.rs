@@ -101,12 +101,15 @@ pub fn build(
     p.emit(file, raw, index, nth).map(Some)
 }
 
+/// Sub-agent entries with their positions in their `requests` list.
+type Subs<'a> = Vec<(usize, &'a Sub)>;
+
+/// Branches being formed: (spawning turn, joining turn) and their members.
+type Groups<T> = Vec<((usize, Option<usize>), Vec<T>)>;
+
 /// The calls and the sub-agent entries of a `requests` list, with their positions; a sub-agent's
 /// inner times (`within`: its entry's `t`) become absolute where they were written relative to it.
-fn split_entries(
-    entries: &[Entry],
-    within: Option<f64>,
-) -> (Vec<(usize, Call)>, Vec<(usize, &Sub)>) {
+fn split_entries(entries: &[Entry], within: Option<f64>) -> (Chain, Subs<'_>) {
     let mut calls = Vec::new();
     let mut subs = Vec::new();
     for (i, e) in entries.iter().enumerate() {
@@ -239,8 +242,7 @@ impl<'a> Planner<'a> {
         parent: usize,
         subs: &[(usize, &Sub)],
     ) -> Result<(), InputError> {
-        #[allow(clippy::type_complexity)]
-        let mut groups: Vec<((usize, Option<usize>), Vec<(usize, &Sub, Chain)>)> = Vec::new();
+        let mut groups: Groups<(usize, &Sub, Chain)> = Vec::new();
         for &(outer, s) in subs {
             let (calls, nested) = split_entries(&s.entries, Some(s.t));
             let Some(key) = self.spawn_join(parent, outer, sub_end(s, &calls), None) else {
@@ -252,7 +254,7 @@ impl<'a> Planner<'a> {
                 return Err(InputError::new(
                     self.file,
                     self.line,
-                    &format!("{}.agent_id", s.path),
+                    format!("{}.agent_id", s.path),
                     format!("duplicate agent_id {:?} (also at {first})", s.agent_id),
                 ));
             }
@@ -328,7 +330,7 @@ impl<'a> Planner<'a> {
             .find(|h| !h.is_empty())
             .cloned()
             .unwrap_or_default();
-        let mut groups: Vec<((usize, Option<usize>), Vec<(usize, Chain)>)> = Vec::new();
+        let mut groups: Groups<(usize, Chain)> = Vec::new();
         for (n, chain) in flats.into_iter().enumerate() {
             let end = chain
                 .iter()
@@ -533,7 +535,7 @@ impl Emitter<'_, '_> {
                 Ids::FullBlocks,
             )
             .map_err(|e| {
-                InputError::new(self.file, self.line, &format!("{}.hash_ids", call.path), e)
+                InputError::new(self.file, self.line, format!("{}.hash_ids", call.path), e)
             })?;
             if k == 0 && declared > 0 {
                 // Whole blocks of declared tokens only: the last partial one holds other content.
