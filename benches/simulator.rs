@@ -1,9 +1,10 @@
-//! Simulator speed: one 1800 s replay of the default deployment at c = 16 and c = 64, the 128-seed
+//! Simulator speed: one 1800 s replay of the default deployment at c = 16 and c = 64 (and at c = 16
+//! under the cold and the AgentX protocols), the 128-seed
 //! workload scan, generating + validating 10,000 session trees, open-loop replays of recorded arrivals,
 //! the default sweep (11 levels × 8 seeds, on every core), and `workload fit` of the shipped corpus.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use serverbench_sim::{scan, simulate, Arrivals, Deployment, RunConfig};
+use serverbench_sim::{scan, simulate, Arrivals, Deployment, Protocol, RunConfig};
 use serverbench_workloads::{Generator, TreeSource, WorkloadSpec};
 use std::hint::black_box;
 use std::time::Duration;
@@ -27,6 +28,21 @@ fn replay(c: &mut Criterion) {
                         .d,
                 )
             })
+        });
+    }
+    group.finish();
+    // The protocols against each other on the same trees: a cold start and AgentX's (warm-up and all).
+    let mut group = c.benchmark_group("protocol_c16_1800s");
+    group
+        .sample_size(20)
+        .measurement_time(Duration::from_secs(4));
+    for protocol in [Protocol::Cold, Protocol::Agentx] {
+        let cfg = RunConfig {
+            protocol,
+            ..RunConfig::new(16, 0, 1800.0)
+        };
+        group.bench_function(protocol.name(), |b| {
+            b.iter(|| black_box(simulate(&d, &cost, &g, &cfg).expect("runs").summary.score.d))
         });
     }
     group.finish();

@@ -6,15 +6,21 @@
 # cache on and off (what the gap's cause is bracketed by), on the built-in generator (`agentic-coding`,
 # fitted to the Claude Code corpus), on the hand-set spec it replaced (`synthetic-v1`), and on the public
 # Claude Code session with its sub-agents (tests/fixtures/weka/sample_trace_with_subagent.json, repeated
-# as new sessions: `--trace-repeat fresh`). Writes a markdown table to stdout.
+# as new sessions: `--trace-repeat fresh`). Then the same freezing replayed as the benchmark's final run
+# replays it, through AgentX's protocol (`--protocol agentx`, SGLang preset, operator-table profile,
+# prefix cache on): on the fitted workload, the public session, and five WEKA traces of the corpus's
+# probable earlier release (tests/fixtures/weka-kvt, traces longer than the deployment's context left
+# out as AgentX's --max-context-length does). Writes a markdown table to stdout.
 # Usage: scripts/l40_validation.sh [BIN] > results/l40-ops/validation.md
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${1:-target/release/serverbench}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-echo "| deployment | engine | c | profile | prefix cache | workload | frozen p90 TTFT (s) | reference (s) | error | frozen p90 TPOT (ms) | reference (ms) | error |"
-echo "|---|---|---:|---|---|---|---:|---:|---:|---:|---:|---:|"
-row() { # deployment ref_ttft ref_tpot engine c profile cache [workload: generator (default) | traces]
+echo "| deployment | engine | c | profile | prefix cache | workload | protocol | frozen p90 TTFT (s) | reference (s) | error | frozen p90 TPOT (ms) | reference (ms) | error |"
+echo "|---|---|---:|---|---|---|---|---:|---:|---:|---:|---:|---:|"
+kvt="$tmp/kvt"; mkdir -p "$kvt"
+for f in tests/fixtures/weka-kvt/trace_*.json.gz; do cp "$f" "$kvt/"; done
+row() { # deployment ref_ttft ref_tpot engine c profile cache [workload: generator (default) | traces | kvt]; $P the protocol (cold)
   # The engine preset's defaults for this deployment (`--engine-config vllm|sglang`), printed as a
   # deployment file so that the prefix cache can be switched off on top of them.
   "$BIN" slo -d "$1" --engine-config "$4" --print-config > "$tmp/d.yaml"
@@ -22,10 +28,12 @@ row() { # deployment ref_ttft ref_tpot engine c profile cache [workload: generat
   local w=${8:-generator} src=()
   [ "$w" = traces ] && src=(--trace tests/fixtures/weka/sample_trace_with_subagent.json --trace-repeat fresh)
   [ "$w" = synthetic-v1 ] && src=(--workload synthetic-v1)
-  line=$("$BIN" slo -d "$tmp/d.yaml" -c "$5" --seeds 8 -w 1800 --start cold --profile "presets/profiles/$6.yaml" "${src[@]}" | grep 'frozen:')
+  [ "$w" = kvt ] && src=(--trace "$kvt" --trace-format weka --max-context-length "$("$BIN" slo -d "$1" --print-config | sed -n 's/^context_limit: //p')")
+  local p=${P:-cold}
+  line=$("$BIN" slo -d "$tmp/d.yaml" -c "$5" --seeds 8 -w 1800 --protocol "$p" --profile "presets/profiles/$6.yaml" "${src[@]}" 2>/dev/null | grep 'frozen:')
   ttft=$(sed -E 's/.*τ_first = ([0-9.]+) s.*/\1/' <<< "$line"); tpot=$(sed -E 's/.*τ_token = ([0-9.]+) ms.*/\1/' <<< "$line")
-  awk -v d="$1" -v e="$4" -v c="$5" -v p="$6" -v k="$7" -v w="$w" -v t="$ttft" -v rt="$2" -v o="$tpot" -v ro="$3" 'BEGIN {
-    printf "| %s | %s | %d | %s | %s | %s | %.3f | %.3f | %+.0f %% | %.1f | %.1f | %+.0f %% |\n", d, e, c, p, k, w, t, rt, 100*(t/rt-1), o, ro, 100*(o/ro-1) }' | sed 's/| traces |/| Claude Code trace |/; s/| generator |/| agentic-coding |/'
+  awk -v d="$1" -v e="$4" -v c="$5" -v p="$6" -v k="$7" -v w="$w" -v pr="$p" -v t="$ttft" -v rt="$2" -v o="$tpot" -v ro="$3" 'BEGIN {
+    printf "| %s | %s | %d | %s | %s | %s | %s | %.3f | %.3f | %+.0f %% | %.1f | %.1f | %+.0f %% |\n", d, e, c, p, k, w, pr, t, rt, 100*(t/rt-1), o, ro, 100*(o/ro-1) }' | sed 's/| traces |/| Claude Code trace |/; s/| generator |/| agentic-coding |/; s/| kvt |/| WEKA traces (kv-cache-tester) |/'
 }
 for prof in l40-ops-sglang l40-datasheet; do
   for cache in on off; do
@@ -46,4 +54,9 @@ for w in synthetic-v1 traces; do
     row gemma4-e4b-1xl40 2.52693 121.7057 "$1" "$3" "$5" on $w
     row qwen3.8-27b-int4-2xl40 10.2988 48.3769 "$1" "$4" "$5" on $w
   done
+done
+for w in generator traces kvt; do
+  P=agentx row qwen3.5-9b-2xl40 4.10028 23.4974 sglang 1 l40-ops-sglang on $w
+  P=agentx row gemma4-e4b-1xl40 2.52693 121.7057 sglang 2 l40-ops-sglang on $w
+  P=agentx row qwen3.8-27b-int4-2xl40 10.2988 48.3769 sglang 4 l40-ops-sglang on $w
 done

@@ -32,10 +32,14 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 fn client(url: &str, timeout: Duration) -> Arc<HttpClient> {
+    client_of(url, timeout, Api::CompletionsTokens)
+}
+
+fn client_of(url: &str, timeout: Duration, api: Api) -> Arc<HttpClient> {
     Arc::new(
         HttpClient::new(ClientConfig {
             base_url: url.into(),
-            api: Api::CompletionsTokens,
+            api,
             server: serverbench_backends::Server::Vllm,
             model: "m".into(),
             timeout,
@@ -51,6 +55,91 @@ fn client(url: &str, timeout: Duration) -> Arc<HttpClient> {
 
 fn rel(a: f64, b: f64) -> f64 {
     (a - b).abs() / b.abs().max(1e-12)
+}
+
+/// The AgentX protocol on the wall clock: four WEKA traces with sub-agents, replayed as AgentX does
+/// (chat messages, warm-up, recorded clock) against the emulator, agree with the simulator's replay of
+/// the same protocol; the warm-up is never recorded and the records are the window's.
+#[test]
+fn the_agentx_protocol_replays_on_the_wall_clock_as_in_the_simulator() {
+    let _guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let d = Deployment::preset("qwen3.5-9b-2xl40").unwrap();
+    let names = ["trace_0274", "trace_0277", "trace_0282", "trace_0291"];
+    let paths: Vec<std::path::PathBuf> = names
+        .iter()
+        .map(|n| {
+            std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join(format!("tests/fixtures/weka-kvt/{n}.json.gz"))
+        })
+        .collect();
+    let refs: Vec<&std::path::Path> = paths.iter().map(|p| p.as_path()).collect();
+    let trees = serverbench_workloads::import(&refs, None).unwrap().trees;
+    let trace = serverbench_workloads::Trace::new(trees).unwrap();
+    let run = RunConfig {
+        protocol: Protocol::Agentx,
+        ..RunConfig::new(3, 42, 240.0)
+    };
+    let sim = simulate(&d, &d.cost_model(), &trace, &run).unwrap().summary;
+    let speed = 10.0;
+    let real = runtime().block_on(async {
+        let cfg = ServeConfig {
+            deployment: d.clone(),
+            cost: d.cost_model(),
+            time_scale: speed,
+            model_name: "m".into(),
+            vocab: 248_320,
+            cuda: None,
+            limits: Default::default(),
+            generation: Default::default(),
+            words: None,
+        };
+        let url = spawn_local(cfg).await.unwrap();
+        let real_cfg = RealConfig {
+            run,
+            time_scale: speed,
+            vocab: Vocab::new(100, 248_320).unwrap(),
+            stop: Default::default(),
+        };
+        // The token API is refused: AgentX sends chat completions.
+        let refused = run_real(
+            &d,
+            &trace,
+            client(&url, Duration::from_secs(30)),
+            &real_cfg,
+            &mut RecordSink::new(None).unwrap(),
+            &|_| {},
+        )
+        .await;
+        assert!(refused.is_err());
+        run_real(
+            &d,
+            &trace,
+            client_of(&url, Duration::from_secs(30), Api::Chat),
+            &real_cfg,
+            &mut RecordSink::new(None).unwrap(),
+            &|_| {},
+        )
+        .await
+        .unwrap()
+    });
+    let (r, a) = (&real.summary, real.summary.agentx.as_ref().unwrap());
+    let s = sim.agentx.as_ref().unwrap();
+    assert_eq!(real.client.errors_by_kind.len(), 0, "{:?}", real.client.errors_by_kind);
+    assert_eq!(real.client.length_mismatches, 0);
+    assert_eq!(a.lanes, 3);
+    assert_eq!(a.primers, s.primers, "the same primers");
+    assert!(real.client.warmup_requests >= 30, "{}", real.client.warmup_requests);
+    assert_eq!(a.warmup_requests, real.client.warmup_requests);
+    assert!(real.records.iter().all(|x| x.send_ns < 240_000_000_000));
+    assert!(real.records.iter().all(|x| x.finish_ns.unwrap() <= 270_000_000_000));
+    // The same protocol on both sides: as many requests within a fifth (the chat prompts' tokens, as
+    // the emulator counts them, differ from the trace's by the marker and message boundaries).
+    let ratio = r.requests as f64 / sim.requests as f64;
+    eprintln!(
+        "agentx on the wall clock: requests real {} sim {}, D real {:.3} sim {:.3}, warm-up {} / {}",
+        r.requests, sim.requests, r.score.d, sim.score.d, a.warmup_requests, s.warmup_requests
+    );
+    assert!((0.8..=1.25).contains(&ratio), "requests real {} sim {}", r.requests, sim.requests);
 }
 
 /// Replays `source` for `run` against `serve` of deployment `d` on loopback at `speed` × real time.

@@ -187,6 +187,12 @@ pub async fn run_real(
     progress: &(dyn Fn(f64) + Sync),
 ) -> std::io::Result<RealOutput> {
     let window_len = Time::from_secs(cfg.run.window_s).0;
+    if cfg.run.protocol.is_agentx() && client.config().api != Api::Chat {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "the AgentX protocols send chat completions, as AgentX does: the client must use the chat API",
+        ));
+    }
     let mut replay = Replay::new(source, cfg.run.replay())
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
     let mut ready: Vec<Ready> = Vec::new();
