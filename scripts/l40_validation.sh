@@ -9,7 +9,7 @@
 # as new sessions: `--trace-repeat fresh`). Then the same freezing replayed as the benchmark's final run
 # replays it, through AgentX's protocol (`--protocol agentx`, SGLang preset, operator-table profile,
 # prefix cache on): on the fitted workload, the public session, and five WEKA traces of the corpus's
-# probable earlier release (tests/fixtures/weka-kvt, traces longer than the deployment's context left
+# probable earlier release (tests/fixtures/weka-kvt/traces, traces longer than the deployment's context left
 # out as AgentX's --max-context-length does). Writes a markdown table to stdout.
 # Usage: scripts/l40_validation.sh [BIN] > results/l40-ops/validation.md
 set -euo pipefail
@@ -18,8 +18,7 @@ BIN=${1:-target/release/serverbench}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 echo "| deployment | engine | c | profile | prefix cache | workload | protocol | frozen p90 TTFT (s) | reference (s) | error | frozen p90 TPOT (ms) | reference (ms) | error |"
 echo "|---|---|---:|---|---|---|---|---:|---:|---:|---:|---:|---:|"
-kvt="$tmp/kvt"; mkdir -p "$kvt"
-for f in tests/fixtures/weka-kvt/trace_*.json.gz; do cp "$f" "$kvt/"; done
+kvt=tests/fixtures/weka-kvt/traces
 row() { # deployment ref_ttft ref_tpot engine c profile cache [workload: generator (default) | traces | kvt]; $P the protocol (cold)
   # The engine preset's defaults for this deployment (`--engine-config vllm|sglang`), printed as a
   # deployment file so that the prefix cache can be switched off on top of them.

@@ -23,7 +23,7 @@ const FLAT: [&str; 3] = ["trace_0004", "trace_0274", "trace_0291"];
 fn traces(names: &[&str]) -> Vec<SessionTree> {
     let paths: Vec<PathBuf> = names
         .iter()
-        .map(|n| fixture(&format!("{n}.json.gz")))
+        .map(|n| fixture(&format!("traces/{n}.json.gz")))
         .collect();
     let refs: Vec<&std::path::Path> = paths.iter().map(|p| p.as_path()).collect();
     import(&refs, Some(TraceFormat::WEKA)).unwrap().trees
@@ -611,7 +611,7 @@ fn parquet_rows_read_as_the_same_traces_as_their_json() {
 fn max_context_length_drops_whole_traces_as_agentx_does() {
     let paths: Vec<PathBuf> = FOUR
         .iter()
-        .map(|n| fixture(&format!("{n}.json.gz")))
+        .map(|n| fixture(&format!("traces/{n}.json.gz")))
         .collect();
     let refs: Vec<&std::path::Path> = paths.iter().map(|p| p.as_path()).collect();
     let mut i = import(&refs, Some(TraceFormat::WEKA)).unwrap();

@@ -69,7 +69,7 @@ fn the_agentx_protocol_replays_on_the_wall_clock_as_in_the_simulator() {
         .iter()
         .map(|n| {
             std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-                .join(format!("tests/fixtures/weka-kvt/{n}.json.gz"))
+                .join(format!("tests/fixtures/weka-kvt/traces/{n}.json.gz"))
         })
         .collect();
     let refs: Vec<&std::path::Path> = paths.iter().map(|p| p.as_path()).collect();
@@ -124,14 +124,26 @@ fn the_agentx_protocol_replays_on_the_wall_clock_as_in_the_simulator() {
     });
     let (r, a) = (&real.summary, real.summary.agentx.as_ref().unwrap());
     let s = sim.agentx.as_ref().unwrap();
-    assert_eq!(real.client.errors_by_kind.len(), 0, "{:?}", real.client.errors_by_kind);
+    assert_eq!(
+        real.client.errors_by_kind.len(),
+        0,
+        "{:?}",
+        real.client.errors_by_kind
+    );
     assert_eq!(real.client.length_mismatches, 0);
     assert_eq!(a.lanes, 3);
     assert_eq!(a.primers, s.primers, "the same primers");
-    assert!(real.client.warmup_requests >= 30, "{}", real.client.warmup_requests);
+    assert!(
+        real.client.warmup_requests >= 30,
+        "{}",
+        real.client.warmup_requests
+    );
     assert_eq!(a.warmup_requests, real.client.warmup_requests);
     assert!(real.records.iter().all(|x| x.send_ns < 240_000_000_000));
-    assert!(real.records.iter().all(|x| x.finish_ns.unwrap() <= 270_000_000_000));
+    assert!(real
+        .records
+        .iter()
+        .all(|x| x.finish_ns.unwrap() <= 270_000_000_000));
     // The same protocol on both sides: as many requests within a fifth (the chat prompts' tokens, as
     // the emulator counts them, differ from the trace's by the marker and message boundaries).
     let ratio = r.requests as f64 / sim.requests as f64;
@@ -139,7 +151,12 @@ fn the_agentx_protocol_replays_on_the_wall_clock_as_in_the_simulator() {
         "agentx on the wall clock: requests real {} sim {}, D real {:.3} sim {:.3}, warm-up {} / {}",
         r.requests, sim.requests, r.score.d, sim.score.d, a.warmup_requests, s.warmup_requests
     );
-    assert!((0.8..=1.25).contains(&ratio), "requests real {} sim {}", r.requests, sim.requests);
+    assert!(
+        (0.8..=1.25).contains(&ratio),
+        "requests real {} sim {}",
+        r.requests,
+        sim.requests
+    );
 }
 
 /// Replays `source` for `run` against `serve` of deployment `d` on loopback at `speed` × real time.

@@ -362,9 +362,10 @@ impl Imported {
 /// Most files one command reads from the folders it is given.
 pub const MAX_INPUT_FILES: usize = 100_000;
 
-/// The files a list of paths names: each file itself, each folder's files (recursively, in name
-/// order; hidden folders and hidden files other than `.json`, `.jsonl`, `.traj` and `.gz` skipped). A
-/// Parquet file (`.parquet`) is read as JSON lines, one per row (null fields left out).
+/// The files a list of paths names: each file itself, each folder's data files (recursively, in name
+/// order: `.json`, `.jsonl`, `.traj`, `.gz` and `.parquet` files, hidden folders skipped; a folder's
+/// other files, a LICENSE or a README, are not read). A Parquet file is read as JSON lines, one per row
+/// (null fields left out).
 pub fn source_files(paths: &[&std::path::Path]) -> Result<Vec<SourceFile>, InputError> {
     let mut names = Vec::new();
     for &p in paths {
@@ -416,11 +417,17 @@ fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) -> Result<(), 
         let hidden = p
             .file_name()
             .is_some_and(|n| n.to_string_lossy().starts_with('.'));
-        let data = p
-            .extension()
-            .is_some_and(|e| ["json", "jsonl", "traj", "gz"].iter().any(|x| e == *x));
-        // Hidden names (`.DS_Store`, `.git`) are skipped, except trace files themselves.
+        let data = p.extension().is_some_and(|e| {
+            ["json", "jsonl", "traj", "gz", "parquet"]
+                .iter()
+                .any(|x| e == *x)
+        });
+        // Hidden names (`.DS_Store`, `.git`) are skipped, except trace files themselves; so are the
+        // files of a folder that hold no data (a LICENSE, a README).
         if hidden && !(p.is_file() && data) {
+            continue;
+        }
+        if p.is_file() && !data {
             continue;
         }
         if p.is_dir() {
