@@ -626,3 +626,41 @@ fn max_context_length_drops_whole_traces_as_agentx_does() {
     assert_eq!(names, ["trace_0274", "trace_0277", "trace_0291"]);
     assert!(i.keep_within(1_000).is_err(), "nothing left is an error");
 }
+
+#[test]
+fn what_agentx_refuses_or_leaves_out_is_refused_or_counted_here_too() {
+    use serverbench_workloads::{import_files, SourceFile};
+    let read = |text: &str| {
+        import_files(
+            vec![SourceFile {
+                name: "t.jsonl".into(),
+                text: text.into(),
+            }],
+            Some(TraceFormat::WEKA),
+            false,
+        )
+    };
+    // A sub-agent with no main-agent call before it is left out (AgentX drops it) and counted.
+    let i = read(r#"{"id": "a", "requests": [{"type": "subagent", "t": 0, "agent_id": "x", "requests": [{"t": 0, "in": 10, "out": 1}]}, {"t": 1, "in": 20, "out": 2}]}"#).unwrap();
+    assert_eq!(i.trees[0].len(), 1, "only the main call");
+    let skips = i.reduced.unwrap().skip_counts();
+    assert_eq!(skips, vec![(1, "a sub-agent with no call of its parent before it".to_string())]);
+    // A non-finite time cannot be written in JSON: a NaN is malformed, named by its line.
+    let e = read("{\"id\": \"a\", \"requests\": [{\"t\": 0, \"in\": 10, \"out\": 1}]}\n{\"id\": \"b\", \"requests\": [{\"t\": NaN, \"in\": 10, \"out\": 1}]}").unwrap_err();
+    assert_eq!(e.line, 2, "{e}");
+    assert!(e.reason.contains("malformed JSON"), "{e}");
+    // A number too large to be a finite time is refused.
+    let e = read(r#"{"id": "a", "requests": [{"t": 0, "in": 10, "out": 1, "api_time": 1e999}]}"#);
+    assert!(e.is_err(), "an infinite api_time");
+    // A duplicate agent_id among kept sub-agents, a duplicate trace id: refused, as AgentX does.
+    let e = read(r#"{"id": "a", "requests": [{"t": 0, "in": 10, "out": 1}, {"type": "subagent", "t": 1, "agent_id": "x", "requests": [{"t": 1, "in": 5, "out": 1}]}, {"type": "subagent", "t": 2, "agent_id": "x", "requests": [{"t": 2, "in": 5, "out": 1}]}]}"#).unwrap_err();
+    assert_eq!(e.field, "requests[2].agent_id", "{e}");
+    let e = read("{\"id\": \"a\", \"requests\": [{\"t\": 0, \"in\": 10, \"out\": 1}]}\n{\"id\": \"a\", \"requests\": [{\"t\": 0, \"in\": 10, \"out\": 1}]}").unwrap_err();
+    assert_eq!((e.line, e.field.as_str()), (2, "id"), "{e}");
+    // AgentX's extra-tolerant cases it would refuse but real files hold: global scope, a null
+    // subagent_type, extra keys, a sub-agent time relative to its entry.
+    let i = read(r#"{"id": "g", "hash_id_scope": "global", "_analysis": {}, "requests": [{"t": 10, "in": 10, "out": 1, "api_time": 1}, {"type": "subagent", "t": 12, "agent_id": "x", "subagent_type": null, "requests": [{"t": 0.5, "in": 5, "out": 1, "api_time": 1}]}, {"t": 20, "in": 30, "out": 1}]}"#).unwrap();
+    let rec = i.trees[0].recorded().unwrap();
+    assert_eq!(rec.start_ns[1], 12_500_000_000, "relative inner time made absolute");
+    assert_eq!(rec.streams[1].spawn.unwrap().join, Some(2), "joined by the next main call");
+}
