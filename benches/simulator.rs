@@ -36,7 +36,7 @@ fn replay(c: &mut Criterion) {
     group
         .sample_size(20)
         .measurement_time(Duration::from_secs(4));
-    for protocol in [Protocol::Cold, Protocol::Agentx] {
+    for protocol in [Protocol::Cold, Protocol::Agentx, Protocol::AgentxMvp] {
         let cfg = RunConfig {
             protocol,
             ..RunConfig::new(16, 0, 1800.0)

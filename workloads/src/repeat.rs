@@ -139,14 +139,58 @@ impl TreeSource for FreshRepeats {
     }
 }
 
-/// `tree` as a new instance behind its own cache-bust marker (AgentX's, one per tree and pass): every
-/// block id mixed with `salt` except the tree's declared application prefix (the system prompt that
-/// precedes the marker), so nothing else is shared with any other instance.
-pub fn marked(tree: &SessionTree, salt: u64) -> SessionTree {
-    let keep = SharedIds {
-        ids: tree.app_prefix().iter().copied().collect(),
-    };
-    resalted(tree, salt, &keep)
+/// A tree as a new instance behind its own cache-bust marker (AgentX's, one per tree and pass): every
+/// block id mixed with the instance's salt except the tree's declared application prefix (the system
+/// prompt that precedes the marker), so nothing else is shared with any other instance. Marked lazily:
+/// a request's ids are mixed the first time it is asked for (a replay sends a small part of a long
+/// session), each chain the requests of one agent share once.
+pub struct Marked {
+    tree: Arc<SessionTree>,
+    salt: u64,
+    keep: SharedIds,
+    requests: Vec<OnceLock<Request>>,
+    chains: std::sync::Mutex<HashMap<usize, Arc<[u64]>>>,
+}
+
+impl Marked {
+    /// `tree` behind the marker `salt`.
+    pub fn new(tree: Arc<SessionTree>, salt: u64) -> Marked {
+        let keep = SharedIds {
+            ids: tree.app_prefix().iter().copied().collect(),
+        };
+        let requests = (0..tree.len()).map(|_| OnceLock::new()).collect();
+        Marked {
+            tree,
+            salt,
+            keep,
+            requests,
+            chains: Default::default(),
+        }
+    }
+
+    /// The tree as it was (unmarked): its structure, and what a real replay renders (whose marker is
+    /// text in the prompt).
+    pub fn tree(&self) -> &Arc<SessionTree> {
+        &self.tree
+    }
+
+    /// Request `id` with its block ids marked.
+    pub fn request(&self, id: u32) -> &Request {
+        self.requests[id as usize].get_or_init(|| {
+            let r = &self.tree.requests()[id as usize];
+            let chain = r.blocks.backing();
+            let key = chain.as_ptr() as usize;
+            let mut chains = self.chains.lock().expect("the marker's chain cache");
+            let new = chains
+                .entry(key)
+                .or_insert_with(|| salt_ids(chain, self.salt, &self.keep).into())
+                .clone();
+            Request {
+                blocks: Blocks::prefix_of(new, r.blocks.len()),
+                ..r.clone()
+            }
+        })
+    }
 }
 
 /// `tree` with every block id not in `keep` mixed with `salt`. Requests that shared one chain share

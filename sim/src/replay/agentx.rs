@@ -176,7 +176,8 @@ impl Index {
 
 /// One lane's tree instance.
 struct Lane {
-    tree: Arc<SessionTree>,
+    /// The tree behind this instance's cache-bust marker.
+    marked: serverbench_workloads::repeat::Marked,
     rec: Arc<Recorded>,
     ix: Index,
     /// The row drawn (position in the source's stream).
@@ -482,11 +483,10 @@ impl<'a> Agentx<'a> {
         });
         self.instances += 1;
         let salt = mix2(mix2(MARKER_SALT, self.seed), self.instances);
-        let tree = Arc::new(serverbench_workloads::repeat::marked(&base, salt));
-        let ix = Index::new(&tree, &rec);
-        let (n, streams) = (tree.len(), rec.streams.len());
+        let ix = Index::new(&base, &rec);
+        let (n, streams) = (base.len(), rec.streams.len());
         Lane {
-            tree,
+            marked: serverbench_workloads::repeat::Marked::new(base, salt),
             rec,
             ix,
             row,
@@ -541,10 +541,15 @@ impl<'a> Agentx<'a> {
         self.global_cap(now);
     }
 
-    /// The request behind a handle.
+    /// The tree a lane replays (as recorded: its requests' block ids unmarked) and its row.
     pub fn tree(&self, lane: u32) -> (&Arc<SessionTree>, u64) {
         let l = &self.lanes[lane as usize];
-        (&l.tree, l.row)
+        (l.marked.tree(), l.row)
+    }
+
+    /// The request behind a handle, its block ids behind its tree instance's marker.
+    pub fn request(&self, h: Handle) -> &serverbench_workloads::Request {
+        self.lanes[h.lane as usize].marked.request(h.request)
     }
 
     /// Whether the request was sent as part of the warm-up (never scored; one output token).

@@ -480,8 +480,12 @@ impl<'a> Replay<'a> {
             .is_some_and(|o| o.next.is_none() && o.open == 0 && o.pending.is_empty())
     }
 
-    /// The request behind a handle.
+    /// The request behind a handle (under the AgentX protocols, its block ids behind its tree
+    /// instance's cache-bust marker).
     pub fn request(&self, h: Handle) -> &Request {
+        if let Some(a) = &self.agentx {
+            return a.request(h);
+        }
         &self.tree(h.lane).0.requests()[h.request as usize]
     }
 
