@@ -644,7 +644,13 @@ fn what_agentx_refuses_or_leaves_out_is_refused_or_counted_here_too() {
     let i = read(r#"{"id": "a", "requests": [{"type": "subagent", "t": 0, "agent_id": "x", "requests": [{"t": 0, "in": 10, "out": 1}]}, {"t": 1, "in": 20, "out": 2}]}"#).unwrap();
     assert_eq!(i.trees[0].len(), 1, "only the main call");
     let skips = i.reduced.unwrap().skip_counts();
-    assert_eq!(skips, vec![(1, "a sub-agent with no call of its parent before it".to_string())]);
+    assert_eq!(
+        skips,
+        vec![(
+            1,
+            "a sub-agent with no call of its parent before it".to_string()
+        )]
+    );
     // A non-finite time cannot be written in JSON: a NaN is malformed, named by its line.
     let e = read("{\"id\": \"a\", \"requests\": [{\"t\": 0, \"in\": 10, \"out\": 1}]}\n{\"id\": \"b\", \"requests\": [{\"t\": NaN, \"in\": 10, \"out\": 1}]}").unwrap_err();
     assert_eq!(e.line, 2, "{e}");
@@ -661,6 +667,13 @@ fn what_agentx_refuses_or_leaves_out_is_refused_or_counted_here_too() {
     // subagent_type, extra keys, a sub-agent time relative to its entry.
     let i = read(r#"{"id": "g", "hash_id_scope": "global", "_analysis": {}, "requests": [{"t": 10, "in": 10, "out": 1, "api_time": 1}, {"type": "subagent", "t": 12, "agent_id": "x", "subagent_type": null, "requests": [{"t": 0.5, "in": 5, "out": 1, "api_time": 1}]}, {"t": 20, "in": 30, "out": 1}]}"#).unwrap();
     let rec = i.trees[0].recorded().unwrap();
-    assert_eq!(rec.start_ns[1], 12_500_000_000, "relative inner time made absolute");
-    assert_eq!(rec.streams[1].spawn.unwrap().join, Some(2), "joined by the next main call");
+    assert_eq!(
+        rec.start_ns[1], 12_500_000_000,
+        "relative inner time made absolute"
+    );
+    assert_eq!(
+        rec.streams[1].spawn.unwrap().join,
+        Some(2),
+        "joined by the next main call"
+    );
 }
