@@ -321,12 +321,18 @@ verify() { # `serverbench verify` with vLLM as the candidate and scripts/referen
   local vpid=$!
   python3 "$ROOT/scripts/reference_server.py" --model-dir "$vm" --port "$rport" > "$WORK/verify/reference.log" 2>&1 &
   local rpid=$!
-  local t=$(date +%s)
+  local t=$(date +%s) up=""
   while [ "$(left)" -gt 120 ]; do
     curl -s -m 2 "http://127.0.0.1:$vport/v1/models" | grep -q "\"$NAME\"" && \
-      curl -s -m 2 "http://127.0.0.1:$rport/health" > /dev/null && break
+      curl -s -m 2 "http://127.0.0.1:$rport/health" > /dev/null && { up=1; break; }
     sleep 2
   done
+  if [ -z "$up" ]; then
+    # Measured 2026-12-03: this checkpoint's vLLM was not up 312 s after its start (compile and graph
+    # capture of a new shape; the kernel check had run first in the same call).
+    echo "verify: the servers were not up after $(( $(date +%s) - t )) s; giving up with $(left) s left"
+    tail -n 5 "$WORK/verify/vllm.log"; kill -- -"$vpid" "$rpid" 2>/dev/null; pack verify; return 1
+  fi
   echo "servers up after $(( $(date +%s) - t )) s"
   keep_packing verify
   "$BIN" freeze -d qwen3-8b-200k-1xh200-vllm -c 8 --held-out 2 -w 30 --url "http://127.0.0.1:$vport" --server vllm \
