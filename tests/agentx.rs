@@ -677,3 +677,39 @@ fn what_agentx_refuses_or_leaves_out_is_refused_or_counted_here_too() {
         "joined by the next main call"
     );
 }
+
+#[test]
+fn agentx_validity_needs_coverage_of_long_windows_and_few_overflows() {
+    use serverbench_sim::{apply_agentx, summarise, AgentxSummary, Deployment};
+    let d = Deployment::preset("qwen3.5-9b-2xl40").unwrap();
+    let check = |window: f64, last: f64, overflows: usize| {
+        let (_, mut s) = summarise(&[], &d, window);
+        s.requests = 99;
+        let a = AgentxSummary {
+            last_ttft_s: last,
+            last_itl_s: last,
+            context_overflows: overflows,
+            ..AgentxSummary::default()
+        };
+        apply_agentx(&mut s, a);
+        (s.valid, s.agentx.unwrap().invalid)
+    };
+    assert_eq!(
+        check(1800.0, 1711.0, 0),
+        (true, None),
+        "95 % of 1800 s is 1710 s"
+    );
+    let (valid, why) = check(1800.0, 1700.0, 0);
+    assert!(!valid && why.unwrap().contains("insufficient coverage"));
+    assert_eq!(
+        check(600.0, 100.0, 0).0,
+        true,
+        "under 900 s AgentX checks no coverage"
+    );
+    let (valid, why) = check(1800.0, 1800.0, 2);
+    assert!(
+        !valid && why.unwrap().contains("overflowed"),
+        "2 of 101 overflowed: 1.98 %"
+    );
+    assert_eq!(check(1800.0, 1800.0, 1).0, true, "1 of 100: 1 %");
+}

@@ -361,6 +361,9 @@ pub struct AgentxSummary {
 
 /// Share of the window the last TTFT and the last ITL observation must reach (AgentX's coverage).
 pub const AGENTX_COVERAGE: f64 = 0.95;
+/// AgentX's shortest window, seconds: its scenarios refuse shorter ones (an override lets them through)
+/// and check no coverage for them, and neither does this.
+pub const AGENTX_MIN_WINDOW_S: f64 = 900.0;
 
 /// A run's records under the AgentX window: warm-up requests (`warm`) left out, requests still running
 /// at the end of the grace (no finish time, or a finish after `run_end_ns`) left without a record,
@@ -427,7 +430,8 @@ pub fn apply_agentx(summary: &mut Summary, mut a: AgentxSummary) {
         0.0
     };
     let mut why = Vec::new();
-    if a.last_ttft_s < AGENTX_COVERAGE * window || a.last_itl_s < AGENTX_COVERAGE * window {
+    let short = a.last_ttft_s < AGENTX_COVERAGE * window || a.last_itl_s < AGENTX_COVERAGE * window;
+    if window >= AGENTX_MIN_WINDOW_S && short {
         why.push(format!(
             "insufficient coverage: the last TTFT at {:.1} s and the last ITL at {:.1} s of a {window} s window (both must reach {:.0} %)",
             a.last_ttft_s,
