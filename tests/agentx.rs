@@ -655,9 +655,14 @@ fn what_agentx_refuses_or_leaves_out_is_refused_or_counted_here_too() {
     let e = read("{\"id\": \"a\", \"requests\": [{\"t\": 0, \"in\": 10, \"out\": 1}]}\n{\"id\": \"b\", \"requests\": [{\"t\": NaN, \"in\": 10, \"out\": 1}]}").unwrap_err();
     assert_eq!(e.line, 2, "{e}");
     assert!(e.reason.contains("malformed JSON"), "{e}");
-    // A number too large to be a finite time is refused.
+    // A number too large to be a finite time is refused, and so is a time of more than a billion
+    // seconds (nanoseconds of it would not fit), named by its field.
     let e = read(r#"{"id": "a", "requests": [{"t": 0, "in": 10, "out": 1, "api_time": 1e999}]}"#);
     assert!(e.is_err(), "an infinite api_time");
+    let e = read(r#"{"id": "a", "requests": [{"t": 1e300, "in": 10, "out": 1}]}"#).unwrap_err();
+    assert_eq!(e.field, "requests[0].t", "{e}");
+    let e = read(r#"{"id": "a", "requests": [{"t": 0, "in": 10, "out": 1}, {"type": "subagent", "t": 1, "agent_id": "x", "duration_ms": 1e20, "requests": [{"t": 1, "in": 5, "out": 1}]}]}"#).unwrap_err();
+    assert_eq!(e.field, "requests[1].duration_ms", "{e}");
     // A duplicate agent_id among kept sub-agents, a duplicate trace id: refused, as AgentX does.
     let e = read(r#"{"id": "a", "requests": [{"t": 0, "in": 10, "out": 1}, {"type": "subagent", "t": 1, "agent_id": "x", "requests": [{"t": 1, "in": 5, "out": 1}]}, {"type": "subagent", "t": 2, "agent_id": "x", "requests": [{"t": 2, "in": 5, "out": 1}]}]}"#).unwrap_err();
     assert_eq!(e.field, "requests[2].agent_id", "{e}");

@@ -7,6 +7,10 @@
 use crate::error::InputError;
 use serde_json::{Map, Value};
 
+/// The largest time a trace may record, seconds (about 31 years): every time and sum of times then fits
+/// in nanoseconds.
+pub const MAX_SECONDS: f64 = 1e9;
+
 /// One trace object as recorded.
 #[derive(Clone, Debug)]
 pub struct RawTrace {
@@ -163,7 +167,7 @@ impl Reader<'_> {
             .saturating_add(self.optional_count(o, path, "tool_tokens")?))
     }
 
-    /// A finite number of seconds; `required` makes absence an error.
+    /// A finite number of seconds, at most [`MAX_SECONDS`] from 0.
     fn seconds(
         &self,
         o: &Map<String, Value>,
@@ -173,10 +177,10 @@ impl Reader<'_> {
         match o.get(name) {
             None | Some(Value::Null) => Ok(None),
             Some(v) => match v.as_f64() {
-                Some(x) if x.is_finite() => Ok(Some(x)),
+                Some(x) if x.is_finite() && x.abs() <= MAX_SECONDS => Ok(Some(x)),
                 _ => Err(self.err(
                     &join(path, name),
-                    format!("expected a finite number of seconds, got {v}"),
+                    format!("expected a finite number of seconds, at most {MAX_SECONDS:e} from 0, got {v}"),
                 )),
             },
         }
@@ -278,7 +282,7 @@ impl Reader<'_> {
         let duration_ms = match o.get("duration_ms") {
             None | Some(Value::Null) => None,
             Some(v) => match v.as_f64() {
-                Some(x) if x.is_finite() => Some(x),
+                Some(x) if x.is_finite() && x.abs() <= MAX_SECONDS * 1e3 => Some(x),
                 _ => {
                     return Err(self.err(
                         &join(&path, "duration_ms"),
