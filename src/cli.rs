@@ -52,6 +52,32 @@ pub enum Command {
     Workload(WorkloadCommand),
 }
 
+impl Command {
+    /// Fills an unnamed `--protocol` with the deployment's own (`protocol_of` reads it from a
+    /// deployment name or file; `None`, as for a file that does not load, leaves cold, and the
+    /// command reports the file).
+    pub fn settle_protocol(&mut self, protocol_of: impl Fn(&str) -> Option<String>) {
+        let (d, p, arrivals) = match self {
+            Command::Simulate(a) => (&a.deployment, &mut a.replay.protocol, &a.replay.arrivals),
+            Command::Sweep(a) if a.rates.is_some() => return,
+            Command::Sweep(a) => (&a.deployment, &mut a.replay.protocol, &a.replay.arrivals),
+            Command::Screen(a) => (&a.deployment, &mut a.replay.protocol, &a.replay.arrivals),
+            Command::Slo(a) => (&a.deployment, &mut a.replay.protocol, &a.replay.arrivals),
+            Command::WhatIf(a) => (&a.deployment, &mut a.replay.protocol, &a.replay.arrivals),
+            Command::Replay(a) => (&a.deployment, &mut a.replay.protocol, &a.replay.arrivals),
+            Command::Compare(a) => (&a.deployment, &mut a.replay.protocol, &a.replay.arrivals),
+            Command::Freeze(a) => (&a.deployment, &mut a.protocol, &String::new()),
+            _ => return,
+        };
+        // An open-loop replay (`--arrivals` other than closed) is not a lane protocol: the
+        // deployment's own protocol, a closed-loop one, does not apply to it.
+        let open = !arrivals.is_empty() && arrivals != "closed";
+        if p.is_none() && !open {
+            *p = protocol_of(&d.deployment);
+        }
+    }
+}
+
 /// Where the deployment comes from and how it is modified.
 #[derive(Args, Debug, Clone)]
 pub struct DeploymentArgs {
@@ -127,9 +153,11 @@ pub struct ReplayArgs {
     /// scenario, the benchmark's final replayer: trace rows in order, seeded start points with primed
     /// streams and a 10-request warm-up never scored, the recording's own gaps, idle caps, a window of
     /// requests issued before its end that finish within the grace) or agentx-mvp (its
-    /// `inferencex-agentx-mvp` scenario); the open loop always starts cold. docs/definitions.md.
-    #[arg(long, alias = "start", default_value = "cold")]
-    pub protocol: String,
+    /// `inferencex-agentx-mvp` scenario); the open loop always starts cold. Default: the
+    /// deployment's own (`protocol` in its file; the benchmark's deployments: agentx), else cold.
+    /// docs/definitions.md.
+    #[arg(long, alias = "start")]
+    pub protocol: Option<String>,
     /// AgentX protocols: the share of each session's recorded span its lane starts in, LO,HI
     /// (default 0.25,0.75 for agentx, 0,1 for agentx-mvp).
     #[arg(long, value_name = "LO,HI")]
@@ -154,6 +182,13 @@ pub struct ReplayArgs {
     /// Open loop: most session trees open at once (an arrival past it waits); default no cap.
     #[arg(long)]
     pub max_open: Option<u32>,
+}
+
+impl ReplayArgs {
+    /// The protocol's name: as given, or as [`Command::settle_protocol`] set it from the deployment.
+    pub fn protocol(&self) -> &str {
+        self.protocol.as_deref().unwrap_or("cold")
+    }
 }
 
 #[derive(Args, Debug)]
@@ -256,9 +291,13 @@ pub struct SloArgs {
     pub workload: WorkloadArgs,
     #[command(flatten)]
     pub replay: ReplayArgs,
-    /// Lanes of the reference configuration.
-    #[arg(long, short = 'c', default_value_t = 1)]
-    pub concurrency: u32,
+    /// Lanes of the reference configuration (default: the deployment's reference arm's, else 1).
+    #[arg(long, short = 'c')]
+    pub concurrency: Option<u32>,
+    /// Freeze on the deployment's own engine section, not on its reference arm (the engine preset,
+    /// running limit and memory fraction its targets were measured with). Implied by --engine-config.
+    #[arg(long)]
+    pub as_deployed: bool,
     /// Seeds (k independent seeds): a count N or a range A..B.
     #[arg(long, default_value = "8")]
     pub seeds: String,
@@ -315,6 +354,11 @@ pub struct WorkloadFitArgs {
     /// stopping.
     #[arg(long)]
     pub keep_going: bool,
+    /// Aim the fitted spec at a corpus's published quantities (built-in targets by name, e.g.
+    /// `cc-traces-weka-062126`, or a YAML file): fit only the sessions the corpus's own filter keeps,
+    /// then move the spec until its sessions show those numbers, and print each beside them.
+    #[arg(long)]
+    pub targets: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -796,9 +840,9 @@ pub struct FreezeArgs {
     #[arg(long, short = 'w', default_value_t = 1800.0)]
     pub window: f64,
     /// The protocol the final runs replay (as `replay --protocol`; the benchmark's final run is
-    /// `agentx`).
-    #[arg(long, default_value = "cold")]
-    pub protocol: String,
+    /// `agentx`). Default: the deployment's own, else cold.
+    #[arg(long)]
+    pub protocol: Option<String>,
     /// The server's base URL.
     #[arg(long)]
     pub url: String,

@@ -67,7 +67,7 @@ pub fn run(a: CompareArgs) -> Result<()> {
         "compare.json",
         &meta,
         &serde_json::json!({ "deployment": d.name, "profile": d.profile.name, "window_s": a.replay.window,
-            "protocol": a.replay.protocol, "rows": rows, "seed_rankings": rankings }),
+            "protocol": a.replay.protocol(), "rows": rows, "seed_rankings": rankings }),
     )?;
     let svg = crate::plot::compare_svg(
         &format!("{}: simulated against measured, one point per run", d.name),
@@ -197,7 +197,7 @@ fn replay_child(a: &CompareArgs, dir: &Path, c: u32, seed: u64) -> Result<()> {
     }
     cmd.args(["-w", &a.replay.window.to_string()])
         .args(["--idle-gap-cap", &a.replay.idle_gap_cap.to_string()])
-        .args(["--protocol", &a.replay.protocol])
+        .args(["--protocol", a.replay.protocol()])
         .args(["--arrivals", &a.replay.arrivals]);
     crate::inputs::forward_agentx_flags(&mut cmd, &a.replay);
     if let Some(n) = a.replay.max_open {
@@ -230,9 +230,12 @@ fn run_salt(a: &CompareArgs, c: u32, seed: u64) -> u64 {
     });
     let what = format!(
         "{}|{}|{}|{}",
-        a.replay.protocol, a.deployment.deployment, workload[0], workload[1]
+        a.replay.protocol(),
+        a.deployment.deployment,
+        workload[0],
+        workload[1]
     );
-    if a.replay.protocol == "steady" && workload.iter().all(|w| w.is_empty()) {
+    if a.replay.protocol() == "steady" && workload.iter().all(|w| w.is_empty()) {
         return base;
     }
     let h = what.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
@@ -256,7 +259,7 @@ fn markdown(name: &str, a: &CompareArgs, rows: &[Row], rankings: &[SeedRanking])
         "serverbench compare — {name}, window {} s, {}; each cell: simulated / measured (error)\n\n",
         a.replay.window,
         match a.replay.arrivals.as_str() {
-            "closed" => format!("protocol {}", a.replay.protocol),
+            "closed" => format!("protocol {}", a.replay.protocol()),
             open => format!("arrivals {open}"),
         }
     );

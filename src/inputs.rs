@@ -107,9 +107,27 @@ fn with_engine(mut d: Deployment, path: &Path) -> Result<Deployment> {
     Ok(d.with_engine_yaml(&path.display().to_string(), &text)?)
 }
 
+/// The replay protocol the deployment `name_or_file` names for itself, if it loads and names one.
+pub fn deployment_protocol(name_or_file: &str) -> Option<String> {
+    deployment(name_or_file)
+        .ok()?
+        .protocol
+        .map(|p| p.name().to_string())
+}
+
 /// The study the arguments describe: deployment, workload and the replay options of every run.
 pub fn study(d_args: &DeploymentArgs, w: &WorkloadArgs, r: &ReplayArgs) -> Result<Study> {
-    let d = resolved(d_args)?;
+    study_on(resolved(d_args)?, d_args, w, r)
+}
+
+/// The study of deployment `d` (resolved from `d_args`, perhaps changed since) with the arguments'
+/// workload and replay options.
+pub fn study_on(
+    d: Deployment,
+    d_args: &DeploymentArgs,
+    w: &WorkloadArgs,
+    r: &ReplayArgs,
+) -> Result<Study> {
     let w = fitted_workload(&d_args.deployment, w, &d)?;
     Ok(Study::new(d, w, run_config(r, 1, 0)?))
 }
@@ -359,11 +377,11 @@ pub fn time_scale(x: f64) -> Result<f64> {
 
 /// The run configuration for one replay; a bad option names its flag.
 pub fn run_config(r: &ReplayArgs, concurrency: u32, seed: u64) -> Result<RunConfig> {
-    let protocol = Protocol::parse(&r.protocol).ok_or_else(|| {
+    let protocol = Protocol::parse(r.protocol()).ok_or_else(|| {
         anyhow!(
             "--protocol: expected one of {}, got {:?}",
             Protocol::NAMES.join(", "),
-            r.protocol
+            r.protocol()
         )
     })?;
     let agentx = agentx_params(r, protocol)?;

@@ -80,7 +80,8 @@ fn broken_pipe(e: &anyhow::Error) -> bool {
 }
 
 fn try_main() -> anyhow::Result<()> {
-    let cli = cli::Cli::parse();
+    let mut cli = cli::Cli::parse();
+    cli.command.settle_protocol(inputs::deployment_protocol);
     match cli.command {
         cli::Command::Simulate(a) => simulate::run(a),
         cli::Command::Sweep(a) => sweep::run(a),

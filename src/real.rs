@@ -124,24 +124,27 @@ fn client_config(
     model: String,
     agentx: bool,
 ) -> Result<ClientConfig> {
-    let api = match inputs::api(&a.api)? {
-        // AgentX sends chat completions: so does its protocol.
-        api if agentx && api != serverbench_backends::Api::Chat => {
-            eprintln!(
-                "note: --protocol {} sends chat completions with messages, as AgentX does (not --api {})",
-                a.replay.protocol, a.api
-            );
-            serverbench_backends::Api::Chat
-        }
-        api => api,
-    };
-    let server = inputs::server(&a.server)?;
     if !(a.timeout > 0.0 && a.timeout <= MAX_TIMEOUT_S) {
         bail!(
             "--timeout: must be a positive number of seconds, at most {MAX_TIMEOUT_S} (a day), got {}",
             a.timeout
         );
     }
+    let api = match inputs::api(&a.api)? {
+        // AgentX sends chat completions: so does its protocol (a note when --api asked for text;
+        // `tokens` is the default, not a choice).
+        api if agentx && api != serverbench_backends::Api::Chat => {
+            if api != serverbench_backends::Api::CompletionsTokens {
+                eprintln!(
+                "note: --protocol {} sends chat completions with messages, as AgentX does (not --api {})",
+                a.replay.protocol(), a.api
+            );
+            }
+            serverbench_backends::Api::Chat
+        }
+        api => api,
+    };
+    let server = inputs::server(&a.server)?;
     let headers = a
         .headers
         .iter()
@@ -450,7 +453,7 @@ fn report(
             &out.summary,
             d.gpus(),
             d.gpu_hour_dollars,
-            &a.replay.protocol,
+            a.replay.protocol(),
             crate::output::SeenBy::Client,
         )
     )?;
@@ -469,7 +472,7 @@ fn report(
             c.unrecognised_output_streams
         )?,
     }
-    if a.api == "chat" || a.replay.protocol.starts_with("agentx") {
+    if a.api == "chat" || a.replay.protocol().starts_with("agentx") {
         outln!(
             "    full prompt           not checked (a chat template adds tokens to every prompt)"
         )?;

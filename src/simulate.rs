@@ -53,7 +53,7 @@ pub fn run(a: SimulateArgs) -> Result<()> {
         &out.summary,
         d.gpus(),
         d.gpu_hour_dollars,
-        &a.replay.protocol,
+        a.replay.protocol(),
         crate::output::SeenBy::Engine,
     );
     for (k, v) in &rows {

@@ -4,22 +4,24 @@
 use crate::cli::SloArgs;
 use crate::inputs;
 use crate::output::replays_bar;
-use anyhow::{Context, Result};
+use anyhow::{anyhow, Context, Result};
+use serverbench_sim::Deployment;
 
 pub fn run(a: SloArgs) -> Result<()> {
     let mut d = inputs::resolved(&a.deployment)?;
-    if inputs::print_config(&a.deployment, &d)? {
+    let (reference, c, arm) = reference(&a, &d)?;
+    if inputs::print_config(&a.deployment, &reference)? {
         return Ok(());
     }
-    let study = inputs::study(&a.deployment, &a.workload, &a.replay)?;
+    let study = inputs::study_on(reference, &a.deployment, &a.workload, &a.replay)?;
     let seeds = inputs::seeds(&a.seeds)?;
     let bar = replays_bar(seeds.len(), true);
-    let (rows, slo) = serverbench_study::freeze_slo(&study, a.concurrency, &seeds, &|| bar.inc(1))?;
+    let (rows, slo) = serverbench_study::freeze_slo(&study, c, &seeds, &|| bar.inc(1))?;
     bar.finish_and_clear();
     outln!(
-        "serverbench slo — reference {} at c = {}, {} seeds, window {} s\n",
+        "serverbench slo — reference {} at c = {}{arm}, {} seeds, window {} s\n",
         d.name,
-        a.concurrency,
+        c,
         rows.len(),
         a.replay.window
     )?;
@@ -54,7 +56,7 @@ pub fn run(a: SloArgs) -> Result<()> {
         let text = format!(
             "# SLO targets frozen by `serverbench slo` from {} at c = {} over {} seeds ({}), window {} s.\n{}",
             source,
-            a.concurrency,
+            c,
             seeds.len(),
             crate::output::seed_list(&seeds),
             a.replay.window,
@@ -64,6 +66,27 @@ pub fn run(a: SloArgs) -> Result<()> {
         outln!("  wrote {} (use it with --deployment)", path.display())?;
     }
     Ok(())
+}
+
+/// The deployment the targets are frozen on, the concurrency, and how the header names the engine: the
+/// reference arm's engine preset, running limit and memory fraction (at `-c` when given) unless
+/// `--as-deployed` or `--engine-config` asks for the deployment's own engine section.
+fn reference(a: &SloArgs, d: &Deployment) -> Result<(Deployment, u32, String)> {
+    let own = a.as_deployed || a.deployment.engine_config.is_some();
+    let arm = d.reference.as_ref().filter(|_| !own);
+    let c = a.concurrency.or(arm.map(|r| r.concurrency)).unwrap_or(1);
+    let Some(arm) = arm else {
+        return Ok((d.clone(), c, String::new()));
+    };
+    let on = d
+        .as_reference_arm(c)
+        .expect("the deployment has an arm")
+        .map_err(|e| anyhow!("{}: its reference arm at c = {c}: {e}", d.name))?;
+    let label = format!(
+        " on its reference arm ({}, at most {c} running, memory fraction {})",
+        arm.engine, arm.gpu_memory_utilization
+    );
+    Ok((on, c, label))
 }
 
 /// The name a deployment with newly frozen targets is written under: not its source's, whose targets

@@ -100,7 +100,7 @@ pub fn run(a: SweepArgs) -> Result<()> {
         a.concurrency.len(),
         seeds.len(),
         r.window_s,
-        a.replay.protocol
+        a.replay.protocol()
     )?;
     let mut printed = table(&r, &d);
     if r.partial {
@@ -493,9 +493,12 @@ fn level_cells(label: String, l: &Level, best_mean: bool, best_robust: bool) -> 
         _ => "",
     };
     let invalid = if l.all_valid {
-        ""
+        String::new()
     } else {
-        " (invalid: context overflow)"
+        format!(
+            " ({} runs invalid: their summaries say why)",
+            l.invalid_runs
+        )
     };
     vec![
         label,

@@ -23,16 +23,33 @@ pub fn run(c: WorkloadCommand) -> Result<()> {
 fn fit(a: WorkloadFitArgs) -> Result<()> {
     let started = std::time::Instant::now();
     let paths: Vec<&std::path::Path> = a.corpus.iter().map(|p| p.as_path()).collect();
-    let imported = inputs::import(&paths, a.trace_format, a.keep_going)?;
+    let mut imported = inputs::import(&paths, a.trace_format, a.keep_going)?;
     let n = inputs::trees(a.trees)?;
+    let targets = match &a.targets {
+        Some(t) => Some(serverbench_workloads::read_targets(t)?),
+        None => None,
+    };
+    let min_requests = targets
+        .as_ref()
+        .and_then(|(t, p)| p.as_ref().unwrap_or(t).min_requests_per_session);
+    if let Some(min) = min_requests {
+        let why =
+            format!("a session of fewer than {min} requests (the targets' corpus keeps none)");
+        imported.keep_sessions(|t| t.len() >= min as usize, &why);
+    }
     let names: Vec<String> = a.corpus.iter().map(|p| p.display().to_string()).collect();
-    let source = format!(
+    let mut source = format!(
         "workload fit of {} sessions ({}) from {}, every {}th held out",
         imported.trees.len(),
         imported.format.name(),
         names.join(" "),
         serverbench_workloads::fit::HOLD_OUT_EVERY
     );
+    if let (Some(min), Some(t)) = (min_requests, &a.targets) {
+        source = format!("{source}; sessions of at least {min} requests, aimed at {t}");
+    } else if let Some(t) = &a.targets {
+        source = format!("{source}; aimed at {t}");
+    }
     let check = if a.check.is_empty() {
         Vec::new()
     } else {
@@ -47,6 +64,22 @@ fn fit(a: WorkloadFitArgs) -> Result<()> {
         a.context_limit,
     )
     .map_err(|e| anyhow::anyhow!("the fitted spec: {e}"))?;
+    let aimed = match &targets {
+        Some((t, parent)) => {
+            let (s, r) = serverbench_workloads::aim::aim(
+                &spec,
+                t,
+                parent.as_ref(),
+                a.context_limit,
+                n,
+                serverbench_workloads::aim::ROUNDS,
+            )
+            .map_err(|e| anyhow::anyhow!("aiming the fitted spec at {}: {e}", t.name))?;
+            spec = s;
+            Some(r)
+        }
+        None => None,
+    };
     spec.name = a.name.clone();
     if let Some(path) = &a.held_out {
         let held: Vec<Session> = (0..imported.trees.len())
@@ -59,6 +92,9 @@ fn fit(a: WorkloadFitArgs) -> Result<()> {
         write_out(Some(path), |w| write_corpus(&held, w))?;
     }
     print_fit(&report)?;
+    if let Some(r) = &aimed {
+        print_aim(r)?;
+    }
     outln!("\n  fitted in {:.1} s", started.elapsed().as_secs_f64())?;
     if let Some(path) = &a.out {
         let text = format!(
@@ -70,6 +106,49 @@ fn fit(a: WorkloadFitArgs) -> Result<()> {
     if let Some(path) = &a.report {
         let text = serde_json::to_string_pretty(&report)?;
         std::fs::write(path, text).with_context(|| format!("{}: cannot write", path.display()))?;
+    }
+    Ok(())
+}
+
+fn print_aim(r: &serverbench_workloads::aim::AimReport) -> Result<()> {
+    outln!(
+        "\naimed at {} — {} rounds of moves, {} sessions generated (seed 0)\n",
+        r.targets,
+        r.rounds,
+        r.sessions
+    )?;
+    outln!(
+        "  {:<30} {:<14} {:>12} {:>12} {:>12} {:>9}  moved",
+        "quantity",
+        "statistic",
+        "published",
+        "fitted",
+        "aimed",
+        "error"
+    )?;
+    for row in &r.rows {
+        let t = &row.target;
+        let stat = match (t.stat, t.above) {
+            (serverbench_workloads::aim::Stat::ShareAbove, Some(a)) => format!("share > {a}"),
+            (s, _) => format!("{s:?}").to_lowercase(),
+        };
+        let err = match t.stat {
+            serverbench_workloads::aim::Stat::Value
+            | serverbench_workloads::aim::Stat::ShareAbove => {
+                format!("{:+.3}", row.error)
+            }
+            _ => format!("{:+.1} %", 100.0 * row.error),
+        };
+        outln!(
+            "  {:<30} {:<14} {:>12.4} {:>12.4} {:>12.4} {:>9}  {}",
+            format!("{:?} ({})", t.quantity, t.quantity.unit()),
+            stat,
+            t.value,
+            row.fitted,
+            row.aimed,
+            err,
+            if row.moved { "yes" } else { "" }
+        )?;
     }
     Ok(())
 }

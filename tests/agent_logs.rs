@@ -315,7 +315,9 @@ fn workload_specs_are_named_and_deployments_choose_theirs() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success());
     assert!(
-        err.contains("not a built-in spec (agentic-coding, synthetic-v1)"),
+        err.contains(
+            "not a built-in spec (agentic-coding, agentx-062126-256k, agentx-062126, synthetic-v1)"
+        ),
         "{err}"
     );
     // The H200 deployment's 40,960-token context: its own workload is the hand-set spec, and the

@@ -704,7 +704,10 @@ fn engine_presets_follow_each_engines_defaults_for_the_deployment() {
     let o = serverbench(["simulate", "--engine-config", "tgi"]);
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("not an engine preset (vllm, sglang)"), "{err}");
+    assert!(
+        err.contains("not an engine preset (vllm, sglang, vllm-0.28.0, sglang-0.5.19)"),
+        "{err}"
+    );
 }
 
 /// A fault only the CUDA engine can carry out is refused by the emulated server, with the reason.

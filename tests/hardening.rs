@@ -434,7 +434,7 @@ fn a_context_limit_too_small_for_the_workload_names_the_deployment_line() {
         "ctx1.yaml",
         "base: qwen3.5-9b-2xl40\n# far too small\ncontext_limit: 1\n",
     );
-    let at = format!("{dep}: line 3: context_limit: too small for workload spec agentic-coding: a context of 1 tokens cannot hold these sessions");
+    let at = format!("{dep}: line 3: context_limit: too small for workload spec agentx-062126: a context of 1 tokens cannot hold these sessions");
     for args in [
         vec!["simulate", "-d", &dep, "-w", "60"],
         vec!["sweep", "-d", &dep, "-c", "1", "--seeds", "1", "-w", "60"],

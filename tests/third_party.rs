@@ -220,6 +220,9 @@ fn the_vllm_fidelity_tables_reproduce_from_the_stored_runs() {
                 "cold",
                 "-c",
                 "1,4,16",
+                // The fitted spec as these runs replayed it (the shipped one has been refitted since).
+                "--workload",
+                "results/h200-vllm/agentic-coding-as-replayed.yaml",
             ],
         ),
         (

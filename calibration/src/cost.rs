@@ -188,18 +188,23 @@ pub struct CostInputs<'a> {
 /// host's launch time ([`Profile::eager_s_per_layer`] per layer).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GraphRule {
-    /// Steps of at most this many tokens replay a graph (0: none does).
+    /// Decode-only steps of at most this many tokens replay a graph (0: none does).
     pub max_tokens: u32,
-    /// Whether steps with prefill tokens do too (piecewise graphs, as vLLM's); else only decode-only
-    /// steps.
-    pub mixed: bool,
+    /// Steps with prefill tokens of at most this many tokens replay (piecewise) graphs: vLLM's
+    /// `max_tokens` too, SGLang's 0 before 0.5.10 (extend batches run eagerly), 4096 after for the
+    /// models it lists.
+    pub prefill_max_tokens: u32,
 }
 
 impl GraphRule {
     /// Whether a step of this shape replays a graph.
     #[inline]
     pub fn replays(&self, b: &BatchShape) -> bool {
-        b.tokens() <= self.max_tokens as u64 && (self.mixed || b.prefill_seqs == 0)
+        let cap = match b.prefill_seqs {
+            0 => self.max_tokens,
+            _ => self.prefill_max_tokens,
+        };
+        b.tokens() <= cap as u64
     }
 }
 
@@ -627,11 +632,15 @@ mod tests {
         let hidden = with(None);
         let sglang = with(Some(GraphRule {
             max_tokens: 32,
-            mixed: false,
+            prefill_max_tokens: 0,
         }));
         let vllm = with(Some(GraphRule {
             max_tokens: 512,
-            mixed: true,
+            prefill_max_tokens: 512,
+        }));
+        let sglang_0519 = with(Some(GraphRule {
+            max_tokens: 32,
+            prefill_max_tokens: 4096,
         }));
         let floor = m.layers as f64 * 1e-3;
         for b in [decode(1, 4096), decode(32, 4096)] {
@@ -649,6 +658,12 @@ mod tests {
         prefill.add_prefill(100, 0, None);
         assert!(sglang.step_seconds(&prefill) > hidden.step_seconds(&prefill));
         assert_eq!(vllm.step_seconds(&prefill), hidden.step_seconds(&prefill));
+        // SGLang's piecewise extend graphs: a prefill step of 104 tokens replays, a decode of 64 does not.
+        assert_eq!(
+            sglang_0519.step_seconds(&prefill),
+            hidden.step_seconds(&prefill)
+        );
+        assert!((sglang_0519.step_seconds(&big) - (floor + fixed)).abs() < 1e-12);
         // No eager cost in the profile: the rule changes nothing.
         let free = Profile {
             eager_s_per_layer: 0.0,
@@ -656,7 +671,7 @@ mod tests {
         };
         let none = GraphRule {
             max_tokens: 0,
-            mixed: false,
+            prefill_max_tokens: 0,
         };
         assert_eq!(
             with_profile(&free, Some(none)).step_seconds(&big),

@@ -56,7 +56,7 @@ pub use run::{
 };
 pub use scan::{scan, Offer, Unbounded};
 pub use score::{
-    agentx_window, apply_agentx, prefix_window, score, summarise, value, AgentxSummary, Outcome,
-    Record, Score, Summary, AGENTX_COVERAGE, AGENTX_MIN_WINDOW_S, MAX_ERROR_RATE,
-    MAX_OVERFLOW_RATE,
+    agentx_prefix_window, agentx_window, apply_agentx, prefix_window, score, summarise, value,
+    AgentxSummary, Outcome, Record, Score, Summary, AGENTX_COVERAGE, AGENTX_MIN_WINDOW_S,
+    MAX_ERROR_RATE, MAX_OVERFLOW_RATE,
 };

@@ -180,6 +180,19 @@ pub fn score(records: &[Record], prices: &Prices, slo: &Slo, gpu_cost: f64) -> S
     Score::new(q, g, gpu_cost)
 }
 
+/// The records of the prefix window `[0, window_ns)` of a run scored under the AgentX window (its
+/// records already measured from the window's opening): requests sent before the cut that finished
+/// within `grace_ns` after it, as AgentX would have recorded a window of that length; the others
+/// leave no record. At the run's own window this is the run's records.
+pub fn agentx_prefix_window(records: &[Record], window_ns: u64, grace_ns: u64) -> Vec<Record> {
+    let end = window_ns.saturating_add(grace_ns);
+    records
+        .iter()
+        .filter(|r| r.send_ns < window_ns && r.finish_ns.map_or(true, |f| f <= end))
+        .cloned()
+        .collect()
+}
+
 /// The records of the prefix window `[0, window_ns)` of a longer run: requests sent before the cut,
 /// those still running at the cut cancelled with the tokens they had by then. The replay is causal, so
 /// this is the run a window of that length would have produced; the only estimate is the token count
@@ -587,6 +600,23 @@ mod tests {
         assert_relative_eq!(s.d, v(21.0), epsilon = 1e-12);
         assert_relative_eq!(s.f, v(21.0) / (v(21.0) + v(11.0) + v(4.0)), epsilon = 1e-12);
         assert_eq!(records[0].tpot_s(), Some(0.05));
+    }
+
+    #[test]
+    fn agentx_prefix_windows_keep_what_finished_within_the_grace() {
+        let ms = 1_000_000;
+        let records = vec![
+            rec(0, 100 * ms, 200 * ms, 11, 11),
+            rec(50 * ms, 300 * ms, 700 * ms, 5, 5),
+            rec(400 * ms, 500 * ms, 600 * ms, 3, 3),
+        ];
+        // Cut at 400 ms with a 200 ms grace: the second finished at 700 ms, past 600: no record.
+        let cut = agentx_prefix_window(&records, 400 * ms, 200 * ms);
+        assert_eq!(cut, vec![records[0].clone()]);
+        // A 300 ms grace keeps it whole (AgentX records it as it finished).
+        let cut = agentx_prefix_window(&records, 400 * ms, 300 * ms);
+        assert_eq!(cut, records[..2].to_vec());
+        assert_eq!(agentx_prefix_window(&records, 10_000 * ms, 0), records);
     }
 
     #[test]

@@ -144,11 +144,11 @@ pub fn freeze(a: FreezeArgs) -> Result<()> {
         );
     }
     inputs::checked(serverbench_sim::RunConfig::new(a.concurrency, 0, a.window))?;
-    let protocol = serverbench_sim::Protocol::parse(&a.protocol).ok_or_else(|| {
+    let name = a.protocol.as_deref().unwrap_or("cold");
+    let protocol = serverbench_sim::Protocol::parse(name).ok_or_else(|| {
         anyhow!(
-            "--protocol: expected one of {}, got {:?}",
+            "--protocol: expected one of {}, got {name:?}",
             serverbench_sim::Protocol::NAMES.join(", "),
-            a.protocol
         )
     })?;
     let sha = deployment_sha256(&d);

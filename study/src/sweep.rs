@@ -4,7 +4,7 @@
 
 use crate::{run_until, Spread, Stop, Study, StudyError};
 use serde::Serialize;
-use serverbench_sim::{prefix_window, score, Arrivals, RunConfig};
+use serverbench_sim::{agentx_prefix_window, prefix_window, score, Arrivals, RunConfig};
 
 /// One replay of the grid.
 #[derive(Clone, Debug, Serialize)]
@@ -25,7 +25,8 @@ pub struct Cell {
     pub tpot_p90_s: f64,
     /// Requests sent in the window.
     pub requests: usize,
-    /// At most 1 % of requests overflowed the context.
+    /// The run was valid (`Summary::valid`: overflows and errors within their limits, and under the
+    /// AgentX protocols its coverage and overflow checks).
     pub valid: bool,
     /// D of each prefix window, shortest first (only with windows).
     pub window_d: Vec<f64>,
@@ -59,6 +60,8 @@ pub struct Level {
     pub tpot_p90_s: Spread,
     /// Every seed's run was valid.
     pub all_valid: bool,
+    /// Seeds whose run was not.
+    pub invalid_runs: usize,
     /// Mean D of each prefix window and its ratio to the longest window's.
     pub windows: Vec<WindowD>,
 }
@@ -185,7 +188,11 @@ impl SweepPlan {
                 .windows
                 .iter()
                 .map(|&w| {
-                    let records = prefix_window(&out.records, (w * 1e9) as u64);
+                    let cut = (w * 1e9) as u64;
+                    let records = match cfg.protocol.is_agentx() {
+                        true => agentx_prefix_window(&out.records, cut, cfg.agentx.grace_ns),
+                        false => prefix_window(&out.records, cut),
+                    };
                     score(&records, &d.prices, &d.slo, d.cost(w)).d
                 })
                 .collect();
@@ -262,6 +269,7 @@ fn level(c: u32, cells: &[Cell], windows: &[f64]) -> Level {
         ttft_p90_s: col(&|x| x.ttft_p90_s),
         tpot_p90_s: col(&|x| x.tpot_p90_s),
         all_valid: mine.iter().all(|x| x.valid),
+        invalid_runs: mine.iter().filter(|x| !x.valid).count(),
         windows,
     }
 }

@@ -267,7 +267,7 @@ impl Session {
                 agent: c.agent,
                 kind,
                 deps: c.deps.clone(),
-                think_ns: (c.think_s.unwrap_or(0.0) * 1e9).round() as u64,
+                think_ns: (self.gap_s(i) * 1e9).round() as u64,
                 blocks: Blocks::prefix_of(chains[chain].clone(), len),
                 input_tokens: c.input,
                 output_tokens: c.output,
@@ -281,6 +281,28 @@ impl Session {
         match self.arrivals_ns() {
             Some(a) => tree.with_arrivals(a).expect("one arrival per call"),
             None => tree,
+        }
+    }
+
+    /// The client's time before call `i`, end to start as the benchmark's replayer derives it: its
+    /// send time less the latest finish of the calls it waited for, where the log recorded both
+    /// (the Weka traces' `t` and `api_time`, a log's own request times); else the recorded
+    /// `think_s`; else 0.
+    fn gap_s(&self, i: usize) -> f64 {
+        let c = &self.calls[i];
+        if c.deps.is_empty() {
+            return 0.0;
+        }
+        let done: Option<Vec<f64>> = c
+            .deps
+            .iter()
+            .map(|&d| self.calls[d as usize].done_s)
+            .collect();
+        match (c.sent_s, done) {
+            (Some(sent), Some(done)) => {
+                (sent - done.into_iter().fold(f64::NEG_INFINITY, f64::max)).max(0.0)
+            }
+            _ => c.think_s.unwrap_or(0.0),
         }
     }
 
@@ -426,6 +448,27 @@ mod tests {
             other.requests()[0].blocks.as_slice()[10],
             r[0].blocks.as_slice()[10]
         );
+    }
+
+    #[test]
+    fn gaps_are_end_to_start_where_the_log_has_both_times() {
+        let mut s = session();
+        // Call 2 waited for calls 0 (done at 4 s) and 1 (done at 9 s), and was sent at 10 s: its gap
+        // is 1 s whatever the recorded think time (1.5 s).
+        for (i, (sent, done)) in [(0.0, 4.0), (5.0, 9.0), (10.0, 12.0), (9.5, 11.0)]
+            .into_iter()
+            .enumerate()
+        {
+            s.calls[i].sent_s = Some(sent);
+            s.calls[i].done_s = Some(done);
+        }
+        let t = s.to_tree(0);
+        assert_eq!(t.requests()[2].think_ns, 1_000_000_000);
+        // Sent before what it waited for finished (clock skew): no negative gap.
+        assert_eq!(t.requests()[3].think_ns, 500_000_000);
+        // Without a finish time of a dependency, the recorded think time.
+        s.calls[1].done_s = None;
+        assert_eq!(s.to_tree(0).requests()[2].think_ns, 1_500_000_000);
     }
 
     #[test]

@@ -52,6 +52,10 @@ pub struct Measured {
     pub subagent_growth: Vec<(f64, f64, Option<f64>)>,
     /// Root turns that spawned sub-agents: how many each.
     pub fanout: Vec<f64>,
+    /// Sessions whose root spawned sub-agents, and those sessions' root turns.
+    pub spawning_sessions: usize,
+    /// Root turns of the sessions that spawned sub-agents.
+    pub spawning_root_turns: f64,
     /// Turns per sub-agent.
     pub subagent_turns: Vec<f64>,
     /// Sub-agents' first prompts and their shared prefix.
@@ -233,13 +237,21 @@ fn measure_tree(tree: &SessionTree, shared: &HashSet<u64>, m: &mut Measured) {
             }
         }
     }
+    if !spawned.is_empty() {
+        m.spawning_sessions += 1;
+        m.spawning_root_turns += by_agent.first().map_or(0, |idx| {
+            idx.iter()
+                .filter(|&&i| reqs[i].kind != RequestKind::Compaction)
+                .count()
+        }) as f64;
+    }
     let mut fan: Vec<usize> = spawned.into_values().collect();
     fan.sort_unstable();
     m.fanout.extend(fan.into_iter().map(|n| n as f64));
 }
 
 /// Rounds to 4 significant digits (fitted values read as measurements, not as noise).
-fn round4(x: f64) -> f64 {
+pub(crate) fn round4(x: f64) -> f64 {
     if x == 0.0 || !x.is_finite() {
         return x;
     }
@@ -342,8 +354,9 @@ pub fn fit(m: &Measured, source: &str) -> WorkloadSpec {
         .collect();
     // Session shapes: each measured session's first prompt, turns and compaction threshold.
     let shapes = session_shapes(m, &first);
+    // Sub-agents: which sessions use them, and how often a root turn of such a session spawns them.
     let spawning = m.fanout.len() as f64;
-    let root_turns: f64 = m.root_turns.iter().sum();
+    let root_turns = m.spawning_root_turns;
     let subs = m.subagent_turns.len();
     let sub_prefix = median(&m.subagent_prefix).map(|p| (p.round() as u32) / block * block);
     let sub_task: Vec<f64> = m
@@ -352,6 +365,9 @@ pub fn fit(m: &Measured, source: &str) -> WorkloadSpec {
         .map(|x| (x - sub_prefix.unwrap_or(0) as f64).max(1.0))
         .collect();
     let subagents = SubagentSpec {
+        session_probability: (m.sessions > 0)
+            .then(|| round4(m.spawning_sessions as f64 / m.sessions as f64)),
+        spawn_spread: None,
         spawn_probability: if root_turns > 0.0 {
             round4(spawning / root_turns)
         } else {

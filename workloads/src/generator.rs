@@ -32,6 +32,8 @@ pub struct Generator {
     threshold: u32,
     /// `context_fraction` of the deployment's limit: what caps a session's own threshold.
     limit: u32,
+    /// The deployment's context limit: a spec with `max_request_tokens` leaves out longer requests too.
+    context_limit: u32,
 }
 
 impl Generator {
@@ -46,6 +48,7 @@ impl Generator {
             seed,
             threshold,
             limit,
+            context_limit,
         })
     }
 
@@ -72,7 +75,10 @@ impl Generator {
             limit: self.limit,
         };
         b.root();
-        let requests = b.finish();
+        let mut requests = b.finish();
+        if let Some(limit) = self.spec.max_request_tokens {
+            requests = leave_out_longer(requests, limit.min(self.context_limit));
+        }
         SessionTree::new(k, self.spec.block_size, requests)
             .expect("the generator builds valid trees")
     }
@@ -329,6 +335,18 @@ impl<'a> Builder<'a> {
         let room = self.threshold.saturating_sub(self.prefix_tokens(0)).max(1);
         let first = self.within(0, first, room);
         let mut ctx = self.new_context(0, first);
+        // Drawn only where the spec has the field, so that specs without it keep their streams.
+        let spawning = match spec.subagents.session_probability {
+            Some(p) => self.rng.random::<f64>() < p,
+            None => true,
+        };
+        let spawn_p = match spec.subagents.spawn_spread {
+            Some(sigma) => {
+                let z: f64 = self.rng.sample(rand_distr::StandardNormal);
+                (spec.subagents.spawn_probability * (sigma * z).exp()).min(1.0)
+            }
+            None => spec.subagents.spawn_probability,
+        };
         let mut deps = Vec::new();
         let mut think_ns = 0;
         for turn in 0..turns {
@@ -352,7 +370,7 @@ impl<'a> Builder<'a> {
             );
             self.keep_output(&mut ctx, output);
             deps.push(id);
-            if self.rng.random::<f64>() < spec.subagents.spawn_probability {
+            if spawning && self.rng.random::<f64>() < spawn_p {
                 let fanout = spec
                     .subagents
                     .fanout
@@ -440,12 +458,99 @@ impl<'a> Builder<'a> {
     }
 }
 
+/// `requests` without those (but the first) whose prompt plus output exceed `limit`: a request that
+/// waited for a left-out one waits for what that one waited for, after both think times.
+fn leave_out_longer(requests: Vec<Request>, limit: u32) -> Vec<Request> {
+    let n = requests.len();
+    // Per request: its new id if kept; if left out, what it waited for (new ids) and its think time
+    // with that of the left-out requests it waited for.
+    let mut new_id: Vec<Option<u32>> = vec![None; n];
+    let mut waited: Vec<(Vec<u32>, u64)> = vec![(Vec::new(), 0); n];
+    let mut out = Vec::with_capacity(n);
+    for (i, mut r) in requests.into_iter().enumerate() {
+        let mut deps = Vec::with_capacity(r.deps.len());
+        let mut carried = 0u64;
+        for &d in &r.deps {
+            match new_id[d as usize] {
+                Some(k) => deps.push(k),
+                None => {
+                    let (w, t) = &waited[d as usize];
+                    deps.extend_from_slice(w);
+                    carried = carried.max(*t);
+                }
+            }
+        }
+        deps.sort_unstable();
+        deps.dedup();
+        let think = r.think_ns.saturating_add(carried);
+        if i > 0 && r.input_tokens as u64 + r.output_tokens as u64 > limit as u64 {
+            waited[i] = (deps, think);
+            continue;
+        }
+        new_id[i] = Some(out.len() as u32);
+        r.id = out.len() as u32;
+        r.deps = deps;
+        r.think_ns = think;
+        out.push(r);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn gen(seed: u64) -> Generator {
         Generator::new(WorkloadSpec::synthetic_v1(), seed, 1_048_576).unwrap()
+    }
+
+    #[test]
+    fn requests_left_out_pass_their_dependencies_and_think_time_on() {
+        let spec = WorkloadSpec {
+            max_request_tokens: Some(30_000),
+            ..WorkloadSpec::synthetic_v1()
+        };
+        let full = gen(3).generate(0);
+        let cut = Generator::new(spec.clone(), 3, 1_048_576)
+            .unwrap()
+            .generate(0);
+        let long = |r: &Request| r.input_tokens + r.output_tokens > 30_000;
+        assert!(
+            full.requests().iter().skip(1).any(long),
+            "the case leaves some out"
+        );
+        assert!(cut.requests().iter().skip(1).all(|r| !long(r)));
+        assert_eq!(
+            cut.requests()[0],
+            full.requests()[0],
+            "the first is always kept"
+        );
+        // Every dependency points at an earlier kept request; the tree is valid (SessionTree::new).
+        for r in cut.requests() {
+            assert!(r.deps.iter().all(|&d| d < r.id));
+        }
+        // The deployment's context leaves out longer requests too, for such a spec.
+        let small = Generator::new(spec, 3, 40_000).unwrap().generate(0);
+        assert!(small
+            .requests()
+            .iter()
+            .skip(1)
+            .all(|r| r.input_tokens + r.output_tokens <= 30_000));
+    }
+
+    #[test]
+    fn a_session_share_of_sub_agents_spawns_in_that_share_of_sessions() {
+        let mut spec = WorkloadSpec::synthetic_v1();
+        spec.subagents.spawn_probability = 0.5;
+        spec.subagents.session_probability = Some(0.3);
+        spec.subagents.spawn_spread = Some(0.5);
+        let g = Generator::new(spec, 5, 1_048_576).unwrap();
+        let n = 400;
+        let spawning = (0..n)
+            .filter(|&k| g.generate(k).requests().iter().any(|r| r.agent != 0))
+            .count();
+        let share = spawning as f64 / n as f64;
+        assert!((share - 0.3).abs() < 0.07, "{share}");
     }
 
     #[test]

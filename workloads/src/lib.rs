@@ -14,6 +14,7 @@
 //! assert_eq!(*tree, *g.tree(0)); // deterministic
 //! ```
 
+pub mod aim;
 pub mod corpus;
 pub mod error;
 pub mod fit;
@@ -44,6 +45,50 @@ pub use tree::{Blocks, Request, RequestKind, SessionTree, TreeError};
 pub fn read_spec(path: &std::path::Path) -> Result<WorkloadSpec, InputError> {
     let text = serverbench_config::read_text(path, serverbench_config::MAX_CONFIG_BYTES)?;
     parse_spec(&path.display().to_string(), &text)
+}
+
+/// The targets `name_or_path` names: a built-in one (`presets/targets/`) or a YAML file; with the
+/// targets a `derived_from` names (built in).
+pub fn read_targets(
+    name_or_path: &str,
+) -> Result<(aim::Targets, Option<aim::Targets>), InputError> {
+    let t = match aim::Targets::preset(name_or_path) {
+        Some(t) => t,
+        None => {
+            let path = std::path::Path::new(name_or_path);
+            if !path.exists() {
+                return Err(InputError::new(
+                    name_or_path,
+                    0,
+                    "targets",
+                    format!(
+                        "neither a file nor built-in targets (built in: {})",
+                        aim::Targets::preset_names()
+                    ),
+                ));
+            }
+            let text = serverbench_config::read_text(path, serverbench_config::MAX_CONFIG_BYTES)?;
+            let file = path.display().to_string();
+            let t: aim::Targets = serverbench_config::parse_yaml(&file, &text)?;
+            t.check().map_err(|e| e.in_file(&file, &text))?;
+            t
+        }
+    };
+    let parent = match &t.derived_from {
+        None => None,
+        Some(p) => Some(aim::Targets::preset(p).ok_or_else(|| {
+            InputError::new(
+                name_or_path,
+                0,
+                "derived_from",
+                format!(
+                    "{p:?} is not built-in targets ({})",
+                    aim::Targets::preset_names()
+                ),
+            )
+        })?),
+    };
+    Ok((t, parent))
 }
 
 /// Parses a workload spec; unknown fields are errors (a typo must not silently fall back to a default).

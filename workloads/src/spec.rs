@@ -378,8 +378,16 @@ impl NewTokens {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SubagentSpec {
-    /// Probability that a root turn spawns sub-agents.
+    /// Probability that a session uses sub-agents at all (drawn once per session); absent: every
+    /// session may, and only `spawn_probability` decides.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_probability: Option<f64>,
+    /// Probability that a root turn of a session that uses sub-agents spawns them.
     pub spawn_probability: f64,
+    /// Sessions differ in how often they spawn: `spawn_probability` times a lognormal factor of median
+    /// 1 and this sigma, drawn once per session; absent: the same for every session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spawn_spread: Option<f64>,
     /// Number of sub-agents spawned together.
     pub fanout: Dist,
     /// Turns per sub-agent.
@@ -408,7 +416,9 @@ pub struct SubagentSpec {
 impl Default for SubagentSpec {
     fn default() -> Self {
         SubagentSpec {
+            session_probability: None,
             spawn_probability: 0.04,
+            spawn_spread: None,
             fanout: Dist::Geometric {
                 p: 0.5,
                 offset: 1.0,
@@ -502,6 +512,13 @@ pub struct WorkloadSpec {
     pub subagents: SubagentSpec,
     /// Compaction.
     pub compaction: CompactionSpec,
+    /// Requests whose prompt plus output exceed this many tokens are left out of their session, as
+    /// `cc-traces-weka-062126-256k` leaves them out of the full corpus: what waited for one waits for
+    /// what it waited for, after its think time too. Requests longer than the deployment's context
+    /// are left out the same way (AgentX's `--max-context-length` leaves their traces out). A session
+    /// always keeps its first request. Absent: every request is kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_request_tokens: Option<u32>,
     /// Where the spec's numbers come from, in one line (a built-in spec says; `workload fit` writes
     /// its corpus); not read by the generator.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -554,6 +571,7 @@ impl WorkloadSpec {
             new_tokens: None,
             subagents: SubagentSpec::default(),
             compaction: CompactionSpec::default(),
+            max_request_tokens: None,
             source: None,
         }
     }
@@ -591,6 +609,7 @@ impl WorkloadSpec {
                 "compaction.reserve_tokens",
                 self.compaction.reserve_tokens.unwrap_or(0),
             ),
+            ("max_request_tokens", self.max_request_tokens.unwrap_or(0)),
         ];
         for (name, v) in fixed {
             if v > MAX_FIXED_TOKENS {
@@ -672,11 +691,25 @@ impl WorkloadSpec {
             }
         }
         let s = &self.subagents;
+        if s.session_probability
+            .is_some_and(|p| !(0.0..=1.0).contains(&p))
+        {
+            return bad("subagents.session_probability", "must be in [0, 1]");
+        }
+        if s.spawn_spread.is_some_and(|x| !(0.0..=5.0).contains(&x)) {
+            return bad("subagents.spawn_spread", "must be in [0, 5]");
+        }
         if !(0.0..=1.0).contains(&s.spawn_probability) {
             return bad("subagents.spawn_probability", "must be in [0, 1]");
         }
         if !(0.0..=1.0).contains(&s.background_fraction) {
             return bad("subagents.background_fraction", "must be in [0, 1]");
+        }
+        if self.max_request_tokens == Some(0) {
+            return bad(
+                "max_request_tokens",
+                "must be positive (leave it out to keep every request)",
+            );
         }
         let c = &self.compaction;
         if !(c.context_fraction > 0.0 && c.context_fraction <= 1.0) {

@@ -10,8 +10,13 @@ use crate::engine::{CacheEviction, EngineConfig, Policy, Preemption, WaitingOrde
 /// was 0.9).
 const VLLM_MEMORY_UTILIZATION: f64 = 0.92;
 
-/// The engine presets, by name.
-pub const ENGINE_PRESETS: [&str; 2] = ["vllm", "sglang"];
+/// The engine presets, by name: `vllm` (0.26.0) and `sglang` (0.5.9), and the versions the benchmark's
+/// reference arms ran where they differ (`vllm-0.28.0`, `sglang-0.5.19`).
+pub const ENGINE_PRESETS: [&str; 4] = ["vllm", "sglang", "vllm-0.28.0", "sglang-0.5.19"];
+
+/// SGLang 0.5.19's largest extend (prefill) batch replayed as a piecewise CUDA graph, tokens
+/// (`cuda_graph_config.py`: on by default from 0.5.10, up to the chunked-prefill size, 4096 on an L40).
+const SGLANG_EXTEND_GRAPH_TOKENS: u32 = 4096;
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
@@ -23,6 +28,8 @@ pub fn engine_preset(name: &str, d: &Deployment) -> Option<EngineConfig> {
     match name {
         "vllm" => Some(vllm(d)),
         "sglang" => Some(sglang(d)),
+        "vllm-0.28.0" => Some(vllm_0_28(d)),
+        "sglang-0.5.19" => Some(sglang_0_5_19(d)),
         _ => None,
     }
 }
@@ -53,6 +60,35 @@ fn vllm(d: &Deployment) -> EngineConfig {
         waiting_order: None,
         ..d.engine.clone()
     }
+}
+
+/// vLLM 0.28.0: 0.26.0's rules ([`vllm`]), except that a GPU of 160 GiB or more (B200 and later) gets
+/// 16,384 batched tokens (`get_batch_defaults`); the memory default (0.92), the CUDA-graph sizes,
+/// prefix caching of hybrid models (`mamba_cache_mode: align`) and preemption are unchanged.
+fn vllm_0_28(d: &Deployment) -> EngineConfig {
+    let mut e = vllm(d);
+    if d.hardware.memory_bytes / GIB >= 160.0 {
+        e.max_num_batched_tokens = 16_384;
+        let draft = d.engine.speculative.as_ref().map_or(0, |s| s.k);
+        e.cuda_graph_max_tokens = Some((2 * e.max_num_seqs * (1 + draft)).min(512).min(16_384));
+    }
+    e
+}
+
+/// SGLang 0.5.19: 0.5.9's rules ([`sglang`]), except that extend (prefill) batches of up to the
+/// chunked-prefill size (at most 4096 tokens) replay piecewise CUDA graphs for the hybrid Qwen3.5
+/// family (the models with linear-attention layers here; `Qwen3_5ForConditionalGeneration` is on its
+/// list) and not for Gemma 4 (multimodal, not listed). Unchanged and so not modelled apart: the
+/// memory tiers, `schedule_policy` fcfs, the radix cache; the hybrid models' state checkpoints every
+/// 64 prompt tokens (`extra_buffer`, the default from 0.5.14) fall on the workload's 64-token blocks, so
+/// a hit is found where 0.5.9's exact matching found it.
+fn sglang_0_5_19(d: &Deployment) -> EngineConfig {
+    let mut e = sglang(d);
+    if d.model_spec().linear_attention.is_some() {
+        e.cuda_graph_prefill_max_tokens =
+            Some(SGLANG_EXTEND_GRAPH_TOKENS.min(e.max_num_batched_tokens));
+    }
+    e
 }
 
 /// vLLM's block size: 16, except for a model with linear-attention (Gated DeltaNet) layers, whose
@@ -241,5 +277,40 @@ mod tests {
                 d.check().unwrap();
             }
         }
+    }
+
+    #[test]
+    fn the_reference_arms_versions_differ_only_where_their_sources_say() {
+        // SGLang 0.5.19: the hybrid Qwen models' prefill steps of up to 4096 tokens replay graphs.
+        for d in ["qwen3.5-9b-2xl40", "qwen3.8-27b-int4-2xl40"] {
+            let (old, new) = (preset(d, "sglang"), preset(d, "sglang-0.5.19"));
+            assert_eq!(new.cuda_graph_prefill_max_tokens, Some(4096), "{d}");
+            let rule = new.graph_rule().unwrap();
+            assert_eq!((rule.max_tokens, rule.prefill_max_tokens), (32, 4096));
+            assert_eq!(old.graph_rule().unwrap().prefill_max_tokens, 0);
+            let same = EngineConfig {
+                cuda_graph_prefill_max_tokens: None,
+                ..new
+            };
+            assert_eq!(same, old, "{d}: nothing else differs");
+        }
+        // Not Gemma 4 (not on SGLang's list).
+        assert_eq!(
+            preset("gemma4-e4b-1xl40", "sglang-0.5.19"),
+            preset("gemma4-e4b-1xl40", "sglang")
+        );
+        // vLLM 0.28.0 equals 0.26.0 on the L40 and the H200.
+        for d in ["qwen3.5-9b-2xl40", "qwen3-8b-1xh200"] {
+            assert_eq!(preset(d, "vllm-0.28.0"), preset(d, "vllm"), "{d}");
+        }
+        // ... and gives a GPU of 160 GiB or more 16,384 batched tokens.
+        let mut d = Deployment::preset("qwen3-8b-1xh200").unwrap();
+        d.hardware.memory_bytes = 180.0 * GIB;
+        let e = engine_preset("vllm-0.28.0", &d).unwrap();
+        assert_eq!(e.max_num_batched_tokens, 16_384);
+        assert_eq!(
+            engine_preset("vllm", &d).unwrap().max_num_batched_tokens,
+            8192
+        );
     }
 }

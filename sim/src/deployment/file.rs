@@ -73,6 +73,8 @@ impl DeploymentFile {
             slo: d.slo,
             engine: d.engine.clone(),
             workload: d.workload.clone(),
+            protocol: d.protocol,
+            reference: d.reference.clone(),
         }
     }
 
@@ -110,6 +112,8 @@ impl DeploymentFile {
             slo: self.slo,
             engine: self.engine,
             workload: self.workload,
+            protocol: self.protocol,
+            reference: self.reference,
         };
         d.check()?;
         Ok(d)

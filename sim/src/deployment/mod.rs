@@ -108,8 +108,63 @@ pub struct DeploymentOf<M, H, P> {
     pub engine: EngineConfig,
     /// The built-in workload spec commands replay on this deployment when none is named (absent:
     /// the default, `agentic-coding`): its frozen targets were measured on that workload.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Printed as `null` when absent, so that a printed deployment read back (on the default
+    /// deployment as its base) keeps it absent.
+    #[serde(default)]
     pub workload: Option<String>,
+    /// The replay protocol commands use on this deployment when none is named (absent: `cold`): its
+    /// frozen targets were measured under it.
+    #[serde(default)]
+    pub protocol: Option<crate::replay::Protocol>,
+    /// The configuration the frozen targets were measured on, when it is not the deployment's own
+    /// engine section (the benchmark's reference arms): `slo` freezes on it unless told otherwise.
+    #[serde(default)]
+    pub reference: Option<ReferenceArm>,
+}
+
+/// A reference arm: an engine preset started with at most `concurrency` running sequences and a fixed
+/// memory fraction, replayed at that concurrency (the benchmark's task files pass SGLang
+/// `--max-running-requests C --mem-fraction-static 0.90`, vLLM `--max-num-seqs C
+/// --gpu-memory-utilization 0.90`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReferenceArm {
+    /// The engine preset (one of [`ENGINE_PRESETS`]).
+    pub engine: String,
+    /// Sessions replayed at once, and the engine's most running sequences.
+    pub concurrency: u32,
+    /// The fraction of GPU memory the engine takes for weights and KV (nothing kept back for
+    /// activations beyond it, as a fixed fraction leaves none).
+    pub gpu_memory_utilization: f64,
+}
+
+impl ReferenceArm {
+    /// Checks the arm; the error names the field (relative to `reference`).
+    pub fn check(&self) -> Result<(), FieldError> {
+        if !ENGINE_PRESETS.contains(&self.engine.as_str()) {
+            return Err(FieldError::new(
+                "engine",
+                format!(
+                    "unknown engine preset {:?} (one of: {})",
+                    self.engine,
+                    ENGINE_PRESETS.join(", ")
+                ),
+            ));
+        }
+        if self.concurrency == 0 || self.concurrency > MAX_NUM_SEQS {
+            return Err(FieldError::new(
+                "concurrency",
+                format!("must be between 1 and {MAX_NUM_SEQS}"),
+            ));
+        }
+        if !(self.gpu_memory_utilization > 0.0 && self.gpu_memory_utilization <= 1.0) {
+            return Err(FieldError::new(
+                "gpu_memory_utilization",
+                "must be in (0, 1]",
+            ));
+        }
+        Ok(())
+    }
 }
 
 fn default_router() -> Router {
@@ -128,6 +183,37 @@ impl Deployment {
     /// Dollars the deployment costs for `window_s` seconds.
     pub fn cost(&self, window_s: f64) -> f64 {
         self.gpus() as f64 * self.gpu_hour_dollars * window_s / 3600.0
+    }
+
+    /// This deployment as its reference arm ran it at concurrency `c`: the arm's engine preset with at
+    /// most `c` running sequences and the arm's memory fraction. `None` without an arm; an error when
+    /// the result does not check (e.g. the pool no longer holds a request).
+    pub fn as_reference_arm(&self, c: u32) -> Option<Result<Deployment, FieldError>> {
+        let arm = self.reference.as_ref()?;
+        let mut d = self.clone();
+        let Some(engine) = engine_preset(&arm.engine, &d) else {
+            return Some(Err(FieldError::new(
+                "reference.engine",
+                format!("unknown engine preset {:?}", arm.engine),
+            )));
+        };
+        d.engine = EngineConfig {
+            max_num_seqs: c.clamp(1, MAX_NUM_SEQS),
+            gpu_memory_utilization: arm.gpu_memory_utilization,
+            activation_reserve_gib: 0.0,
+            ..engine
+        };
+        if let Some(g) = d.engine.cuda_graph_max_tokens {
+            // Graphs are captured for batches up to the running limit at most (SGLang's
+            // `cuda_graph_max_bs` is capped by `max_running_requests`; vLLM's capture sizes follow
+            // `max_num_seqs`: 2 × c).
+            let cap = match d.engine.cuda_graph_mixed {
+                true => 2 * d.engine.max_num_seqs,
+                false => d.engine.max_num_seqs,
+            };
+            d.engine.cuda_graph_max_tokens = Some(g.min(cap));
+        }
+        Some(d.check().map(|_| d))
     }
 
     /// The built-in presets (`presets/deployments/`).
@@ -193,6 +279,9 @@ impl Deployment {
                     ),
                 );
             }
+        }
+        if let Some(arm) = &self.reference {
+            arm.check().map_err(|e| e.under("reference"))?;
         }
         if !(self.gpu_hour_dollars > 0.0 && self.gpu_hour_dollars.is_finite()) {
             return bad("gpu_hour_dollars", "must be a positive number".into());
@@ -302,6 +391,38 @@ impl Deployment {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_reference_arm_runs_its_engine_preset_at_its_concurrency() {
+        let d = Deployment::preset("qwen3.8-27b-int4-2xl40").unwrap();
+        let arm = d.reference.clone().unwrap();
+        assert_eq!((arm.engine.as_str(), arm.concurrency), ("sglang-0.5.19", 4));
+        let r = d.as_reference_arm(4).unwrap().unwrap();
+        assert_eq!(r.engine.max_num_seqs, 4);
+        assert_eq!(r.engine.gpu_memory_utilization, 0.9);
+        assert_eq!(r.engine.activation_reserve_gib, 0.0);
+        // SGLang's decode graphs up to the running limit; its extend graphs up to 4096 tokens.
+        assert_eq!(r.engine.cuda_graph_max_tokens, Some(4));
+        assert_eq!(r.engine.cuda_graph_prefill_max_tokens, Some(4096));
+        assert!(r.engine.cap_requests_at_pool);
+        // A deployment without an arm has none; a bad arm names its field.
+        assert!(Deployment::preset("qwen3-8b-1xh200")
+            .unwrap()
+            .as_reference_arm(1)
+            .is_none());
+        let e = Deployment::from_yaml(
+            "arm.yaml",
+            "reference: {engine: tgi, concurrency: 1, gpu_memory_utilization: 0.9}\n",
+        )
+        .unwrap_err();
+        assert_eq!(e.field, "reference.engine", "{e}");
+        let e = Deployment::from_yaml(
+            "arm.yaml",
+            "reference: {engine: vllm, concurrency: 0, gpu_memory_utilization: 0.9}\n",
+        )
+        .unwrap_err();
+        assert_eq!(e.field, "reference.concurrency", "{e}");
+    }
     use serverbench_calibration::BatchShape;
 
     #[test]

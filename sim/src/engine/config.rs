@@ -214,6 +214,12 @@ pub struct EngineConfig {
     /// decode-only steps, as SGLang's.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cuda_graph_mixed: bool,
+    /// Steps with prefill of at most this many tokens replay piecewise graphs although decode-only
+    /// steps have their own limit (`cuda_graph_max_tokens`): SGLang's extend graphs, on by default from
+    /// 0.5.10 for the models it lists. Not with `cuda_graph_mixed` (which gives prefill steps the
+    /// decode limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda_graph_prefill_max_tokens: Option<u32>,
 }
 
 fn default_swap_space() -> f64 {
@@ -250,6 +256,7 @@ impl Default for EngineConfig {
             cap_requests_at_pool: false,
             cuda_graph_max_tokens: None,
             cuda_graph_mixed: false,
+            cuda_graph_prefill_max_tokens: None,
         }
     }
 }
@@ -260,7 +267,13 @@ impl EngineConfig {
         self.cuda_graph_max_tokens
             .map(|max_tokens| serverbench_calibration::GraphRule {
                 max_tokens,
-                mixed: self.cuda_graph_mixed,
+                prefill_max_tokens: match (
+                    self.cuda_graph_mixed,
+                    self.cuda_graph_prefill_max_tokens,
+                ) {
+                    (true, _) => max_tokens,
+                    (false, cap) => cap.unwrap_or(0),
+                },
             })
     }
 
@@ -313,6 +326,14 @@ impl EngineConfig {
             return Err(FieldError::new(
                 "cuda_graph_mixed",
                 "needs cuda_graph_max_tokens (which steps replay graphs at all)",
+            ));
+        }
+        if self.cuda_graph_prefill_max_tokens.is_some()
+            && (self.cuda_graph_mixed || self.cuda_graph_max_tokens.is_none())
+        {
+            return Err(FieldError::new(
+                "cuda_graph_prefill_max_tokens",
+                "needs cuda_graph_max_tokens (the decode steps' limit) and not cuda_graph_mixed (which gives prefill steps that limit)",
             ));
         }
         if self.waiting_order == Some(WaitingOrder::Lpm) && self.policy.name() != "sglang" {

@@ -333,11 +333,28 @@ impl Imported {
                 format!("all {scanned} traces have a request longer than --max-context-length {max_context} (prompt + output)"),
             ));
         }
-        let mut k = keep.iter();
-        self.trees.retain(|_| *k.next().expect("one flag per tree"));
         let why = format!(
             "a trace whose peak context (prompt + output) passes --max-context-length {max_context}"
         );
+        self.retain(&keep, &why);
+        Ok(dropped)
+    }
+
+    /// Keeps only the trees `keep` accepts, with their sessions; each one left out is counted with
+    /// `why` among what was left out. Returns how many were left out.
+    pub fn keep_sessions(&mut self, keep: impl Fn(&SessionTree) -> bool, why: &str) -> usize {
+        let flags: Vec<bool> = self.trees.iter().map(keep).collect();
+        self.retain(&flags, why)
+    }
+
+    fn retain(&mut self, keep: &[bool], why: &str) -> usize {
+        let scanned = keep.len();
+        let dropped = keep.iter().filter(|k| !**k).count();
+        if dropped == 0 {
+            return 0;
+        }
+        let mut k = keep.iter();
+        self.trees.retain(|_| *k.next().expect("one flag per tree"));
         let r = self.reduced.get_or_insert_with(Reduced::default);
         if r.sessions.len() == scanned {
             let mut k = keep.iter();
@@ -348,8 +365,8 @@ impl Imported {
                 .retain(|_| *k.next().expect("one flag per session"));
         }
         r.skipped
-            .extend((0..dropped).map(|_| Skip::new("the inputs", 0, why.clone())));
-        Ok(dropped)
+            .extend((0..dropped).map(|_| Skip::new("the inputs", 0, why.to_string())));
+        dropped
     }
 
     /// The trees as a trace (an error when there are none, naming the first input).
