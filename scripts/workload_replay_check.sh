@@ -4,6 +4,7 @@
 # start, 1800 s, one seed per held-out session: seed s starts the lanes at held-out sessions s, s+1, …,
 # so every session is replayed about c times over the seeds), and prints a markdown table of mean D,
 # mean p90 TTFT and mean p90 TPOT over the seeds, and the generator's relative error.
+# (`--protocol cold` names the cold start: the L40 deployments default to AgentX's protocol.)
 # Usage: scripts/workload_replay_check.sh [BIN] > results/workload-fit/replays.md
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,8 +15,8 @@ n=$(wc -l < "$tmp/held.jsonl")
 echo "| deployment | c | D held out | D generator | error | p90 TTFT held out (s) | generator | error | p90 TPOT held out (ms) | generator | error |"
 echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 for d in qwen3.5-9b-2xl40 gemma4-e4b-1xl40 qwen3.8-27b-int4-2xl40; do
-  "$BIN" sweep -d "$d" -c 1,4,16 --seeds "0..$n" --trace "$tmp/held.jsonl" --out "$tmp/real" > /dev/null
-  "$BIN" sweep -d "$d" -c 1,4,16 --seeds "0..$n" --workload "$tmp/fit.yaml" --out "$tmp/gen" > /dev/null
+  "$BIN" sweep -d "$d" -c 1,4,16 --seeds "0..$n" --protocol cold --trace "$tmp/held.jsonl" --out "$tmp/real" > /dev/null
+  "$BIN" sweep -d "$d" -c 1,4,16 --seeds "0..$n" --protocol cold --workload "$tmp/fit.yaml" --out "$tmp/gen" > /dev/null
   python3 - "$d" "$tmp/real/sweep.csv" "$tmp/gen/sweep.csv" <<'PY'
 import csv, sys
 d, real, gen = sys.argv[1:]
