@@ -31,8 +31,10 @@
 #   runs       `compare --url` for each set of RUNS (below), one (level, seed) at a time while the call
 #              has time for it; `--reuse` skips runs a set's folder already holds, so sets spread over calls
 #   verify     `serverbench freeze` and `verify` with vLLM as the candidate and scripts/reference_server.py
-#              (float32 transformers) as the reference, on one random checkpoint (scripts/verify_model.py);
-#              stops the benchmark server first, so it goes last
+#              (float32 transformers) as the reference, on one random checkpoint (scripts/verify_model.py,
+#              fitted for vLLM by scripts/vllm/verify_checkpoint.py: its context, and end-of-sequence tokens
+#              it emits); stops the benchmark server first, so it goes last; give it a call of its own
+#              (296 s on 2026-12-03: the checkpoint, vLLM's start with it, two 60 s held-out replays)
 # Every part after `start` starts the server first if it is down. RUNS is a list of SET:LEVELS:SEEDS:WINDOW
 # with SET one of (deployment, start, workload):
 #   syn-steady  qwen3-8b-1xh200-vllm (40,960 tokens, synthetic-v1), steady start
@@ -40,6 +42,14 @@
 #   fit-cold    qwen3-8b-200k-1xh200-vllm (200,000 tokens, the fitted agentic-coding), cold start
 #   fit-steady  the same, steady start
 #   real-cold   qwen3-8b-200k-1xh200-vllm replaying the corpus's Claude Code sessions, cold start
+#   agentx-real the same sessions (corpus/claude-code/logs.jsonl) under the AgentX protocol
+#               (`--protocol agentx` with its defaults: lanes start 25-75 % into a session with primed
+#               streams, 10 warm-up requests a lane never scored, the recording's gaps, idle caps, 30 s
+#               grace), the 4 sessions whose peak context passes 200,000 tokens left out
+#               (`--max-context-length 200000`, AgentX's option), sent as AgentX sends them: chat
+#               completions of messages (`--api chat`; make_model.py's chat template joins the messages'
+#               text and nothing else, so the prompts are the workload's token counts exactly). The
+#               warm-up runs before the window (the simulator's: 18, 41, 76 s at c = 2, 4, 8; 786 s at 16)
 # and SET-TAG (e.g. syn-cold-seeds, fit-cold-w30) is SET's run into a folder of that name: runs of another
 # window or seed list beside a stored set's table.
 # e.g. RUNS="syn-steady:1,4,16:0:120 fit-cold:1,4:0:120". A part that would not end within LIMIT (570) s of
@@ -304,44 +314,82 @@ calibrate() {
 verify() { # `serverbench verify` with vLLM as the candidate and scripts/reference_server.py (float32
   # transformers) as the reference, both serving one random checkpoint (scripts/verify_model.py: a small
   # Qwen3 with the Qwen3 vocabulary, as scripts/verify_h200.sh uses, plus the word-level tokenizer). The
-  # benchmark server is stopped first: this vLLM takes half the GPU, the reference a few GB. The frozen
-  # deployment is the 200,000-token one (the fitted agentic-coding sessions): on the 40,960-token one,
-  # synthetic-v1's held-out seeds overflow the context (1.9 % of requests at c = 8, 30 s, against the
-  # emulator), which fails verify's overflow gate whatever the server. Dry-run on a CPU against two
-  # `serverbench serve` emulators: VERIFIED, 16 of 16 continuations identical.
+  # benchmark server is stopped first (and waited for: vLLM's memory profiling fails when memory other
+  # processes hold comes free while it runs): this vLLM takes half the GPU, the reference a few GB. The
+  # frozen deployment is the 200,000-token one (the fitted agentic-coding sessions): on the 40,960-token
+  # one, synthetic-v1's held-out seeds overflow the context (1.9 % of requests at c = 8, 30 s, against the
+  # emulator), which fails verify's overflow gate whatever the server. So vLLM is started with
+  # --max-model-len 200000, which it refuses (ValueError at once) over the checkpoint's own 40,960
+  # positions: the attempt of 2026-12-03 waited 312 s for a server that had exited. verify_checkpoint.py
+  # sets 262,144, and gives the checkpoint end-of-sequence tokens it emits (the natural-stop gate needs a
+  # server that stops without ignore_eos; every other request of verify sends ignore_eos). The held-out
+  # runs are 60 s at c = 8: dry-run on a CPU against two fresh `serverbench serve` emulators, 30 s left
+  # one lane of eight with nothing completed (the "every session progresses" gate); 60 s passed every gate.
+  # The deployment is frozen from a file that names its protocol (cold): a build that reads a file's
+  # missing protocol otherwise than the preset's fails verify's check that it resolves as frozen.
+  # Measured 2026-12-03 (results/h200-vllm/verify-vllm/): the part took 296 s (checkpoint 70 s, servers up
+  # 93 s later, verify 131 s); every gate passed but the natural stop: the eight end-of-sequence tokens
+  # ended 8 of 32 random prompts' continuations, and the probe's was not one of them.
   if [ "$(left)" -lt 360 ]; then echo "skipping verify: needs ~360 s, $(left) s left"; return 0; fi
   mkdir -p "$WORK/verify"
-  if server_alive; then kill -- -"$(cat "$WORK/server.pid")" 2>/dev/null; sleep 5; fi
-  local vm=$WORK/verify/model vport=$((PORT + 2)) rport=$((PORT + 3))
-  with_site python3 "$ROOT/scripts/verify_model.py" "$vm" 2>&1 | tail -1
-  with_site python3 "$HERE/vllm/make_model.py" "$vm" --tokenizer-only
+  if server_alive; then
+    local spid
+    spid=$(cat "$WORK/server.pid")
+    kill -- -"$spid" 2>/dev/null
+    for _ in $(seq 1 30); do kill -0 "$spid" 2>/dev/null || break; sleep 1; done
+    kill -9 -- -"$spid" 2>/dev/null
+  fi
+  local used=""
+  for _ in $(seq 1 30); do
+    used=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits 2>/dev/null | head -1)
+    [ "${used:-0}" -lt 4000 ] && break; sleep 1
+  done
+  echo "GPU memory in use before verify's servers start: ${used:-?} MiB"
+  # the checkpoint outside $WORK/verify, which is packed whole
+  local vm=$WORK/verify_model vport=$((PORT + 2)) rport=$((PORT + 3)) t0
+  t0=$(date +%s)
+  if [ ! -f "$vm/model.safetensors" ]; then
+    with_site python3 "$ROOT/scripts/verify_model.py" "$vm" 2>&1 | tail -1
+    with_site python3 "$HERE/vllm/make_model.py" "$vm" --tokenizer-only
+    with_site python3 "$HERE/vllm/verify_checkpoint.py" "$vm" 2>&1 | grep -v "^WARNING\|Warning" | tee "$WORK/verify/checkpoint.txt"
+  fi
+  grep -E '"(max_position_embeddings|eos_token_id)"' -A1 "$vm/config.json" | tr -s ' \n' ' '; echo
+  echo "checkpoint ready in $(( $(date +%s) - t0 )) s"
   setsid env PYTHONPATH="$SITE" python3 -m vllm.entrypoints.cli.main serve "$vm" --served-model-name "$NAME" \
     --dtype bfloat16 --seed 0 --host 127.0.0.1 --port "$vport" --max-model-len 200000 \
     --gpu-memory-utilization 0.5 --enable-prompt-tokens-details > "$WORK/verify/vllm.log" 2>&1 < /dev/null &
   local vpid=$!
   python3 "$ROOT/scripts/reference_server.py" --model-dir "$vm" --port "$rport" > "$WORK/verify/reference.log" 2>&1 &
   local rpid=$!
-  local t=$(date +%s) up=""
-  while [ "$(left)" -gt 120 ]; do
+  local t=$(date +%s) up="" why="still starting"
+  # the replays and the fidelity check take ~180 s once both are up
+  while [ "$(left)" -gt 200 ]; do
     curl -s -m 2 "http://127.0.0.1:$vport/v1/models" | grep -q "\"$NAME\"" && \
       curl -s -m 2 "http://127.0.0.1:$rport/health" > /dev/null && { up=1; break; }
+    kill -0 "$vpid" 2>/dev/null || { why="vLLM exited"; break; }
+    kill -0 "$rpid" 2>/dev/null || { why="the reference exited"; break; }
     sleep 2
   done
   if [ -z "$up" ]; then
-    # Measured 2026-12-03: this checkpoint's vLLM was not up 312 s after its start (compile and graph
-    # capture of a new shape; the kernel check had run first in the same call).
-    echo "verify: the servers were not up after $(( $(date +%s) - t )) s; giving up with $(left) s left"
-    tail -n 5 "$WORK/verify/vllm.log"; kill -- -"$vpid" "$rpid" 2>/dev/null; pack verify; return 1
+    echo "verify: the servers were not up after $(( $(date +%s) - t )) s ($why); giving up with $(left) s left"
+    echo "---- vLLM's log, last 40 lines"; tail -n 40 "$WORK/verify/vllm.log" | cut -c1-400
+    echo "---- the reference's log, last 10 lines"; tail -n 10 "$WORK/verify/reference.log" | cut -c1-400
+    kill -- -"$vpid" 2>/dev/null; kill "$rpid" 2>/dev/null; pack verify; return 1
   fi
   echo "servers up after $(( $(date +%s) - t )) s"
   keep_packing verify
-  "$BIN" freeze -d qwen3-8b-200k-1xh200-vllm -c 8 --held-out 2 -w 30 --url "http://127.0.0.1:$vport" --server vllm \
-    --model "$NAME" -o "$WORK/verify/frozen.json" 2>&1 | tail -n 3
+  { "$BIN" simulate -d qwen3-8b-200k-1xh200-vllm --print-config | grep -v '^protocol:'; echo "protocol: cold"; } \
+    > "$WORK/verify/deployment.yaml"
+  "$BIN" freeze -d "$WORK/verify/deployment.yaml" -c 8 --held-out 2 -w 60 --url "http://127.0.0.1:$vport" \
+    --server vllm --model "$NAME" -o "$WORK/verify/frozen.json" 2>&1 | tail -n 3
+  t=$(date +%s)
   "$BIN" verify "$WORK/verify/frozen.json" --url "http://127.0.0.1:$vport" --reference "http://127.0.0.1:$rport" \
     --out "$WORK/verify/run" > "$WORK/verify/verify.txt" 2>&1
-  echo "verify: exit $?"; tail -n 20 "$WORK/verify/verify.txt"
-  kill -- -"$vpid" "$rpid" 2>/dev/null
-  gzip -f "$WORK/verify/run"/*/*.jsonl 2>/dev/null
+  local rc=$?
+  echo "verify: exit $rc after $(( $(date +%s) - t )) s"; tail -n 24 "$WORK/verify/verify.txt"
+  if [ "$rc" != 0 ]; then echo "---- vLLM's log, last 15 lines"; tail -n 15 "$WORK/verify/vllm.log" | cut -c1-400; fi
+  kill -- -"$vpid" 2>/dev/null; kill "$rpid" 2>/dev/null
+  gzip -f "$WORK/verify/run"/*/*.jsonl "$WORK/verify/vllm.log" 2>/dev/null
   stop_packing; pack verify
 }
 
@@ -352,15 +400,20 @@ set_flags() { # SET[-TAG] -> the deployment, start and workload flags of compare
     fit-steady|fit-steady-*) echo "-d qwen3-8b-200k-1xh200-vllm --start steady" ;;
     fit-cold|fit-cold-*) echo "-d qwen3-8b-200k-1xh200-vllm --start cold" ;;
     real-cold|real-cold-*) echo "-d qwen3-8b-200k-1xh200-vllm --start cold --trace $ROOT/corpus/claude-code --trace-format corpus" ;;
+    agentx-real|agentx-real-*) echo "-d qwen3-8b-200k-1xh200-vllm --protocol agentx --trace $ROOT/corpus/claude-code/logs.jsonl --trace-format corpus --max-context-length 200000" ;;
     *) return 1 ;;
   esac
+}
+
+set_api() { # SET[-TAG] -> compare's --api: the AgentX protocols send chat completions, as AgentX does
+  case $1 in agentx-*) echo chat ;; *) echo tokens ;; esac
 }
 
 compare_set() { # SET LEVELS SEEDS WINDOW [--reuse-only]
   local set=$1 levels=$2 seeds=$3 w=$4 flags
   flags=$(set_flags "$set") || { echo "unknown set $set"; return 1; }
   # shellcheck disable=SC2086
-  "$BIN" compare $flags --url "$URL" --api tokens --server vllm --model "$NAME" --reuse \
+  "$BIN" compare $flags --url "$URL" --api "$(set_api "$set")" --server vllm --model "$NAME" --reuse \
     -c "$levels" -s "$seeds" -w "$w" --out "$WORK/$set" 2>&1
 }
 
@@ -373,6 +426,14 @@ runs() {
     for s in ${seeds//,/ }; do for c in ${levels//,/ }; do
       if [ ! -f "$WORK/$set/real/c${c}_s$s/summary.json" ]; then
         local est=$(( w + 10 + c / 4 ))  # measured: c = 1 took w + 1 s, c = 4 w + 4 s
+        if [ "$(set_api "$set")" = chat ]; then
+          # the AgentX warm-up comes before the window: the simulator's length of it and half again, and the grace
+          local wu
+          # shellcheck disable=SC2046
+          wu=$("$BIN" simulate $(set_flags "$set") -c "$c" -s "$s" -w "$w" 2>/dev/null \
+            | sed -n 's/.*warm-up .* over \([0-9]*\)[.0-9]* s,.*/\1/p' | head -1)
+          est=$(( w + 40 + ${wu:-120} * 3 / 2 ))
+        fi
         if [ "$(left)" -lt "$est" ]; then echo "skipping $set c=$c s=$s: needs ~$est s, $(left) s left"; continue; fi
         local t=$(date +%s)
         keep_packing "$set"

@@ -216,6 +216,85 @@ fn a_reduced_log_round_trips_through_the_corpus_format() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// The benchmark's stand-in specs are what `workload fit --targets` makes of the corpus's WEKA traces,
+/// byte for byte, and the aimed quantities land within the bounds of the published ones.
+#[test]
+fn the_benchmark_stand_in_specs_are_the_aimed_fits_of_the_weka_traces() {
+    let dir = std::env::temp_dir().join(format!("sb-aim-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for name in ["agentx-062126", "agentx-062126-256k"] {
+        let out = dir.join(format!("{name}.yaml"));
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_serverbench"))
+            .current_dir(repo(""))
+            .args([
+                "workload",
+                "fit",
+                "corpus/claude-code/weka-kv-cache-tester.jsonl",
+                "--targets",
+                &name.replace("agentx", "cc-traces-weka"),
+                "--name",
+                name,
+                "-o",
+            ])
+            .arg(&out)
+            .output()
+            .unwrap();
+        let report = stdout(&o);
+        assert!(
+            report.contains("aimed at cc-traces-weka-062126"),
+            "{report}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&out).unwrap(),
+            std::fs::read_to_string(repo(&format!("presets/workloads/{name}.yaml"))).unwrap(),
+            "presets/workloads/{name}.yaml is stale: serverbench workload fit corpus/claude-code/weka-kv-cache-tester.jsonl --targets {} --name {name} -o presets/workloads/{name}.yaml",
+            name.replace("agentx", "cc-traces-weka")
+        );
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A targets file that names no known quantity is refused with the file and the field.
+#[test]
+fn a_bad_targets_file_names_its_field() {
+    let dir = std::env::temp_dir().join(format!("sb-aim-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("t.yaml");
+    std::fs::write(
+        &bad,
+        "kind: targets\nname: t\nsource: test\nquantities:\n  - {quantity: main_lunch, stat: p50, value: 1, source: x}\n",
+    )
+    .unwrap();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_serverbench"))
+        .current_dir(repo(""))
+        .args([
+            "workload",
+            "fit",
+            "corpus/claude-code/logs.jsonl",
+            "--targets",
+        ])
+        .arg(&bad)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("t.yaml") && err.contains("quantit"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_serverbench"))
+        .current_dir(repo(""))
+        .args([
+            "workload",
+            "fit",
+            "corpus/claude-code/logs.jsonl",
+            "--targets",
+            "no-such-targets",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 /// The built-in default is what `workload fit` makes of the shipped corpus, byte for byte.
 #[test]
 fn the_default_workload_spec_is_the_fit_of_the_shipped_corpus() {

@@ -8,6 +8,14 @@ serverbench's text prompts are words ` w123 w456 …`, one word per token id, so
 model as exactly the ids serverbench meant and `usage.prompt_tokens` can be checked against it. The model
 has no end-of-sequence token. Needs transformers and tokenizers only (no torch, no GPU).
 
+The tokenizer carries a chat template (CHAT_TEMPLATE) for `/v1/chat/completions`, which the AgentX protocol
+sends (`--protocol agentx --api chat`): the messages' contents joined by spaces, with no role markers, no
+special tokens and nothing for the generation prompt, and the cache-bust marker AgentX puts at the start of
+a session's first user message (`[rid:<12 hex digits>]` and two newlines) left out. The simulator counts
+no tokens for the marker (it moves the tree instance's block ids instead, as the replayer's token ids
+follow), and a word-level tokenizer would read it as one unknown word; without it `usage.prompt_tokens`
+is the workload's prompt length exactly, as with token-id prompts.
+
 Usage: make_model.py OUT_DIR [--tokenizer-only]   (--tokenizer-only: only the tokenizer, beside a checkpoint)
 """
 
@@ -35,13 +43,25 @@ QWEN3_8B = dict(
 )
 
 
+# Every message's text, joined by spaces; a leading AgentX cache-bust marker `[rid:…]` dropped (see above).
+CHAT_TEMPLATE = (
+    "{%- for m in messages -%}"
+    "{%- set c = m['content'] if m['content'] is string else '' -%}"
+    "{%- if c.startswith('[rid:') and ']' in c -%}{%- set c = c.split(']', 1)[1] -%}{%- endif -%}"
+    "{{ c ~ ' ' }}"
+    "{%- endfor -%}"
+)
+
+
 def write_tokenizer(out: str) -> None:
     """The word-level tokenizer: `wN` is token id N, for every id of the Qwen3 vocabulary."""
     vocab = {f"w{i}": i for i in range(QWEN3_8B["vocab_size"])}
     t = Tokenizer(models.WordLevel(vocab=vocab, unk_token="w0"))
     t.pre_tokenizer = pre_tokenizers.WhitespaceSplit()  # `w123` stays one word
     # No decoder: decoded words are joined by spaces, so every streamed token is non-empty text.
-    PreTrainedTokenizerFast(tokenizer_object=t, unk_token="w0", model_max_length=1 << 30).save_pretrained(out)
+    tok = PreTrainedTokenizerFast(tokenizer_object=t, unk_token="w0", model_max_length=1 << 30)
+    tok.chat_template = CHAT_TEMPLATE
+    tok.save_pretrained(out)
 
 
 def main() -> None:
