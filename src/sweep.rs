@@ -11,7 +11,7 @@ use crate::signals::{StudyStop, INTERRUPTED};
 use anyhow::{bail, Result};
 use serverbench_calibration::BandEnd;
 use serverbench_sim::Deployment;
-use serverbench_study::{Level, RateSweep, Spread, SweepPlan, SweepResult};
+use serverbench_study::{Level, RateSweep, Spread, Study, SweepPlan, SweepResult, UnderError};
 use std::io::Write;
 use std::sync::Arc;
 
@@ -20,7 +20,7 @@ const FILES: [&str; 3] = ["sweep.csv", "sweep.json", "sweep.svg"];
 
 /// Runs the grid the arguments describe, with a progress bar when `progress`; once `stop` is
 /// requested, the result holds the replays that finished (partial).
-pub fn grid(a: &SweepArgs, progress: bool, stop: &StudyStop) -> Result<SweepResult> {
+pub fn grid(a: &SweepArgs, progress: bool, stop: &StudyStop) -> Result<(SweepResult, Arc<Study>)> {
     let mut study = inputs::study(&a.deployment, &a.workload, &a.replay)?;
     study.threads = inputs::threads(a.threads)?;
     let seeds = inputs::seeds(&a.seeds)?;
@@ -34,7 +34,7 @@ pub fn grid(a: &SweepArgs, progress: bool, stop: &StudyStop) -> Result<SweepResu
     let (s, p) = (study.clone(), plan.clone());
     let cells = stop.run(plan.len(), &bar, move |stop, done| p.run(&s, stop, done))?;
     bar.finish_and_clear();
-    Ok(plan.result(&study, cells))
+    Ok((plan.result(&study, cells), study))
 }
 
 /// Makes `--out` ready once the flags are read, before any replay: a folder that cannot be written is
@@ -86,7 +86,7 @@ pub fn run(a: SweepArgs) -> Result<()> {
     let seeds = inputs::seeds(&a.seeds)?;
     prepare(&a)?;
     let started = std::time::Instant::now();
-    let r = grid(&a, true, &stop)?;
+    let (r, study) = grid(&a, true, &stop)?;
     let all = a.concurrency.len() * seeds.len();
     if r.levels.is_empty() {
         return write_nothing_finished(&a, &d, &r, &stop, all);
@@ -103,6 +103,14 @@ pub fn run(a: SweepArgs) -> Result<()> {
         a.replay.protocol()
     )?;
     let mut printed = table(&r, &d);
+    // The recommendation under the cost model's own error (both ends of the profile's band).
+    let under = match r.partial {
+        true => None,
+        false => Some(serverbench_study::under_model_error(&study, &r)?),
+    };
+    if let Some(u) = &under {
+        printed.notes.push_str(&under_error_note(u, &d));
+    }
     if r.partial {
         printed.head = partial_line(&stop, Some(r.cells.len()), all);
     }
@@ -124,13 +132,60 @@ pub fn run(a: SweepArgs) -> Result<()> {
     let outputs = Outputs {
         printed: &printed,
         csv: &|w| write_csv(w, &r),
-        svg: &|| plot(&r, &d),
+        svg: &|| plot(&r, &d, under.as_ref()),
     };
-    outputs.write(&a, &d, &r)?;
+    let json = SweepJson {
+        result: &r,
+        under_model_error: under.as_ref(),
+    };
+    outputs.write(&a, &d, &json)?;
     if r.partial {
         return Err(stopped(&stop, Some(r.cells.len()), all));
     }
     Ok(())
+}
+
+/// sweep.json: the sweep's result and, when it finished, its levels under the cost model's error.
+#[derive(serde::Serialize)]
+struct SweepJson<'a> {
+    #[serde(flatten)]
+    result: &'a SweepResult,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    under_model_error: Option<&'a UnderError>,
+}
+
+/// The lines under the recommendation: the level that is best in the worst case of the profile's
+/// band, and, where it is not the nominal one, what the nominal one's score hangs on.
+fn under_error_note(u: &UnderError, d: &Deployment) -> String {
+    let band = format!(
+        "compute ±{:.0} %, bandwidth ±{:.0} %, host ±{:.0} %",
+        100.0 * u.compute,
+        100.0 * u.memory,
+        100.0 * u.overhead
+    );
+    let whose = match u.stated {
+        true => format!("profile {}'s stated error: {band}", d.profile.name),
+        false => format!(
+            "a default error, {band}: profile {} states none",
+            d.profile.name
+        ),
+    };
+    let w = u.level(u.best_worst_case).expect("the pick is a level");
+    let mut t = format!(
+        "  Under the cost model's error ({whose}): accept {} (mean D ≥ {:.3} at both ends).\n",
+        u.best_worst_case, w.d_worst
+    );
+    if let (Some((metric, near)), Some(n)) = (u.hangs_on(), u.level(u.best_nominal)) {
+        t.push_str(&format!(
+            "  At {} the score hangs on a {metric} within {:.0} % of its target (mean D {:.3}, {:.3} at the slow end, {:.3} at the fast end).\n",
+            u.best_nominal,
+            100.0 * near,
+            n.d_nominal,
+            n.d_slow,
+            n.d_fast
+        ));
+    }
+    t
 }
 
 /// A sweep stopped before any replay finished: sweep.json (partial, no level) and sweep.csv's header,
@@ -235,7 +290,7 @@ impl Outputs<'_> {
 /// Levels where at least 90 % of the value met the SLO on average are "qualified".
 const QUALIFIED_F: f64 = 0.9;
 
-fn plot(r: &SweepResult, d: &Deployment) -> Result<String> {
+fn plot(r: &SweepResult, d: &Deployment, under: Option<&UnderError>) -> Result<String> {
     let x: Vec<f64> = r.levels.iter().map(|l| l.concurrency as f64).collect();
     let levels: Vec<&Level> = r.levels.iter().collect();
     let title = format!(
@@ -248,7 +303,25 @@ fn plot(r: &SweepResult, d: &Deployment) -> Result<String> {
         d.slo.tpot_s * 1e3
     );
     let axis = ("concurrent sessions (lanes)", 0);
-    plot_levels(&title, axis, &x, &levels, r.best_mean as f64)
+    let error = under.map(|u| {
+        let ends = |f: fn(f64, f64) -> f64| -> Vec<f64> {
+            u.levels
+                .iter()
+                .map(|l| f(f(l.d_nominal, l.d_slow), l.d_fast))
+                .collect()
+        };
+        Band {
+            title: "D under the cost model's error: mean over seeds, both ends of the band",
+            unit: "$/$",
+            x_desc: axis.0,
+            x_decimals: axis.1,
+            x: &x,
+            mean: u.levels.iter().map(|l| l.d_nominal).collect(),
+            min: ends(f64::min),
+            max: ends(f64::max),
+        }
+    });
+    plot_levels(&title, axis, &x, &levels, r.best_mean as f64, error)
 }
 
 /// D, G and f of `levels` at `x`, the best level marked.
@@ -258,6 +331,7 @@ fn plot_levels(
     x: &[f64],
     levels: &[&Level],
     best: f64,
+    error: Option<Band<'_>>,
 ) -> Result<String> {
     let band = |title, unit, f: fn(&Level) -> Spread| {
         let s: Vec<Spread> = levels.iter().map(|l| f(l)).collect();
@@ -272,15 +346,14 @@ fn plot_levels(
             max: s.iter().map(|v| v.max).collect(),
         }
     };
-    let bands = [
-        band("D: qualified value per GPU dollar", "$/$", |l| l.d),
-        band("G: gross value per GPU dollar", "$/$", |l| l.g),
-        band(
-            "f = D / G: value-weighted qualified fraction",
-            "fraction",
-            |l| l.f,
-        ),
-    ];
+    let mut bands = vec![band("D: qualified value per GPU dollar", "$/$", |l| l.d)];
+    bands.extend(error);
+    bands.push(band("G: gross value per GPU dollar", "$/$", |l| l.g));
+    bands.push(band(
+        "f = D / G: value-weighted qualified fraction",
+        "fraction",
+        |l| l.f,
+    ));
     let qualified: Vec<bool> = levels.iter().map(|l| l.f.mean >= QUALIFIED_F).collect();
     sweep_svg(title, &bands, &qualified, best)
 }
@@ -437,6 +510,7 @@ fn rates_run(a: &SweepArgs, d: &Deployment, rates: &[f64], stop: &StudyStop) -> 
             &x,
             &levels,
             r.best_mean,
+            None,
         )
     };
     let outputs = Outputs {

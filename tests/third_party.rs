@@ -262,3 +262,64 @@ fn the_vllm_fidelity_tables_reproduce_from_the_stored_runs() {
         std::fs::remove_dir_all(&dir).ok();
     }
 }
+
+/// The knee of the stored vLLM set `syn-steady`: the simulator puts c = 16 just ahead of 8 where vLLM
+/// measured 8 best (results/h200-vllm/regret.md); under the profile's measured error `sweep` picks 8 and
+/// says that 16 hangs on TPOT.
+#[test]
+fn sweep_picks_the_level_that_survives_the_profiles_measured_error() {
+    let dir = temp("under-error");
+    let o = serverbench(
+        [
+            "sweep",
+            "-d",
+            "qwen3-8b-1xh200-vllm",
+            "--start",
+            "steady",
+            "-c",
+            "8,16",
+            "--seeds",
+            "0..1",
+            "-w",
+            "120",
+            "--out",
+        ]
+        .iter()
+        .map(OsStr::new)
+        .chain([dir.as_os_str()]),
+    );
+    let text = stdout(&o);
+    assert!(
+        text.contains("Recommendation: accept 16 concurrent sessions"),
+        "{text}"
+    );
+    assert!(
+        text.contains("profile h200-qwen3-8b-vllm's stated error: compute ±25 %, bandwidth ±12 %, host ±25 %): accept 8"),
+        "{text}"
+    );
+    assert!(
+        text.contains("At 16 the score hangs on a TPOT within"),
+        "{text}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("sweep.json")).unwrap()).unwrap();
+    let u = &json["under_model_error"];
+    assert_eq!(u["best_worst_case"], 8);
+    assert_eq!(u["best_nominal"], 16);
+    assert_eq!(u["stated"], true);
+    for l in u["levels"].as_array().unwrap() {
+        let (n, s, f, w) = (
+            l["d_nominal"].as_f64().unwrap(),
+            l["d_slow"].as_f64().unwrap(),
+            l["d_fast"].as_f64().unwrap(),
+            l["d_worst"].as_f64().unwrap(),
+        );
+        assert_eq!(w, n.min(s).min(f));
+    }
+    let svg = std::fs::read_to_string(dir.join("sweep.svg")).unwrap();
+    assert!(
+        svg.contains("D under the cost model"),
+        "the SVG shows the band"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -1,5 +1,6 @@
 //! Studies over many simulated replays: [`sweep`] (concurrency × seeds, and window sensitivity),
-//! [`sweep_rates`] (Poisson arrival rates × seeds),
+//! [`sweep_rates`] (Poisson arrival rates × seeds), [`under_model_error`] (the sweep's recommendation at
+//! both ends of the cost model's error),
 //! [`screen`] (seeds ranked by difficulty), [`freeze_slo`] (targets from a reference configuration),
 //! [`what_if`] (each serving knob alone), and the statistics of simulated-against-measured
 //! comparisons ([`compare`]). Callable from Rust; the binary only parses arguments, prints and writes.
@@ -23,6 +24,7 @@
 
 pub mod compare;
 mod grid;
+mod robust;
 mod scan;
 mod screen;
 mod slo;
@@ -30,6 +32,7 @@ mod sweep;
 mod whatif;
 
 pub use grid::{run_all, run_until, Spread, Stop};
+pub use robust::{under_model_error, LevelUnderError, UnderError, DEFAULT_BAND};
 pub use scan::scan_seeds;
 pub use screen::{screen, ScreenPlan, ScreenResult, SeedRow};
 pub use slo::{freeze_slo, SeedP90};

@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""Recommendation regret of every stored vLLM set (results/h200-vllm/*/compare.json): the real D at the
+level the simulator recommends, against the best real D measured, for the plain recommendation (best
+simulated mean D) and for the one under the cost model's error (`sweep`'s worst case over both ends of
+the profile's band, `under_model_error` in sweep.json), each chosen among the set's measured levels.
+Also the measured error the profile's band states (p90 of |TPOT| and |TTFT p50| errors up to each set's
+real best). Prints markdown. Usage: scripts/regret.py [BIN] > results/h200-vllm/regret.md
+"""
+import json, subprocess, sys, tempfile, os
+
+BIN = sys.argv[1] if len(sys.argv) > 1 else "target/release/serverbench"
+SETS = ["syn-steady", "syn-cold", "fit-cold", "fit-cold-w30", "real-cold-w30", "agentx-real"]
+# The fitted spec as the fit-* sets replayed it (results/h200-vllm/README.md).
+PINNED = ["--workload", "results/h200-vllm/agentic-coding-as-replayed.yaml"]
+DROP = {"--url", "--api", "--server", "--model", "--out"}
+
+
+def sweep_args(cmd):
+    args, i = [], cmd.index("compare") + 1
+    while i < len(cmd):
+        a = cmd[i]
+        if a in DROP:
+            i += 2
+            continue
+        if a == "--reuse":
+            i += 1
+            continue
+        if a == "-s":
+            args += ["--seeds", f"{cmd[i + 1]}..{int(cmd[i + 1]) + 1}"]
+            i += 2
+            continue
+        args.append(a)
+        i += 1
+    return args
+
+
+def metric(row, name):
+    return next(m for m in row["metrics"] if m["metric"] == name)
+
+
+def pct(x):
+    return f"{100 * x:.0f} %"
+
+
+print("| set | levels | real best (D) | plain pick (real D) | regret | under-error pick (real D) | regret |")
+print("|---|---|---|---|---:|---|---:|")
+tpot_err, ttft_err = [], []
+for s in SETS:
+    d = json.load(open(f"results/h200-vllm/{s}/compare.json"))
+    rows = sorted((r for r in d["rows"] if r.get("seed", 0) == 0), key=lambda r: r["concurrency"])
+    real = {r["concurrency"]: metric(r, "D")["real"] for r in rows}
+    sim = {r["concurrency"]: metric(r, "D")["sim"] for r in rows}
+    best = max(real, key=real.get)
+    for r in rows:
+        if r["concurrency"] <= best:
+            tpot_err += [abs(metric(r, "TPOT p50 ms")["rel_error"]), abs(metric(r, "TPOT p90 ms")["rel_error"])]
+            ttft_err.append(abs(metric(r, "TTFT p50 s")["rel_error"]))
+    plain = max(sim, key=sim.get)
+    args = sweep_args(d["meta"]["command"]) + (PINNED if s.startswith("fit") else [])
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run([BIN, "sweep", *args, "--out", tmp], check=True, capture_output=True)
+        u = json.load(open(os.path.join(tmp, "sweep.json")))["under_model_error"]
+    robust = u["best_worst_case"]
+    assert u["best_nominal"] == plain, (s, u["best_nominal"], plain)
+    regret = lambda c: 1 - real[c] / real[best] if real[best] > 0 else 0.0
+    levels = ",".join(str(c) for c in real)
+    print(f"| {s} | {levels} | {best} ({real[best]:.2f}) | {plain} ({real[plain]:.2f}) | {pct(regret(plain))} | {robust} ({real[robust]:.2f}) | {pct(regret(robust))} |")
+
+
+def p90(xs):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(0.9 * (len(xs) - 1))))]
+
+
+print()
+print(f"Measured error up to each set's real best: p90 |TPOT error| {pct(p90(tpot_err))} ({len(tpot_err)} values), "
+      f"p90 |TTFT p50 error| {pct(p90(ttft_err))} ({len(ttft_err)} values).")

@@ -1,0 +1,172 @@
+//! The recommendation under the cost model's own error: the same sweep at both ends of the profile's
+//! stated band (every step slower, every step faster), and the level whose mean D is best in the worst
+//! of the three. Never reads files or prints; the binary renders the result.
+
+use crate::{sweep, Study, StudyError, SweepResult};
+use serde::Serialize;
+use serverbench_calibration::{Band, BandEnd};
+
+/// The band a profile that states none is evaluated under: its figures were not measured against a
+/// real server, so its steps may be this far off (compute and bandwidth efficiencies ±10 %, host
+/// overheads ±25 %: the spread of the measured profiles' held-out step errors, docs/calibration.md).
+pub const DEFAULT_BAND: Band = Band {
+    compute: 0.10,
+    memory: 0.10,
+    overhead: 0.25,
+};
+
+/// One level's mean D at the profile's nominal figures and at both ends of its band.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct LevelUnderError {
+    /// Lanes.
+    pub concurrency: u32,
+    /// Mean D over seeds at the nominal figures.
+    pub d_nominal: f64,
+    /// At the slow end (efficiencies low, overheads high).
+    pub d_slow: f64,
+    /// At the fast end.
+    pub d_fast: f64,
+    /// The least of the three.
+    pub d_worst: f64,
+    /// The mean over seeds of p90 TTFT at the nominal figures, as a fraction of the target (1: on it).
+    pub ttft_to_target: f64,
+    /// Likewise p90 TPOT.
+    pub tpot_to_target: f64,
+}
+
+/// The sweep's levels under the cost model's error, and the recommendation that survives it.
+#[derive(Clone, Debug, Serialize)]
+pub struct UnderError {
+    /// The band the ends were taken at.
+    pub compute: f64,
+    /// Bandwidth-bound efficiencies' half-width.
+    pub memory: f64,
+    /// Host overheads' half-width.
+    pub overhead: f64,
+    /// True when the profile states its band; false when [`DEFAULT_BAND`] stood in for it.
+    pub stated: bool,
+    /// Per level, in the sweep's order.
+    pub levels: Vec<LevelUnderError>,
+    /// The level whose worst-case mean D is best.
+    pub best_worst_case: u32,
+    /// The nominal recommendation (best mean D at the nominal figures).
+    pub best_nominal: u32,
+}
+
+impl UnderError {
+    /// The level of concurrency `c`.
+    pub fn level(&self, c: u32) -> Option<&LevelUnderError> {
+        self.levels.iter().find(|l| l.concurrency == c)
+    }
+
+    /// When the nominal recommendation does not survive the error: which target its score hangs on
+    /// (the one whose p90 sits nearer to it) and how near, as (`"TPOT"` or `"TTFT"`, |p90 ÷ target − 1|).
+    pub fn hangs_on(&self) -> Option<(&'static str, f64)> {
+        if self.best_nominal == self.best_worst_case {
+            return None;
+        }
+        let l = self.level(self.best_nominal)?;
+        let (tpot, ttft) = (
+            (l.tpot_to_target - 1.0).abs(),
+            (l.ttft_to_target - 1.0).abs(),
+        );
+        Some(if tpot <= ttft {
+            ("TPOT", tpot)
+        } else {
+            ("TTFT", ttft)
+        })
+    }
+}
+
+/// Runs the sweep of `nominal` again at both ends of the deployment's profile band (or
+/// [`DEFAULT_BAND`]) on the same levels and seeds, and picks the level whose worst mean D is best.
+pub fn under_model_error(study: &Study, nominal: &SweepResult) -> Result<UnderError, StudyError> {
+    let (band, stated) = match study.deployment.profile.band {
+        Some(b) => (b, true),
+        None => (DEFAULT_BAND, false),
+    };
+    let concurrency: Vec<u32> = nominal.levels.iter().map(|l| l.concurrency).collect();
+    let at = |end| -> Result<SweepResult, StudyError> {
+        let mut d = study.deployment.clone();
+        d.profile.band = Some(band);
+        d.profile = d.profile.at_band_end(end);
+        sweep(
+            &study.with_deployment(d),
+            &concurrency,
+            &nominal.seeds,
+            &[],
+            &|| {},
+        )
+    };
+    let (slow, fast) = (at(BandEnd::Slow)?, at(BandEnd::Fast)?);
+    let slo = study.deployment.slo;
+    let levels: Vec<LevelUnderError> = nominal
+        .levels
+        .iter()
+        .map(|l| {
+            let mean_at = |r: &SweepResult| {
+                r.levels
+                    .iter()
+                    .find(|x| x.concurrency == l.concurrency)
+                    .map_or(0.0, |x| x.d.mean)
+            };
+            let (d_slow, d_fast) = (mean_at(&slow), mean_at(&fast));
+            LevelUnderError {
+                concurrency: l.concurrency,
+                d_nominal: l.d.mean,
+                d_slow,
+                d_fast,
+                d_worst: l.d.mean.min(d_slow).min(d_fast),
+                ttft_to_target: l.ttft_p90_s.mean / slo.ttft_s,
+                tpot_to_target: l.tpot_p90_s.mean / slo.tpot_s,
+            }
+        })
+        .collect();
+    let best_worst_case = levels
+        .iter()
+        .reduce(|b, l| if l.d_worst > b.d_worst { l } else { b })
+        .map_or(0, |l| l.concurrency);
+    Ok(UnderError {
+        compute: band.compute,
+        memory: band.memory,
+        overhead: band.overhead,
+        stated,
+        levels,
+        best_worst_case,
+        best_nominal: nominal.best_mean,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serverbench_sim::{Deployment, RunConfig};
+    use serverbench_workloads::Workload;
+
+    #[test]
+    fn the_worst_case_pick_is_the_level_whose_least_d_is_best() {
+        let d = Deployment::preset("qwen3-8b-1xh200").unwrap();
+        assert!(
+            d.profile.band.is_none(),
+            "the case needs a profile without a band"
+        );
+        let w = Workload::builtin(d.workload.as_deref());
+        let study = Study::new(d, w, RunConfig::new(1, 0, 120.0));
+        let nominal = sweep(&study, &[1, 8, 32], &[0, 1], &[], &|| {}).unwrap();
+        let u = under_model_error(&study, &nominal).unwrap();
+        assert!(!u.stated);
+        assert_eq!((u.compute, u.memory, u.overhead), (0.10, 0.10, 0.25));
+        assert_eq!(u.best_nominal, nominal.best_mean);
+        for l in &u.levels {
+            assert_eq!(l.d_worst, l.d_nominal.min(l.d_slow).min(l.d_fast));
+        }
+        let best = u.level(u.best_worst_case).unwrap().d_worst;
+        assert!(u.levels.iter().all(|l| l.d_worst <= best));
+        // The slow end is slower: at the busiest level its p90 TPOT can only grow, so D cannot rise.
+        let busy = u.level(32).unwrap();
+        assert!(busy.d_slow <= busy.d_nominal + 1e-12, "{busy:?}");
+        // Deterministic.
+        let again = under_model_error(&study, &nominal).unwrap();
+        assert_eq!(format!("{again:?}"), format!("{u:?}"));
+    }
+}
