@@ -29,6 +29,9 @@ def sweep_args(cmd):
             args += ["--seeds", f"{cmd[i + 1]}..{int(cmd[i + 1]) + 1}"]
             i += 2
             continue
+        # The corpus's Claude Code logs as the sets replayed them (results/h200-vllm/README.md).
+        a = {"corpus/claude-code": "results/h200-vllm/claude-code-as-replayed",
+             "corpus/claude-code/logs.jsonl": "results/h200-vllm/claude-code-as-replayed/logs.jsonl"}.get(a, a)
         args.append(a)
         i += 1
     return args

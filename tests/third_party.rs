@@ -234,8 +234,10 @@ fn the_vllm_fidelity_tables_reproduce_from_the_stored_runs() {
                 "cold",
                 "-c",
                 "4",
+                // The corpus's Claude Code logs as these runs replayed them (the shipped file has
+                // since left out calls whose usage was logged before the answer finished).
                 "--trace",
-                "corpus/claude-code",
+                "results/h200-vllm/claude-code-as-replayed",
                 "--trace-format",
                 "corpus",
             ],
