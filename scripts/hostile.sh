@@ -30,7 +30,14 @@ M=tests/fixtures/mooncake/sample_200.jsonl
 printf '\xef\xbb\xbfbase: qwen3.5-9b-2xl40\n' > "$T/bom.yaml"
 printf 'base: qwen3.5-9b-2xl40\ntp: 3\n' > "$T/tp3.yaml"
 printf '{"session_id": 0, "block_size": 64, "requests": [{"id": 0, "agent": 0, "kind": "root_turn", "deps": [], "think_ns": 0, "input_tokens": 0, "output_tokens": 5, "background": false, "turn": 0, "blocks": []}]}\n' > "$T/empty.jsonl"
+# The third round (#41): an error inside a spec's list, a tiny geometric p, linked folders.
+printf 'new_tokens: {bands: [{dist: {dist: constant, value: -1}}]}\n' > "$T/bands.yaml"
+printf 'subagents: {fanout: {dist: geometric, p: 1.0e-17, offset: 1}}\n' > "$T/tinyp.yaml"
+mkdir -p "$T/links" && cp tests/fixtures/weka/sample_trace.json "$T/links/" && ln -s . "$T/links/a" && ln -s . "$T/links/b"
 cases=(
+  "simulate --workload $T/bands.yaml -w 60"
+  "simulate --workload $T/tinyp.yaml -w 60"
+  "workload stats --trace $T/links"
   "simulate --workload $T/deep.yaml"
   "simulate -d $T/deep.yaml"
   "simulate -d $T/bom.yaml -w 60"

@@ -48,6 +48,23 @@ pub fn write_file(
     Ok(())
 }
 
+/// Writes the file at `path` whole or not at all ([`write_file`] in its folder).
+pub fn write_path(
+    path: &Path,
+    write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let name = path
+        .file_name()
+        .with_context(|| format!("{}: not a file name", path.display()))?
+        .to_string_lossy()
+        .into_owned();
+    write_file(dir, &name, write)
+}
+
 /// Makes `dir` ready for a command's files before the command does its work: creates it, checks that
 /// a file can be written there, and removes the files named in `owned` that an earlier run left, so
 /// that no stale file stands beside this run's (a run that ends early writes fewer).

@@ -1,6 +1,7 @@
 //! SIGINT (Ctrl-C) and SIGTERM (what `timeout`, docker, systemd and SLURM send), for the commands that
 //! run long: the first asks the command to stop and write what it has, marked partial; a second, while
-//! it is still stopping, ends the process at once with exit code 130.
+//! it is still stopping, ends the process at once with exit code 130. A signal within half a second of
+//! the first is the same request again (`timeout` signals the process and then its group), not a second.
 
 use anyhow::{bail, Context, Result};
 use indicatif::ProgressBar;
@@ -24,6 +25,7 @@ pub fn on_stop(
     let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])
         .context("cannot listen for SIGINT and SIGTERM")?;
     let seen = AtomicU32::new(0);
+    let mut first_at: Option<Instant> = None;
     std::thread::Builder::new()
         .name("serverbench-signals".into())
         .spawn(move || {
@@ -33,14 +35,31 @@ pub fn on_stop(
                 } else {
                     "SIGINT"
                 };
+                let now = Instant::now();
+                if is_echo(first_at, now) {
+                    continue;
+                }
                 match seen.fetch_add(1, Ordering::Relaxed) {
-                    0 => first(name),
+                    0 => {
+                        first_at = Some(now);
+                        first(name)
+                    }
                     _ => again(name),
                 }
             }
         })
         .context("cannot start the signal thread")?;
     Ok(())
+}
+
+/// How soon after the first a signal is the same request again, not a second one: GNU `timeout` (and
+/// a shell's job control) signal the process and then its process group, so one request arrives twice
+/// within microseconds; a person pressing Ctrl-C again takes longer.
+const ECHO: Duration = Duration::from_millis(500);
+
+/// Whether a signal at `now` repeats the first one (at `first`) rather than asking again.
+fn is_echo(first: Option<Instant>, now: Instant) -> bool {
+    first.is_some_and(|f| now.duration_since(f) < ECHO)
 }
 
 /// What a second signal does while a command stops: it ends the process at once.
@@ -126,5 +145,18 @@ impl StudyStop {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_signal_right_after_the_first_is_its_echo() {
+        let t = Instant::now();
+        assert!(!is_echo(None, t));
+        assert!(is_echo(Some(t), t + Duration::from_millis(1)));
+        assert!(!is_echo(Some(t), t + Duration::from_millis(600)));
     }
 }

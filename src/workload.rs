@@ -4,7 +4,7 @@ use crate::cli::{
     WorkloadCommand, WorkloadExportArgs, WorkloadFitArgs, WorkloadScanArgs, WorkloadStatsArgs,
 };
 use crate::inputs;
-use crate::output::{thousands, write_file, write_json};
+use crate::output::{thousands, write_file, write_json, write_path};
 use anyhow::{Context, Result};
 use serverbench_workloads::{
     workload_stats, write_corpus, write_native, Quantiles, Session, SessionTree,
@@ -101,11 +101,11 @@ fn fit(a: WorkloadFitArgs) -> Result<()> {
             "# {source}\n{}",
             serde_yaml::to_string(&spec).context("the fitted spec as YAML")?
         );
-        std::fs::write(path, text).with_context(|| format!("{}: cannot write", path.display()))?;
+        write_path(path, |w| w.write_all(text.as_bytes()))?;
     }
     if let Some(path) = &a.report {
         let text = serde_json::to_string_pretty(&report)?;
-        std::fs::write(path, text).with_context(|| format!("{}: cannot write", path.display()))?;
+        write_path(path, |w| w.write_all(text.as_bytes()))?;
     }
     Ok(())
 }
@@ -306,14 +306,8 @@ fn write_out(
     write: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
 ) -> Result<()> {
     match out {
-        Some(path) => {
-            let f = std::fs::File::create(path)
-                .with_context(|| format!("{}: cannot create", path.display()))?;
-            let mut w = std::io::BufWriter::new(f);
-            write(&mut w)
-                .and_then(|_| std::io::Write::flush(&mut w))
-                .with_context(|| format!("{}: cannot write", path.display()))
-        }
+        // Whole or not at all: a failed or interrupted write leaves no half file.
+        Some(path) => write_path(path, write),
         None => write(&mut std::io::stdout().lock()).context("cannot write to standard output"),
     }
 }

@@ -670,3 +670,88 @@ fn malformed_probe_shapes_are_refused_before_probing() {
         refused(&o, &[flag, value, why]);
     }
 }
+
+/// Folder walks follow links but read every folder and file once: two links back to the folder itself
+/// (a loop) end, and a second link to the same trace adds no session (issue 41, item 1c).
+#[cfg(unix)]
+#[test]
+fn linked_folders_end_and_count_each_file_once() {
+    let d = dir("links");
+    std::fs::copy(
+        crate::fixture("weka/sample_trace.json"),
+        d.join("sample_trace.json"),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(".", d.join("a")).unwrap();
+    std::os::unix::fs::symlink(".", d.join("b")).unwrap();
+    std::os::unix::fs::symlink("sample_trace.json", d.join("again.json")).unwrap();
+    let o = serverbench(["workload", "stats", "--trace", d.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("trees 1 · requests 6"), "{text}");
+}
+
+/// An error inside a list of a spec (`new_tokens.bands`) names its line instead of looping while it
+/// looks for it; a geometric `p` too small to sample is refused (issue 41, items 1a and 1b).
+#[test]
+fn errors_inside_spec_lists_and_tiny_geometric_p_are_refused_at_once() {
+    let d = dir("spec-lists");
+    let bands = d.join("bands.yaml");
+    std::fs::write(
+        &bands,
+        "new_tokens: {bands: [{dist: {dist: constant, value: -1}}]}\n",
+    )
+    .unwrap();
+    let o = serverbench([
+        "simulate",
+        "--workload",
+        bands.to_str().unwrap(),
+        "-w",
+        "60",
+    ]);
+    refused(&o, &["bands.yaml", "line 1"]);
+    let p = d.join("p.yaml");
+    std::fs::write(
+        &p,
+        "subagents: {fanout: {dist: geometric, p: 1.0e-17, offset: 1}}\n",
+    )
+    .unwrap();
+    let o = serverbench(["simulate", "--workload", p.to_str().unwrap(), "-w", "60"]);
+    refused(&o, &["p.yaml", "subagents.fanout.p", "1e-9"]);
+}
+
+/// A SIGTERM sent twice at once (as GNU `timeout` sends it, to the process and then its group) is one
+/// request: the screen still writes the seeds that finished (issue 41, item 5).
+#[cfg(unix)]
+#[test]
+fn a_doubled_sigterm_still_writes_what_finished() {
+    let d = dir("double-term");
+    let out = d.join("screen");
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_serverbench"))
+        .args([
+            "screen",
+            "-c",
+            "16",
+            "--seeds",
+            "0..20000",
+            "--threads",
+            "2",
+            "--out",
+        ])
+        .arg(&out)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let pid = child.id().to_string();
+    std::process::Command::new("sh")
+        .args(["-c", &format!("kill -TERM {pid}; kill -TERM {pid}")])
+        .status()
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(130), "{err}");
+    assert!(!err.contains("again: stopping at once"), "{err}");
+    assert_eq!(json(&out.join("screen.json"))["partial"], true, "{err}");
+}

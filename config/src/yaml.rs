@@ -156,10 +156,15 @@ pub fn line_of(text: &str, path: &str) -> usize {
     if path.is_empty() {
         return 0;
     }
+    // A list index is its own segment (`bands.[0].dist`) or a suffix (`bands[0]`): neither is a key.
     let keys: Vec<&str> = path
         .split('.')
         .map(|k| k.split('[').next().unwrap_or(k))
+        .filter(|k| !k.is_empty())
         .collect();
+    if keys.is_empty() {
+        return 0;
+    }
     let mut found = 0;
     let mut depth = 0;
     let mut parent_indent: Option<usize> = None;
@@ -208,6 +213,9 @@ fn key_value<'a>(body: &'a str, key: &str) -> Option<&'a str> {
 
 /// The text after `key:` inside a flow mapping on one line.
 fn find_flow_key<'a>(text: &'a str, key: &str) -> Option<&'a str> {
+    if key.is_empty() {
+        return None;
+    }
     let mut from = 0;
     while let Some(at) = text[from..].find(key) {
         let start = from + at;
@@ -240,6 +248,16 @@ fn without_location(message: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn list_indices_in_a_field_path_are_skipped_when_finding_its_line() {
+        let text = "name: x\nnew_tokens: {bands: [{dist: {dist: constant, value: -1}}]}\n";
+        // The path an error inside a list names: its index segment is no key (it looped for ever).
+        assert_eq!(line_of(text, "new_tokens.bands.[0].dist.value"), 2);
+        assert_eq!(line_of(text, "new_tokens.bands[0]"), 2);
+        assert_eq!(line_of(text, "[0]"), 0);
+        assert_eq!(find_flow_key("{a: 1}", ""), None);
+    }
 
     #[test]
     fn deep_nesting_is_refused_at_once_naming_the_line() {

@@ -5,6 +5,9 @@ use rand_distr::{Distribution, Geometric, Normal};
 use serde::{Deserialize, Serialize};
 use serverbench_config::FieldError;
 
+/// The smallest geometric success probability accepted.
+pub const MIN_GEOMETRIC_P: f64 = 1e-9;
+
 /// A distribution of a non-negative quantity, clamped to `[min, max]` after sampling.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "dist", rename_all = "snake_case", deny_unknown_fields)]
@@ -112,7 +115,10 @@ impl Dist {
             Dist::Uniform { low, high } if !(low >= 0.0 && low <= high && high.is_finite()) => {
                 bad("low", "must satisfy 0 <= low <= high")
             }
-            Dist::Geometric { p, .. } if !(p > 0.0 && p <= 1.0) => bad("p", "must be in (0, 1]"),
+            Dist::Geometric { p, .. } if !(MIN_GEOMETRIC_P..=1.0).contains(&p) => bad(
+                "p",
+                "must be in [1e-9, 1] (a smaller p means more than a billion draws on average, no count this tool uses, and rand_distr's sampler does not end below about 1e-16)",
+            ),
             _ => Ok(()),
         }
     }
@@ -793,10 +799,26 @@ mod tests {
             offset: 1.0,
             max: None,
         };
-        assert_eq!(
-            spec.check().unwrap_err().to_string(),
-            "subagents.fanout.p: must be in (0, 1]"
-        );
+        assert!(spec
+            .check()
+            .unwrap_err()
+            .to_string()
+            .starts_with("subagents.fanout.p: must be in [1e-9, 1]"));
+        // Below about 1e-16 rand_distr's sampler never returns: refused at the check.
+        spec.subagents.fanout = Dist::Geometric {
+            p: 1e-17,
+            offset: 1.0,
+            max: None,
+        };
+        assert!(spec.check().is_err());
+        spec.subagents.fanout = Dist::Geometric {
+            p: MIN_GEOMETRIC_P,
+            offset: 1.0,
+            max: Some(5.0),
+        };
+        spec.check().unwrap();
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
+        assert_eq!(spec.subagents.fanout.sample(&mut rng), 5.0);
     }
 
     #[test]

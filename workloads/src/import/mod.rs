@@ -385,9 +385,10 @@ pub const MAX_INPUT_FILES: usize = 100_000;
 /// (null fields left out).
 pub fn source_files(paths: &[&std::path::Path]) -> Result<Vec<SourceFile>, InputError> {
     let mut names = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     for &p in paths {
         if p.is_dir() {
-            walk(p, &mut names)?;
+            walk(p, &mut names, &mut seen)?;
         } else {
             names.push(p.to_path_buf());
         }
@@ -416,7 +417,13 @@ pub fn source_files(paths: &[&std::path::Path]) -> Result<Vec<SourceFile>, Input
         .collect()
 }
 
-fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) -> Result<(), InputError> {
+/// Appends `dir`'s data files. Links are followed, but every folder and file is read once, by its
+/// real path: a link to a folder above it (a loop) or a second link to the same data adds nothing.
+fn walk(
+    dir: &std::path::Path,
+    out: &mut Vec<std::path::PathBuf>,
+    seen: &mut std::collections::HashSet<std::path::PathBuf>,
+) -> Result<(), InputError> {
     let err = |e: std::io::Error| {
         InputError::new(
             &dir.display().to_string(),
@@ -425,6 +432,9 @@ fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) -> Result<(), 
             format!("cannot list: {e}"),
         )
     };
+    if !seen.insert(std::fs::canonicalize(dir).map_err(err)?) {
+        return Ok(());
+    }
     let mut entries: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
         .map_err(err)?
         .map(|e| e.map(|e| e.path()).map_err(err))
@@ -448,8 +458,11 @@ fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) -> Result<(), 
             continue;
         }
         if p.is_dir() {
-            walk(&p, out)?;
+            walk(&p, out, seen)?;
         } else if p.is_file() {
+            if !seen.insert(std::fs::canonicalize(&p).map_err(err)?) {
+                continue;
+            }
             out.push(p);
             if out.len() > MAX_INPUT_FILES {
                 return Ok(());
