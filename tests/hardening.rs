@@ -755,3 +755,64 @@ fn a_doubled_sigterm_still_writes_what_finished() {
     assert!(!err.contains("again: stopping at once"), "{err}");
     assert_eq!(json(&out.join("screen.json"))["partial"], true, "{err}");
 }
+
+/// Token counts are bounded by the longest context a deployment may have before any prompt is held as
+/// blocks: a corpus line of 2³²−1 prompt tokens, or a Claude Code log whose usage says so, is refused
+/// at once naming the file and field (issue 41, item 2); so is a call that finishes before it was sent.
+#[test]
+fn imported_token_counts_beyond_any_context_are_refused_before_they_cost_memory() {
+    let d = dir("huge-counts");
+    let corpus = d.join("huge.jsonl");
+    std::fs::write(
+        &corpus,
+        r#"{"format":"serverbench-corpus","version":1,"id":"x","source":"t","calls":[{"agent":0,"deps":[],"input":4294967295,"app":0,"output":5}]}
+"#,
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let o = serverbench(["workload", "stats", "--trace", corpus.to_str().unwrap()]);
+    refused(&o, &["huge.jsonl", "line 1", "calls[0].input", "16777216"]);
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    let early = d.join("early.jsonl");
+    std::fs::write(
+        &early,
+        r#"{"format":"serverbench-corpus","version":1,"id":"x","source":"t","calls":[{"agent":0,"deps":[],"sent_s":10.0,"done_s":4.0,"input":100,"app":0,"output":5}]}
+"#,
+    )
+    .unwrap();
+    let o = serverbench(["workload", "stats", "--trace", early.to_str().unwrap()]);
+    refused(
+        &o,
+        &["early.jsonl", "calls[0].done_s", "before its send time"],
+    );
+    // A Claude Code log whose usage claims 4,000,000,000 prompt tokens.
+    let main = std::fs::read_to_string(crate::fixture(
+        "claude-code/project/11111111-2222-3333-4444-555555555555.jsonl",
+    ))
+    .unwrap();
+    let huge = main.replace("\"input_tokens\":", "\"input_tokens\":4000000000,\"x\":");
+    assert_ne!(huge, main);
+    let project = d.join("project");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::write(
+        project.join("11111111-2222-3333-4444-555555555555.jsonl"),
+        huge,
+    )
+    .unwrap();
+    let o = serverbench([
+        "workload",
+        "stats",
+        "--trace",
+        project.to_str().unwrap(),
+        "--trace-format",
+        "claude-code",
+    ]);
+    refused(
+        &o,
+        &[
+            "11111111-2222-3333-4444-555555555555.jsonl",
+            "input",
+            "16777216",
+        ],
+    );
+}

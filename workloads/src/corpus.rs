@@ -141,6 +141,29 @@ impl Session {
             if c.output == 0 {
                 return bad(i, "output", "must be at least 1".into());
             }
+            // A replay holds a call's prompt as blocks: memory follows the counts, so they are bounded
+            // by the longest context a deployment may have.
+            if c.input as u64 + c.output as u64 > crate::spec::MAX_FIXED_TOKENS as u64 {
+                return bad(
+                    i,
+                    "input",
+                    format!(
+                        "{} prompt and {} output tokens exceed the longest context a deployment may have ({})",
+                        c.input,
+                        c.output,
+                        crate::spec::MAX_FIXED_TOKENS
+                    ),
+                );
+            }
+            if let (Some(sent), Some(done)) = (c.sent_s, c.done_s) {
+                if done < sent {
+                    return bad(
+                        i,
+                        "done_s",
+                        format!("{done} s is before its send time, {sent} s"),
+                    );
+                }
+            }
             if c.agent > agents_seen {
                 return bad(
                     i,

@@ -522,6 +522,7 @@ pub fn import_files(
     };
     let several = files.len() > 1;
     if let Some(mut r) = format.0.reduce(&files, lenient).transpose()? {
+        checked(&mut r, lenient)?;
         let trees = match r.own_trees.take() {
             Some(t) if several => renumbered(t),
             Some(t) => t,
@@ -548,6 +549,29 @@ pub fn import_files(
         reduced: None,
         unread,
     })
+}
+
+/// Applies the corpus's own checks to every session an importer reduced, before any becomes a tree
+/// (whose blocks follow its token counts): a session that fails is an error naming its first file
+/// and the field, or, `lenient`, left out and counted.
+fn checked(r: &mut Reduced, lenient: bool) -> Result<(), InputError> {
+    let mut bad = Vec::new();
+    for (i, s) in r.sessions.iter().enumerate() {
+        if let Err((field, why)) = s.check() {
+            let file = r.origins[i].first().cloned().unwrap_or_default();
+            let e = InputError::new(&file, 0, format!("session {}: {field}", s.id), why);
+            if !lenient {
+                return Err(e);
+            }
+            r.skipped.push(Skip::unreadable(&e));
+            bad.push(i);
+        }
+    }
+    for &i in bad.iter().rev() {
+        r.sessions.remove(i);
+        r.origins.remove(i);
+    }
+    Ok(())
 }
 
 /// Trees of several files, numbered in order (each file numbers its own from 0).
