@@ -43,6 +43,7 @@ cases=(
   "workload stats --trace $T/hugecorpus.jsonl"
   "replay --url http://127.0.0.1:1 --trace $T/hugecorpus.jsonl -w 60"
   "workload stats --trace $T/earlydone.jsonl"
+  "what-if -c 0 -w 60"
   "simulate --workload $T/deep.yaml"
   "simulate -d $T/deep.yaml"
   "simulate -d $T/bom.yaml -w 60"

@@ -8,6 +8,10 @@ use anyhow::Result;
 use serverbench_study::KNOBS;
 
 pub fn run(a: WhatIfArgs) -> Result<()> {
+    // A level no run can have is the command line's error, not a row of the table.
+    for &c in &a.concurrency {
+        inputs::run_config(&a.replay, c, 0).and_then(inputs::checked)?;
+    }
     let study = inputs::study(&a.deployment, &a.workload, &a.replay)?;
     let d = &study.deployment;
     let seeds = inputs::seeds(&a.seeds)?;

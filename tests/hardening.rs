@@ -816,3 +816,18 @@ fn imported_token_counts_beyond_any_context_are_refused_before_they_cost_memory(
         ],
     );
 }
+
+/// `what-if -c 0` is refused as the command line's error, and an empty folder is named with what it
+/// lacks (issue 41, item 6).
+#[test]
+fn what_if_levels_and_empty_folders_are_refused_naming_them() {
+    refused(
+        &serverbench(["what-if", "-c", "0", "-w", "60"]),
+        &["--concurrency", "between 1 and"],
+    );
+    let d = dir("empty-folder");
+    refused(
+        &serverbench(["workload", "stats", "--trace", d.to_str().unwrap()]),
+        &[d.to_str().unwrap(), "no trace file in it"],
+    );
+}

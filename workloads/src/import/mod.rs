@@ -388,7 +388,16 @@ pub fn source_files(paths: &[&std::path::Path]) -> Result<Vec<SourceFile>, Input
     let mut seen = std::collections::HashSet::new();
     for &p in paths {
         if p.is_dir() {
+            let before = names.len();
             walk(p, &mut names, &mut seen)?;
+            if names.len() == before {
+                return Err(InputError::new(
+                    &p.display().to_string(),
+                    0,
+                    "",
+                    "a folder with no trace file in it (.json, .jsonl, .traj, .gz or .parquet; hidden folders are skipped)",
+                ));
+            }
         } else {
             names.push(p.to_path_buf());
         }
