@@ -531,7 +531,11 @@ pub fn import_files(
     };
     let several = files.len() > 1;
     if let Some(mut r) = format.0.reduce(&files, lenient).transpose()? {
-        checked(&mut r, lenient)?;
+        // Sessions that become trees here are checked first; a format that builds its own trees
+        // (Weka) has checked its counts as it read them.
+        if r.own_trees.is_none() {
+            checked(&mut r, lenient)?;
+        }
         let trees = match r.own_trees.take() {
             Some(t) if several => renumbered(t),
             Some(t) => t,
