@@ -274,39 +274,45 @@ fn a_reduced_log_round_trips_through_the_corpus_format() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// Runs `workload fit ARGS -o DIR/NAME.yaml` from the repository root and checks that it writes the
+/// built-in preset `NAME` byte for byte; returns the printed report.
+fn fit_reproduces_preset(dir: &std::path::Path, name: &str, args: &[&str]) -> String {
+    let out = dir.join(format!("{name}.yaml"));
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_serverbench"))
+        .current_dir(repo(""))
+        .args(["workload", "fit"])
+        .args(args)
+        .args(["--name", name, "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let report = stdout(&o);
+    assert_eq!(
+        std::fs::read_to_string(&out).unwrap(),
+        std::fs::read_to_string(repo(&format!("presets/workloads/{name}.yaml"))).unwrap(),
+        "presets/workloads/{name}.yaml is stale: serverbench workload fit {} --name {name} -o presets/workloads/{name}.yaml",
+        args.join(" ")
+    );
+    report
+}
+
 /// The benchmark's stand-in specs are what `workload fit --targets` makes of the corpus's WEKA traces,
-/// byte for byte, and the aimed quantities land within the bounds of the published ones.
+/// byte for byte.
 #[test]
 fn the_benchmark_stand_in_specs_are_the_aimed_fits_of_the_weka_traces() {
     let dir = std::env::temp_dir().join(format!("sb-aim-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     for name in ["agentx-062126", "agentx-062126-256k"] {
-        let out = dir.join(format!("{name}.yaml"));
-        let o = std::process::Command::new(env!("CARGO_BIN_EXE_serverbench"))
-            .current_dir(repo(""))
-            .args([
-                "workload",
-                "fit",
-                "corpus/claude-code/weka-kv-cache-tester.jsonl",
-                "--targets",
-                &name.replace("agentx", "cc-traces-weka"),
-                "--name",
-                name,
-                "-o",
-            ])
-            .arg(&out)
-            .output()
-            .unwrap();
-        let report = stdout(&o);
+        let targets = name.replace("agentx", "cc-traces-weka");
+        let args = [
+            "corpus/claude-code/weka-kv-cache-tester.jsonl",
+            "--targets",
+            &targets,
+        ];
+        let report = fit_reproduces_preset(&dir, name, &args);
         assert!(
             report.contains("aimed at cc-traces-weka-062126"),
             "{report}"
-        );
-        assert_eq!(
-            std::fs::read_to_string(&out).unwrap(),
-            std::fs::read_to_string(repo(&format!("presets/workloads/{name}.yaml"))).unwrap(),
-            "presets/workloads/{name}.yaml is stale: serverbench workload fit corpus/claude-code/weka-kv-cache-tester.jsonl --targets {} --name {name} -o presets/workloads/{name}.yaml",
-            name.replace("agentx", "cc-traces-weka")
         );
     }
     std::fs::remove_dir_all(&dir).ok();
@@ -323,32 +329,25 @@ fn a_bad_targets_file_names_its_field() {
         "kind: targets\nname: t\nsource: test\nquantities:\n  - {quantity: main_lunch, stat: p50, value: 1, source: x}\n",
     )
     .unwrap();
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_serverbench"))
-        .current_dir(repo(""))
-        .args([
-            "workload",
-            "fit",
-            "corpus/claude-code/logs.jsonl",
-            "--targets",
-        ])
-        .arg(&bad)
-        .output()
-        .unwrap();
+    let fit = |targets: &std::ffi::OsStr| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_serverbench"))
+            .current_dir(repo(""))
+            .args([
+                "workload",
+                "fit",
+                "corpus/claude-code/logs.jsonl",
+                "--targets",
+            ])
+            .arg(targets)
+            .output()
+            .unwrap()
+    };
+    let o = fit(bad.as_os_str());
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("t.yaml") && err.contains("quantit"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_serverbench"))
-        .current_dir(repo(""))
-        .args([
-            "workload",
-            "fit",
-            "corpus/claude-code/logs.jsonl",
-            "--targets",
-            "no-such-targets",
-        ])
-        .output()
-        .unwrap();
+    let o = fit(std::ffi::OsStr::new("no-such-targets"));
     assert_eq!(o.status.code(), Some(2));
     std::fs::remove_dir_all(&dir).ok();
 }
@@ -358,29 +357,10 @@ fn a_bad_targets_file_names_its_field() {
 fn the_default_workload_spec_is_the_fit_of_the_shipped_corpus() {
     let dir = std::env::temp_dir().join(format!("sb-fit-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let out = dir.join("spec.yaml");
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_serverbench"))
-        .current_dir(repo(""))
-        .args([
-            "workload",
-            "fit",
-            "corpus/claude-code",
-            "--name",
-            "agentic-coding",
-            "-o",
-        ])
-        .arg(&out)
-        .output()
-        .unwrap();
-    let report = stdout(&o);
+    let report = fit_reproduces_preset(&dir, "agentic-coding", &["corpus/claude-code"]);
     assert!(
         report.contains("fitted on 712 sessions, 177 held out"),
         "{report}"
-    );
-    assert_eq!(
-        std::fs::read_to_string(&out).unwrap(),
-        std::fs::read_to_string(repo("presets/workloads/agentic-coding.yaml")).unwrap(),
-        "presets/workloads/agentic-coding.yaml is stale: serverbench workload fit corpus/claude-code --name agentic-coding -o presets/workloads/agentic-coding.yaml"
     );
     std::fs::remove_dir_all(&dir).ok();
     assert_eq!(

@@ -315,6 +315,17 @@ fn signalled(
     signal: &str,
     after: std::time::Duration,
 ) -> (Output, std::time::Duration) {
+    signalled_times(args, signal, after, 1)
+}
+
+/// As [`signalled`], the signal sent `times` times in a row (as GNU `timeout` sends its one SIGTERM
+/// to the process and then to its group).
+fn signalled_times(
+    args: &[&str],
+    signal: &str,
+    after: std::time::Duration,
+    times: usize,
+) -> (Output, std::time::Duration) {
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_serverbench"))
         .args(args)
         .stdout(std::process::Stdio::piped())
@@ -322,13 +333,30 @@ fn signalled(
         .spawn()
         .unwrap();
     std::thread::sleep(after);
-    std::process::Command::new("kill")
-        .args([&format!("-{signal}"), &child.id().to_string()])
-        .status()
-        .unwrap();
+    for _ in 0..times {
+        std::process::Command::new("kill")
+            .args([&format!("-{signal}"), &child.id().to_string()])
+            .status()
+            .unwrap();
+    }
     let sent = std::time::Instant::now();
     let o = child.wait_with_output().unwrap();
     (o, sent.elapsed())
+}
+
+/// A `screen` far longer than any test waits for, writing to `out`.
+fn long_screen(out: &str) -> [&str; 9] {
+    [
+        "screen",
+        "-c",
+        "16",
+        "--seeds",
+        "0..20000",
+        "--threads",
+        "2",
+        "--out",
+        out,
+    ]
 }
 
 fn json(path: &std::path::Path) -> serde_json::Value {
@@ -377,17 +405,7 @@ fn sigterm_or_ctrl_c_during_a_sweep_or_screen_writes_what_finished_marked_partia
     // Ctrl-C during a screen: the seeds that finished, ranked, marked partial.
     let out = d.join("screen");
     let out_s = out.to_str().unwrap();
-    let args = [
-        "screen",
-        "-c",
-        "16",
-        "--seeds",
-        "0..20000",
-        "--threads",
-        "2",
-        "--out",
-        out_s,
-    ];
+    let args = long_screen(out_s);
     let (o, took) = signalled(&args, "INT", std::time::Duration::from_millis(1500));
     assert_eq!(
         o.status.code(),
@@ -725,31 +743,10 @@ fn errors_inside_spec_lists_and_tiny_geometric_p_are_refused_at_once() {
 #[cfg(unix)]
 #[test]
 fn a_doubled_sigterm_still_writes_what_finished() {
-    let d = dir("double-term");
-    let out = d.join("screen");
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_serverbench"))
-        .args([
-            "screen",
-            "-c",
-            "16",
-            "--seeds",
-            "0..20000",
-            "--threads",
-            "2",
-            "--out",
-        ])
-        .arg(&out)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(1500));
-    let pid = child.id().to_string();
-    std::process::Command::new("sh")
-        .args(["-c", &format!("kill -TERM {pid}; kill -TERM {pid}")])
-        .status()
-        .unwrap();
-    let o = child.wait_with_output().unwrap();
+    let out = dir("double-term").join("screen");
+    let out_s = out.to_str().unwrap();
+    let args = long_screen(out_s);
+    let (o, _) = signalled_times(&args, "TERM", std::time::Duration::from_millis(1500), 2);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(130), "{err}");
     assert!(!err.contains("again: stopping at once"), "{err}");
