@@ -246,8 +246,9 @@ pub struct SweepArgs {
     /// open loop, -c ignored, --max-open caps the trees open at once.
     #[arg(long, value_delimiter = ',', conflicts_with = "windows")]
     pub rates: Option<Vec<f64>>,
-    /// Also run the sweep at both ends of the profile's stated band (slowest and fastest server it
-    /// allows) and say whether the recommended concurrency moves.
+    /// Also print each end of the profile's stated band (slowest and fastest server it allows): its
+    /// best mean D and robust concurrency, and whether the recommended concurrency moves (the sweep
+    /// runs both ends anyway, for the recommendation under the cost model's error).
     #[arg(long, conflicts_with = "rates")]
     pub band: bool,
     /// Write sweep.csv, sweep.json and sweep.svg here.

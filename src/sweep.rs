@@ -9,7 +9,6 @@ use crate::plot::{sweep_svg, Band};
 use crate::report::Report;
 use crate::signals::{StudyStop, INTERRUPTED};
 use anyhow::{bail, Result};
-use serverbench_calibration::BandEnd;
 use serverbench_sim::Deployment;
 use serverbench_study::{Level, RateSweep, Spread, Study, SweepPlan, SweepResult, UnderError};
 use std::io::Write;
@@ -114,10 +113,10 @@ pub fn run(a: SweepArgs) -> Result<()> {
     if r.partial {
         printed.head = partial_line(&stop, Some(r.cells.len()), all);
     }
-    if a.band && !r.partial {
+    if let (true, Some(u)) = (a.band, &under) {
         printed
             .extra
-            .push_str(&format!("\n{}", band_report(&a, &d, &r)?));
+            .push_str(&format!("\n{}", band_report(&d, &r, u)?));
     }
     if a.windows.is_some() {
         printed.extra.push_str(&format!("\n{}", window_table(&r)));
@@ -618,8 +617,9 @@ fn write_rate_csv(w: &mut dyn Write, r: &RateSweep) -> std::io::Result<()> {
     Ok(())
 }
 
-/// `sweep --band`: the grid at both ends of the profile's band, and whether the recommendation moves.
-fn band_report(a: &SweepArgs, d: &Deployment, nominal: &SweepResult) -> Result<String> {
+/// `sweep --band`: the grid at both ends of the profile's band (the sweeps `under_model_error` ran), and
+/// whether the recommendation moves.
+fn band_report(d: &Deployment, nominal: &SweepResult, u: &UnderError) -> Result<String> {
     let Some(b) = d.profile.band else {
         bail!(
             "--band: profile {} states no band (a `band:` of compute, memory and overhead half-widths)",
@@ -634,23 +634,11 @@ fn band_report(a: &SweepArgs, d: &Deployment, nominal: &SweepResult) -> Result<S
         100.0 * b.overhead
     );
     let mut picks = Vec::new();
-    for (label, end) in [
-        ("slow end", Some(BandEnd::Slow)),
-        ("nominal", None),
-        ("fast end", Some(BandEnd::Fast)),
+    for (label, r) in [
+        ("slow end", &u.slow),
+        ("nominal", nominal),
+        ("fast end", &u.fast),
     ] {
-        let r = match end {
-            None => nominal.clone(),
-            Some(end) => {
-                let mut study = inputs::study(&a.deployment, &a.workload, &a.replay)?;
-                study.threads = inputs::threads(a.threads)?;
-                let mut moved = study.deployment.clone();
-                moved.profile = moved.profile.at_band_end(end);
-                let study = study.with_deployment(moved);
-                let seeds = inputs::seeds(&a.seeds)?;
-                serverbench_study::sweep(&study, &a.concurrency, &seeds, &[], &|| {})?
-            }
-        };
         let best = r
             .levels
             .iter()

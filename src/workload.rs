@@ -29,14 +29,9 @@ fn fit(a: WorkloadFitArgs) -> Result<()> {
         Some(t) => Some(serverbench_workloads::read_targets(t)?),
         None => None,
     };
-    let min_requests = targets
+    let aimed_note = targets
         .as_ref()
-        .and_then(|(t, p)| p.as_ref().unwrap_or(t).min_requests_per_session);
-    if let Some(min) = min_requests {
-        let why =
-            format!("a session of fewer than {min} requests (the targets' corpus keeps none)");
-        imported.keep_sessions(|t| t.len() >= min as usize, &why);
-    }
+        .map(|(t, parent)| t.keep_corpus_sessions(parent.as_ref(), &mut imported));
     let names: Vec<String> = a.corpus.iter().map(|p| p.display().to_string()).collect();
     let mut source = format!(
         "workload fit of {} sessions ({}) from {}, every {}th held out",
@@ -45,10 +40,8 @@ fn fit(a: WorkloadFitArgs) -> Result<()> {
         names.join(" "),
         serverbench_workloads::fit::HOLD_OUT_EVERY
     );
-    if let (Some(min), Some(t)) = (min_requests, &a.targets) {
-        source = format!("{source}; sessions of at least {min} requests, aimed at {t}");
-    } else if let Some(t) = &a.targets {
-        source = format!("{source}; aimed at {t}");
+    if let Some(note) = aimed_note {
+        source = format!("{source}; {note}");
     }
     let check = if a.check.is_empty() {
         Vec::new()

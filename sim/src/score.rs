@@ -602,14 +602,19 @@ mod tests {
         assert_eq!(records[0].tpot_s(), Some(0.05));
     }
 
-    #[test]
-    fn agentx_prefix_windows_keep_what_finished_within_the_grace() {
+    /// Three requests: one done before 400 ms, one running past it, one sent at it.
+    fn three_records() -> Vec<Record> {
         let ms = 1_000_000;
-        let records = vec![
+        vec![
             rec(0, 100 * ms, 200 * ms, 11, 11),
             rec(50 * ms, 300 * ms, 700 * ms, 5, 5),
             rec(400 * ms, 500 * ms, 600 * ms, 3, 3),
-        ];
+        ]
+    }
+
+    #[test]
+    fn agentx_prefix_windows_keep_what_finished_within_the_grace() {
+        let (ms, records) = (1_000_000, three_records());
         // Cut at 400 ms with a 200 ms grace: the second finished at 700 ms, past 600: no record.
         let cut = agentx_prefix_window(&records, 400 * ms, 200 * ms);
         assert_eq!(cut, vec![records[0].clone()]);
@@ -621,12 +626,7 @@ mod tests {
 
     #[test]
     fn prefix_windows_cancel_what_runs_past_the_cut() {
-        let ms = 1_000_000;
-        let records = vec![
-            rec(0, 100 * ms, 200 * ms, 11, 11),
-            rec(50 * ms, 300 * ms, 700 * ms, 5, 5),
-            rec(400 * ms, 500 * ms, 600 * ms, 3, 3),
-        ];
+        let (ms, records) = (1_000_000, three_records());
         let cut = prefix_window(&records, 400 * ms);
         assert_eq!(cut.len(), 2, "the third was sent at the cut");
         assert_eq!(cut[0], records[0]);

@@ -51,6 +51,12 @@ pub struct UnderError {
     pub best_worst_case: u32,
     /// The nominal recommendation (best mean D at the nominal figures).
     pub best_nominal: u32,
+    /// The sweep at the slow end of the band (`sweep --band` prints its recommendations).
+    #[serde(skip)]
+    pub slow: SweepResult,
+    /// The sweep at the fast end.
+    #[serde(skip)]
+    pub fast: SweepResult,
 }
 
 impl UnderError {
@@ -134,6 +140,8 @@ pub fn under_model_error(study: &Study, nominal: &SweepResult) -> Result<UnderEr
         levels,
         best_worst_case,
         best_nominal: nominal.best_mean,
+        slow,
+        fast,
     })
 }
 

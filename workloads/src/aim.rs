@@ -149,6 +149,31 @@ impl Targets {
         serverbench_config::preset_names("targets")
     }
 
+    /// The sessions the corpus kept: at least this many requests (its own filter, or that of the
+    /// corpus it was derived from, `parent`).
+    pub fn min_requests(&self, parent: Option<&Targets>) -> Option<u32> {
+        parent.unwrap_or(self).min_requests_per_session
+    }
+
+    /// Leaves out of `imported` the sessions the corpus would not have kept, counted with the reason;
+    /// returns the part of a fitted spec's `source` line that says what it was aimed at.
+    pub fn keep_corpus_sessions(
+        &self,
+        parent: Option<&Targets>,
+        imported: &mut crate::Imported,
+    ) -> String {
+        let Some(min) = self.min_requests(parent) else {
+            return format!("aimed at {}", self.name);
+        };
+        let why =
+            format!("a session of fewer than {min} requests (the targets' corpus keeps none)");
+        imported.keep_sessions(|t| t.len() >= min as usize, &why);
+        format!(
+            "sessions of at least {min} requests, aimed at {}",
+            self.name
+        )
+    }
+
     /// Checks the numbers; the error names the field.
     pub fn check(&self) -> Result<(), FieldError> {
         if self.quantities.is_empty() {
