@@ -57,6 +57,23 @@
 # a call stopped at its limit still returns them), $OUT/server.log.gz, $OUT/times.txt (each part's time).
 # Usage: the device tool runs, from the repo root with .carry/vllm carried,
 #   bash scripts/vllm_run.sh install model peers-cuda start check peers calibrate runs
+#
+# MOE=1: the Qwen3-30B-A3B shape instead (make_model.py --moe: 48 layers, 128 experts of which 8 per token,
+# random weights), served as `qwen3-30b-a3b` with vLLM's defaults and --max-model-len 40960 (MAX_LEN), its
+# model directory $WORK/model-moe; `model`, `start` and `check` take it, the startup lines add the fused-MoE
+# ones (kernel backend, the tuned config file or the default-config warning). Two parts of its own:
+#   moe-pack   (the CPU machine, after `pack`: it reads the wheel that `pack` downloaded) vLLM's MoE kernels,
+#              _moe_C_stable_libtorch.abi3.so, which `pack` leaves out (routing top-k, moe_align_block_size,
+#              moe_sum), blanked for sm_90 as `pack` blanks _C, and the PTX of its Marlin kernels (quantized
+#              weights only; 13 MB, for sm_80, the one image an sm_90 GPU would JIT) zeroed and marked
+#              compute_120 so that no GPU here loads it: .carry/vllm-moe/moe_C.so.xz (1.5 MB), which
+#              `install` unpacks into $SITE when MOE=1
+#   moe-probe  scripts/vllm/moe_probe.py against the server: decode TPOT at batch 1-256 over 2,048-token
+#              prompts and 1, 16 over 16,384, TTFT of fresh 512-16,384-token prompts -> $OUT/moe-probe.tar.gz
+# The peers, calibrate, runs and verify parts are the dense model's. Two calls (results/h200-vllm-moe/):
+#   1. carry .carry/vllm-p1:                  bash scripts/vllm_run.sh stash
+#   2. carry .carry/vllm and .carry/vllm-moe: mkdir -p /tmp/sbv && touch /tmp/sbv/kernels.ok &&
+#        MOE=1 bash scripts/vllm_run.sh install model start check moe-probe
 set -u
 START=$(date +%s)
 LIMIT=${LIMIT:-570}
@@ -66,12 +83,16 @@ CARRY=${CARRY:-$ROOT/.carry/vllm}
 OUT=${OUT:-/tmp/vllm-out}
 WORK=${WORK:-/tmp/sbv}
 SITE=${SITE:-/tmp/site}
+MOE=${MOE:-0}
+moe() { [ "$MOE" != 0 ]; }
 MODEL=$WORK/model
+moe && MODEL=$WORK/model-moe
 BIN=${BIN:-$WORK/serverbench}
 PORT=${PORT:-8000}
 URL=http://127.0.0.1:$PORT
 NAME=qwen3-8b
-MAX_LEN=${MAX_LEN:-200000}
+moe && NAME=qwen3-30b-a3b
+MAX_LEN=${MAX_LEN:-$(moe && echo 40960 || echo 200000)}
 RUNS=${RUNS:-syn-steady:1,4,16:0:120}
 mkdir -p "$OUT" "$WORK"
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1
@@ -98,6 +119,8 @@ save_log() {
   { grep -E "non-default args|max_num_batched_tokens|[Cc]hunked prefill|prefix caching|KV cache|Maximum concurrency|\
 [Cc]udagraph|CUDA graph|Graph capturing|torch.compile|[Cc]ompil|attention backend|Model loading took|[Aa]sync|\
 profiling|memory|Starting vLLM|startup complete|Available routes" "$WORK/server.log" | cut -c1-3000 | head -150
+    if moe; then echo "---- the fused-MoE kernels"
+      grep -E "MoE|moe|[Ee]xpert" "$WORK/server.log" | grep -v "loggers.py" | cut -c1-600 | head -40; fi
     echo "---- warnings and errors"
     grep -E "WARNING|ERROR|Error|Traceback" "$WORK/server.log" | cut -c1-600 | head -60; } > "$OUT/startup.txt"
 }
@@ -208,10 +231,60 @@ if need:
                     "--target", sys.argv[3], "--upgrade", *need], check=True)
 EOF
   fi
+  if moe && [ ! -f "$SITE/vllm/_moe_C_stable_libtorch.abi3.so" ]; then
+    [ -f "$ROOT/.carry/vllm-moe/moe_C.so.xz" ] || { echo "MOE=1 needs .carry/vllm-moe carried (moe-pack)"; return 1; }
+    dxz "$ROOT/.carry/vllm-moe/moe_C.so.xz" > "$SITE/vllm/_moe_C_stable_libtorch.abi3.so" || return 1
+    echo "vLLM's MoE kernels unpacked into $SITE/vllm"
+  fi
+}
+
+moe_pack() { # vLLM's MoE kernels for MOE=1, from the wheel that `pack` downloaded, into .carry/vllm-moe/
+  local w=${PACK_WORK:-${TMPDIR:-/tmp}/vllm-pack} d=$ROOT/.carry/vllm-moe wheel
+  wheel=$(ls "$w"/vllm-0.26.0-*.whl 2>/dev/null | head -1)
+  [ -n "$wheel" ] || { echo "no vLLM wheel in $w: run the pack part first"; return 1; }
+  mkdir -p "$d"
+  unzip -p "$wheel" vllm/_moe_C_stable_libtorch.abi3.so > "$w/moe_C.so" || return 1
+  python3 "$HERE/vllm/fatbin_blank.py" "$w/moe_C.so" "$w/moe_C_sm90.so" || return 1
+  # The fat binaries whose only image an sm_90 GPU could run is the Marlin kernels' sm_80 PTX (zstd inside the
+  # fat binary): zeroed, and marked compute_120, so that no driver here JIT-compiles them; the wheel ships
+  # other Marlin fat binaries with no image for sm_90 at all (sm_75 or sm_89/120 SASS only), so a module of
+  # that kind is known to do no harm until one of its kernels is launched, which bf16 weights never do.
+  python3 - "$w/moe_C_sm90.so" "$HERE/vllm" <<'EOF' || return 1
+import struct, subprocess, sys
+sys.path.insert(0, sys.argv[2])
+from fatbin_blank import FATBIN_MAGIC, PTX, section
+path = sys.argv[1]
+data = bytearray(open(path, "rb").read())
+off, size = section(data, ".nv_fatbin")
+p, end, dropped = off, off + size, 0
+while p + 16 <= end:
+    magic, _v, hsz, fsz = struct.unpack_from("<IHHQ", data, p)
+    if magic != FATBIN_MAGIC:
+        p += 8
+        continue
+    q, qend = p + hsz, p + hsz + fsz
+    while q < qend:
+        kind, _v2, ehsz, psz = struct.unpack_from("<HHIQ", data, q)
+        o = q + ehsz
+        if kind == PTX:
+            blob = bytes(data[o:o + psz])
+            text = subprocess.run(["zstd", "-dcq"], input=blob, capture_output=True).stdout or blob
+            if b"marlin_moe_wna16" in text:
+                data[o:o + psz] = bytes(psz)
+                struct.pack_into("<I", data, q + 28, 120)
+                dropped += psz
+        q = o + psz
+    p = qend
+open(path, "wb").write(data)
+print(f"the Marlin kernels' PTX: {dropped / 1e6:.1f} MB zeroed")
+EOF
+  xz -9 -T0 -c "$w/moe_C_sm90.so" > "$d/moe_C.so.xz" || return 1
+  du -b "$d/moe_C.so.xz" | awk '{printf "%.1f MB  %s\n", $1 / 1e6, $2}'
 }
 
 model() {
-  [ -f "$MODEL/config.json" ] || with_site python3 "$HERE/vllm/make_model.py" "$MODEL" || return 1
+  # shellcheck disable=SC2046
+  [ -f "$MODEL/config.json" ] || with_site python3 "$HERE/vllm/make_model.py" "$MODEL" $(moe && echo --moe) || return 1
   [ -f "$WORK/kernels.ok" ] && return 0
   with_site python3 "$HERE/vllm/kernel_smoke.py" 2>&1 | grep -v "^INFO\|^WARNING" | tee "$WORK/kernels.txt" | tail -12
   local rc=${PIPESTATUS[0]}
@@ -286,6 +359,20 @@ peers() {
     | tee "$WORK/peers/vllm.txt"
   curl -s -m 10 "$URL/metrics" > "$WORK/peers/metrics_after.txt"
   pack peers
+}
+
+moe_probe() { # scripts/vllm/moe_probe.py against the MoE server, within the call's time
+  mkdir -p "$WORK/moe-probe"
+  keep_packing moe-probe
+  python3 "$HERE/vllm/moe_probe.py" "$URL" "$NAME" "$WORK/moe-probe/moe_probe.json" --label "vllm 0.26.0" \
+    --table "$WORK/moe-probe/table.txt" --deadline-s $(( $(left) - 20 )) 2>&1 | tee "$WORK/moe-probe/log.txt"
+  curl -s -m 10 "$URL/metrics" > "$WORK/moe-probe/metrics_after.txt"
+  nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total,clocks.sm,clocks.max.sm,power.draw \
+    --format=csv > "$WORK/moe-probe/gpu.txt" 2>&1
+  with_site python3 -c "import vllm, torch, triton; print('vllm', vllm.__version__, 'torch', torch.__version__, 'triton', triton.__version__)" \
+    > "$WORK/moe-probe/versions.txt" 2>&1
+  cp "$MODEL/config.json" "$WORK/moe-probe/model_config.json" 2>/dev/null
+  stop_packing; pack moe-probe
 }
 
 calibrate() {
@@ -380,10 +467,11 @@ verify() { # `serverbench verify` with vLLM as the candidate and scripts/referen
   keep_packing verify
   { "$BIN" simulate -d qwen3-8b-200k-1xh200-vllm --print-config | grep -v '^protocol:'; echo "protocol: cold"; } \
     > "$WORK/verify/deployment.yaml"
+  [ -f "$WORK/verify/evaluator.key" ] || "$BIN" keygen --out "$WORK/verify/evaluator" > /dev/null
   "$BIN" freeze -d "$WORK/verify/deployment.yaml" -c 8 --held-out 2 -w 60 --url "http://127.0.0.1:$vport" \
-    --server vllm --model "$NAME" -o "$WORK/verify/frozen.json" 2>&1 | tail -n 3
+    --server vllm --model "$NAME" --key "$WORK/verify/evaluator.key" -o "$WORK/verify/frozen.json" 2>&1 | tail -n 3
   t=$(date +%s)
-  "$BIN" verify "$WORK/verify/frozen.json" --url "http://127.0.0.1:$vport" --reference "http://127.0.0.1:$rport" \
+  "$BIN" verify "$WORK/verify/frozen.json" --public-key "$WORK/verify/evaluator.pub" --url "http://127.0.0.1:$vport" --reference "http://127.0.0.1:$rport" \
     --out "$WORK/verify/run" > "$WORK/verify/verify.txt" 2>&1
   local rc=$?
   echo "verify: exit $rc after $(( $(date +%s) - t )) s"; tail -n 24 "$WORK/verify/verify.txt"
@@ -461,6 +549,8 @@ for part in ${*:-install model peers-cuda start check peers calibrate runs}; do
     install) install || exit 1 ;;
     model) model || exit 1 ;;
     stash) stash ;;
+    moe-pack) moe_pack || exit 1 ;;
+    moe-probe) need_server; moe_probe ;;
     peers-cuda) install binary && peers_cuda ;;
     start) need_server ;;
     check) need_server; check ;;

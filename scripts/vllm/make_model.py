@@ -16,7 +16,11 @@ no tokens for the marker (it moves the tree instance's block ids instead, as the
 follow), and a word-level tokenizer would read it as one unknown word; without it `usage.prompt_tokens`
 is the workload's prompt length exactly, as with token-id prompts.
 
-Usage: make_model.py OUT_DIR [--tokenizer-only]   (--tokenizer-only: only the tokenizer, beside a checkpoint)
+With --moe the config is the Qwen3-30B-A3B shape instead (QWEN3_30B_A3B, `Qwen3MoeForCausalLM`: 48 layers,
+128 experts of which 8 per token, no shared expert), with the same tokenizer (the same 151,936-word vocabulary);
+`MOE=1 scripts/vllm_run.sh` serves it. Its numbers are Qwen3-30B-A3B's own config.json's (see QWEN3_30B_A3B).
+
+Usage: make_model.py OUT_DIR [--tokenizer-only | --moe]   (--tokenizer-only: only the tokenizer, beside a checkpoint)
 """
 
 import json
@@ -39,6 +43,34 @@ QWEN3_8B = dict(
     max_position_embeddings=262144,
     rope_theta=1_000_000.0,
     rms_norm_eps=1e-6,
+    tie_word_embeddings=False,
+)
+
+# Qwen3-30B-A3B (--moe), as its config.json on the Hugging Face hub has it (read 2026-12-03 from a verbatim copy of
+# lmstudio-community/Qwen3-30B-A3B-MLX-4bit's config.json, which is Qwen/Qwen3-30B-A3B's plus MLX's quantization
+# fields): every layer sparse (decoder_sparse_step 1, mlp_only_layers []), so intermediate_size (a dense MLP's
+# width) is never used; the router's top-8 weights renormalised (norm_topk_prob). head_dim is given: the
+# config class would otherwise read it as hidden_size / heads (64). No weights: vLLM's dummy loader draws them.
+QWEN3_30B_A3B = dict(
+    vocab_size=151936,
+    hidden_size=2048,
+    intermediate_size=6144,
+    moe_intermediate_size=768,
+    num_hidden_layers=48,
+    num_attention_heads=32,
+    num_key_value_heads=4,
+    head_dim=128,
+    num_experts=128,
+    num_experts_per_tok=8,
+    decoder_sparse_step=1,
+    mlp_only_layers=[],
+    norm_topk_prob=True,
+    max_position_embeddings=40960,
+    max_window_layers=48,
+    rope_theta=1_000_000.0,
+    rms_norm_eps=1e-6,
+    use_sliding_window=False,
+    sliding_window=None,
     tie_word_embeddings=False,
 )
 
@@ -71,6 +103,17 @@ def main() -> None:
         # beside a checkpoint written by scripts/verify_model.py (the verification demo)
         write_tokenizer(out)
         print(f"wrote {out}: the word-level tokenizer")
+        return
+    if "--moe" in sys.argv[2:]:
+        from transformers import Qwen3MoeConfig
+        config = Qwen3MoeConfig(**QWEN3_30B_A3B, eos_token_id=None, bos_token_id=None, pad_token_id=None,
+                                torch_dtype="bfloat16", architectures=["Qwen3MoeForCausalLM"])
+        assert config.head_dim == 128 and config.num_experts == 128, "the config class dropped a field"
+        config.save_pretrained(out)
+        write_tokenizer(out)
+        with open(os.path.join(out, "serverbench.json"), "w") as f:
+            json.dump({"shape": QWEN3_30B_A3B, "dtype": "bfloat16", "weights": "none: vllm --load-format dummy"}, f)
+        print(f"wrote {out}: config.json (Qwen3-30B-A3B) and the word-level tokenizer, no weights")
         return
     config = Qwen3Config(**QWEN3_8B, eos_token_id=None, bos_token_id=None, pad_token_id=None,
                          torch_dtype="bfloat16", architectures=["Qwen3ForCausalLM"])
