@@ -30,13 +30,29 @@ M=tests/fixtures/mooncake/sample_200.jsonl
 printf '\xef\xbb\xbfbase: qwen3.5-9b-2xl40\n' > "$T/bom.yaml"
 printf 'base: qwen3.5-9b-2xl40\ntp: 3\n' > "$T/tp3.yaml"
 printf '{"session_id": 0, "block_size": 64, "requests": [{"id": 0, "agent": 0, "kind": "root_turn", "deps": [], "think_ns": 0, "input_tokens": 0, "output_tokens": 5, "background": false, "turn": 0, "blocks": []}]}\n' > "$T/empty.jsonl"
-# The third round (#41): an error inside a spec's list, a tiny geometric p, linked folders.
+# The third round (#41): an error inside a spec's list, a tiny geometric p, linked folders …
 printf 'new_tokens: {bands: [{dist: {dist: constant, value: -1}}]}\n' > "$T/bands.yaml"
 printf 'subagents: {fanout: {dist: geometric, p: 1.0e-17, offset: 1}}\n' > "$T/tinyp.yaml"
 printf '{"format":"serverbench-corpus","version":1,"id":"x","source":"t","calls":[{"agent":0,"deps":[],"input":4294967295,"app":0,"output":5}]}\n' > "$T/hugecorpus.jsonl"
 printf '{"format":"serverbench-corpus","version":1,"id":"x","source":"t","calls":[{"agent":0,"deps":[],"sent_s":10.0,"done_s":4.0,"input":100,"app":0,"output":5}]}\n' > "$T/earlydone.jsonl"
 mkdir -p "$T/links" && cp tests/fixtures/weka/sample_trace.json "$T/links/" && ln -s . "$T/links/a" && ln -s . "$T/links/b"
+# … a corpus with one session the generator cannot draw, ten copies of one session, a URL no replay
+# takes, and a signed frozen file edited after `freeze`.
+{ printf '{"format":"serverbench-corpus","version":1,"id":"outlier","source":"claude-code","calls":[{"agent":0,"deps":[],"input":2000000,"app":0,"output":5}]}\n'
+  head -n 24 corpus/claude-code/logs.jsonl; } > "$T/outlier.jsonl"
+for _ in $(seq 10); do head -n 1 corpus/claude-code/logs.jsonl; done > "$T/copies.jsonl"
+$BIN keygen --out "$T/evaluator" > /dev/null
+$BIN freeze -c 2 -w 60 --url http://127.0.0.1:1 --key "$T/evaluator.key" -o "$T/frozen.json" > /dev/null
+sed 's/"concurrency": 2/"concurrency": 3/' "$T/frozen.json" > "$T/edited-frozen.json"
 cases=(
+  "workload fit $T/outlier.jsonl --trees 50"
+  "workload stats --trace $T/copies.jsonl"
+  "freeze -c 2 --url not-a-url -o $T/bad-url.json"
+  "verify $T/edited-frozen.json --public-key $T/evaluator.pub --out $T/v"
+  "verify $T/frozen.json --out $T/v"
+  "calibrate --endpoint http://127.0.0.1:1"
+  "calibrate --endpoint http://127.0.0.1:1 --probe-prompts 4000000000"
+  "calibrate --endpoint http://127.0.0.1:1 --probe-ragged 1024:16:16000000"
   "simulate --workload $T/bands.yaml -w 60"
   "simulate --workload $T/tinyp.yaml -w 60"
   "workload stats --trace $T/links"
@@ -154,6 +170,7 @@ signalled=(
   "TERM|sweep -c 1,4,16,64 --seeds 0..2000 --out $T/s|$T/s/sweep.json: \"partial\": true"
   "INT|screen -c 16 --seeds 0..20000 --out $T/c|$T/c/screen.json: \"partial\": true"
   "TERM|serve -d qwen3-8b-1xh200 --port $(( PORT + 1 )) --drain-timeout 2|"
+  "TERM|calibrate --endpoint $U --model qwen3.5-9b --served-model qwen3.5-9b --probe-long-streams 64 --probe-log $T/p.jsonl|"
 )
 for s in "${signalled[@]}"; do
   IFS='|' read -r sig c check <<< "$s"

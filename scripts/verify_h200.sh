@@ -42,12 +42,13 @@ for port in 8200 8101 8102 8103 8104; do
   up "$port" && echo "port $port up" || echo "port $port NOT up"
 done
 
+"$BIN" keygen --out "$OUT/evaluator" > /dev/null
 "$BIN" freeze -d "$D" -c "$C" --held-out "$HELD_OUT" -w "$WINDOW" --url http://127.0.0.1:8101 --server vllm \
-  -o "$OUT/frozen.json" 2>&1 | tail -n 3
+  --key "$OUT/evaluator.key" -o "$OUT/frozen.json" 2>&1 | tail -n 3
 for cand in correct:8101 truncating:8102 other-weights:8103 corrupt-cache:8104; do
   name=${cand%%:*} port=${cand##*:}
   start=$(date +%s)
-  "$BIN" verify "$OUT/frozen.json" --url "http://127.0.0.1:$port" --reference http://127.0.0.1:8200 \
+  "$BIN" verify "$OUT/frozen.json" --public-key "$OUT/evaluator.pub" --url "http://127.0.0.1:$port" --reference http://127.0.0.1:8200 \
     --out "$OUT/verify_$name" > "$OUT/verify_$name.txt" 2>&1
   echo "== $name: exit $? in $(( $(date +%s) - start )) s"
   tail -n 12 "$OUT/verify_$name.txt"

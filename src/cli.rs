@@ -41,6 +41,9 @@ pub enum Command {
     /// Write a submission's decisions to one sealed file: deployment, targets, concurrency, window,
     /// development seeds, the server, the gates, and held-out seeds chosen from them.
     Freeze(FreezeArgs),
+    /// A key pair for signing frozen files: NAME.key (private: the evaluator keeps it) and NAME.pub
+    /// (public: `verify --public-key` needs only this).
+    Keygen(KeygenArgs),
     /// The final verification of a frozen submission: replays on its held-out seeds against a fresh
     /// server, scored only if every behaviour gate passes (exit 3 when one fails).
     Verify(VerifyArgs),
@@ -50,6 +53,9 @@ pub enum Command {
     /// Generate, import, export and summarise workloads.
     #[command(subcommand)]
     Workload(WorkloadCommand),
+    /// What the cost model derives from a model: a preset, or a Hugging Face `config.json`.
+    #[command(subcommand)]
+    Model(ModelCommand),
 }
 
 impl Command {
@@ -305,6 +311,19 @@ pub struct SloArgs {
     /// Write the deployment with the frozen targets to this YAML file.
     #[arg(long, short = 'o')]
     pub out: Option<PathBuf>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ModelCommand {
+    /// Parameters, KV bytes per token, FLOPs per token and experts of a model preset or a `config.json`
+    /// (the file, or a folder holding one).
+    Show(ModelShowArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ModelShowArgs {
+    /// A model preset's name, or the path of a Hugging Face `config.json` (or of its folder).
+    pub model: String,
 }
 
 #[derive(Subcommand, Debug)]
@@ -793,6 +812,9 @@ pub struct CalibrateArgs {
     /// `--endpoint`: seed of the probe prompts (change it to avoid prompts a shared server has cached).
     #[arg(long, default_value_t = 0)]
     pub probe_seed: u64,
+    /// `--endpoint`: the longest wait for one probe's request, seconds.
+    #[arg(long, default_value_t = 300.0)]
+    pub timeout: f64,
     /// `--microbench`: GPU ordinal.
     #[arg(long, default_value_t = 0)]
     pub gpu: usize,
@@ -859,6 +881,10 @@ pub struct FreezeArgs {
     /// The frozen file to write.
     #[arg(long, short = 'o', default_value = "frozen.json")]
     pub out: PathBuf,
+    /// The evaluator's private key (`serverbench keygen`): signs the decisions, so that `verify` with
+    /// the public key refuses any edit. Without it the file is unsigned (`verify --unsigned` only).
+    #[arg(long)]
+    pub key: Option<PathBuf>,
     /// Let the score count without a generation check against a reference (`verify --reference`).
     #[arg(long)]
     pub no_fidelity: bool,
@@ -876,9 +902,23 @@ pub struct FreezeArgs {
 }
 
 #[derive(Args, Debug)]
+pub struct KeygenArgs {
+    /// Write NAME.key and NAME.pub (a path without the extension); neither may exist yet.
+    #[arg(long, default_value = "evaluator")]
+    pub out: PathBuf,
+}
+
+#[derive(Args, Debug)]
 pub struct VerifyArgs {
     /// The file `serverbench freeze` wrote.
     pub frozen: PathBuf,
+    /// The evaluator's public key (a NAME.pub file `serverbench keygen` wrote, or its 64 hex digits):
+    /// the frozen file's signature must match it.
+    #[arg(long, required_unless_present = "unsigned")]
+    pub public_key: Option<String>,
+    /// Check an unsigned (or any) frozen file without its signature: a rehearsal, never VERIFIED.
+    #[arg(long, conflicts_with = "public_key")]
+    pub unsigned: bool,
     /// The fresh deployment's URL, when it is not the frozen one.
     #[arg(long)]
     pub url: Option<String>,

@@ -35,9 +35,14 @@ fn deployment_with(name_or_file: &str, profile: Option<(&str, &Profile)>) -> Res
     }
     let text = config_text(path)?;
     let beside = |name: &str| profile_beside(path, name);
+    let model_beside = |name: &str| {
+        let at = path.parent().unwrap_or(Path::new("")).join(name);
+        model_file(&at)
+    };
     let refs = Referenced {
         profile_file: &beside,
         profile,
+        model_file: &model_beside,
     };
     Ok(Deployment::from_yaml_with(
         &path.display().to_string(),
@@ -55,6 +60,49 @@ fn profile_beside(deployment: &Path, name: &str) -> Result<Option<Profile>, Inpu
     }
     let text = serverbench_config::read_text(&path, serverbench_config::MAX_CONFIG_BYTES)?;
     Profile::from_yaml(&path.display().to_string(), &text).map(Some)
+}
+
+/// The model a Hugging Face `config.json` describes, given as the file or a folder holding one (named
+/// by the folder); `None` when there is no such file.
+pub fn model_file(path: &Path) -> Result<Option<serverbench_calibration::ModelSpec>, InputError> {
+    let file = if path.is_dir() {
+        path.join("config.json")
+    } else {
+        path.to_path_buf()
+    };
+    if !file.is_file() {
+        return Ok(None);
+    }
+    let named = if path.is_dir() { path } else { &file };
+    let name = named
+        .file_stem()
+        .map_or_else(|| "model".into(), |s| s.to_string_lossy().into_owned());
+    let name = if name == "config" {
+        file.parent()
+            .and_then(|p| p.file_name())
+            .map_or(name, |p| p.to_string_lossy().into_owned())
+    } else {
+        name
+    };
+    let shown = file.display().to_string();
+    let text = serverbench_config::read_text(&file, serverbench_config::MAX_CONFIG_BYTES)?;
+    serverbench_calibration::ModelSpec::from_hf_config(&name, &text)
+        .map(Some)
+        .map_err(|e| InputError::new(&shown, 0, e.field, e.reason))
+}
+
+/// A model preset by name, or the model of a `config.json` (the file or its folder).
+pub fn model(name_or_path: &str) -> Result<serverbench_calibration::ModelSpec> {
+    if let Some(m) = serverbench_calibration::ModelSpec::preset(name_or_path) {
+        return Ok(m);
+    }
+    model_file(Path::new(name_or_path))?.ok_or_else(|| {
+        anyhow!(
+            "unknown model {name_or_path:?}: not a preset ({}) and no config.json there (read: {})",
+            serverbench_calibration::ModelSpec::preset_names(),
+            serverbench_calibration::hf::architectures()
+        )
+    })
 }
 
 /// A configuration file's text (at most `MAX_CONFIG_BYTES`).
@@ -368,6 +416,19 @@ pub fn trees(n: u64) -> Result<u64> {
 }
 
 /// A time scale (`--time-scale`): above 0, at most 1,000.
+/// The longest a request may be waited for (a day): `--timeout` and `serve`'s timeouts.
+pub const MAX_TIMEOUT_S: f64 = 86_400.0;
+
+/// A timeout flag's seconds as a duration: positive and at most [`MAX_TIMEOUT_S`].
+pub fn timeout(flag: &str, seconds: f64) -> Result<std::time::Duration> {
+    if !(seconds > 0.0 && seconds <= MAX_TIMEOUT_S) {
+        anyhow::bail!(
+            "--{flag}: must be a positive number of seconds, at most {MAX_TIMEOUT_S} (a day), got {seconds}"
+        );
+    }
+    Ok(std::time::Duration::from_secs_f64(seconds))
+}
+
 pub fn time_scale(x: f64) -> Result<f64> {
     if !(x > 0.0 && x <= 1000.0) {
         bail!("--time-scale: must be a number above 0 and at most 1000, got {x}");

@@ -13,6 +13,7 @@ mod cuda;
 mod cuda;
 mod inputs;
 mod meta;
+mod model;
 mod plot;
 mod real;
 mod report;
@@ -95,7 +96,9 @@ fn try_main() -> anyhow::Result<()> {
         cli::Command::Compare(a) => compare::run(a),
         cli::Command::Calibrate(a) => calibrate::run(a),
         cli::Command::Workload(w) => workload::run(w),
+        cli::Command::Model(cli::ModelCommand::Show(a)) => model::show(&a.model),
         cli::Command::Freeze(a) => verify::freeze(a),
+        cli::Command::Keygen(a) => verify::keygen(a),
         cli::Command::Verify(a) => verify::verify(a),
     }
 }

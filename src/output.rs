@@ -89,8 +89,7 @@ pub fn prepare_out(dir: &Path, owned: &[&str]) -> Result<()> {
     Ok(())
 }
 
-/// Writes `value` as pretty JSON.
-/// `value` as pretty JSON in `dir/name`, with `meta` added as its `meta` field (an object's; anything
+/// Writes `value` as pretty JSON in `dir/name`, with `meta` added as its `meta` field (an object's; anything
 /// else is written as `{"meta": …, "value": …}`).
 pub fn write_json<T: Serialize>(dir: &Path, name: &str, meta: &Meta, value: &T) -> Result<()> {
     let mut v = serde_json::to_value(value)?;

@@ -14,18 +14,10 @@ use serverbench_backends::{
 use serverbench_workloads::hash::mix2;
 use serverbench_workloads::tokens::{block_tokens, Vocab};
 use std::sync::Arc;
-use std::time::Duration;
 
 /// `serve`'s limits on its clients, from the flags.
 fn limits(a: &ServeArgs) -> Result<ServeLimits> {
-    let secs = |flag: &str, v: f64| -> Result<Duration> {
-        if !(v > 0.0 && v <= MAX_TIMEOUT_S) {
-            bail!(
-                "--{flag}: must be a positive number of seconds, at most {MAX_TIMEOUT_S}, got {v}"
-            );
-        }
-        Ok(Duration::from_secs_f64(v))
-    };
+    let secs = inputs::timeout;
     if a.max_connections == 0 || a.max_connections > 1 << 20 {
         bail!("--max-connections: must be between 1 and {}", 1 << 20);
     }
@@ -36,9 +28,6 @@ fn limits(a: &ServeArgs) -> Result<ServeLimits> {
         drain_timeout: secs("drain-timeout", a.drain_timeout)?,
     })
 }
-
-/// Longest per-request timeout, seconds.
-const MAX_TIMEOUT_S: f64 = 86_400.0;
 
 /// The async runtime of the commands that talk HTTP.
 pub fn runtime() -> Result<Runtime> {
@@ -124,12 +113,7 @@ fn client_config(
     model: String,
     agentx: bool,
 ) -> Result<ClientConfig> {
-    if !(a.timeout > 0.0 && a.timeout <= MAX_TIMEOUT_S) {
-        bail!(
-            "--timeout: must be a positive number of seconds, at most {MAX_TIMEOUT_S} (a day), got {}",
-            a.timeout
-        );
-    }
+    let timeout = inputs::timeout("timeout", a.timeout)?;
     let api = match inputs::api(&a.api)? {
         // AgentX sends chat completions: so does its protocol (a note when --api asked for text;
         // `tokens` is the default, not a choice).
@@ -175,7 +159,7 @@ fn client_config(
         api,
         server,
         model,
-        timeout: Duration::from_secs_f64(a.timeout),
+        timeout,
         api_key: std::env::var(&a.api_key_env).ok().filter(|k| !k.is_empty()),
         affinity_header: a.affinity_header.clone(),
         headers,
@@ -236,7 +220,16 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
         // Interrupted here, the probe and the run below stop at once and write a summary that says so.
         if let Some(checked) = rt.block_on(unless_interrupted(
             &stop,
-            check_model(&client, &url, &model, a.timeout),
+            check_model(
+                &client,
+                &ServerFlags {
+                    url: &url,
+                    url_flag: "--url",
+                    model_flag: "--model",
+                },
+                &model,
+                a.timeout,
+            ),
         )) {
             checked?;
         }
@@ -412,27 +405,58 @@ fn backend(
 /// the timeout, or answers something other than JSON (an HTML page) stops the replay at once, saying
 /// which; one that does not serve `model` says which it does. A server without `/v1/models` (an error
 /// status) is let be.
-async fn check_model(client: &HttpClient, url: &str, model: &str, timeout_s: f64) -> Result<()> {
+pub(crate) async fn check_model(
+    client: &HttpClient,
+    server: &ServerFlags<'_>,
+    model: &str,
+    timeout_s: f64,
+) -> Result<()> {
+    let (url, url_flag, model_flag) = (server.url, server.url_flag, server.model_flag);
     match client.models().await {
         Ok(models) if !models.is_empty() && !models.iter().any(|m| m == model) => bail!(
-            "--model {model:?}: the server at {url} serves {}",
-            models.join(", ")
+            "{model_flag} {model:?}: the server at {url} serves {}",
+            listed(&models)
         ),
         Ok(_) => Ok(()),
         Err(ModelsError::Status(status, text)) => {
             eprintln!("warning: {url}/v1/models answered HTTP {status} ({text}); the model name is not checked");
             Ok(())
         }
-        Err(ModelsError::Unreachable(e)) => bail!("cannot reach the server at {url}: {e}"),
+        Err(ModelsError::Unreachable(e)) => bail!("cannot reach the server at {url} ({url_flag}): {e}"),
         Err(ModelsError::Timeout(waited, e)) => bail!(
             "the server at {url} did not answer /v1/models within {} s (--timeout {timeout_s} s, at most 30 s for this check): {e}",
             waited.as_secs_f64()
         ),
         Err(e @ ModelsError::NotJson { .. }) => bail!(
-            "the server at {url} answered /v1/models with something other than the OpenAI API's JSON — is --url the API's address? {e}"
+            "the server at {url} answered /v1/models with something other than the OpenAI API's JSON — is {url_flag} the API's address? {e}"
         ),
+        Err(e @ ModelsError::TooLarge(_)) => bail!("the server at {url}: /v1/models: {e}"),
     }
 }
+
+/// The server a command talks to, and the flags that named it and its model (for the errors).
+pub(crate) struct ServerFlags<'a> {
+    pub url: &'a str,
+    pub url_flag: &'a str,
+    pub model_flag: &'a str,
+}
+
+/// At most [`LISTED`] model names, and how many more the server lists.
+fn listed(models: &[String]) -> String {
+    let shown = models
+        .iter()
+        .take(LISTED)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    match models.len().saturating_sub(LISTED) {
+        0 => shown,
+        more => format!("{shown} and {more} more"),
+    }
+}
+
+/// Model names an error lists before it counts the rest.
+const LISTED: usize = 8;
 
 /// The summary table and the behaviour checks.
 fn report(
@@ -464,7 +488,7 @@ fn report(
         c.length_mismatches,
         out.summary.completed
     )?;
-    outln!("    stream vs usage       {} without a usage block, {} with more output chunks than usage tokens", c.usage_missing, c.chunk_usage_mismatches)?;
+    outln!("    stream vs usage       {} without a usage block, {} whose usage count differs from the output chunks (the chunks are what counts)", c.usage_missing, c.chunk_usage_mismatches)?;
     match &c.first_unrecognised_field {
         None => outln!("    output fields         every chunk's output was in a field counted as tokens")?,
         Some(f) => outln!(

@@ -85,6 +85,17 @@ fn fit(a: WorkloadFitArgs) -> Result<()> {
         write_out(Some(path), |w| write_corpus(&held, w))?;
     }
     print_fit(&report)?;
+    for l in &report.left_out {
+        let name = imported
+            .reduced
+            .as_ref()
+            .and_then(|r| r.sessions.get(l.session as usize))
+            .map_or_else(
+                || format!("session {}", l.session),
+                |s| format!("session {} ({})", l.session, s.id),
+            );
+        outln!("  left out of the fit: {name}: {}", l.why)?;
+    }
     if let Some(r) = &aimed {
         print_aim(r)?;
     }

@@ -176,7 +176,7 @@ fn claude_code_logs_that_cannot_be_reduced_say_where() {
             sub.clone(),
             9,
             "message.usage.output_tokens",
-            "non-negative",
+            "a token count from 0 to 16777216",
         ),
         (
             main.clone() + "{\"type\": \"user\", \"sessionId\n",

@@ -828,3 +828,109 @@ fn what_if_levels_and_empty_folders_are_refused_naming_them() {
         &[d.to_str().unwrap(), "no trace file in it"],
     );
 }
+
+/// A Claude Code log's usage counts are bounded one by one, so their sum cannot wrap (2⁶⁴−1 cached
+/// plus 1,001 fresh tokens once became a 1,000-token prompt); a corpus holding copies of one session
+/// keeps the first and says how many it left out; one session the generator cannot draw is left out
+/// of a fit, by name, instead of refusing the corpus (issue 41, items 2 and 6).
+#[test]
+fn usage_sums_copies_and_one_outlier_session_neither_wrap_nor_fit_twice_nor_stop_a_fit() {
+    let d = dir("usage-copies-outlier");
+    let main = std::fs::read_to_string(crate::fixture(
+        "claude-code/project/11111111-2222-3333-4444-555555555555.jsonl",
+    ))
+    .unwrap();
+    let wrapped = main.replace(
+        "\"cache_read_input_tokens\": 15000",
+        "\"cache_read_input_tokens\": 18446744073709551615",
+    );
+    assert_ne!(wrapped, main);
+    let project = d.join("project");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::write(
+        project.join("11111111-2222-3333-4444-555555555555.jsonl"),
+        wrapped,
+    )
+    .unwrap();
+    let o = serverbench([
+        "workload",
+        "stats",
+        "--trace",
+        project.to_str().unwrap(),
+        "--trace-format",
+        "claude-code",
+    ]);
+    refused(&o, &["message.usage.cache_read_input_tokens", "16777216"]);
+    let logs = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus/claude-code/logs.jsonl"),
+    )
+    .unwrap();
+    let first = logs.lines().next().unwrap();
+    let copies = write(&d, "copies.jsonl", &format!("{first}\n").repeat(10));
+    let o = serverbench(["workload", "stats", "--trace", &copies]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("9 × a copy of a session read before (the same id)"),
+        "{err}"
+    );
+    let outlier = r#"{"format":"serverbench-corpus","version":1,"id":"outlier","source":"claude-code","calls":[{"agent":0,"deps":[],"input":2000000,"app":0,"output":5}]}"#;
+    let mut text = format!("{outlier}\n");
+    for l in logs.lines().take(24) {
+        text.push_str(l);
+        text.push('\n');
+    }
+    let corpus = write(&d, "outlier.jsonl", &text);
+    let spec = d.join("fitted.yaml");
+    let o = serverbench([
+        "workload",
+        "fit",
+        &corpus,
+        "--trees",
+        "50",
+        "-o",
+        spec.to_str().unwrap(),
+    ]);
+    let (out, err) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    assert!(o.status.success(), "{out}{err}");
+    assert!(
+        out.contains("left out of the fit: session 0 (outlier): a first prompt of"),
+        "{out}"
+    );
+    assert!(spec.exists());
+}
+
+/// `calibrate --endpoint` refuses probe sizes beyond any context before it connects or builds a
+/// prompt (4,000,000,000 tokens once took 16 GB first), and a closed port is named as the endpoint it
+/// is (issue 41, items 2 and 6).
+#[test]
+fn calibrate_refuses_probe_sizes_past_any_context_and_names_a_closed_endpoint() {
+    for (flag, value, needle) in [
+        (
+            "--probe-prompts",
+            "4000000000",
+            "longer than any deployment's context",
+        ),
+        ("--probe-ragged", "1024:16:16000000", "more than 67108864"),
+        (
+            "--probe-long-context",
+            "4000000000",
+            "longer than any deployment's context",
+        ),
+    ] {
+        let started = std::time::Instant::now();
+        let o = serverbench(["calibrate", "--endpoint", "http://127.0.0.1:1", flag, value]);
+        refused(&o, &[flag, needle]);
+        assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    }
+    let o = serverbench(["calibrate", "--endpoint", "http://127.0.0.1:1"]);
+    refused(
+        &o,
+        &["cannot reach the server at http://127.0.0.1:1 (--endpoint)"],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!err.contains("--url") && !err.contains("answered"), "{err}");
+}

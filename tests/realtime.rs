@@ -406,11 +406,13 @@ async fn fault(kind: u64, max: u64) -> Response {
             tokio::time::sleep(Duration::from_secs(3)).await;
             sse("data: [DONE]\n\n".into())
         }
-        // Wrong token count: usage claims one token fewer than asked for.
+        // Wrong token count: one token fewer streamed than asked for, and usage claims them all.
         _ => sse(format!(
             "{}{}data: [DONE]\n\n",
-            (0..max).map(|_| chunk(" z")).collect::<String>(),
-            usage(max.saturating_sub(1))
+            (0..max.saturating_sub(1))
+                .map(|_| chunk(" z"))
+                .collect::<String>(),
+            usage(max)
         )),
     }
 }
@@ -456,9 +458,12 @@ fn the_replay_survives_a_faulty_server_and_counts_every_failure() {
             "no {k} among {kinds:?}"
         );
     }
+    // The client counts what streamed: short answers are length mismatches whatever usage claims,
+    // and the claim is a stream/usage mismatch.
     assert!(
-        out.client.length_mismatches > 0,
-        "wrong token counts are counted"
+        out.client.length_mismatches > 0 && out.client.chunk_usage_mismatches > 0,
+        "wrong token counts are counted: {:?}",
+        out.client
     );
     let completed = out
         .records

@@ -657,9 +657,25 @@ fn freeze(url: &str, path: &std::path::Path, extra: &[&str]) {
         "-o",
         path.to_str().unwrap(),
     ];
+    let (key, _) = keys();
+    args.extend_from_slice(&["--key", key]);
     args.extend_from_slice(extra);
     let o = serverbench_cmd(&args);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// The evaluator's key pair of this test process (`serverbench keygen`, once): (private, public) paths.
+fn keys() -> &'static (String, String) {
+    static KEYS: std::sync::OnceLock<(String, String)> = std::sync::OnceLock::new();
+    KEYS.get_or_init(|| {
+        let dir = out_dir("keys");
+        std::fs::create_dir_all(&dir).unwrap();
+        let name = dir.join("evaluator");
+        let o = serverbench_cmd(&["keygen", "--out", name.to_str().unwrap()]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let path = |ext: &str| format!("{}.{ext}", name.display());
+        (path("key"), path("pub"))
+    })
 }
 
 /// `serverbench verify FROZEN --time-scale 20 --out OUT` with `extra` flags: (exit code, stdout).
@@ -676,6 +692,9 @@ fn verify(
         "--out",
         out.to_str().unwrap(),
     ];
+    if !extra.contains(&"--unsigned") {
+        args.extend_from_slice(&["--public-key", &keys().1]);
+    }
     args.extend_from_slice(extra);
     let o = serverbench_cmd(&args);
     (
@@ -742,6 +761,8 @@ fn verify_takes_its_fidelity_prompts_from_the_deployments_workload() {
         "m",
         "-o",
         frozen.to_str().unwrap(),
+        "--key",
+        &keys().0,
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let (_, stdout, stderr) = verify(&frozen, &dir.join("run"), &["--reference", &reference]);
@@ -793,23 +814,28 @@ fn verify_scores_a_healthy_server_and_fails_a_broken_one_for_the_right_reason() 
     assert!(report["score"]["d"].as_f64().unwrap() > 0.0);
     assert_eq!(report["runs"].as_array().unwrap().len(), 2);
     assert_eq!(report["fidelity"]["prompts"].as_array().unwrap().len(), 16);
+    // `--unsigned` rehearses the same file: every gate passes, and still no verification.
+    let (code, stdout, _) = verify(
+        &frozen,
+        &dir.join("rehearsal"),
+        &["--unsigned", "--reference", &reference],
+    );
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(
+        stdout.contains("REHEARSED") && !stdout.contains("VERIFIED"),
+        "{stdout}"
+    );
+    let rehearsal: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("rehearsal/verify.json")).unwrap())
+            .unwrap();
+    assert_eq!(rehearsal["verified"], false);
+    assert!(rehearsal["score"].is_null());
     // Without a reference the same server's score does not count.
     let (code, stdout, _) = verify(&frozen, &dir.join("no-reference"), &[]);
     assert_eq!(code, Some(3), "{stdout}");
     assert!(stdout.contains("FAILED: generation fidelity"), "{stdout}");
     assert!(gate_line(&stdout, "generation fidelity").contains("no --reference given"));
-    // An edited decision breaks the seal.
-    let edited = dir.join("edited.json");
-    std::fs::write(
-        &edited,
-        std::fs::read_to_string(&frozen)
-            .unwrap()
-            .replace("\"concurrency\": 2", "\"concurrency\": 3"),
-    )
-    .unwrap();
-    let (code, _, stderr) = verify(&edited, &dir.join("edited"), &[]);
-    assert_eq!(code, Some(2), "{stderr}");
-    assert!(stderr.contains("changed after `freeze`"), "{stderr}");
+    refuses_edits_and_rehearses_unsigned(&frozen, &dir);
     // A server that reports one prompt token for every prompt (it truncated them, or counts wrong).
     let broken = start(mock(&["m"], done_but_open));
     let frozen_broken = dir.join("broken.json");
@@ -823,6 +849,53 @@ fn verify_scores_a_healthy_server_and_fails_a_broken_one_for_the_right_reason() 
     );
     assert!(gate_line(&stdout, "generation fidelity").contains("not required"));
     drop(rt);
+}
+
+/// Whatever is edited in a signed frozen file, `verify` with the public key refuses it (the SHA-256 is
+/// recomputed by the forger: only the signature stands in the way), and an unsigned file is refused.
+fn refuses_edits_and_rehearses_unsigned(frozen: &std::path::Path, dir: &std::path::Path) {
+    use sha2::Digest;
+    let text = std::fs::read_to_string(frozen).unwrap();
+    let file: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let resealed = |edit: &dyn Fn(&mut serde_json::Value), name: &str| {
+        let mut f = file.clone();
+        edit(&mut f["frozen"]);
+        let sha = sha2::Sha256::digest(serde_json::to_vec(&f["frozen"]).unwrap());
+        f["frozen_sha256"] = sha
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+            .into();
+        let path = dir.join(name);
+        std::fs::write(&path, serde_json::to_string_pretty(&f).unwrap()).unwrap();
+        path
+    };
+    type Edit<'a> = (&'a str, &'a dyn Fn(&mut serde_json::Value));
+    let edits: [Edit; 4] = [
+        ("concurrency", &|f| f["concurrency"] = 3.into()),
+        ("held-out", &|f| f["held_out_seeds"] = serde_json::json!([])),
+        ("dev-seed", &|f| {
+            f["held_out_seeds"] = serde_json::json!([0])
+        }),
+        ("gates", &|f| f["gates"]["max_error_rate"] = 1.0.into()),
+    ];
+    for (name, edit) in edits {
+        let path = resealed(edit, &format!("{name}.json"));
+        let (code, stdout, stderr) = verify(&path, &dir.join(name), &[]);
+        assert_eq!(code, Some(2), "{name}: {stdout}{stderr}");
+        assert!(
+            stderr.contains("signature does not match"),
+            "{name}: {stderr}"
+        );
+        assert!(!stdout.contains("VERIFIED"), "{name}");
+    }
+    let mut unsigned = file.clone();
+    unsigned.as_object_mut().unwrap().remove("signature");
+    let path = dir.join("unsigned.json");
+    std::fs::write(&path, unsigned.to_string()).unwrap();
+    let (code, _, stderr) = verify(&path, &dir.join("unsigned"), &[]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("unsigned"), "{stderr}");
 }
 
 /// Generation fidelity against a reference of the same checkpoint: another checkpoint fails
@@ -1359,4 +1432,201 @@ fn a_records_file_that_cannot_be_written_is_named_and_keeps_whole_records() {
     assert!(!records.is_empty());
     assert!(std::fs::metadata(dir.join("records.jsonl")).unwrap().len() <= 8192);
     assert_eq!(summary_of(&dir)["summary"]["valid"], false);
+}
+
+/// A stream of `max` output chunks, all at once, whose usage claims 4,294,967,295 output tokens.
+fn inflated(max: u64) -> Response {
+    let mut text = String::new();
+    for _ in 0..max {
+        text.push_str(
+            "data: {\"choices\":[{\"index\":0,\"text\":\" x\",\"finish_reason\":null}]}\n\n",
+        );
+    }
+    text.push_str("data: {\"choices\":[{\"index\":0,\"text\":\"\",\"finish_reason\":\"length\"}],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":4294967295}}\n\ndata: [DONE]\n\n");
+    Response::builder()
+        .header("content-type", "text/event-stream")
+        .body(Body::from(text))
+        .unwrap()
+}
+
+/// A stream compressed although nothing asked for it.
+fn gzipped(_max: u64) -> Response {
+    Response::builder()
+        .header("content-type", "text/event-stream")
+        .header("content-encoding", "gzip")
+        .body(Body::from(vec![
+            0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3, 1, 2, 3,
+        ]))
+        .unwrap()
+}
+
+/// The client counts the output (issue 41, item 4): a server claiming 4,294,967,295 tokens in `usage`
+/// for a request of a few gets that request counted as its error, and G counts no claimed token; a
+/// compressed stream is named as such, not as a broken one.
+#[test]
+fn usage_beyond_the_request_is_the_servers_error_and_a_compressed_stream_is_named() {
+    let _guard = crate::SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let url = start(mock(&["m"], inflated));
+    let dir = out_dir("inflated");
+    let o = replay(&url, &["--no-probe", "--start", "cold"], &dir);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(3), "{stdout}");
+    assert!(stdout.contains("usage_beyond_request"), "{stdout}");
+    let summary = summary_of(&dir);
+    assert_eq!(summary["summary"]["valid"], false);
+    // Before, G was 349,779 $/$ from the claimed counts; now the output is what streamed.
+    let records = records_of(&dir);
+    let requested: u64 = records
+        .iter()
+        .map(|r| r["output_requested"].as_u64().unwrap())
+        .sum();
+    let output = summary["summary"]["output_tokens"].as_u64().unwrap();
+    assert!(
+        output <= requested,
+        "{output} output tokens for {requested} asked"
+    );
+    assert!(
+        summary["summary"]["score"]["g"].as_f64().unwrap() < 100.0,
+        "{summary}"
+    );
+    for r in &records {
+        assert_eq!(r["outcome"]["error"], "usage_beyond_request", "{r}");
+        assert!(r["output_tokens"].as_u64().unwrap() <= r["output_requested"].as_u64().unwrap());
+    }
+    let url = start(mock(&["m"], gzipped));
+    let dir = out_dir("gzipped");
+    let o = replay(&url, &["--no-probe", "--start", "cold"], &dir);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(3), "{stdout}");
+    assert!(stdout.contains("content-encoding: gzip"), "{stdout}");
+}
+
+/// `/v1/models` answers that no list of models needs: an endless one is cut at its cap, and 200,000
+/// models are counted in the error rather than listed (issue 41, items 2 and 6).
+#[test]
+fn an_endless_or_huge_model_list_is_cut_short() {
+    let _guard = crate::SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let endless = start(Router::new().route(
+        "/v1/models",
+        get(|| async {
+            let s = futures_util::stream::repeat_with(|| {
+                Ok::<_, std::io::Error>(bytes::Bytes::from(vec![b' '; 65536]))
+            });
+            Response::builder()
+                .header("content-type", "application/json")
+                .body(Body::from_stream(s))
+                .unwrap()
+        }),
+    ));
+    let started = std::time::Instant::now();
+    let o = serverbench_cmd(&[
+        "replay",
+        "--workload",
+        "synthetic-v1",
+        "--url",
+        &endless,
+        "-w",
+        "20",
+    ]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("longer than 8388608 bytes"), "{stderr}");
+    assert!(started.elapsed() < Duration::from_secs(30));
+    let many = start(Router::new().route(
+        "/v1/models",
+        get(|| async {
+            let data: Vec<_> = (0..200_000)
+                .map(|i| serde_json::json!({"id": format!("model-{i}")}))
+                .collect();
+            axum::Json(serde_json::json!({"object": "list", "data": data}))
+        }),
+    ));
+    let o = serverbench_cmd(&[
+        "replay",
+        "--workload",
+        "synthetic-v1",
+        "--url",
+        &many,
+        "--model",
+        "m",
+        "-w",
+        "20",
+    ]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("model-7 and 199992 more"), "{stderr}");
+    assert!(stderr.len() < 1000, "{} bytes of error", stderr.len());
+}
+
+/// A stream of `max` chunks at once with usage; the mixed probe's decode streams (160 tokens) end
+/// after three.
+fn short_decodes(max: u64) -> Response {
+    let n = if max == 160 { 3 } else { max };
+    let mut text = String::new();
+    for _ in 0..n {
+        text.push_str(
+            "data: {\"choices\":[{\"index\":0,\"text\":\" x\",\"finish_reason\":null}]}\n\n",
+        );
+    }
+    text.push_str(&format!("data: {{\"choices\":[{{\"index\":0,\"text\":\"\",\"finish_reason\":\"stop\"}}],\"usage\":{{\"prompt_tokens\":1,\"completion_tokens\":{n}}}}}\n\ndata: [DONE]\n\n"));
+    Response::builder()
+        .header("content-type", "text/event-stream")
+        .body(Body::from(text))
+        .unwrap()
+}
+
+/// `calibrate --endpoint` stops on SIGTERM with exit 130 and its probe log kept, and a mixed probe
+/// whose streams end before the prefill is due says so at once instead of waiting 120 s (issue 41,
+/// item 1d).
+#[test]
+fn calibrate_stops_on_sigterm_and_a_mixed_probe_does_not_wait_for_ended_streams() {
+    let _guard = crate::SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let url = start(mock(&["qwen3-8b"], hang));
+    let dir = out_dir("calibrate-term");
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("probes.jsonl");
+    let child = Command::new(env!("CARGO_BIN_EXE_serverbench"))
+        .args(["calibrate", "--endpoint", &url, "--probe-log"])
+        .arg(&log)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let signalled = std::time::Instant::now();
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(130), "{stderr}");
+    assert!(signalled.elapsed() < Duration::from_secs(5));
+    assert!(
+        stderr.contains("SIGTERM: stopped after 0 probes"),
+        "{stderr}"
+    );
+    assert!(log.exists(), "the probe log stays");
+    let url = start(mock(&["qwen3-8b"], short_decodes));
+    let started = std::time::Instant::now();
+    let o = serverbench_cmd(&[
+        "calibrate",
+        "--endpoint",
+        &url,
+        "--probe-mixed",
+        "2:64:64:0",
+        "--timeout",
+        "20",
+    ]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("ended before the prefill was sent") && stderr.contains("after 3 chunks"),
+        "{stderr}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "{:?}",
+        started.elapsed()
+    );
 }

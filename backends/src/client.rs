@@ -54,7 +54,8 @@ pub struct StreamResult {
     /// Last `finish_reason`.
     pub finish_reason: Option<String>,
     /// Failure kind (`http_500`, `connect`, `tls`, `timeout`, `dropped`, `malformed_json`,
-    /// `malformed_usage`, `stream_error`, `event_too_large`, `not_a_stream`, `length_exceeded`), if it failed.
+    /// `malformed_usage`, `stream_error`, `event_too_large`, `not_a_stream`, `length_exceeded`,
+    /// `usage_beyond_request`), if it failed.
     pub error: Option<String>,
     /// What the server or the connection said about the failure (the start of an error body, an error
     /// event's message, the connection error).
@@ -66,10 +67,33 @@ pub struct StreamResult {
 }
 
 impl StreamResult {
-    /// Output tokens received: the usage count when present, else the number of output chunks.
+    /// Output tokens received, as the client counts them: the chunks that carried output. The server's
+    /// `usage` never adds to them (a server could claim any count there); where it says more than came
+    /// ([`StreamResult::usage_beyond_chunks`]) the behaviour checks count the request.
     pub fn tokens(&self) -> u32 {
+        self.token_chunks
+    }
+
+    /// Whether the server's usage count differs from the chunks that carried output (in either
+    /// direction), or is missing from a completed stream.
+    pub fn usage_differs(&self) -> bool {
         self.usage
-            .map_or(self.token_chunks, |u| u.completion_tokens as u32)
+            .map_or(true, |u| u.completion_tokens != self.token_chunks as u64)
+    }
+}
+
+/// A completed stream whose `usage` claims more output than was asked for is that request's server
+/// error (`usage_beyond_request`): no server can have generated it.
+fn usage_beyond_request(r: &mut StreamResult, max_tokens: u32) {
+    let Some(u) = r.usage.filter(|_| r.error.is_none()) else {
+        return;
+    };
+    if u.completion_tokens > max_tokens as u64 {
+        r.error = Some("usage_beyond_request".into());
+        r.error_message = Some(format!(
+            "usage.completion_tokens is {} for a request of max_tokens {max_tokens} ({} output chunks streamed)",
+            u.completion_tokens, r.token_chunks
+        ));
     }
 }
 
@@ -94,6 +118,9 @@ pub enum ModelsError {
         /// Its first bytes, as text.
         start: String,
     },
+    /// The answer is longer than any list of models a client needs to read.
+    #[error("the answer is longer than {0} bytes (no list of models is): not read further")]
+    TooLarge(usize),
 }
 
 /// Why a client cannot be made.
@@ -236,7 +263,11 @@ impl HttpClient {
             return Err(ModelsError::Status(status, error_text(resp).await));
         }
         let content_type = content_type(&resp);
-        let bytes = resp.bytes().await.map_err(failed)?;
+        let bytes = match capped_body(resp, MODELS_BYTES).await {
+            Ok(bytes) => bytes,
+            Err(Capped::Over) => return Err(ModelsError::TooLarge(MODELS_BYTES)),
+            Err(Capped::Failed(e)) => return Err(failed(e)),
+        };
         let v: serde_json::Value =
             serde_json::from_slice(&bytes).map_err(|_| ModelsError::NotJson {
                 content_type,
@@ -273,9 +304,16 @@ impl HttpClient {
             let status = resp.status().as_u16();
             return Err(format!("HTTP {status}: {}", error_text(resp).await));
         }
-        resp.json()
-            .await
-            .map_err(|e| format!("the answer is not JSON: {}", describe(&e)))
+        let bytes = match capped_body(resp, ANSWER_BYTES).await {
+            Ok(bytes) => bytes,
+            Err(Capped::Over) => {
+                return Err(format!(
+                    "the answer is longer than {ANSWER_BYTES} bytes: not read further"
+                ))
+            }
+            Err(Capped::Failed(e)) => return Err(describe(&e)),
+        };
+        serde_json::from_slice(&bytes).map_err(|e| format!("the answer is not JSON: {e}"))
     }
 
     /// The configuration.
@@ -353,6 +391,7 @@ impl HttpClient {
         self.stream_into(&mut r, lane, body, max_tokens, progress)
             .await;
         r.ended = Instant::now();
+        usage_beyond_request(&mut r, max_tokens);
         r
     }
 
@@ -401,6 +440,19 @@ impl HttpClient {
         if content_type.starts_with("text/html") {
             r.error = Some("not_a_stream".into());
             r.error_message = Some(not_a_stream(&content_type, &error_body(resp).await));
+            return;
+        }
+        // The request asked for no encoding: a compressed stream is the server's fault, not a broken one.
+        if let Some(encoding) = resp
+            .headers()
+            .get(reqwest::header::CONTENT_ENCODING)
+            .and_then(|v| v.to_str().ok())
+            .filter(|e| !e.eq_ignore_ascii_case("identity"))
+        {
+            r.error = Some("not_a_stream".into());
+            r.error_message = Some(format!(
+                "the server compressed its answer (content-encoding: {encoding}) although the request accepted no encoding: serve the stream uncompressed"
+            ));
             return;
         }
         let mut body = resp.bytes_stream();
@@ -497,6 +549,38 @@ impl HttpClient {
                 Some("the stream ended without a finish_reason, usage or data: [DONE]".into());
         }
     }
+}
+
+/// The longest `/v1/models` answer read (a list of a few thousand models is well under it).
+const MODELS_BYTES: usize = 8 << 20;
+
+/// The longest non-streamed answer [`HttpClient::post_json`] reads.
+const ANSWER_BYTES: usize = 64 << 20;
+
+/// Why a body was not read whole.
+enum Capped {
+    /// It is longer than the cap.
+    Over,
+    /// The connection failed.
+    Failed(reqwest::Error),
+}
+
+/// A response's whole body, if it is at most `cap` bytes: a longer one is refused as soon as the cap is
+/// passed, so a server's endless answer costs `cap` bytes of memory, not all of it.
+async fn capped_body(resp: reqwest::Response, cap: usize) -> Result<Vec<u8>, Capped> {
+    if resp.content_length().is_some_and(|n| n > cap as u64) {
+        return Err(Capped::Over);
+    }
+    let mut body = resp.bytes_stream();
+    let mut bytes = Vec::new();
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk.map_err(Capped::Failed)?;
+        if bytes.len() + chunk.len() > cap {
+            return Err(Capped::Over);
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    Ok(bytes)
 }
 
 /// Bytes of an answer that is not an event stream quoted in its error.

@@ -54,7 +54,8 @@ pub struct ClientStats {
     /// The first of those: the tokens sent and the tokens the server counted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_prompt_mismatch: Option<(u32, u32)>,
-    /// Completed requests with more output chunks than usage tokens (a stream/usage inconsistency).
+    /// Completed requests whose usage count differs from the output chunks streamed (a stream/usage
+    /// inconsistency; the chunks are what is counted).
     pub chunk_usage_mismatches: usize,
     /// Requests whose stream carried a delta field with a value but no output field this client counts
     /// (a server streaming tokens under another name: TTFT and TPOT would be measured wrong).
@@ -604,7 +605,7 @@ fn finish(
             match r.usage {
                 None => stats.usage_missing += 1,
                 Some(u) => {
-                    if (r.token_chunks as u64) > u.completion_tokens {
+                    if r.usage_differs() {
                         stats.chunk_usage_mismatches += 1;
                     }
                     if u.prompt_tokens != (rec.input_tokens + prompt_extra) as u64 {

@@ -407,6 +407,23 @@ async fn mixed(
         .iter()
         .any(|c| c.load(Ordering::Relaxed) < MIXED_WARM_CHUNKS)
     {
+        // A stream that ended before its first chunks (an error, a short answer) never reaches them:
+        // say so now rather than wait out the 120 s.
+        if let Some(lane) = (0..tasks.len()).find(|&i| {
+            tasks[i].is_finished() && counters[i].load(Ordering::Relaxed) < MIXED_WARM_CHUNKS
+        }) {
+            let seen = counters[lane].load(Ordering::Relaxed);
+            let why = match tasks.into_iter().nth(lane).expect("the lane's task").await {
+                Ok(r) => r.error.map_or_else(
+                    || format!("it ended after {seen} chunks"),
+                    |e| format!("it was answered {e}"),
+                ),
+                Err(e) => format!("its task failed: {e}"),
+            };
+            return Err(format!(
+                "{what}: stream {lane} ended before the prefill was sent ({MIXED_WARM_CHUNKS} chunks each were needed): {why}"
+            ));
+        }
         if started.elapsed() > std::time::Duration::from_secs(120) {
             return Err(format!(
                 "{what}: the streams did not all start within 120 s"

@@ -61,24 +61,33 @@ impl SseParser {
     }
 }
 
-/// Position and length of the first blank line (`\n\n`, `\r\n\r\n` or `\r\r`), scanning from `from`.
+/// Position and length of the first blank line, scanning from `from`: a line ending (`\r\n`, `\n` or `\r`,
+/// as the event-stream format allows) followed at once by another, in any mix (`\n\n`, `\r\n\r\n`,
+/// `\n\r\n`, `\r\r`, …). A `\r` that ends the bytes so far waits for the next byte to say whether it
+/// begins `\r\n`, except as the second ending (a `\n` after it is then an empty line, which is no event).
 fn find_blank_line(buf: &[u8], from: usize) -> Option<(usize, usize)> {
     let mut i = from;
-    while i + 1 < buf.len() {
-        if buf[i] == b'\n' && buf[i + 1] == b'\n' {
-            return Some((i, 2));
+    while i < buf.len() {
+        let first = match buf[i] {
+            b'\n' => 1,
+            b'\r' => match buf.get(i + 1)? {
+                b'\n' => 2,
+                _ => 1,
+            },
+            _ => {
+                i += 1;
+                continue;
+            }
+        };
+        let j = i + first;
+        match *buf.get(j)? {
+            b'\n' => return Some((i, first + 1)),
+            b'\r' => {
+                let second = if buf.get(j + 1) == Some(&b'\n') { 2 } else { 1 };
+                return Some((i, first + second));
+            }
+            _ => i = j,
         }
-        if buf[i] == b'\r'
-            && buf[i + 1] == b'\n'
-            && buf.get(i + 2) == Some(&b'\r')
-            && buf.get(i + 3) == Some(&b'\n')
-        {
-            return Some((i, 4));
-        }
-        if buf[i] == b'\r' && buf[i + 1] == b'\r' {
-            return Some((i, 2));
-        }
-        i += 1;
     }
     None
 }
@@ -130,6 +139,29 @@ mod tests {
         for piece in [1, 2, 3, 7, 1000] {
             assert_eq!(parse_in_pieces(text, piece), want, "piece size {piece}");
         }
+    }
+
+    #[test]
+    fn any_mix_of_line_endings_ends_an_event() {
+        for sep in [
+            "\n\n", "\r\n\r\n", "\n\r\n", "\r\n\n", "\r\r", "\n\r", "\r\n\r",
+        ] {
+            let text = format!("data: {{\"a\":1}}{sep}data: {{\"b\":2}}{sep}data: [DONE]{sep}");
+            let want = vec![
+                SseEvent::Data("{\"a\":1}".into()),
+                SseEvent::Data("{\"b\":2}".into()),
+                SseEvent::Done,
+            ];
+            for piece in [1, 2, 3, 1000] {
+                assert_eq!(
+                    parse_in_pieces(&text, piece),
+                    want,
+                    "{sep:?} in pieces of {piece}"
+                );
+            }
+        }
+        // One line ending is not a blank line: the event goes on.
+        assert!(parse_in_pieces("data: a\r\ndata: b\n", 1).is_empty());
     }
 
     #[test]

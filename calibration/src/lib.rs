@@ -1,5 +1,6 @@
 //! Calibration: model and hardware specs, profiles of efficiencies, the step-time cost model and
-//! the GPU memory plan (how many KV tokens fit).
+//! the GPU memory plan (how many KV tokens fit), and model specs read from Hugging Face `config.json`
+//! files ([`hf`]).
 //!
 //! **Invariant:** this crate knows nothing of sessions, requests or scheduling. Everything the cost
 //! model uses is a named field of a [`ModelSpec`], [`HardwareSpec`] or [`Profile`]; no efficiency is
@@ -7,6 +8,7 @@
 
 pub mod cost;
 pub mod fit;
+pub mod hf;
 pub mod memory;
 pub mod model;
 pub mod ops;
@@ -19,8 +21,8 @@ pub use fit::{
 };
 pub use memory::{memory_plan, MemoryPlan};
 pub use model::{
-    streamed_weight_bytes, weight_bytes, AttentionLayers, HardwareSpec, LinearLayers, ModelSpec,
-    StateDtype, WeightDtype, GIB, MIB,
+    streamed_weight_bytes, weight_bytes, AttentionLayers, Experts, HardwareSpec, LinearLayers,
+    ModelSpec, StateDtype, WeightDtype, GIB, MIB,
 };
 pub use profile::{AttentionLayout, Band, BandEnd, FitRecord, OpClassRecord, Profile, StepTime};
 pub use serverbench_config::{FieldError, InputError};

@@ -61,6 +61,70 @@ pub struct LinearLayers {
     pub flops_per_token_per_layer: f64,
 }
 
+/// Routed experts of a mixture-of-experts model: each token of a step goes to `per_token` of `count`
+/// experts in each of `layers` layers, and a step reads the weights of every expert one of its tokens
+/// chose. Routing is taken as uniform (each token's experts drawn evenly, tokens independent), so a step
+/// of `n` tokens reads `count × (1 − (1 − per_token / count)ⁿ)` distinct experts per layer on average.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Experts {
+    /// Layers whose feed-forward part is routed experts.
+    pub layers: u32,
+    /// Routed experts per layer.
+    pub count: u32,
+    /// Experts each token is routed to.
+    pub per_token: u32,
+    /// Parameters of one routed expert in one layer (gate, up and down projections).
+    pub params_per_expert: f64,
+}
+
+impl Experts {
+    /// Checks the counts; the error names the field.
+    pub fn check(&self) -> Result<(), FieldError> {
+        if self.layers == 0 || self.count == 0 || self.per_token == 0 {
+            return Err(FieldError::new(
+                "layers",
+                "layers, count and per_token must be positive",
+            ));
+        }
+        if self.per_token > self.count {
+            return Err(FieldError::new(
+                "per_token",
+                format!(
+                    "{} experts per token, more than the {} experts",
+                    self.per_token, self.count
+                ),
+            ));
+        }
+        if !(self.params_per_expert > 0.0 && self.params_per_expert.is_finite()) {
+            return Err(FieldError::new(
+                "params_per_expert",
+                "must be a positive number",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Expected distinct experts per layer that a step of `tokens` tokens reads (uniform routing).
+    pub fn distinct(&self, tokens: f64) -> f64 {
+        let (e, k) = (self.count as f64, self.per_token as f64);
+        e * (1.0 - (1.0 - k / e).powf(tokens))
+    }
+
+    /// Parameters of the routed experts one token multiplies, all layers.
+    pub fn active_params(&self) -> f64 {
+        self.layers as f64 * self.per_token as f64 * self.params_per_expert
+    }
+
+    /// Parameters of one expert in every routed layer.
+    pub fn params_per_expert_all_layers(&self) -> f64 {
+        self.layers as f64 * self.params_per_expert
+    }
+}
+
+/// Longest context a model spec may claim, tokens (the longest a deployment may have).
+pub const MAX_MODEL_CONTEXT: u32 = 16_777_216;
+
 /// A decoder-only model, as far as serving cost is concerned.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -93,6 +157,10 @@ pub struct ModelSpec {
     pub vocab: u32,
     /// Native context length.
     pub native_context: u32,
+    /// Routed experts (a mixture of experts): `matmul_params` then counts the `per_token` experts a
+    /// token multiplies, `total_params` all of them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub experts: Option<Experts>,
 }
 
 impl ModelSpec {
@@ -170,7 +238,21 @@ impl ModelSpec {
         if self.vocab == 0 {
             return bad("vocab", "must be positive");
         }
+        if let Some(e) = &self.experts {
+            e.check().map_err(|err| err.under("experts"))?;
+            if e.active_params() >= self.matmul_params {
+                return bad(
+                    "experts",
+                    "the experts a token multiplies are more than matmul_params, which counts them",
+                );
+            }
+        }
         Ok(())
+    }
+
+    /// A model described by a Hugging Face `config.json` (its text), named `name` (crate::hf).
+    pub fn from_hf_config(name: &str, text: &str) -> Result<ModelSpec, FieldError> {
+        crate::hf::from_config(name, text)
     }
 }
 

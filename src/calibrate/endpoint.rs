@@ -8,7 +8,8 @@ use crate::cli::CalibrateArgs;
 use anyhow::{anyhow, Context, Result};
 use serverbench_backends::probe::probe_each;
 use serverbench_backends::{
-    ClientConfig, HttpClient, MixedProbe, ProbePlan, ProbeStep, RaggedProbe, SharedProbe,
+    unless_interrupted, ClientConfig, HttpClient, Interrupt, MixedProbe, ProbePlan, ProbeStep,
+    RaggedProbe, SharedProbe,
 };
 use serverbench_calibration::fit::front_end_seconds;
 use serverbench_calibration::{
@@ -18,19 +19,21 @@ use serverbench_workloads::tokens::Vocab;
 use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
-/// Probes `url` and writes a profile.
+/// Probes `url` and writes a profile. SIGINT or SIGTERM stops the probing: the probe log keeps what was
+/// measured, nothing is fitted, and the command exits 130.
 pub fn calibrate(a: &CalibrateArgs, url: &str) -> Result<()> {
     let model = ModelSpec::preset(&a.model)
         .ok_or_else(|| anyhow!("--model: no model preset {:?}", a.model))?;
+    let timeout = crate::inputs::timeout("timeout", a.timeout)?;
+    let served = a.served_model.clone().unwrap_or_else(|| a.model.clone());
     let client = Arc::new(
         HttpClient::new(ClientConfig {
             base_url: url.trim_end_matches('/').to_string(),
             api: crate::inputs::api(&a.api)?,
             server: crate::inputs::server(&a.server)?,
-            model: a.served_model.clone().unwrap_or_else(|| a.model.clone()),
-            timeout: Duration::from_secs(300),
+            model: served.clone(),
+            timeout,
             api_key: std::env::var("OPENAI_API_KEY")
                 .ok()
                 .filter(|k| !k.is_empty()),
@@ -44,39 +47,83 @@ pub fn calibrate(a: &CalibrateArgs, url: &str) -> Result<()> {
     let vocab = Vocab::new(100, model.vocab)
         .ok_or_else(|| anyhow!("the model's vocabulary is too small"))?;
     let plan = plan(a, vocab)?;
+    let stop = Interrupt::new();
+    crate::signals::on_stop(
+        {
+            let stop = stop.clone();
+            move |name| {
+                eprintln!("\n{name}: stopping the probes; the probe log keeps those measured (again: quit at once)");
+                stop.request(name);
+            }
+        },
+        crate::signals::exit_now,
+    )?;
     let rt = serverbench_backends::Runtime::new().context("cannot start the async runtime")?;
+    let server = crate::real::ServerFlags {
+        url,
+        url_flag: "--endpoint",
+        model_flag: if a.served_model.is_some() {
+            "--served-model"
+        } else {
+            "--model"
+        },
+    };
+    if let Some(checked) = rt.block_on(unless_interrupted(
+        &stop,
+        crate::real::check_model(&client, &server, &served, a.timeout),
+    )) {
+        checked?;
+    }
     eprintln!(
         "probing {url} (TTFT against prompt length, over a cached prefix; TPOT against streams)"
     );
-    // Each probe is printed and logged as it is measured, so that a long plan cut short by a deadline
-    // or a failing probe keeps what came before; a failed probe is reported and the plan goes on.
+    // Each probe is printed and logged as it is measured, so that a long plan cut short by a deadline,
+    // a signal or a failing probe keeps what came before; a failed probe is reported and the plan goes on.
     let mut log = a.probe_log.as_deref().map(ProbeLog::create).transpose()?;
     let (mut steps, mut failed, mut log_error) = (Vec::new(), Vec::new(), None);
     let started = std::time::Instant::now();
-    rt.block_on(probe_each(&client, &plan, |r| {
-        match r {
-            Ok(s) => {
-                eprintln!("  {:<64} {:>9.2} ms", s.what, s.step.seconds * 1e3);
-                if let Some(l) = &mut log {
-                    if let Err(e) = l.append(&s, Some(started.elapsed().as_secs_f64())) {
-                        log_error = Some(e);
-                        return false;
+    rt.block_on(unless_interrupted(
+        &stop,
+        probe_each(&client, &plan, |r| {
+            match r {
+                Ok(s) => {
+                    eprintln!("  {:<64} {:>9.2} ms", s.what, s.step.seconds * 1e3);
+                    if let Some(l) = &mut log {
+                        if let Err(e) = l.append(&s, Some(started.elapsed().as_secs_f64())) {
+                            log_error = Some(e);
+                            return false;
+                        }
                     }
+                    steps.push(s);
                 }
-                steps.push(s);
+                Err(e) => {
+                    eprintln!("  failed: {e}");
+                    failed.push(e);
+                }
             }
-            Err(e) => {
-                eprintln!("  failed: {e}");
-                failed.push(e);
-            }
-        }
-        true
-    }));
+            true
+        }),
+    ));
     if let Some(e) = log_error {
         return Err(e);
     }
     if let Some(l) = &log {
         l.finish();
+    }
+    if let Some(why) = stop.why() {
+        return Err(crate::Exit::new(
+            crate::signals::INTERRUPTED,
+            format!(
+                "{why}: stopped after {} probes{}; nothing was fitted",
+                steps.len(),
+                if log.is_some() {
+                    " (the probe log keeps them: `calibrate --from-probes` fits them)"
+                } else {
+                    ""
+                }
+            ),
+        )
+        .into());
     }
     if !failed.is_empty() {
         anyhow::bail!(
@@ -149,7 +196,74 @@ fn plan(a: &CalibrateArgs, vocab: Vocab) -> Result<ProbePlan> {
         .iter()
         .map(|s| shared_probe(s))
         .collect::<Result<_>>()?;
+    check_sizes(&plan)?;
     Ok(plan)
+}
+
+/// The most tokens one probe's prompts may hold together (256 MiB of token ids): a probe's prompts are
+/// built in memory before they are sent, so its size, not the numbers on the command line, sets the
+/// memory it takes.
+const PROBE_TOKENS: u64 = 1 << 26;
+
+/// Refuses a plan whose prompt is longer than any deployment's context, or one of whose probes holds more
+/// than [`PROBE_TOKENS`] prompt tokens: before anything is built or sent.
+fn check_sizes(plan: &ProbePlan) -> Result<()> {
+    use serverbench_sim::deployment::MAX_CONTEXT;
+    let limit = MAX_CONTEXT as u64;
+    let long = |flag: &str, what: String, prompt: u64| -> Result<()> {
+        if prompt > limit {
+            anyhow::bail!("{flag}: {what}: a prompt of {prompt} tokens is longer than any deployment's context ({limit} tokens)");
+        }
+        Ok(())
+    };
+    let total = |flag: &str, what: String, tokens: u64| -> Result<()> {
+        if tokens > PROBE_TOKENS {
+            anyhow::bail!("{flag}: {what}: one probe of {tokens} prompt tokens in all, more than {PROBE_TOKENS}");
+        }
+        Ok(())
+    };
+    for &n in &plan.prompt_lengths {
+        long("--probe-prompts", n.to_string(), n as u64)?;
+    }
+    for &n in &plan.cached_prefixes {
+        long("--probe-cached-prefixes", n.to_string(), n as u64 + 8192)?;
+    }
+    long(
+        "--probe-long-context",
+        plan.long_context.to_string(),
+        plan.long_context as u64,
+    )?;
+    for &n in &plan.long_streams {
+        let what = format!("{n} streams of {}", plan.long_context);
+        total(
+            "--probe-long-streams",
+            what,
+            n as u64 * plan.long_context as u64,
+        )?;
+    }
+    for m in &plan.mixed {
+        let what = format!("{}:{}:{}:{}", m.streams, m.context, m.new, m.cached);
+        let prompt = (m.new as u64 + m.cached as u64).max(m.context as u64);
+        long("--probe-mixed", what.clone(), prompt)?;
+        let tokens = m.streams as u64 * m.context as u64 + m.new as u64 + m.cached as u64;
+        total("--probe-mixed", what, tokens)?;
+    }
+    for r in &plan.ragged {
+        let what = format!("{}:{}:{}", r.streams, r.short, r.long);
+        long("--probe-ragged", what.clone(), r.long as u64)?;
+        total("--probe-ragged", what, r.streams as u64 * r.long as u64)?;
+    }
+    for sh in &plan.shared {
+        let what = format!("{}:{}:{}", sh.streams, sh.shared, sh.own);
+        long(
+            "--probe-shared",
+            what.clone(),
+            sh.shared as u64 + sh.own as u64,
+        )?;
+        let tokens = sh.shared as u64 + sh.streams as u64 * sh.own as u64;
+        total("--probe-shared", what, tokens)?;
+    }
+    Ok(())
 }
 
 /// One `--probe-shared` entry, `STREAMS:SHARED:OWN`.

@@ -31,7 +31,7 @@ pub struct Gates {
     pub max_prompt_mismatches: usize,
     /// Most completed requests whose output length may differ from the one asked for.
     pub max_length_mismatches: usize,
-    /// Most requests with more streamed chunks than usage tokens, or without usage.
+    /// Most requests whose usage count differs from the output chunks streamed, or without usage.
     pub max_stream_usage_mismatches: usize,
     /// The natural-stop probe must end with `finish_reason: "stop"` (the server still honours
     /// end-of-sequence when not told to ignore it).
@@ -107,17 +107,93 @@ fn is_cold(p: &str) -> bool {
     p == "cold"
 }
 
-/// The frozen file: the decisions and the SHA-256 that seals them.
+/// The frozen file: the decisions, the SHA-256 of their JSON (which finds an accidental edit), and
+/// the evaluator's Ed25519 signature of that JSON (which finds any edit: only the private key makes it).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 struct FrozenFile {
     frozen: Frozen,
     frozen_sha256: String,
+    /// Hex; absent in an unsigned file (`freeze` without `--key`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    signature: Option<String>,
 }
 
-/// SHA-256 of the decisions, hex (their JSON, fields in declaration order).
+/// The decisions' bytes that the hash and the signature cover: their JSON, fields in declaration order.
+fn signed_bytes(f: &Frozen) -> Vec<u8> {
+    serde_json::to_vec(f).expect("the frozen decisions serialise")
+}
+
+/// SHA-256 of the decisions, hex.
 fn seal(f: &Frozen) -> String {
-    let text = serde_json::to_string(f).expect("the frozen decisions serialise");
-    hex(&Sha256::digest(text.as_bytes()))
+    hex(&Sha256::digest(signed_bytes(f)))
+}
+
+/// How `verify` treats the frozen file's signature.
+enum Trust {
+    /// It must match this public key (hex).
+    Key(String),
+    /// Not checked: a rehearsal, never VERIFIED.
+    Unsigned,
+}
+
+/// A key argument: a file holding the hex key, or the hex itself.
+fn key_text(given: &str, flag: &str) -> Result<String> {
+    let path = Path::new(given);
+    if path.is_file() {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("{flag} {}: cannot read", path.display()))?;
+        return Ok(text.trim().to_string());
+    }
+    if given.trim().len() == 64 && given.trim().bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Ok(given.trim().to_ascii_lowercase());
+    }
+    bail!("{flag} {given}: neither a key file nor 64 hexadecimal digits")
+}
+
+/// `serverbench keygen`: writes NAME.key (private, readable by its owner only) and NAME.pub.
+pub fn keygen(a: crate::cli::KeygenArgs) -> Result<()> {
+    let (private, public) = serverbench_study::seal::new_key_pair()?;
+    let with = |ext: &str| {
+        let mut p = a.out.clone().into_os_string();
+        p.push(ext);
+        std::path::PathBuf::from(p)
+    };
+    let (key_path, pub_path) = (with(".key"), with(".pub"));
+    for p in [&key_path, &pub_path] {
+        if p.exists() {
+            bail!(
+                "{}: exists already; a new key pair never replaces one",
+                p.display()
+            );
+        }
+    }
+    write_new(&key_path, &private, true)?;
+    write_new(&pub_path, &public, false)?;
+    outln!(
+        "wrote {} (private: `freeze --key`; keep it from candidates) and {} (public: `verify --public-key`)\npublic key {public}",
+        key_path.display(),
+        pub_path.display()
+    )?;
+    Ok(())
+}
+
+/// Writes `text` and a newline to a file that must not exist (`private`: readable by its owner only).
+fn write_new(path: &Path, text: &str, private: bool) -> Result<()> {
+    use std::io::Write;
+    let mut o = std::fs::OpenOptions::new();
+    o.write(true).create_new(true);
+    #[cfg(unix)]
+    if private {
+        use std::os::unix::fs::OpenOptionsExt;
+        o.mode(0o600);
+    }
+    #[cfg(not(unix))]
+    let _ = private;
+    let mut f = o
+        .open(path)
+        .with_context(|| format!("{}: cannot create", path.display()))?;
+    writeln!(f, "{text}").with_context(|| format!("{}: cannot write", path.display()))?;
+    Ok(())
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -144,6 +220,12 @@ pub fn freeze(a: FreezeArgs) -> Result<()> {
         );
     }
     inputs::checked(serverbench_sim::RunConfig::new(a.concurrency, 0, a.window))?;
+    serverbench_backends::base_url(&a.url)?;
+    let private = a
+        .key
+        .as_ref()
+        .map(|k| key_text(&k.to_string_lossy(), "--key"))
+        .transpose()?;
     let name = a.protocol.as_deref().unwrap_or("cold");
     let protocol = serverbench_sim::Protocol::parse(name).ok_or_else(|| {
         anyhow!(
@@ -172,8 +254,13 @@ pub fn freeze(a: FreezeArgs) -> Result<()> {
             ..Gates::default()
         },
     };
+    let signature = private
+        .map(|k| serverbench_study::seal::sign(&k, &signed_bytes(&frozen)))
+        .transpose()
+        .context("--key")?;
     let file = FrozenFile {
         frozen_sha256: seal(&frozen),
+        signature,
         frozen,
     };
     let dir = a
@@ -197,24 +284,35 @@ pub fn freeze(a: FreezeArgs) -> Result<()> {
         file.frozen.held_out_seeds,
         a.out.display()
     )?;
+    if file.signature.is_none() {
+        outln!("  unsigned (no --key): `verify --unsigned` rehearses it; only a signed file can be VERIFIED")?;
+    }
     Ok(())
 }
 
-/// A frozen file read and checked: the seal matches, and the deployment still resolves to its hash.
-fn read_frozen(path: &Path) -> Result<(Frozen, Deployment)> {
+/// A frozen file read and checked: the signature matches the evaluator's public key (unless a
+/// rehearsal), the hash matches, the decisions make sense whoever signed them, and the deployment still
+/// resolves to its hash.
+fn read_frozen(path: &Path, trust: &Trust) -> Result<(Frozen, Deployment)> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("{}: cannot read the frozen file", path.display()))?;
     let file: FrozenFile = serde_json::from_str(&text)
         .with_context(|| format!("{}: not a file `serverbench freeze` wrote", path.display()))?;
     let f = file.frozen;
+    if let Trust::Key(public) = trust {
+        let Some(signature) = &file.signature else {
+            bail!("{}: unsigned (frozen without --key): it cannot be verified, only rehearsed with --unsigned", path.display());
+        };
+        serverbench_study::seal::check(public, &signed_bytes(&f), signature)
+            .with_context(|| format!("{}: signature", path.display()))?;
+    }
     if seal(&f) != file.frozen_sha256 {
         bail!(
-            "{}: the frozen decisions changed after `freeze` (their sha256 is {}, the file was sealed with {}): the deployment, targets, concurrency, seeds or gates were edited",
-            path.display(),
-            seal(&f),
-            file.frozen_sha256
+            "{}: the frozen decisions changed after `freeze`: the deployment, targets, concurrency, seeds or gates were edited",
+            path.display()
         );
     }
+    check_decisions(&f).map_err(|e| anyhow!("{}: {e}", path.display()))?;
     let d = Deployment::from_yaml(
         &format!("{} (deployment_yaml)", path.display()),
         &f.deployment_yaml,
@@ -228,6 +326,33 @@ fn read_frozen(path: &Path) -> Result<(Frozen, Deployment)> {
         );
     }
     Ok((f, d))
+}
+
+/// What the signature cannot vouch for (the evaluator's own tool could have been misused): held-out
+/// seeds present, none a development seed, a window and concurrency a replay can run, a URL a replay
+/// takes.
+fn check_decisions(f: &Frozen) -> Result<()> {
+    if f.held_out_seeds.is_empty() || f.held_out_seeds.len() > 64 {
+        bail!(
+            "held_out_seeds: {} seeds; a verification replays 1 to 64",
+            f.held_out_seeds.len()
+        );
+    }
+    if let Some(s) = f.held_out_seeds.iter().find(|s| f.dev_seeds.contains(s)) {
+        bail!("held_out_seeds: seed {s} is also a development seed");
+    }
+    let mut seen = std::collections::HashSet::new();
+    if let Some(s) = f.held_out_seeds.iter().find(|s| !seen.insert(**s)) {
+        bail!("held_out_seeds: seed {s} is given twice");
+    }
+    inputs::checked(serverbench_sim::RunConfig::new(
+        f.concurrency,
+        0,
+        f.window_s,
+    ))
+    .context("concurrency and window_s")?;
+    serverbench_backends::base_url(&f.server.url).context("server.url")?;
+    Ok(())
 }
 
 /// One held-out run's outcome.
@@ -251,7 +376,11 @@ struct Gate {
 /// `serverbench verify`: exits 3 when a gate fails (the score does not count).
 pub fn verify(a: VerifyArgs) -> Result<()> {
     inputs::time_scale(a.time_scale)?;
-    let (f, d) = read_frozen(&a.frozen)?;
+    let trust = match &a.public_key {
+        Some(k) => Trust::Key(key_text(k, "--public-key")?),
+        None => Trust::Unsigned,
+    };
+    let (f, d) = read_frozen(&a.frozen, &trust)?;
     let url = a.url.clone().unwrap_or_else(|| f.server.url.clone());
     let questions = match &a.answers {
         Some(path) => Some(read_questions(path)?),
@@ -321,7 +450,10 @@ pub fn verify(a: VerifyArgs) -> Result<()> {
             r.summary.completed
         )?;
     }
-    if passed {
+    let rehearsal = matches!(trust, Trust::Unsigned);
+    if passed && rehearsal {
+        outln!("\n  REHEARSED (--unsigned: the file's signature was not checked, so this is not a verification). The held-out runs measured D = {dd:.3}, G = {g:.3}, f = {:.1} %", 100.0 * ff)?;
+    } else if passed {
         outln!("\n  VERIFIED. Final score over the held-out seeds: D = {dd:.3}, G = {g:.3}, f = {:.1} %", 100.0 * ff)?;
     } else {
         let reasons: Vec<&str> = gates.iter().filter(|g| !g.passed).map(|g| g.name).collect();
@@ -336,8 +468,9 @@ pub fn verify(a: VerifyArgs) -> Result<()> {
         "verify.json",
         &meta,
         &serde_json::json!({
-            "verified": passed,
-            "score": passed.then(|| serde_json::json!({"d": dd, "g": g, "f": ff})),
+            "verified": passed && !rehearsal,
+            "signature_checked": !rehearsal,
+            "score": (passed && !rehearsal).then(|| serde_json::json!({"d": dd, "g": g, "f": ff})),
             "measured": {"d": dd, "g": g, "f": ff},
             "gates": gates,
             "fidelity": measured.as_ref().map(|m| match m {
@@ -497,7 +630,7 @@ fn gates(t: &Gates, runs: &[Run], api: &str) -> Vec<Gate> {
     gate(
         "stream agrees with usage",
         stream <= t.max_stream_usage_mismatches,
-        format!("{stream} requests without usage, with more chunks than usage tokens, or streaming an uncounted field (at most {})", t.max_stream_usage_mismatches),
+        format!("{stream} requests without usage, with a usage count other than the output chunks streamed, or streaming an uncounted field (at most {})", t.max_stream_usage_mismatches),
     );
     let probe = runs.iter().find_map(|r| r.natural_stop.clone());
     gate(
@@ -520,6 +653,36 @@ fn gates(t: &Gates, runs: &[Run], api: &str) -> Vec<Gate> {
             "every lane completed requests in every run".into()
         } else {
             format!("lanes that completed nothing: {}", stalled.join("; "))
+        },
+    );
+    let not_finite: Vec<u64> = runs
+        .iter()
+        .filter(|r| {
+            let s = &r.summary;
+            ![
+                s.score.d,
+                s.score.g,
+                s.score.f,
+                s.error_rate,
+                s.overflow_rate,
+            ]
+            .iter()
+            .all(|x| x.is_finite())
+        })
+        .map(|r| r.seed)
+        .collect();
+    gate(
+        "finite scores",
+        !runs.is_empty() && not_finite.is_empty(),
+        if runs.is_empty() {
+            "no held-out run was scored".into()
+        } else if not_finite.is_empty() {
+            format!(
+                "D, G, f and the rates of all {} runs are numbers",
+                runs.len()
+            )
+        } else {
+            format!("seeds {not_finite:?} scored something that is not a number")
         },
     );
     let errors = worst(|s| s.error_rate);
@@ -566,8 +729,9 @@ mod tests {
         let t = Gates::default();
         assert!(gates(&t, &[healthy()], "tokens").iter().all(|g| g.passed));
         type Breaks = fn(&mut Run);
-        let broken: [(&str, Breaks); 7] = [
+        let broken: [(&str, Breaks); 8] = [
             ("full prompt", |r| r.client["prompt_mismatches"] = 3.into()),
+            ("finite scores", |r| r.summary.score.d = f64::NAN),
             ("exact output length", |r| {
                 r.client["length_mismatches"] = 1.into()
             }),
@@ -598,6 +762,72 @@ mod tests {
             gates(&t, &[chat], "chat").iter().all(|g| g.passed),
             "a chat template adds tokens"
         );
+    }
+
+    /// Decisions signed with the evaluator's key that still make no verification are refused for what
+    /// they are; the same file edited by anyone else is refused for its signature.
+    #[test]
+    fn a_signature_vouches_for_who_decided_and_the_checks_for_what() {
+        let d = Deployment::preset("gemma4-e4b-1xl40").unwrap();
+        let good = Frozen {
+            deployment_yaml: d.to_yaml(),
+            deployment_sha256: deployment_sha256(&d),
+            slo: d.slo,
+            concurrency: 2,
+            window_s: 60.0,
+            protocol: "cold".into(),
+            dev_seeds: vec![0, 1, 2],
+            held_out_seeds: vec![1_000_007, 1_000_008],
+            server: Server {
+                url: "http://127.0.0.1:8000".into(),
+                kind: "vllm".into(),
+                api: "tokens".into(),
+                model: "m".into(),
+            },
+            gates: Gates::default(),
+        };
+        let (private, public) = serverbench_study::seal::new_key_pair().unwrap();
+        let dir = std::env::temp_dir().join(format!("sb-frozen-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let write = |f: &Frozen, name: &str, key: &str| {
+            let file = FrozenFile {
+                frozen: f.clone(),
+                frozen_sha256: seal(f),
+                signature: Some(serverbench_study::seal::sign(key, &signed_bytes(f)).unwrap()),
+            };
+            let path = dir.join(name);
+            std::fs::write(&path, serde_json::to_string(&file).unwrap()).unwrap();
+            path
+        };
+        let trust = Trust::Key(public);
+        assert!(read_frozen(&write(&good, "good.json", &private), &trust).is_ok());
+        type Bad = (&'static str, fn(&mut Frozen), &'static str);
+        let bad: [Bad; 5] = [
+            ("empty", |f| f.held_out_seeds.clear(), "0 seeds"),
+            (
+                "dev",
+                |f| f.held_out_seeds[1] = 2,
+                "seed 2 is also a development seed",
+            ),
+            ("twice", |f| f.held_out_seeds[1] = 1_000_007, "given twice"),
+            ("url", |f| f.server.url = "not-a-url".into(), "server.url"),
+            ("window", |f| f.window_s = -5.0, "concurrency and window_s"),
+        ];
+        for (name, breaks, why) in bad {
+            let mut f = good.clone();
+            breaks(&mut f);
+            let e = read_frozen(&write(&f, name, &private), &trust).unwrap_err();
+            assert!(format!("{e:#}").contains(why), "{name}: {e:#}");
+        }
+        let (other, _) = serverbench_study::seal::new_key_pair().unwrap();
+        let e = read_frozen(&write(&good, "other.json", &other), &trust).unwrap_err();
+        assert!(
+            format!("{e:#}").contains("signature does not match"),
+            "{e:#}"
+        );
+        // A rehearsal reads it, but the decisions are still checked.
+        assert!(read_frozen(&dir.join("other.json"), &Trust::Unsigned).is_ok());
+        assert!(read_frozen(&dir.join("empty"), &Trust::Unsigned).is_err());
     }
 
     #[test]

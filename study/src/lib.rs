@@ -3,7 +3,7 @@
 //! both ends of the cost model's error),
 //! [`screen`] (seeds ranked by difficulty), [`freeze_slo`] (targets from a reference configuration),
 //! [`what_if`] (each serving knob alone), and the statistics of simulated-against-measured
-//! comparisons ([`compare`]). Callable from Rust; the binary only parses arguments, prints and writes.
+//! comparisons ([`compare`]), and the Ed25519 signatures of frozen decisions ([`seal`]). Callable from Rust; the binary only parses arguments, prints and writes.
 //!
 //! **Invariant:** results never depend on the thread count: runs execute in parallel (rayon) over a
 //! fixed job list and are collected in job order. No IO, no clock, no terminal.
@@ -27,6 +27,7 @@ mod grid;
 mod robust;
 mod scan;
 mod screen;
+pub mod seal;
 mod slo;
 mod sweep;
 mod whatif;

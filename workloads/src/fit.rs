@@ -509,6 +509,8 @@ pub struct FitReport {
     pub subagents_per_session: f64,
     /// Sub-agents spawned by sub-agents.
     pub nested_subagents: usize,
+    /// Sessions of the fitted part left out: the generator cannot draw them.
+    pub left_out: Vec<LeftOut>,
 }
 
 /// Whether the session at position `i` of a corpus is held out of the fit.
@@ -530,6 +532,50 @@ pub fn split(trees: &[SessionTree]) -> (Vec<&SessionTree>, Vec<&SessionTree>) {
     (fit, held)
 }
 
+/// The fit of `train`, leaving out (and naming) the sessions the generator cannot draw: a first prompt
+/// or a number of turns past its limits (`spec::session_shape_ok`). One such session would otherwise
+/// make the whole fit invalid.
+fn fit_generable(
+    train: &mut Vec<&SessionTree>,
+    source: &str,
+) -> (Measured, WorkloadSpec, Vec<LeftOut>) {
+    let mut left_out = Vec::new();
+    loop {
+        let m = measure(train);
+        let spec = fit(&m, source);
+        let rows = spec.session_shapes.as_deref().unwrap_or_default();
+        let bad: Vec<usize> = (0..rows.len().min(train.len()))
+            .filter(|&i| !crate::spec::session_shape_ok(&rows[i]))
+            .collect();
+        if bad.is_empty() {
+            return (m, spec, left_out);
+        }
+        for &i in bad.iter().rev() {
+            let r = rows[i];
+            left_out.push(LeftOut {
+                session: train[i].session_id,
+                why: format!(
+                    "a first prompt of {} tokens and {} turns (the generator draws at most {} and {})",
+                    r[0],
+                    r[1],
+                    crate::spec::MAX_PART_TOKENS,
+                    crate::spec::MAX_TURNS
+                ),
+            });
+            train.remove(i);
+        }
+    }
+}
+
+/// A session the fit left out, and why.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LeftOut {
+    /// The session's number in the corpus (its tree's `session_id`: the order it was read in).
+    pub session: u64,
+    /// Why it was left out.
+    pub why: String,
+}
+
 /// Fits on all but the held-out fifth, generates `generated` sessions from the result (seed 0, a
 /// context limit of `context_limit`), and compares.
 /// `check`: further sessions (that cannot be fitted on, or shipped) compared with the generator too.
@@ -540,9 +586,8 @@ pub fn fit_and_report(
     generated: u64,
     context_limit: u32,
 ) -> Result<(WorkloadSpec, FitReport), serverbench_config::FieldError> {
-    let (train, held) = split(trees);
-    let train_m = measure(&train);
-    let spec = fit(&train_m, source);
+    let (mut train, held) = split(trees);
+    let (train_m, spec, left_out) = fit_generable(&mut train, source);
     let held = if held.is_empty() { train.clone() } else { held };
     let held_m = measure(&held);
     let g = Generator::new(spec.clone(), 0, context_limit)?;
@@ -595,6 +640,7 @@ pub fn fit_and_report(
         subagents_per_session: train_m.subagent_turns.len() as f64 / train_m.sessions.max(1) as f64,
         nested_subagents: train_m.nested,
         rows,
+        left_out,
     };
     Ok((spec, report))
 }

@@ -270,6 +270,17 @@ fn clamp(x: f64, min: Option<f64>, max: Option<f64>) -> f64 {
 
 /// Most root turns (or sub-agent turns) one agent may take.
 pub const MAX_TURNS: u32 = 100_000;
+
+/// Whether a `session_shapes` row `[first prompt, turns, compaction threshold]` is one the generator can
+/// draw: at least `[1, 1, 0]`, at most `[MAX_PART_TOKENS, MAX_TURNS, MAX_FIXED_TOKENS]`.
+pub fn session_shape_ok(r: &[f64; 3]) -> bool {
+    r[0] >= 1.0
+        && r[0] <= MAX_PART_TOKENS as f64
+        && r[1] >= 1.0
+        && r[1] <= MAX_TURNS as f64
+        && r[2] >= 0.0
+        && r[2] <= MAX_FIXED_TOKENS as f64
+}
 /// Most sub-agents one turn may spawn at once.
 pub const MAX_FANOUT: u32 = 64;
 /// Most tokens of one prompt part, tool result or output.
@@ -666,13 +677,7 @@ impl WorkloadSpec {
                 return bad("session_shapes", "needs at least one row");
             }
             for (i, r) in rows.iter().enumerate() {
-                let ok = r[0] >= 1.0
-                    && r[0] <= MAX_PART_TOKENS as f64
-                    && r[1] >= 1.0
-                    && r[1] <= MAX_TURNS as f64
-                    && r[2] >= 0.0
-                    && r[2] <= MAX_FIXED_TOKENS as f64;
-                if !ok {
+                if !session_shape_ok(r) {
                     return Err(FieldError::new(
                         format!("session_shapes[{i}]"),
                         format!("[first prompt, turns, threshold] must be at least [1, 1, 0] and at most [{MAX_PART_TOKENS}, {MAX_TURNS}, {MAX_FIXED_TOKENS}]"),

@@ -366,6 +366,11 @@ pub(super) fn chat(
         .get("messages")
         .and_then(Value::as_array)
         .ok_or_else(|| Refusal::bad("messages: missing or not a list"))?;
+    if messages.is_empty() {
+        return Err(Refusal::bad(
+            "messages: empty (a chat request has at least one message)",
+        ));
+    }
     let mut text = Vec::new();
     for (i, m) in messages.iter().enumerate() {
         content_text(
@@ -642,6 +647,8 @@ mod tests {
         assert!(e.unwrap_err().message.contains("/v1/completions only"));
         assert!(refused(json!({"prompt": [1], "stream": "yes"})).starts_with("stream:"));
         assert!(refused(json!({"prompt": []})).contains("empty"));
+        let e = chat(&json!({"messages": []}), 1000, 4096, None).unwrap_err();
+        assert!(e.message.starts_with("messages: empty"), "{}", e.message);
         let ok = completion(
             &json!({"prompt": "hi", "stop": [], "n": 1, "logprobs": null}),
             1000,

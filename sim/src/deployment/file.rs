@@ -24,6 +24,9 @@ pub struct Referenced<'a> {
     /// A profile replacing the file's before the deployment is checked (`--profile`): the file it
     /// was read from, and the profile.
     pub profile: Option<(&'a str, &'a Profile)>,
+    /// The model a file names by `model: PATH` (a Hugging Face `config.json`, or a folder holding one;
+    /// `PATH` as written), or `None` when there is no such file (then the name is an unknown preset).
+    pub model_file: &'a dyn Fn(&str) -> Result<Option<ModelSpec>, InputError>,
 }
 
 impl Default for Referenced<'_> {
@@ -31,6 +34,7 @@ impl Default for Referenced<'_> {
         Referenced {
             profile_file: &|_| Ok(None),
             profile: None,
+            model_file: &|_| Ok(None),
         }
     }
 }
@@ -219,6 +223,13 @@ impl Deployment {
         if let Some((_, p)) = refs.profile {
             m.insert("profile".into(), to_value(p));
         }
+        if let Some(Value::String(name)) = m.get("model") {
+            if ModelSpec::preset(name).is_none() {
+                if let Some(spec) = (refs.model_file)(name)? {
+                    m.insert("model".into(), to_value(&spec));
+                }
+            }
+        }
         let mut d = base
             .merged(file, text, "", over)
             .map_err(|e| match refs.profile {
@@ -402,7 +413,7 @@ mod tests {
         let reader = |name: &str| Ok((name == "fits/my.yaml").then(|| fit.clone()));
         let refs = Referenced {
             profile_file: &reader,
-            profile: None,
+            ..Referenced::default()
         };
         let text = "base: qwen3.5-9b-2xl40\nprofile: fits/my.yaml\n";
         let d = Deployment::from_yaml_with("dir/d.yaml", text, &refs).unwrap();

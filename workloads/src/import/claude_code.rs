@@ -368,14 +368,21 @@ fn read_call(
     let count = |k: &str| -> Result<u64, InputError> {
         match usage.get(k) {
             None | Some(Value::Null) => Ok(0),
-            Some(v) => v.as_u64().ok_or_else(|| {
-                InputError::new(
-                    name,
-                    n,
-                    format!("message.usage.{k}"),
-                    format!("expected a non-negative token count, got {v}"),
-                )
-            }),
+            // Each count bounded by the longest context, so that their sums cannot wrap.
+            Some(v) => v
+                .as_u64()
+                .filter(|&c| c <= crate::spec::MAX_FIXED_TOKENS as u64)
+                .ok_or_else(|| {
+                    InputError::new(
+                        name,
+                        n,
+                        format!("message.usage.{k}"),
+                        format!(
+                            "expected a token count from 0 to {} (the longest context), got {v}",
+                            crate::spec::MAX_FIXED_TOKENS
+                        ),
+                    )
+                }),
         }
     };
     let (input, read, write, output) = (

@@ -580,6 +580,20 @@ fn checked(r: &mut Reduced, lenient: bool) -> Result<(), InputError> {
             bad.push(i);
         }
     }
+    // A copy of a session (the same id: the same source and original id) would be fitted twice and
+    // could land on both sides of a held-out split: the first is kept, the copies counted.
+    let mut seen = std::collections::HashSet::new();
+    for (i, s) in r.sessions.iter().enumerate() {
+        if !bad.contains(&i) && !seen.insert(s.id.as_str()) {
+            r.skipped.push(Skip {
+                file: r.origins[i].first().cloned().unwrap_or_default(),
+                line: 0,
+                what: "a copy of a session read before (the same id)".into(),
+            });
+            bad.push(i);
+        }
+    }
+    bad.sort_unstable();
     for &i in bad.iter().rev() {
         r.sessions.remove(i);
         r.origins.remove(i);

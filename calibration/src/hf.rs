@@ -1,0 +1,473 @@
+//! A model spec from a Hugging Face `config.json`: the shapes the cost model needs (parameters,
+//! KV bytes per token, attention FLOPs, experts) derived from the fields the architectures users serve
+//! carry. An architecture or a field this reader cannot place is an error naming it, never a guess.
+//! Pure: takes the file's text, never reads files.
+
+use crate::model::{AttentionLayers, Experts, ModelSpec};
+use serde_json::{Map, Value};
+use serverbench_config::FieldError;
+
+/// The architectures read, by their `architectures[0]` name, and how their MLP is built.
+const ARCHITECTURES: [(&str, Mlp); 6] = [
+    ("LlamaForCausalLM", Mlp::Dense),
+    ("MistralForCausalLM", Mlp::Dense),
+    ("Qwen2ForCausalLM", Mlp::Dense),
+    ("Qwen3ForCausalLM", Mlp::Dense),
+    ("Qwen3MoeForCausalLM", Mlp::Qwen3Moe),
+    ("MixtralForCausalLM", Mlp::Mixtral),
+];
+
+/// How an architecture's feed-forward layers are built.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mlp {
+    /// Gate, up and down projections of `intermediate_size` in every layer.
+    Dense,
+    /// `num_experts` experts of `moe_intermediate_size`, `num_experts_per_tok` per token, in the layers
+    /// `decoder_sparse_step` picks outside `mlp_only_layers` (those are dense of `intermediate_size`).
+    Qwen3Moe,
+    /// `num_local_experts` experts of `intermediate_size`, `num_experts_per_tok` per token, every layer.
+    Mixtral,
+}
+
+/// The architectures [`from_config`] reads, for messages.
+pub fn architectures() -> String {
+    ARCHITECTURES
+        .iter()
+        .map(|(a, _)| *a)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The model a `config.json` describes, named `name`. Errors name the field.
+pub fn from_config(name: &str, text: &str) -> Result<ModelSpec, FieldError> {
+    let v: Value =
+        serde_json::from_str(text).map_err(|e| FieldError::new("", format!("not JSON: {e}")))?;
+    let c = v
+        .as_object()
+        .ok_or_else(|| FieldError::new("", "not a model config: expected a JSON object"))?;
+    let arch = c
+        .get("architectures")
+        .and_then(Value::as_array)
+        .and_then(|a| a.first())
+        .and_then(Value::as_str)
+        .ok_or_else(|| {
+            FieldError::new(
+                "architectures",
+                "missing: not a model config (a Hugging Face config.json names its architecture)",
+            )
+        })?;
+    let mlp = ARCHITECTURES
+        .iter()
+        .find(|(a, _)| *a == arch)
+        .map(|(_, m)| *m)
+        .ok_or_else(|| {
+            FieldError::new(
+                "architectures",
+                format!(
+                    "{arch:?} is not an architecture this build reads ({})",
+                    architectures()
+                ),
+            )
+        })?;
+    let f = Fields(c);
+    refuse_unread(&f)?;
+    let hidden = f.count("hidden_size")?;
+    let layers = f.count("num_hidden_layers")?;
+    let heads = f.count("num_attention_heads")?;
+    let kv_heads = f.count_or("num_key_value_heads", heads)?;
+    if hidden % heads != 0 && f.get("head_dim").is_none() {
+        return Err(FieldError::new(
+            "num_attention_heads",
+            format!("{heads} heads do not divide hidden_size {hidden}, and no head_dim is given"),
+        ));
+    }
+    let head_dim = f.count_or("head_dim", hidden / heads)?;
+    if heads % kv_heads != 0 {
+        return Err(FieldError::new(
+            "num_key_value_heads",
+            format!("{kv_heads} KV heads do not divide the {heads} query heads"),
+        ));
+    }
+    let vocab = f.count("vocab_size")?;
+    let tied = f.flag("tie_word_embeddings")?;
+    let window = sliding_window(&f)?;
+    let attention = AttentionLayers {
+        layers,
+        kv_layers: layers,
+        q_heads: heads,
+        kv_heads,
+        head_dim,
+        window: None,
+    };
+    let (h, q, kv) = (
+        hidden as f64,
+        (heads * head_dim) as f64,
+        (kv_heads * head_dim) as f64,
+    );
+    let attn_params = h * q + 2.0 * h * kv + q * h;
+    let (mlp_total, mlp_active, experts) = feed_forward(&f, mlp, hidden, layers)?;
+    let per_layer_attn = layers as f64 * attn_params;
+    let lm_head = vocab as f64 * h;
+    let quantizable = per_layer_attn + mlp_total;
+    let spec = ModelSpec {
+        name: name.to_string(),
+        hidden,
+        layers,
+        full_attention: AttentionLayers {
+            window: None,
+            ..attention.clone()
+        },
+        sliding_attention: None,
+        linear_attention: None,
+        matmul_params: per_layer_attn + mlp_active + lm_head,
+        total_params: quantizable + lm_head + if tied { 0.0 } else { lm_head },
+        quantizable_params: quantizable,
+        int4_weight_bytes: None,
+        vocab,
+        native_context: context(&f)?,
+        experts,
+    };
+    let spec = match window {
+        // Every layer slides (Mistral's first release): the layers are the sliding group's.
+        Some(w) => ModelSpec {
+            full_attention: AttentionLayers {
+                layers: 0,
+                kv_layers: 0,
+                ..attention.clone()
+            },
+            sliding_attention: Some(AttentionLayers {
+                window: Some(w),
+                ..attention
+            }),
+            ..spec
+        },
+        None => spec,
+    };
+    spec.check()?;
+    Ok(spec)
+}
+
+/// Fields that change the shape in ways this reader does not model: refused rather than ignored.
+fn refuse_unread(f: &Fields<'_>) -> Result<(), FieldError> {
+    if f.flag("use_sliding_window")? {
+        return Err(FieldError::new(
+            "use_sliding_window",
+            "true: sliding layers chosen by max_window_layers are not read by this build",
+        ));
+    }
+    for key in [
+        "kv_lora_rank",
+        "q_lora_rank",
+        "layer_types",
+        "linear_num_value_heads",
+    ] {
+        if f.get(key).is_some_and(|v| !v.is_null()) {
+            return Err(FieldError::new(
+                key,
+                "set: latent, hybrid or per-layer attention is not read for this architecture",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The sliding window every layer uses, when the config sets one (`sliding_window`, not null).
+fn sliding_window(f: &Fields<'_>) -> Result<Option<u32>, FieldError> {
+    match f.get("sliding_window") {
+        None | Some(Value::Null) => Ok(None),
+        Some(_) if f.get("use_sliding_window").is_some() => Ok(None),
+        Some(_) => f.count("sliding_window").map(Some),
+    }
+}
+
+/// Feed-forward parameters of all layers: (held, multiplied per token, the routed experts).
+fn feed_forward(
+    f: &Fields<'_>,
+    mlp: Mlp,
+    hidden: u32,
+    layers: u32,
+) -> Result<(f64, f64, Option<Experts>), FieldError> {
+    let h = hidden as f64;
+    match mlp {
+        Mlp::Dense => {
+            let p = layers as f64 * 3.0 * h * f.count("intermediate_size")? as f64;
+            Ok((p, p, None))
+        }
+        Mlp::Qwen3Moe | Mlp::Mixtral => {
+            let (count_key, size_key) = match mlp {
+                Mlp::Qwen3Moe => ("num_experts", "moe_intermediate_size"),
+                _ => ("num_local_experts", "intermediate_size"),
+            };
+            // transformers 5 writes Qwen3-MoE's expert count as Mixtral names it.
+            let count_key = match (mlp, f.get(count_key)) {
+                (Mlp::Qwen3Moe, None) if f.get("num_local_experts").is_some() => {
+                    "num_local_experts"
+                }
+                _ => count_key,
+            };
+            let count = f.count(count_key)?;
+            let per_token = f.count("num_experts_per_tok")?;
+            if per_token > count {
+                return Err(FieldError::new(
+                    "num_experts_per_tok",
+                    format!("{per_token} experts per token, more than the {count} experts"),
+                ));
+            }
+            let expert = 3.0 * h * f.count(size_key)? as f64;
+            let moe_layers = match mlp {
+                Mlp::Qwen3Moe => qwen3_moe_layers(f, layers)?,
+                _ => layers,
+            };
+            let dense_layers = (layers - moe_layers) as f64;
+            let dense = if dense_layers > 0.0 {
+                dense_layers * 3.0 * h * f.count("intermediate_size")? as f64
+            } else {
+                0.0
+            };
+            let router = moe_layers as f64 * h * count as f64;
+            let held = dense + router + moe_layers as f64 * count as f64 * expert;
+            let active = dense + router + moe_layers as f64 * per_token as f64 * expert;
+            let experts = Experts {
+                layers: moe_layers,
+                count,
+                per_token,
+                params_per_expert: expert,
+            };
+            Ok((held, active, Some(experts)))
+        }
+    }
+}
+
+/// Qwen3-MoE's sparse layers: every `decoder_sparse_step`-th (counting from 1) not in `mlp_only_layers`.
+fn qwen3_moe_layers(f: &Fields<'_>, layers: u32) -> Result<u32, FieldError> {
+    let step = f.count_or("decoder_sparse_step", 1)?;
+    let dense: Vec<u64> = match f.get("mlp_only_layers") {
+        None | Some(Value::Null) => vec![],
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|x| {
+                x.as_u64().filter(|&i| i < layers as u64).ok_or_else(|| {
+                    FieldError::new("mlp_only_layers", format!("{x} is not a layer index"))
+                })
+            })
+            .collect::<Result<_, _>>()?,
+        Some(other) => {
+            return Err(FieldError::new(
+                "mlp_only_layers",
+                format!("expected a list of layer indices, got {other}"),
+            ))
+        }
+    };
+    Ok((0..layers as u64)
+        .filter(|&i| !dense.contains(&i) && (i + 1) % step as u64 == 0)
+        .count() as u32)
+}
+
+/// The context the config allows: `max_position_embeddings`, or YaRN's factor times the original.
+fn context(f: &Fields<'_>) -> Result<u32, FieldError> {
+    let native = f.count("max_position_embeddings")?;
+    let Some(Value::Object(rope)) = f.get("rope_scaling") else {
+        return Ok(native);
+    };
+    let kind = rope
+        .get("rope_type")
+        .or_else(|| rope.get("type"))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if kind != "yarn" {
+        return Ok(native);
+    }
+    let factor = rope
+        .get("factor")
+        .and_then(Value::as_f64)
+        .filter(|x| x.is_finite() && *x >= 1.0)
+        .ok_or_else(|| FieldError::new("rope_scaling.factor", "expected a number of at least 1"))?;
+    let original = match rope.get("original_max_position_embeddings") {
+        Some(v) => v.as_u64().filter(|&n| n > 0).ok_or_else(|| {
+            FieldError::new(
+                "rope_scaling.original_max_position_embeddings",
+                "expected a positive whole number",
+            )
+        })? as f64,
+        None => native as f64,
+    };
+    Ok((original * factor).min(crate::model::MAX_MODEL_CONTEXT as f64) as u32)
+}
+
+/// The config's top-level fields, read with errors that name them.
+struct Fields<'a>(&'a Map<String, Value>);
+
+/// The largest count a shape field may hold (a layer count, a hidden size, a vocabulary).
+const MAX_COUNT: u64 = 1 << 24;
+
+impl Fields<'_> {
+    fn get(&self, key: &str) -> Option<&Value> {
+        self.0.get(key)
+    }
+
+    /// A positive whole number, at most [`MAX_COUNT`].
+    fn count(&self, key: &str) -> Result<u32, FieldError> {
+        match self.get(key) {
+            None | Some(Value::Null) => Err(FieldError::new(key, "missing")),
+            Some(v) => v
+                .as_u64()
+                .filter(|&n| n > 0 && n <= MAX_COUNT)
+                .map(|n| n as u32)
+                .ok_or_else(|| {
+                    FieldError::new(
+                        key,
+                        format!("expected a whole number from 1 to {MAX_COUNT}, got {v}"),
+                    )
+                }),
+        }
+    }
+
+    /// [`Fields::count`], or `default` when the field is absent or null.
+    fn count_or(&self, key: &str, default: u32) -> Result<u32, FieldError> {
+        match self.get(key) {
+            None | Some(Value::Null) => Ok(default),
+            Some(_) => self.count(key),
+        }
+    }
+
+    /// A boolean, false when absent.
+    fn flag(&self, key: &str) -> Result<bool, FieldError> {
+        match self.get(key) {
+            None | Some(Value::Null) => Ok(false),
+            Some(Value::Bool(b)) => Ok(*b),
+            Some(v) => Err(FieldError::new(
+                key,
+                format!("expected true or false, got {v}"),
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(file: &str) -> ModelSpec {
+        let path = format!("{}/../tests/fixtures/hf/{file}", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(&path).unwrap();
+        from_config(file, &text).unwrap()
+    }
+
+    fn within(got: f64, want: f64, tolerance: f64) -> bool {
+        (got / want - 1.0).abs() <= tolerance
+    }
+
+    /// Qwen3-8B's config.json gives the shipped preset's parameters, KV bytes and FLOPs within 1 %.
+    #[test]
+    fn qwen3_8b_from_its_config_is_the_shipped_preset() {
+        let got = read("qwen3-8b.json");
+        let want = ModelSpec::preset("qwen3-8b").unwrap();
+        for (what, g, w) in [
+            ("matmul_params", got.matmul_params, want.matmul_params),
+            ("total_params", got.total_params, want.total_params),
+            (
+                "quantizable_params",
+                got.quantizable_params,
+                want.quantizable_params,
+            ),
+            (
+                "kv bytes",
+                got.kv_bytes_per_token() as f64,
+                want.kv_bytes_per_token() as f64,
+            ),
+            (
+                "attention flops",
+                got.full_attention.flops_per_pair(),
+                want.full_attention.flops_per_pair(),
+            ),
+        ] {
+            assert!(within(g, w, 0.01), "{what}: {g} against {w}");
+        }
+        assert_eq!(
+            (got.vocab, got.native_context, got.experts),
+            (want.vocab, want.native_context, None)
+        );
+    }
+
+    /// Mixtures of experts against their published totals: Qwen3-30B-A3B 30.5 B parameters of which
+    /// 3.3 B active, Mixtral 8x7B 46.7 B and 12.9 B; a sliding window on every layer for Mistral 7B.
+    #[test]
+    fn mixtures_of_experts_and_sliding_windows_are_placed() {
+        let q = read("qwen3-30b-a3b.json");
+        let e = q.experts.clone().unwrap();
+        assert_eq!((e.layers, e.count, e.per_token), (48, 128, 8));
+        assert!(within(q.total_params, 30.5e9, 0.01), "{}", q.total_params);
+        // Active: the published 3.3 B counts the embedding table, which is gathered, not multiplied.
+        assert!(
+            within(q.matmul_params + 151_936.0 * 2048.0, 3.3e9, 0.03),
+            "{}",
+            q.matmul_params
+        );
+        assert_eq!(q.kv_bytes_per_token(), 48 * 2 * 4 * 128 * 2);
+        let m = read("mixtral-8x7b.json");
+        assert!(within(m.total_params, 46.7e9, 0.01), "{}", m.total_params);
+        assert!(
+            within(m.matmul_params + 32_000.0 * 4096.0, 12.9e9, 0.01),
+            "{}",
+            m.matmul_params
+        );
+        let s = read("mistral-7b-v0.1.json");
+        assert!(within(s.total_params, 7.24e9, 0.01), "{}", s.total_params);
+        let sliding = s.sliding_attention.unwrap();
+        assert_eq!((sliding.layers, sliding.window), (32, Some(4096)));
+        assert_eq!(s.full_attention.layers, 0);
+    }
+
+    /// Whatever cannot be placed is named: an unknown architecture, a missing or contradictory field,
+    /// a file that is no model config.
+    #[test]
+    fn what_cannot_be_placed_is_named() {
+        let base = std::fs::read_to_string(format!(
+            "{}/../tests/fixtures/hf/qwen3-30b-a3b.json",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap();
+        let edit = |from: &str, to: &str| {
+            assert!(base.contains(from), "{from}");
+            from_config("c", &base.replace(from, to)).unwrap_err()
+        };
+        let e = edit("Qwen3MoeForCausalLM", "DeepseekV3ForCausalLM");
+        assert_eq!(e.field, "architectures");
+        assert!(e.reason.contains("DeepseekV3ForCausalLM"), "{}", e.reason);
+        assert_eq!(
+            edit("\"num_experts_per_tok\": 8", "\"num_experts_per_tok\": 200").field,
+            "num_experts_per_tok"
+        );
+        assert_eq!(
+            edit("\"num_key_value_heads\": 4", "\"num_key_value_heads\": 5").field,
+            "num_key_value_heads"
+        );
+        assert_eq!(edit("\"hidden_size\": 2048,", "").field, "hidden_size");
+        assert_eq!(
+            edit("\"hidden_size\": 2048", "\"hidden_size\": -1").field,
+            "hidden_size"
+        );
+        assert_eq!(
+            edit(
+                "\"use_sliding_window\": false",
+                "\"use_sliding_window\": true"
+            )
+            .field,
+            "use_sliding_window"
+        );
+        assert_eq!(edit("\"num_experts\": 128,", "").field, "num_experts");
+        let renamed = base.replace("\"num_experts\"", "\"num_local_experts\"");
+        assert_eq!(
+            from_config("c", &renamed).unwrap().experts.unwrap().count,
+            128
+        );
+        assert_eq!(
+            from_config("c", "[1, 2]").unwrap_err().reason,
+            "not a model config: expected a JSON object"
+        );
+        assert_eq!(
+            from_config("c", "{\"a\": 1}").unwrap_err().field,
+            "architectures"
+        );
+    }
+}
