@@ -56,6 +56,10 @@ pub enum Command {
     /// What the cost model derives from a model: a preset, or a Hugging Face `config.json`.
     #[command(subcommand)]
     Model(ModelCommand),
+    /// The GPU catalog: every hardware preset's datasheet figures and the profiles measured or assumed
+    /// for it.
+    #[command(subcommand)]
+    Hardware(HardwareCommand),
 }
 
 impl Command {
@@ -311,6 +315,13 @@ pub struct SloArgs {
     /// Write the deployment with the frozen targets to this YAML file.
     #[arg(long, short = 'o')]
     pub out: Option<PathBuf>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum HardwareCommand {
+    /// One line per GPU: memory, bandwidth, dense bf16 and fp8 FLOP/s, the link between GPUs, the
+    /// default price, and its profiles (docs/models-and-hardware.md gives each figure's source).
+    List,
 }
 
 #[derive(Subcommand, Debug)]

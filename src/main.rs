@@ -97,6 +97,7 @@ fn try_main() -> anyhow::Result<()> {
         cli::Command::Calibrate(a) => calibrate::run(a),
         cli::Command::Workload(w) => workload::run(w),
         cli::Command::Model(cli::ModelCommand::Show(a)) => model::show(&a.model),
+        cli::Command::Hardware(cli::HardwareCommand::List) => model::hardware_list(),
         cli::Command::Freeze(a) => verify::freeze(a),
         cli::Command::Keygen(a) => verify::keygen(a),
         cli::Command::Verify(a) => verify::verify(a),

@@ -1,15 +1,50 @@
-//! `serverbench model show`: renders what the cost model derives from a model (parameters, KV bytes and
-//! FLOPs per token, experts); the derivation is the calibration crate's, never done here.
+//! `serverbench model show` and `serverbench hardware list`: render what the cost model derives from a
+//! model (parameters, KV bytes and FLOPs per token, experts) and the GPU catalog; the derivations are the
+//! calibration crate's, never done here.
 
 use crate::inputs;
 use anyhow::Result;
-use serverbench_calibration::{AttentionLayers, ModelSpec};
+use serverbench_calibration::{AttentionLayers, HardwareSpec, ModelSpec, Profile};
 
 /// Prints the model's derived numbers.
 pub fn show(name_or_path: &str) -> Result<()> {
     let m = inputs::model(name_or_path)?;
     outln!("{}", render(&m))?;
     Ok(())
+}
+
+/// Prints the GPU catalog.
+pub fn hardware_list() -> Result<()> {
+    outln!("{}", catalog(&HardwareSpec::presets(), &Profile::presets()))?;
+    Ok(())
+}
+
+/// The catalog's table: one row per GPU, its profiles last (fitted ones marked).
+fn catalog(gpus: &[HardwareSpec], profiles: &[Profile]) -> String {
+    let mut out = format!(
+        "{:<14} {:>9} {:>9} {:>10} {:>10} {:>11} {:>7}  profiles (* fitted to measurements)\n",
+        "gpu", "memory GB", "TB/s", "bf16 TF/s", "fp8 TF/s", "link GB/s", "$/GPU-h"
+    );
+    for h in gpus {
+        let mut names: Vec<String> = profiles
+            .iter()
+            .filter(|p| p.hardware == h.name)
+            .map(|p| format!("{}{}", p.name, if p.fitted { "*" } else { "" }))
+            .collect();
+        names.sort();
+        out.push_str(&format!(
+            "{:<14} {:>9.1} {:>9.2} {:>10.0} {:>10.0} {:>11.0} {:>7.2}  {}\n",
+            h.name,
+            h.memory_bytes / 1e9,
+            h.memory_bandwidth / 1e12,
+            h.bf16_flops / 1e12,
+            h.fp8_flops / 1e12,
+            h.link_bandwidth / 1e9,
+            h.dollars_per_hour,
+            names.join(", ")
+        ));
+    }
+    out
 }
 
 fn billions(x: f64) -> String {
@@ -84,6 +119,25 @@ fn render(m: &ModelSpec) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every GPU of the catalog has a profile to run on, and the table lists them all.
+    #[test]
+    fn every_catalog_gpu_has_a_profile() {
+        let (gpus, profiles) = (HardwareSpec::presets(), Profile::presets());
+        assert!(gpus.len() >= 12, "{} GPUs", gpus.len());
+        let table = catalog(&gpus, &profiles);
+        for h in &gpus {
+            let row = table
+                .lines()
+                .find(|l| l.starts_with(&format!("{} ", h.name)))
+                .unwrap();
+            assert!(
+                row.contains(&format!("{}-", h.name)) || row.contains("l40-"),
+                "{row}"
+            );
+        }
+        assert!(table.contains("h200-qwen3-8b-vllm*"), "{table}");
+    }
 
     #[test]
     fn a_mixture_of_experts_shows_its_experts_and_a_dense_model_none() {

@@ -337,3 +337,15 @@ macro_rules! out {
         write!(std::io::stdout().lock(), $($arg)*)
     }};
 }
+
+/// A line saying that the deployment's profile was not fitted to measurements (a catalog GPU's
+/// datasheet profile, or one a user chose): its step times are the datasheet's peaks at assumed
+/// efficiencies. `None` for a fitted profile.
+pub fn unfitted_profile_note(d: &serverbench_sim::Deployment) -> Option<String> {
+    (!d.profile.fitted).then(|| {
+        format!(
+            "  profile {} is not fitted to measurements: {}\n",
+            d.profile.name, d.profile.source
+        )
+    })
+}

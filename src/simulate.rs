@@ -49,6 +49,9 @@ pub fn run(a: SimulateArgs) -> Result<()> {
         cfg.seed,
         cfg.window_s
     )?;
+    if let Some(note) = crate::output::unfitted_profile_note(&d) {
+        outln!("{note}")?;
+    }
     let rows = summary_rows(
         &out.summary,
         d.gpus(),

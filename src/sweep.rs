@@ -101,6 +101,9 @@ pub fn run(a: SweepArgs) -> Result<()> {
         r.window_s,
         a.replay.protocol()
     )?;
+    if let Some(note) = crate::output::unfitted_profile_note(&d) {
+        outln!("{note}")?;
+    }
     let mut printed = table(&r, &d);
     // The recommendation under the cost model's own error (both ends of the profile's band).
     let under = match r.partial {

@@ -820,3 +820,106 @@ fn hostile_inputs_are_refused_with_their_field_or_read_as_text() {
     }
     assert!(stdout(&serverbench(["simulate", "-d", &bom, "-w", "60"])).contains("qwen3.5-9b-2xl40"));
 }
+
+/// A deployment file naming a Hugging Face `config.json` (a mixture of experts) on a catalog GPU it did
+/// not start from: `sweep` runs and recommends on the GPU's datasheet profile and price and says the
+/// profile is not fitted; `model show` prints the experts; an architecture the reader cannot place
+/// names the file and the field (issue 40).
+#[test]
+fn a_config_json_model_on_a_catalog_gpu_sweeps_and_says_its_profile_is_not_fitted() {
+    let dir = tempdir("config-json");
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hf/qwen3-30b-a3b.json");
+    std::fs::create_dir_all(dir.join("Qwen3-30B-A3B")).unwrap();
+    std::fs::copy(&fixture, dir.join("Qwen3-30B-A3B/config.json")).unwrap();
+    let dep = dir.join("moe.yaml");
+    std::fs::write(
+        &dep,
+        "base: qwen3-8b-1xh200-vllm\nmodel: Qwen3-30B-A3B\nhardware: b200\n",
+    )
+    .unwrap();
+    let text = stdout(&serverbench([
+        "sweep",
+        "-d",
+        dep.to_str().unwrap(),
+        "-c",
+        "1,8",
+        "--seeds",
+        "1",
+        "-w",
+        "120",
+    ]));
+    assert!(
+        text.contains("1 × b200 GPU, $6.50/GPU-h")
+            && text.contains("profile b200-datasheet is not fitted to measurements")
+            && text.contains("Recommendation: accept"),
+        "{text}"
+    );
+    let shown = stdout(&serverbench([
+        "model",
+        "show",
+        dir.join("Qwen3-30B-A3B").to_str().unwrap(),
+    ]));
+    assert!(
+        shown.starts_with("Qwen3-30B-A3B: 48 layers") && shown.contains("8 of 128 per token"),
+        "{shown}"
+    );
+    let bad = dir.join("deepseek.json");
+    std::fs::write(
+        &bad,
+        r#"{"architectures": ["DeepseekV3ForCausalLM"], "hidden_size": 7168}"#,
+    )
+    .unwrap();
+    let o = serverbench(["model", "show", bad.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("deepseek.json: architectures: \"DeepseekV3ForCausalLM\" is not an architecture this build reads"),
+        "{err}"
+    );
+}
+
+/// Ten public `config.json` files of six architectures (dense, sliding-window, mixtures of experts),
+/// each on a GPU and tensor-parallel degree that holds it, sweep end to end and recommend (issue 40).
+#[test]
+fn ten_public_configs_simulate_end_to_end() {
+    let dir = tempdir("ten-configs");
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hf");
+    for (file, hardware, tp) in [
+        ("qwen3-8b.json", "h200", 1),
+        ("qwen3-0.6b.json", "l4", 1),
+        ("qwen2.5-7b-instruct.json", "l40s", 1),
+        ("qwen2.5-0.5b-instruct.json", "rtx4090", 1),
+        ("mistral-7b-v0.1.json", "a100-80gb", 1),
+        ("mistral-nemo-base-2407.json", "h100-sxm", 1),
+        ("qwen3-30b-a3b.json", "h200", 1),
+        ("qwen3-235b-a22b.json", "b200", 4),
+        ("mixtral-8x7b.json", "mi300x", 1),
+        ("mixtral-8x22b.json", "h200", 4),
+    ] {
+        std::fs::copy(fixtures.join(file), dir.join(file)).unwrap();
+        let dep = dir.join(format!("{file}.yaml"));
+        std::fs::write(
+            &dep,
+            format!("base: qwen3-8b-1xh200\nmodel: {file}\nhardware: {hardware}\ntp: {tp}\nworkload: synthetic-v1\ncontext_limit: 32768\n"),
+        )
+        .unwrap();
+        let o = serverbench([
+            "sweep",
+            "-d",
+            dep.to_str().unwrap(),
+            "-c",
+            "1,4",
+            "--seeds",
+            "1",
+            "-w",
+            "60",
+        ]);
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            o.status.success() && text.contains("Recommendation: accept"),
+            "{file} on {tp} × {hardware}: {text}{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+}

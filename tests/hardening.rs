@@ -574,8 +574,20 @@ fn a_profile_flag_applies_before_the_deployment_file_is_checked() {
     l40_profile(&fit, "my-l40-fit");
     let fit = fit.to_str().unwrap();
     let dep = write(&d, "on-l40.yaml", "base: qwen3-8b-1xh200\nhardware: l40\n");
+    // Without a profile it runs on the L40's datasheet profile, at the L40's price, and says so.
+    let text = crate::stdout(&serverbench(["simulate", "-d", &dep, "-w", "60"]));
+    assert!(
+        text.contains("profile l40-datasheet is not fitted to measurements")
+            && text.contains("× $0.82/h"),
+        "{text}"
+    );
+    let kept = write(
+        &d,
+        "kept.yaml",
+        "base: qwen3-8b-1xh200\nhardware: l40\nprofile: h200-qwen3-8b-cuda\n",
+    );
     refused(
-        &serverbench(["simulate", "-d", &dep, "-w", "60"]),
+        &serverbench(["simulate", "-d", &kept, "-w", "60"]),
         &["profile \"h200-qwen3-8b-cuda\" describes hardware \"h200\""],
     );
     let printed = crate::stdout(&serverbench([

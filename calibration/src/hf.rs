@@ -418,6 +418,38 @@ mod tests {
         assert_eq!(s.full_attention.layers, 0);
     }
 
+    /// Every fixture against its model card's published parameter count (and, for the mixtures of
+    /// experts, the active count, which cards give with the embedding table).
+    #[test]
+    fn ten_public_configs_give_their_published_sizes() {
+        let cases: [(&str, f64, Option<f64>); 10] = [
+            ("qwen3-8b.json", 8.19e9, None),
+            ("qwen3-0.6b.json", 0.6e9, None),
+            ("qwen2.5-7b-instruct.json", 7.61e9, None),
+            ("qwen2.5-0.5b-instruct.json", 0.49e9, None),
+            ("mistral-7b-v0.1.json", 7.24e9, None),
+            ("mistral-nemo-base-2407.json", 12.2e9, None),
+            ("qwen3-30b-a3b.json", 30.5e9, Some(3.3e9)),
+            ("qwen3-235b-a22b.json", 235e9, Some(22e9)),
+            ("mixtral-8x7b.json", 46.7e9, Some(12.9e9)),
+            ("mixtral-8x22b.json", 141e9, Some(39e9)),
+        ];
+        for (file, total, active) in cases {
+            let m = read(file);
+            assert!(
+                within(m.total_params, total, 0.02),
+                "{file}: {} held",
+                m.total_params
+            );
+            if let Some(a) = active {
+                let embedding = m.vocab as f64 * m.hidden as f64;
+                let got = m.matmul_params + embedding;
+                assert!(within(got, a, 0.03), "{file}: {got} active");
+                assert!(m.experts.is_some(), "{file}");
+            }
+        }
+    }
+
     /// Whatever cannot be placed is named: an unknown architecture, a missing or contradictory field,
     /// a file that is no model config.
     #[test]

@@ -223,6 +223,21 @@ impl Deployment {
         if let Some((_, p)) = refs.profile {
             m.insert("profile".into(), to_value(p));
         }
+        // A file that moves the deployment to another GPU of the catalog runs on that GPU's datasheet
+        // profile unless it names one (the base's was measured on its own GPU), and at that GPU's price
+        // unless it sets one.
+        if let Some(Value::String(hw)) = m.get("hardware").cloned() {
+            let datasheet = format!("{hw}-datasheet");
+            let moved = hw != base.hardware.name;
+            if moved && !m.contains_key("profile") && Profile::preset(&datasheet).is_some() {
+                m.insert("profile".into(), Value::String(datasheet));
+            }
+            if let Some(h) = HardwareSpec::preset(&hw).filter(|_| moved) {
+                if !m.contains_key("gpu_hour_dollars") {
+                    m.insert("gpu_hour_dollars".into(), to_value(&h.dollars_per_hour));
+                }
+            }
+        }
         if let Some(Value::String(name)) = m.get("model") {
             if ModelSpec::preset(name).is_none() {
                 if let Some(spec) = (refs.model_file)(name)? {
@@ -421,9 +436,18 @@ mod tests {
         assert_eq!(d.name, "qwen3.5-9b-2xl40 edited by d.yaml");
         let e = Deployment::from_yaml("d.yaml", text).unwrap_err();
         assert_eq!((e.line, e.field.as_str()), (2, "profile"), "{e}");
-        // A file moving to the L40 takes an L40 profile handed in; a wrong one names its file.
+        // A file moving to the L40 without a profile runs on the L40's datasheet profile, and takes
+        // an L40 profile handed in; a wrong one names its file.
         let moved = "base: qwen3-8b-1xh200\nhardware: l40\n";
-        assert!(Deployment::from_yaml("m.yaml", moved).is_err());
+        let on_l40 = Deployment::from_yaml("m.yaml", moved).unwrap();
+        assert_eq!(on_l40.profile.name, "l40-datasheet");
+        assert_eq!(on_l40.gpu_hour_dollars, on_l40.hardware.dollars_per_hour);
+        let e = Deployment::from_yaml(
+            "m.yaml",
+            "base: qwen3-8b-1xh200\nhardware: l40\nprofile: h200-datasheet\n",
+        )
+        .unwrap_err();
+        assert_eq!(e.field, "profile", "{e}");
         let refs = Referenced {
             profile: Some(("fit.yaml", &fit)),
             ..Referenced::default()
@@ -463,8 +487,11 @@ mod tests {
         );
         let e = Deployment::from_yaml("d.yaml", "model: {hidden: x}\n").unwrap_err();
         assert_eq!(e.field, "model.hidden", "{e}");
-        let e =
-            Deployment::from_yaml("d.yaml", "base: qwen3-8b-1xh200\nhardware: l40\n").unwrap_err();
+        let e = Deployment::from_yaml(
+            "d.yaml",
+            "base: qwen3-8b-1xh200\nhardware: l40\nprofile: h200-datasheet\n",
+        )
+        .unwrap_err();
         assert_eq!(
             e.field, "profile",
             "an H200 profile on an L40 is refused: {e}"
