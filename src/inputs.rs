@@ -86,7 +86,7 @@ pub fn model_file(path: &Path) -> Result<Option<serverbench_calibration::ModelSp
     };
     let shown = file.display().to_string();
     let text = serverbench_config::read_text(&file, serverbench_config::MAX_CONFIG_BYTES)?;
-    serverbench_calibration::ModelSpec::from_hf_config(&name, &text)
+    serverbench_calibration::hf::from_config(&name, &text)
         .map(Some)
         .map_err(|e| InputError::new(&shown, 0, e.field, e.reason))
 }

@@ -151,7 +151,8 @@ mod tests {
             "/tests/fixtures/hf/qwen3-30b-a3b.json"
         ))
         .unwrap();
-        let moe = render(&ModelSpec::from_hf_config("qwen3-30b-a3b", &text).unwrap());
+        let moe =
+            render(&serverbench_calibration::hf::from_config("qwen3-30b-a3b", &text).unwrap());
         assert!(moe.contains("8 of 128 per token in 48 layers"), "{moe}");
         assert!(moe.contains("98304 bytes stored"), "{moe}");
     }

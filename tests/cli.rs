@@ -879,29 +879,32 @@ fn a_config_json_model_on_a_catalog_gpu_sweeps_and_says_its_profile_is_not_fitte
     );
 }
 
-/// Ten public `config.json` files of six architectures (dense, sliding-window, mixtures of experts),
-/// each on a GPU and tensor-parallel degree that holds it, sweep end to end and recommend (issue 40).
+/// Twelve public `config.json` files of eight architectures (dense, sliding-window, mixtures of
+/// experts, latent attention), each on a GPU, weight format and tensor-parallel degree that holds it,
+/// sweep end to end and recommend (issue 40).
 #[test]
-fn ten_public_configs_simulate_end_to_end() {
-    let dir = tempdir("ten-configs");
+fn twelve_public_configs_simulate_end_to_end() {
+    let dir = tempdir("twelve-configs");
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hf");
-    for (file, hardware, tp) in [
-        ("qwen3-8b.json", "h200", 1),
-        ("qwen3-0.6b.json", "l4", 1),
-        ("qwen2.5-7b-instruct.json", "l40s", 1),
-        ("qwen2.5-0.5b-instruct.json", "rtx4090", 1),
-        ("mistral-7b-v0.1.json", "a100-80gb", 1),
-        ("mistral-nemo-base-2407.json", "h100-sxm", 1),
-        ("qwen3-30b-a3b.json", "h200", 1),
-        ("qwen3-235b-a22b.json", "b200", 4),
-        ("mixtral-8x7b.json", "mi300x", 1),
-        ("mixtral-8x22b.json", "h200", 4),
+    for (file, hardware, tp, weights) in [
+        ("qwen3-8b.json", "h200", 1, "bf16"),
+        ("qwen3-0.6b.json", "l4", 1, "bf16"),
+        ("qwen2.5-7b-instruct.json", "l40s", 1, "bf16"),
+        ("qwen2.5-0.5b-instruct.json", "rtx4090", 1, "bf16"),
+        ("mistral-7b-v0.1.json", "a100-80gb", 1, "bf16"),
+        ("mistral-nemo-base-2407.json", "h100-sxm", 1, "bf16"),
+        ("qwen3-30b-a3b.json", "h200", 1, "bf16"),
+        ("qwen3-235b-a22b.json", "b200", 4, "bf16"),
+        ("mixtral-8x7b.json", "mi300x", 1, "bf16"),
+        ("mixtral-8x22b.json", "h200", 4, "bf16"),
+        ("deepseek-r1.json", "h200", 8, "fp8"),
+        ("deepseek-v2.5.json", "h200", 4, "bf16"),
     ] {
         std::fs::copy(fixtures.join(file), dir.join(file)).unwrap();
         let dep = dir.join(format!("{file}.yaml"));
         std::fs::write(
             &dep,
-            format!("base: qwen3-8b-1xh200\nmodel: {file}\nhardware: {hardware}\ntp: {tp}\nworkload: synthetic-v1\ncontext_limit: 32768\n"),
+            format!("base: qwen3-8b-1xh200\nmodel: {file}\nhardware: {hardware}\ntp: {tp}\nweights: {weights}\nworkload: synthetic-v1\ncontext_limit: 32768\n"),
         )
         .unwrap();
         let o = serverbench([

@@ -238,6 +238,9 @@ impl GraphRule {
 
 /// Fraction of one layer group's KV that one GPU holds under tensor parallelism (heads split, never below one head).
 pub fn kv_shard(layers: &AttentionLayers, tp: u32) -> f64 {
+    if layers.latent_kv_bytes.is_some() {
+        return 1.0; // a latent is not split by heads: every GPU holds it whole
+    }
     let per_gpu_heads = layers.kv_heads.div_ceil(tp.max(1));
     per_gpu_heads as f64 / layers.kv_heads.max(1) as f64
 }

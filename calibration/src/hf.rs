@@ -8,13 +8,15 @@ use serde_json::{Map, Value};
 use serverbench_config::FieldError;
 
 /// The architectures read, by their `architectures[0]` name, and how their MLP is built.
-const ARCHITECTURES: [(&str, Mlp); 6] = [
+const ARCHITECTURES: [(&str, Mlp); 8] = [
     ("LlamaForCausalLM", Mlp::Dense),
     ("MistralForCausalLM", Mlp::Dense),
     ("Qwen2ForCausalLM", Mlp::Dense),
     ("Qwen3ForCausalLM", Mlp::Dense),
     ("Qwen3MoeForCausalLM", Mlp::Qwen3Moe),
     ("MixtralForCausalLM", Mlp::Mixtral),
+    ("DeepseekV2ForCausalLM", Mlp::Deepseek),
+    ("DeepseekV3ForCausalLM", Mlp::Deepseek),
 ];
 
 /// How an architecture's feed-forward layers are built.
@@ -27,6 +29,11 @@ enum Mlp {
     Qwen3Moe,
     /// `num_local_experts` experts of `intermediate_size`, `num_experts_per_tok` per token, every layer.
     Mixtral,
+    /// DeepSeek-V2/V3: multi-head latent attention; `n_routed_experts` experts of
+    /// `moe_intermediate_size`, `num_experts_per_tok` per token, beside `n_shared_experts` every token
+    /// uses, in the layers from `first_k_dense_replace` on that `moe_layer_freq` picks (the first
+    /// ones dense of `intermediate_size`).
+    Deepseek,
 }
 
 /// The architectures [`from_config`] reads, for messages.
@@ -70,41 +77,17 @@ pub fn from_config(name: &str, text: &str) -> Result<ModelSpec, FieldError> {
             )
         })?;
     let f = Fields(c);
-    refuse_unread(&f)?;
+    refuse_unread(&f, mlp == Mlp::Deepseek)?;
     let hidden = f.count("hidden_size")?;
     let layers = f.count("num_hidden_layers")?;
-    let heads = f.count("num_attention_heads")?;
-    let kv_heads = f.count_or("num_key_value_heads", heads)?;
-    if hidden % heads != 0 && f.get("head_dim").is_none() {
-        return Err(FieldError::new(
-            "num_attention_heads",
-            format!("{heads} heads do not divide hidden_size {hidden}, and no head_dim is given"),
-        ));
-    }
-    let head_dim = f.count_or("head_dim", hidden / heads)?;
-    if heads % kv_heads != 0 {
-        return Err(FieldError::new(
-            "num_key_value_heads",
-            format!("{kv_heads} KV heads do not divide the {heads} query heads"),
-        ));
-    }
+    let (attention, attn_params) = match mlp {
+        Mlp::Deepseek => latent_attention(&f, hidden, layers)?,
+        _ => grouped_attention(&f, hidden, layers)?,
+    };
     let vocab = f.count("vocab_size")?;
     let tied = f.flag("tie_word_embeddings")?;
     let window = sliding_window(&f)?;
-    let attention = AttentionLayers {
-        layers,
-        kv_layers: layers,
-        q_heads: heads,
-        kv_heads,
-        head_dim,
-        window: None,
-    };
-    let (h, q, kv) = (
-        hidden as f64,
-        (heads * head_dim) as f64,
-        (kv_heads * head_dim) as f64,
-    );
-    let attn_params = h * q + 2.0 * h * kv + q * h;
+    let h = hidden as f64;
     let (mlp_total, mlp_active, experts) = feed_forward(&f, mlp, hidden, layers)?;
     let per_layer_attn = layers as f64 * attn_params;
     let lm_head = vocab as f64 * h;
@@ -148,27 +131,113 @@ pub fn from_config(name: &str, text: &str) -> Result<ModelSpec, FieldError> {
 }
 
 /// Fields that change the shape in ways this reader does not model: refused rather than ignored.
-fn refuse_unread(f: &Fields<'_>) -> Result<(), FieldError> {
+/// `latent` (DeepSeek) reads the latent ranks itself.
+fn refuse_unread(f: &Fields<'_>, latent: bool) -> Result<(), FieldError> {
     if f.flag("use_sliding_window")? {
         return Err(FieldError::new(
             "use_sliding_window",
             "true: sliding layers chosen by max_window_layers are not read by this build",
         ));
     }
-    for key in [
-        "kv_lora_rank",
-        "q_lora_rank",
-        "layer_types",
-        "linear_num_value_heads",
-    ] {
+    let keys: &[&str] = if latent {
+        &["layer_types", "linear_num_value_heads"]
+    } else {
+        &[
+            "kv_lora_rank",
+            "q_lora_rank",
+            "layer_types",
+            "linear_num_value_heads",
+        ]
+    };
+    for key in keys {
         if f.get(key).is_some_and(|v| !v.is_null()) {
             return Err(FieldError::new(
-                key,
+                *key,
                 "set: latent, hybrid or per-layer attention is not read for this architecture",
             ));
         }
     }
     Ok(())
+}
+
+/// Grouped-query attention (Llama, Mistral, Qwen, Mixtral): the layers and their projections' parameters.
+fn grouped_attention(
+    f: &Fields<'_>,
+    hidden: u32,
+    layers: u32,
+) -> Result<(AttentionLayers, f64), FieldError> {
+    let heads = f.count("num_attention_heads")?;
+    let kv_heads = f.count_or("num_key_value_heads", heads)?;
+    if hidden % heads != 0 && f.get("head_dim").is_none() {
+        return Err(FieldError::new(
+            "num_attention_heads",
+            format!("{heads} heads do not divide hidden_size {hidden}, and no head_dim is given"),
+        ));
+    }
+    let head_dim = f.count_or("head_dim", hidden / heads)?;
+    if heads % kv_heads != 0 {
+        return Err(FieldError::new(
+            "num_key_value_heads",
+            format!("{kv_heads} KV heads do not divide the {heads} query heads"),
+        ));
+    }
+    let (h, q, kv) = (
+        hidden as f64,
+        (heads * head_dim) as f64,
+        (kv_heads * head_dim) as f64,
+    );
+    let attention = AttentionLayers {
+        layers,
+        kv_layers: layers,
+        q_heads: heads,
+        kv_heads,
+        head_dim,
+        window: None,
+        latent_kv_bytes: None,
+    };
+    Ok((attention, h * q + 2.0 * h * kv + q * h))
+}
+
+/// DeepSeek's multi-head latent attention: each token keeps one `kv_lora_rank` latent and one
+/// `qk_rope_head_dim` rotary key per layer (bf16), shared by every head, so the group has one KV head
+/// that tensor parallelism does not split. A prefill decompresses the latent into `num_attention_heads`
+/// keys of `qk_nope_head_dim + qk_rope_head_dim` and values of `v_head_dim`: `head_dim` is their mean,
+/// which gives that FLOPs per (query, key) pair. Decode reads the latent (the weights absorbed), which
+/// the KV bytes per token carry. Parameters: the query's down and up projections (`q_lora_rank`; a
+/// full projection when it is null), the latent's down projection with the rotary key, its up
+/// projection to keys and values, and the output projection.
+fn latent_attention(
+    f: &Fields<'_>,
+    hidden: u32,
+    layers: u32,
+) -> Result<(AttentionLayers, f64), FieldError> {
+    let heads = f.count("num_attention_heads")?;
+    let latent = f.count("kv_lora_rank")?;
+    let rope = f.count("qk_rope_head_dim")?;
+    let nope = f.count("qk_nope_head_dim")?;
+    let value = f.count("v_head_dim")?;
+    let h = hidden as f64;
+    let (n, qk, v) = (heads as f64, (nope + rope) as f64, value as f64);
+    let query = match f.get("q_lora_rank") {
+        None | Some(Value::Null) => h * n * qk,
+        Some(_) => {
+            let rank = f.count("q_lora_rank")? as f64;
+            h * rank + rank * n * qk
+        }
+    };
+    let kv_down = h * (latent + rope) as f64;
+    let kv_up = latent as f64 * n * (nope as f64 + v);
+    let out = n * v * h;
+    let attention = AttentionLayers {
+        layers,
+        kv_layers: layers,
+        q_heads: heads,
+        kv_heads: 1,
+        head_dim: (nope + rope + value).div_ceil(2),
+        window: None,
+        latent_kv_bytes: Some((latent + rope) as u64 * 2),
+    };
+    Ok((attention, query + kv_down + kv_up + out))
 }
 
 /// The sliding window every layer uses, when the config sets one (`sliding_window`, not null).
@@ -193,10 +262,11 @@ fn feed_forward(
             let p = layers as f64 * 3.0 * h * f.count("intermediate_size")? as f64;
             Ok((p, p, None))
         }
-        Mlp::Qwen3Moe | Mlp::Mixtral => {
+        Mlp::Qwen3Moe | Mlp::Mixtral | Mlp::Deepseek => {
             let (count_key, size_key) = match mlp {
                 Mlp::Qwen3Moe => ("num_experts", "moe_intermediate_size"),
-                _ => ("num_local_experts", "intermediate_size"),
+                Mlp::Deepseek => ("n_routed_experts", "moe_intermediate_size"),
+                Mlp::Mixtral | Mlp::Dense => ("num_local_experts", "intermediate_size"),
             };
             // transformers 5 writes Qwen3-MoE's expert count as Mixtral names it.
             let count_key = match (mlp, f.get(count_key)) {
@@ -216,14 +286,19 @@ fn feed_forward(
             let expert = 3.0 * h * f.count(size_key)? as f64;
             let moe_layers = match mlp {
                 Mlp::Qwen3Moe => qwen3_moe_layers(f, layers)?,
-                _ => layers,
+                Mlp::Deepseek => deepseek_moe_layers(f, layers)?,
+                Mlp::Mixtral | Mlp::Dense => layers,
             };
             let dense_layers = (layers - moe_layers) as f64;
-            let dense = if dense_layers > 0.0 {
+            let mut dense = if dense_layers > 0.0 {
                 dense_layers * 3.0 * h * f.count("intermediate_size")? as f64
             } else {
                 0.0
             };
+            if mlp == Mlp::Deepseek {
+                // Shared experts run for every token: dense parameters of the sparse layers.
+                dense += moe_layers as f64 * f.whole_or("n_shared_experts", 0)? as f64 * expert;
+            }
             let router = moe_layers as f64 * h * count as f64;
             let held = dense + router + moe_layers as f64 * count as f64 * expert;
             let active = dense + router + moe_layers as f64 * per_token as f64 * expert;
@@ -261,6 +336,20 @@ fn qwen3_moe_layers(f: &Fields<'_>, layers: u32) -> Result<u32, FieldError> {
     Ok((0..layers as u64)
         .filter(|&i| !dense.contains(&i) && (i + 1) % step as u64 == 0)
         .count() as u32)
+}
+
+/// DeepSeek's sparse layers: those from `first_k_dense_replace` on whose index `moe_layer_freq` divides.
+fn deepseek_moe_layers(f: &Fields<'_>, layers: u32) -> Result<u32, FieldError> {
+    let first = f.whole_or("first_k_dense_replace", 0)?;
+    let freq = f.count_or("moe_layer_freq", 1)?;
+    let sparse = (first..layers).filter(|i| i % freq == 0).count() as u32;
+    if sparse == 0 {
+        return Err(FieldError::new(
+            "first_k_dense_replace",
+            format!("{first} dense leading layers leave none of the {layers} layers sparse"),
+        ));
+    }
+    Ok(sparse)
 }
 
 /// The context the config allows: `max_position_embeddings`, or YaRN's factor times the original.
@@ -327,6 +416,14 @@ impl Fields<'_> {
         match self.get(key) {
             None | Some(Value::Null) => Ok(default),
             Some(_) => self.count(key),
+        }
+    }
+
+    /// A whole number from 0 to [`MAX_COUNT`], or `default` when the field is absent or null.
+    fn whole_or(&self, key: &str, default: u32) -> Result<u32, FieldError> {
+        match self.get(key) {
+            Some(Value::Number(n)) if n.as_u64() == Some(0) => Ok(0),
+            _ => self.count_or(key, default),
         }
     }
 
@@ -418,11 +515,57 @@ mod tests {
         assert_eq!(s.full_attention.layers, 0);
     }
 
+    /// DeepSeek's latent attention: one 512-wide latent and one 64-wide rotary key per token and
+    /// layer, held whole on every GPU; prefill FLOPs over 128 heads of (192 + 128) / 2; YaRN's 40 ×
+    /// 4,096 context; three dense layers before 58 with 256 experts (8 per token) beside a shared one.
+    #[test]
+    fn deepseek_latent_attention_and_experts_are_placed() {
+        let m = read("deepseek-r1.json");
+        let a = &m.full_attention;
+        assert_eq!(a.kv_bytes_per_token_per_layer(), (512 + 64) * 2);
+        assert_eq!(m.kv_bytes_per_token(), 61 * 1152);
+        assert_eq!((a.q_heads, a.kv_heads, a.head_dim), (128, 1, 160));
+        assert_eq!(crate::cost::kv_shard(a, 8), 1.0);
+        assert_eq!(a.flops_per_pair(), 4.0 * 128.0 * 160.0 * 61.0);
+        assert_eq!(m.native_context, 163_840);
+        let e = m.experts.clone().unwrap();
+        assert_eq!((e.layers, e.count, e.per_token), (58, 256, 8));
+        assert_eq!(e.params_per_expert, 3.0 * 7168.0 * 2048.0);
+        let lite = std::fs::read_to_string(format!(
+            "{}/../tests/fixtures/hf/deepseek-r1.json",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap()
+        .replace("\"q_lora_rank\": 1536", "\"q_lora_rank\": null");
+        let full_query = from_config("c", &lite).unwrap();
+        let per_layer = 7168.0 * 128.0 * 192.0 - (7168.0 * 1536.0 + 1536.0 * 128.0 * 192.0);
+        assert!(
+            (full_query.total_params - m.total_params - 61.0 * per_layer).abs() < 1.0,
+            "a null q_lora_rank is a full query projection"
+        );
+        for (from, to, field) in [
+            (
+                "\"first_k_dense_replace\": 3",
+                "\"first_k_dense_replace\": 61",
+                "first_k_dense_replace",
+            ),
+            ("\"v_head_dim\": 128,", "", "v_head_dim"),
+            (
+                "\"n_routed_experts\": 256",
+                "\"n_routed_experts\": 4",
+                "num_experts_per_tok",
+            ),
+        ] {
+            let text = lite.replace(from, to);
+            assert_eq!(from_config("c", &text).unwrap_err().field, field, "{from}");
+        }
+    }
+
     /// Every fixture against its model card's published parameter count (and, for the mixtures of
     /// experts, the active count, which cards give with the embedding table).
     #[test]
-    fn ten_public_configs_give_their_published_sizes() {
-        let cases: [(&str, f64, Option<f64>); 10] = [
+    fn twelve_public_configs_give_their_published_sizes() {
+        let cases: [(&str, f64, Option<f64>); 12] = [
             ("qwen3-8b.json", 8.19e9, None),
             ("qwen3-0.6b.json", 0.6e9, None),
             ("qwen2.5-7b-instruct.json", 7.61e9, None),
@@ -433,6 +576,9 @@ mod tests {
             ("qwen3-235b-a22b.json", 235e9, Some(22e9)),
             ("mixtral-8x7b.json", 46.7e9, Some(12.9e9)),
             ("mixtral-8x22b.json", 141e9, Some(39e9)),
+            // 671 B without the multi-token-prediction layer the card's 685 B adds; 37 B active.
+            ("deepseek-r1.json", 671e9, Some(37e9)),
+            ("deepseek-v2.5.json", 236e9, Some(21e9)),
         ];
         for (file, total, active) in cases {
             let m = read(file);
@@ -463,9 +609,13 @@ mod tests {
             assert!(base.contains(from), "{from}");
             from_config("c", &base.replace(from, to)).unwrap_err()
         };
-        let e = edit("Qwen3MoeForCausalLM", "DeepseekV3ForCausalLM");
+        let e = edit("Qwen3MoeForCausalLM", "GptOssForCausalLM");
         assert_eq!(e.field, "architectures");
-        assert!(e.reason.contains("DeepseekV3ForCausalLM"), "{}", e.reason);
+        assert!(e.reason.contains("GptOssForCausalLM"), "{}", e.reason);
+        assert_eq!(
+            edit("\"vocab_size\"", "\"kv_lora_rank\": 512, \"vocab_size\"").field,
+            "kv_lora_rank"
+        );
         assert_eq!(
             edit("\"num_experts_per_tok\": 8", "\"num_experts_per_tok\": 200").field,
             "num_experts_per_tok"

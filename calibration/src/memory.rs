@@ -34,7 +34,7 @@ pub fn memory_plan(
     let budget_bytes = hw.memory_bytes * utilization;
     let weights_bytes = weight_bytes(model, dtype, group_size) / tp_f;
     let fa = &model.full_attention;
-    let kv_bytes_per_token = model.kv_bytes_per_token() as f64 * kv_shard(fa, tp);
+    let mut kv_bytes_per_token = model.kv_bytes_per_token() as f64 * kv_shard(fa, tp);
     let sliding_shard = model
         .sliding_attention
         .as_ref()
@@ -42,7 +42,15 @@ pub fn memory_plan(
     let linear = model.linear_attention.as_ref().map_or(0.0, |l| {
         (l.layers as u64 * l.state_bytes_per_layer) as f64 / tp_f
     });
-    let sliding = (model.state_bytes_per_seq() as f64 - linear * tp_f).max(0.0) * sliding_shard;
+    let mut sliding = (model.state_bytes_per_seq() as f64 - linear * tp_f).max(0.0) * sliding_shard;
+    if let (0, Some(s)) = (model.kv_bytes_per_token(), &model.sliding_attention) {
+        // Every layer slides (Mistral 7B v0.1): the sliding layers' KV is the pool's per-token unit,
+        // held for the whole context. The engines free blocks that leave the window, so past the
+        // window this holds more than they do (capacity errs low, never a pool without a unit).
+        kv_bytes_per_token =
+            (s.kv_layers as u64 * s.kv_bytes_per_token_per_layer()) as f64 * sliding_shard;
+        sliding = 0.0;
+    }
     MemoryPlan {
         budget_bytes,
         weights_bytes,
@@ -66,5 +74,17 @@ mod tests {
         assert_eq!(p.kv_bytes_per_token, 16.0 * 1024.0);
         let tokens = p.kv_pool_bytes / p.kv_bytes_per_token;
         assert!(tokens > 1_048_576.0, "{tokens} tokens");
+    }
+
+    /// A model whose every layer slides keeps its sliding KV per token (the pool needs a unit), with
+    /// no window state on top: 32 layers × 8 KV heads × 128 × 2 × 2 bytes for Mistral 7B v0.1.
+    #[test]
+    fn every_layer_sliding_keeps_kv_per_token() {
+        let text = include_str!("../../tests/fixtures/hf/mistral-7b-v0.1.json");
+        let m = crate::hf::from_config("mistral", text).unwrap();
+        let h = HardwareSpec::preset("h200").unwrap();
+        let p = memory_plan(&m, &h, WeightDtype::Bf16, 128, 1, 0.9, 1.0 * GIB);
+        assert_eq!(p.kv_bytes_per_token, 32.0 * 8.0 * 128.0 * 4.0);
+        assert_eq!(p.state_bytes_per_seq, 0.0);
     }
 }

@@ -21,6 +21,12 @@ pub struct AttentionLayers {
     /// Sliding window in tokens; `None` for full attention.
     #[serde(default)]
     pub window: Option<u32>,
+    /// Multi-head latent attention (DeepSeek): the KV bytes one token occupies in one layer (its
+    /// compressed latent and rotary key), replacing `2 · kv_heads · head_dim · 2`; every GPU of a
+    /// tensor-parallel group holds it whole. `head_dim` is then the mean of the query-key and value
+    /// head sizes, so that the FLOPs per pair are a prefill's over the decompressed heads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latent_kv_bytes: Option<u64>,
 }
 
 impl AttentionLayers {
@@ -38,9 +44,10 @@ impl AttentionLayers {
         Ok(())
     }
 
-    /// KV bytes one token occupies in one layer (keys and values, bf16).
+    /// KV bytes one token occupies in one layer (keys and values, bf16; a latent attention's latent).
     pub fn kv_bytes_per_token_per_layer(&self) -> u64 {
-        2 * self.kv_heads as u64 * self.head_dim as u64 * 2
+        self.latent_kv_bytes
+            .unwrap_or(2 * self.kv_heads as u64 * self.head_dim as u64 * 2)
     }
 
     /// Attention FLOPs per (query token × context token) pair, summed over the layers of this group.
@@ -248,11 +255,6 @@ impl ModelSpec {
             }
         }
         Ok(())
-    }
-
-    /// A model described by a Hugging Face `config.json` (its text), named `name` (crate::hf).
-    pub fn from_hf_config(name: &str, text: &str) -> Result<ModelSpec, FieldError> {
-        crate::hf::from_config(name, text)
     }
 }
 

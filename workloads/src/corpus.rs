@@ -395,7 +395,7 @@ fn hash_str(s: &str) -> u64 {
 /// Parses corpus JSONL text: one session per line, each checked.
 pub fn parse_corpus(file: &str, text: &str) -> Result<Vec<Session>, InputError> {
     let mut out = Vec::new();
-    for (n, line) in super::import::lines(text) {
+    for (n, line) in lines(text) {
         let s: Session = serverbench_config::parse_json_line(file, n, line)?;
         s.check()
             .map_err(|(field, why)| InputError::new(file, n, field, why))?;
@@ -414,6 +414,14 @@ pub fn write_corpus<'a, W: std::io::Write>(
         w.write_all(b"\n")?;
     }
     Ok(())
+}
+
+/// Non-empty lines with their 1-based numbers (the corpus and the line-based importers).
+pub(crate) fn lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
+    text.lines()
+        .enumerate()
+        .map(|(i, l)| (i + 1, l.trim()))
+        .filter(|(_, l)| !l.is_empty())
 }
 
 #[cfg(test)]

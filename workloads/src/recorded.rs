@@ -2,9 +2,8 @@
 //! stream (agent) each belongs to and how each stream was spawned and joined, and which requests of
 //! other streams each one waited for in the recording. It is what a replay that follows the recording
 //! (the AgentX protocol) needs beyond the dependency graph. Trees read from timed traces carry one;
-//! [`Recorded::derive`] makes one for any other tree from its think times. Pure; no IO.
+//! [`crate::SessionTree::derived_recording`] makes one for any other tree from its think times. Pure; no IO.
 
-use crate::tree::SessionTree;
 use serde::{Deserialize, Serialize};
 
 /// A tree's recorded clock and stream structure (see the module documentation).
@@ -94,95 +93,6 @@ impl Recorded {
         let lo = self.start_ns.iter().copied().min().unwrap_or(0);
         let hi = self.start_ns.iter().copied().max().unwrap_or(0);
         (lo, hi)
-    }
-
-    /// A recording for a tree that has none: each request starts its think time after the latest of
-    /// its dependencies started (service takes no recorded time), each agent is a stream in a scope of
-    /// its own, spawned by the request its first request depends on and joined by the request that
-    /// depends on its last; no barriers. `trace_id` names it.
-    pub fn derive(tree: &SessionTree, trace_id: String) -> Recorded {
-        let reqs = tree.requests();
-        let mut start_ns = vec![0i64; reqs.len()];
-        for r in reqs {
-            let after = r
-                .deps
-                .iter()
-                .map(|&d| start_ns[d as usize])
-                .max()
-                .unwrap_or(0);
-            start_ns[r.id as usize] = after.saturating_add(r.think_ns.min(i64::MAX as u64) as i64);
-        }
-        let agents = tree.agents();
-        let mut first: Vec<Option<u32>> = vec![None; agents];
-        let mut last: Vec<Option<u32>> = vec![None; agents];
-        for r in reqs {
-            first[r.agent as usize].get_or_insert(r.id);
-            last[r.agent as usize] = Some(r.id);
-        }
-        let mut streams = Vec::with_capacity(agents);
-        let mut branches: Vec<(u32, Option<u32>)> = Vec::new();
-        for a in 0..agents {
-            let name = if a == 0 {
-                trace_id.clone()
-            } else {
-                format!("{trace_id}::sa:{a}")
-            };
-            let spawn = (a > 0)
-                .then(|| {
-                    let f = first[a]?;
-                    let parent = reqs[f as usize]
-                        .deps
-                        .iter()
-                        .copied()
-                        .find(|&d| reqs[d as usize].agent != a as u32)?;
-                    let l = last[a]?;
-                    let join = reqs
-                        .iter()
-                        .find(|r| r.agent != a as u32 && r.deps.contains(&l) && !r.background)
-                        .map(|r| r.id);
-                    let key = (parent, join);
-                    let branch = match branches.iter().position(|&b| b == key) {
-                        Some(b) => b,
-                        None => {
-                            branches.push(key);
-                            branches.len() - 1
-                        }
-                    } as u32;
-                    Some(Spawn {
-                        parent,
-                        join,
-                        branch,
-                        branch_start_ns: start_ns[f as usize],
-                    })
-                })
-                .flatten();
-            streams.push(Stream {
-                name,
-                scope: a as u32,
-                spawn,
-            });
-        }
-        // A branch starts when its earliest stream's first request does.
-        for b in 0..branches.len() as u32 {
-            let start = streams
-                .iter()
-                .filter_map(|s| s.spawn.filter(|sp| sp.branch == b))
-                .map(|sp| sp.branch_start_ns)
-                .min()
-                .unwrap_or(0);
-            for s in streams.iter_mut() {
-                if let Some(sp) = s.spawn.as_mut().filter(|sp| sp.branch == b) {
-                    sp.branch_start_ns = start;
-                }
-            }
-        }
-        Recorded {
-            trace_id,
-            start_ns,
-            api_ns: vec![None; reqs.len()],
-            streams,
-            barriers: vec![Vec::new(); reqs.len()],
-        }
     }
 }
 

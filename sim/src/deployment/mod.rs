@@ -322,6 +322,7 @@ impl Deployment {
                 let field = match e {
                     CapacityError::NoRoom { .. } => "engine.gpu_memory_utilization",
                     CapacityError::ContextTooLong { .. } => "context_limit",
+                    CapacityError::NoTokenKv => "model",
                 };
                 FieldError::new(field, e.to_string())
             })

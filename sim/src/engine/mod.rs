@@ -48,6 +48,9 @@ pub enum CapacityError {
         /// Per GPU.
         budget_gib: f64,
     },
+    /// No layer keeps KV per token of context (every layer linear): the pool has no unit.
+    #[error("the model keeps no KV per token of context (no full-attention or sliding layers): its memory is not simulated")]
+    NoTokenKv,
     /// One request of the context limit does not fit.
     #[error("one request at the context limit ({context} tokens) needs {need} KV blocks but the pool holds {have} ({pool_gib:.2} GiB per GPU after {weights_gib:.2} GiB of weights, {kv_per_token} bytes of KV per token per GPU)")]
     ContextTooLong {
@@ -224,6 +227,9 @@ impl KvLayout {
                 reserve_gib: plan.activation_bytes / gib,
                 budget_gib: plan.budget_bytes / gib,
             });
+        }
+        if plan.kv_bytes_per_token <= 0.0 {
+            return Err(CapacityError::NoTokenKv);
         }
         let bs = cfg.block_size;
         let block_bytes = plan.kv_bytes_per_token * bs as f64;

@@ -479,7 +479,7 @@ impl<'a> Agentx<'a> {
     fn instance(&mut self, row: u64) -> Lane {
         let base = self.source.tree(row);
         let rec = base.recorded().cloned().unwrap_or_else(|| {
-            Arc::new(Recorded::derive(&base, format!("tree-{}", base.session_id)))
+            Arc::new(base.derived_recording(format!("tree-{}", base.session_id)))
         });
         self.instances += 1;
         let salt = mix2(mix2(MARKER_SALT, self.seed), self.instances);

@@ -6,6 +6,7 @@
 //! Adding a format: a file beside `mooncake.rs` with a unit struct implementing [`Importer`], and one
 //! line in the `formats!` list below.
 
+pub(super) use crate::corpus::lines;
 use crate::corpus::Session;
 use crate::error::InputError;
 use crate::generator::TreeSource;
@@ -679,14 +680,6 @@ pub fn write_aiperf<W: Write>(
         }
     }
     Ok(())
-}
-
-/// Non-empty lines with their 1-based numbers.
-pub(super) fn lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
-    text.lines()
-        .enumerate()
-        .map(|(i, l)| (i + 1, l.trim()))
-        .filter(|(_, l)| !l.is_empty())
 }
 
 /// Deserialises one JSON line, naming the field at fault (and refusing a second record on the line).
