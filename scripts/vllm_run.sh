@@ -74,6 +74,15 @@
 #   1. carry .carry/vllm-p1:                  bash scripts/vllm_run.sh stash
 #   2. carry .carry/vllm and .carry/vllm-moe: mkdir -p /tmp/sbv && touch /tmp/sbv/kernels.ok &&
 #        MOE=1 bash scripts/vllm_run.sh install model start check moe-probe
+#
+# STEP_TRACE=1: `start` puts scripts/vllm/step_trace/ on vLLM's PYTHONPATH with SB_STEP_TRACE=$WORK/step_trace.jsonl,
+# so its sitecustomize.py records every engine step of the engine-core process (scripts/vllm/step_trace/
+# README.md: composition, CUDA-event GPU time, the gap between steps, CPU time of schedule/execute/update); a
+# server already up keeps the setting it was started with. `runs` then returns, for each set, the lines
+# written while that set ran (from the end of the previous set), as $OUT/steps-<set>.jsonl.gz (kept current
+# every 20 s while the set runs). scripts/vllm/step_trace/analyse.py reads them.
+# AGENTX_TRACE: the logs file the agentx-* sets replay (default corpus/claude-code/logs.jsonl; the stored
+# agentx-real set replayed results/h200-vllm/claude-code-as-replayed/logs.jsonl).
 set -u
 START=$(date +%s)
 LIMIT=${LIMIT:-570}
@@ -94,6 +103,9 @@ NAME=qwen3-8b
 moe && NAME=qwen3-30b-a3b
 MAX_LEN=${MAX_LEN:-$(moe && echo 40960 || echo 200000)}
 RUNS=${RUNS:-syn-steady:1,4,16:0:120}
+STEP_TRACE=${STEP_TRACE:-0}
+TRACE_FILE=$WORK/step_trace.jsonl
+AGENTX_TRACE=${AGENTX_TRACE:-$ROOT/corpus/claude-code/logs.jsonl}
 mkdir -p "$OUT" "$WORK"
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1
 # vLLM 0.26.0's sampler probes FlashInfer's top-k/top-p sampler by importing vLLM's FlashInfer attention
@@ -103,7 +115,18 @@ export VLLM_USE_FLASHINFER_SAMPLER=0
 
 left() { echo $(( START + LIMIT - $(date +%s) )); }
 pack() { tar -C "$WORK" -czf "$OUT/$1.tar.gz.tmp" "$1" 2>/dev/null && mv "$OUT/$1.tar.gz.tmp" "$OUT/$1.tar.gz"; }
-keep_packing() { ( while sleep 20; do pack "$1"; done ) & packer=$!; }
+keep_packing() { ( while sleep 20; do pack "$1"; pack_steps "$1"; done ) & packer=$!; }
+# the step trace's lines since the last finished set (STEP_TRACE=1) -> $OUT/steps-SET.jsonl.gz; `final` moves
+# the mark past them
+pack_steps() { # SET [final]
+  [ -f "$TRACE_FILE" ] || return 0
+  local from=$(cat "$WORK/step_trace.mark" 2>/dev/null || echo 0) n
+  n=$(wc -l < "$TRACE_FILE")
+  tail -n +"$((from + 1))" "$TRACE_FILE" | head -n "$((n - from))" | gzip -c > "$OUT/steps-$1.jsonl.gz.tmp" && \
+    mv "$OUT/steps-$1.jsonl.gz.tmp" "$OUT/steps-$1.jsonl.gz"
+  [ "${2:-}" = final ] && echo "$n" > "$WORK/step_trace.mark"
+  return 0
+}
 stop_packing() { kill "$packer" 2>/dev/null; wait "$packer" 2>/dev/null; }
 up() { curl -s -m 5 "$URL/v1/models" 2>/dev/null | grep -q "\"$NAME\""; }
 server_alive() { [ -f "$WORK/server.pid" ] && kill -0 "$(cat "$WORK/server.pid")" 2>/dev/null; }
@@ -118,7 +141,7 @@ save_log() {
   # the lines that say how vLLM sized and configured itself, then its warnings and errors
   { grep -E "non-default args|max_num_batched_tokens|[Cc]hunked prefill|prefix caching|KV cache|Maximum concurrency|\
 [Cc]udagraph|CUDA graph|Graph capturing|torch.compile|[Cc]ompil|attention backend|Model loading took|[Aa]sync|\
-profiling|memory|Starting vLLM|startup complete|Available routes" "$WORK/server.log" | cut -c1-3000 | head -150
+profiling|memory|Starting vLLM|startup complete|Available routes|step_trace" "$WORK/server.log" | cut -c1-3000 | head -150
     if moe; then echo "---- the fused-MoE kernels"
       grep -E "MoE|moe|[Ee]xpert" "$WORK/server.log" | grep -v "loggers.py" | cut -c1-600 | head -40; fi
     echo "---- warnings and errors"
@@ -320,7 +343,9 @@ start_server() {
     # vLLM's defaults for this GPU: nothing about batching, memory or the cache is set here, so the
     # start-up facts can be read against `--engine-config vllm` (docs/fidelity.md). Only the weights
     # (random), the seed, the context and the per-request cache counts in `usage` are chosen.
-    setsid env PYTHONPATH="$SITE" python3 -m vllm.entrypoints.cli.main serve "$MODEL" --served-model-name "$NAME" \
+    local pp=$SITE tr=""
+    if [ "$STEP_TRACE" != 0 ]; then pp=$HERE/vllm/step_trace:$SITE; tr=$TRACE_FILE; echo "step trace on: $tr"; fi
+    setsid env PYTHONPATH="$pp" ${tr:+SB_STEP_TRACE="$tr"} python3 -m vllm.entrypoints.cli.main serve "$MODEL" --served-model-name "$NAME" \
       --load-format dummy --dtype bfloat16 --seed 0 --host 127.0.0.1 --port "$PORT" --max-model-len "$MAX_LEN" \
       --enable-prompt-tokens-details ${VLLM_ARGS:-} > "$WORK/server.log" 2>&1 < /dev/null &
     echo $! > "$WORK/server.pid"
@@ -488,7 +513,7 @@ set_flags() { # SET[-TAG] -> the deployment, start and workload flags of compare
     fit-steady|fit-steady-*) echo "-d qwen3-8b-200k-1xh200-vllm --start steady" ;;
     fit-cold|fit-cold-*) echo "-d qwen3-8b-200k-1xh200-vllm --start cold" ;;
     real-cold|real-cold-*) echo "-d qwen3-8b-200k-1xh200-vllm --start cold --trace $ROOT/corpus/claude-code --trace-format corpus" ;;
-    agentx-real|agentx-real-*) echo "-d qwen3-8b-200k-1xh200-vllm --protocol agentx --trace $ROOT/corpus/claude-code/logs.jsonl --trace-format corpus --max-context-length 200000" ;;
+    agentx-real|agentx-real-*) echo "-d qwen3-8b-200k-1xh200-vllm --protocol agentx --trace $AGENTX_TRACE --trace-format corpus --max-context-length 200000" ;;
     *) return 1 ;;
   esac
 }
@@ -537,6 +562,7 @@ runs() {
     done; done
     [ -n "$done_c" ] && compare_set "$set" "$done_c" "$done_s" "$w" > "$WORK/$set/table.txt" 2>&1
     pack "$set"
+    [ -f "$TRACE_FILE" ] && { sleep 2; pack_steps "$set" final; echo "$set: step trace lines up to $(cat "$WORK/step_trace.mark")" | tee -a "$OUT/times.txt"; }
   done
 }
 

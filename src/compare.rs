@@ -69,7 +69,7 @@ pub fn run(a: CompareArgs) -> Result<()> {
         &serde_json::json!({ "deployment": d.name, "profile": d.profile.name, "window_s": a.replay.window,
             "protocol": a.replay.protocol(), "rows": rows, "seed_rankings": rankings }),
     )?;
-    let svg = crate::plot::compare_svg(
+    let svg = serverbench_study::plot::compare_svg(
         &format!("{}: simulated against measured, one point per run", d.name),
         &METRICS
             .iter()

@@ -14,7 +14,6 @@ mod cuda;
 mod inputs;
 mod meta;
 mod model;
-mod plot;
 mod real;
 mod report;
 mod screen;

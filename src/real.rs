@@ -488,7 +488,7 @@ fn report(
         c.length_mismatches,
         out.summary.completed
     )?;
-    outln!("    stream vs usage       {} without a usage block, {} whose usage count differs from the output chunks (the chunks are what counts)", c.usage_missing, c.chunk_usage_mismatches)?;
+    outln!("    stream vs usage       {} without a usage block, {} whose usage counts fewer tokens than the output chunks (the chunks are what counts), {} with several tokens in a chunk (the usage counts)", c.usage_missing, c.chunk_usage_mismatches, c.coalesced_streams)?;
     match &c.first_unrecognised_field {
         None => outln!("    output fields         every chunk's output was in a field counted as tokens")?,
         Some(f) => outln!(

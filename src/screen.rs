@@ -5,10 +5,10 @@
 use crate::cli::ScreenArgs;
 use crate::inputs;
 use crate::output::{prepare_out, replays_bar, write_file, write_json};
-use crate::plot::histogram_svg;
 use crate::report::Report;
 use crate::signals::{StudyStop, INTERRUPTED};
 use anyhow::Result;
+use serverbench_study::plot::histogram_svg;
 use serverbench_study::{ScreenPlan, ScreenResult};
 use std::sync::Arc;
 

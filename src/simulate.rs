@@ -3,10 +3,10 @@
 use crate::cli::SimulateArgs;
 use crate::inputs;
 use crate::output::{prepare_out, summary_rows, write_file, write_json};
-use crate::plot::{timeline_svg, Timeline};
 use crate::report::Report;
 use anyhow::{bail, Result};
 use serverbench_sim::{Deployment, RunConfig, RunOutput};
+use serverbench_study::plot::{timeline_svg, Timeline};
 
 pub fn run(a: SimulateArgs) -> Result<()> {
     let d = inputs::resolved(&a.deployment)?;

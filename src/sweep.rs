@@ -5,11 +5,11 @@
 use crate::cli::SweepArgs;
 use crate::inputs;
 use crate::output::{prepare_out, replays_bar, write_file, write_json};
-use crate::plot::{sweep_svg, Band};
 use crate::report::Report;
 use crate::signals::{StudyStop, INTERRUPTED};
 use anyhow::{bail, Result};
 use serverbench_sim::Deployment;
+use serverbench_study::plot::{sweep_svg, Band};
 use serverbench_study::{Level, RateSweep, Spread, Study, SweepPlan, SweepResult, UnderError};
 use std::io::Write;
 use std::sync::Arc;
@@ -357,7 +357,7 @@ fn plot_levels(
         |l| l.f,
     ));
     let qualified: Vec<bool> = levels.iter().map(|l| l.f.mean >= QUALIFIED_F).collect();
-    sweep_svg(title, &bands, &qualified, best)
+    Ok(sweep_svg(title, &bands, &qualified, best)?)
 }
 
 fn table(r: &SweepResult, d: &Deployment) -> Printed {

@@ -864,17 +864,29 @@ fn a_config_json_model_on_a_catalog_gpu_sweeps_and_says_its_profile_is_not_fitte
         shown.starts_with("Qwen3-30B-A3B: 48 layers") && shown.contains("8 of 128 per token"),
         "{shown}"
     );
-    let bad = dir.join("deepseek.json");
+    let bad = dir.join("gpt-oss.json");
     std::fs::write(
         &bad,
-        r#"{"architectures": ["DeepseekV3ForCausalLM"], "hidden_size": 7168}"#,
+        r#"{"architectures": ["GptOssForCausalLM"], "hidden_size": 2880}"#,
     )
     .unwrap();
     let o = serverbench(["model", "show", bad.to_str().unwrap()]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(
-        err.contains("deepseek.json: architectures: \"DeepseekV3ForCausalLM\" is not an architecture this build reads"),
+        err.contains("gpt-oss.json: architectures: \"GptOssForCausalLM\" is not an architecture this build reads"),
+        "{err}"
+    );
+    let partial = dir.join("deepseek.json");
+    std::fs::write(
+        &partial,
+        r#"{"architectures": ["DeepseekV3ForCausalLM"], "hidden_size": 7168}"#,
+    )
+    .unwrap();
+    let o = serverbench(["model", "show", partial.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        o.status.code() == Some(2) && err.contains("deepseek.json: num_hidden_layers: missing"),
         "{err}"
     );
 }

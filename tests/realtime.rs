@@ -355,7 +355,7 @@ fn faulty_router(counter: Arc<AtomicU64>) -> Router {
         post(move |body: axum::Json<serde_json::Value>| {
             let n = counter.fetch_add(1, Ordering::Relaxed);
             let max = body.get("max_tokens").and_then(|v| v.as_u64()).unwrap_or(1);
-            async move { fault(n % 6, max).await }
+            async move { fault(n % 7, max).await }
         }),
     )
 }
@@ -406,7 +406,15 @@ async fn fault(kind: u64, max: u64) -> Response {
             tokio::time::sleep(Duration::from_secs(3)).await;
             sse("data: [DONE]\n\n".into())
         }
-        // Wrong token count: one token fewer streamed than asked for, and usage claims them all.
+        // A usage below the chunks: two tokens fewer than streamed, one fewer than asked for.
+        5 => sse(format!(
+            "{}{}data: [DONE]\n\n",
+            (0..max.saturating_sub(1))
+                .map(|_| chunk(" w"))
+                .collect::<String>(),
+            usage(max.saturating_sub(2))
+        )),
+        // Several tokens in one chunk: one chunk fewer than asked for, and usage counts them all.
         _ => sse(format!(
             "{}{}data: [DONE]\n\n",
             (0..max.saturating_sub(1))
@@ -458,10 +466,13 @@ fn the_replay_survives_a_faulty_server_and_counts_every_failure() {
             "no {k} among {kinds:?}"
         );
     }
-    // The client counts what streamed: short answers are length mismatches whatever usage claims,
-    // and the claim is a stream/usage mismatch.
+    // A usage above the chunks (up to max_tokens) is several tokens in a chunk: counted, and kept in
+    // the behaviour checks; a usage below them is not believed (a length mismatch and a stream/usage
+    // mismatch).
     assert!(
-        out.client.length_mismatches > 0 && out.client.chunk_usage_mismatches > 0,
+        out.client.coalesced_streams > 0
+            && out.client.length_mismatches > 0
+            && out.client.chunk_usage_mismatches > 0,
         "wrong token counts are counted: {:?}",
         out.client
     );

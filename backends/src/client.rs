@@ -67,18 +67,36 @@ pub struct StreamResult {
 }
 
 impl StreamResult {
-    /// Output tokens received, as the client counts them: the chunks that carried output. The server's
-    /// `usage` never adds to them (a server could claim any count there); where it says more than came
-    /// ([`StreamResult::usage_beyond_chunks`]) the behaviour checks count the request.
+    /// Output tokens received. The chunks that carried output, unless the server's `usage` counts more
+    /// (never more than `max_tokens`: that is the request's error, [`usage_beyond_request`]): a server
+    /// may put several tokens in one chunk (vLLM merges the deltas a client has not read yet), and each
+    /// chunk carries at least one. A usage below the chunks is not believed.
     pub fn tokens(&self) -> u32 {
-        self.token_chunks
+        match self.usage {
+            Some(u) if self.error.is_none() && self.coalesced() => {
+                u.completion_tokens.min(u32::MAX as u64) as u32
+            }
+            _ => self.token_chunks,
+        }
     }
 
-    /// Whether the server's usage count differs from the chunks that carried output (in either
-    /// direction), or is missing from a completed stream.
+    /// Whether the usage count is missing from a completed stream, counts fewer tokens than the chunks
+    /// that carried output (each chunk carries at least one), or counts tokens when none streamed: the
+    /// stream and usage disagree.
     pub fn usage_differs(&self) -> bool {
-        self.usage
-            .map_or(true, |u| u.completion_tokens != self.token_chunks as u64)
+        self.usage.map_or(true, |u| {
+            let chunks = self.token_chunks as u64;
+            u.completion_tokens < chunks || (chunks == 0 && u.completion_tokens > 0)
+        })
+    }
+
+    /// Whether the usage count is more than the chunks that carried output (at least one did): several
+    /// tokens came in one chunk, and the usage is what is counted.
+    pub fn coalesced(&self) -> bool {
+        self.token_chunks > 0
+            && self
+                .usage
+                .is_some_and(|u| u.completion_tokens > self.token_chunks as u64)
     }
 }
 

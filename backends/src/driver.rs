@@ -54,9 +54,13 @@ pub struct ClientStats {
     /// The first of those: the tokens sent and the tokens the server counted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_prompt_mismatch: Option<(u32, u32)>,
-    /// Completed requests whose usage count differs from the output chunks streamed (a stream/usage
+    /// Completed requests whose usage count is below the output chunks streamed (a stream/usage
     /// inconsistency; the chunks are what is counted).
     pub chunk_usage_mismatches: usize,
+    /// Completed requests whose usage count is above the output chunks streamed, up to `max_tokens`:
+    /// several tokens in a chunk (the usage is what is counted).
+    #[serde(default)]
+    pub coalesced_streams: usize,
     /// Requests whose stream carried a delta field with a value but no output field this client counts
     /// (a server streaming tokens under another name: TTFT and TPOT would be measured wrong).
     #[serde(default)]
@@ -407,7 +411,7 @@ pub async fn run_real(
         summary.end_early(e.clone());
     }
     summary.itl_s = stats.itl.quantiles_s();
-    summary.describe_run(&cfg.run, replay.open_stats());
+    summary.describe_run(&cfg.run.replay(), replay.open_stats());
     summary.trees_started = replay.trees_started();
     summary.prefix_hit_rate = records_hit_rate(&records);
     if let Some(a) = agentx_summary {
@@ -464,7 +468,7 @@ fn interrupted_before_the_window(
     client: ClientStats,
 ) -> RealOutput {
     let (_, mut summary) = summarise(&[], d, 0.0);
-    summary.describe_run(&cfg.run, Default::default());
+    summary.describe_run(&cfg.run.replay(), Default::default());
     summary.trees_started = trees;
     summary.end_early(interrupted_by(&cfg.stop));
     RealOutput {
@@ -607,6 +611,9 @@ fn finish(
                 Some(u) => {
                     if r.usage_differs() {
                         stats.chunk_usage_mismatches += 1;
+                    }
+                    if r.coalesced() {
+                        stats.coalesced_streams += 1;
                     }
                     if u.prompt_tokens != (rec.input_tokens + prompt_extra) as u64 {
                         stats.prompt_mismatches += 1;

@@ -579,7 +579,7 @@ impl Sim<'_> {
             itl.merge(&r.itl);
         }
         summary.itl_s = itl.quantiles_s();
-        summary.describe_run(cfg, self.replay.open_stats());
+        summary.describe_run(&cfg.replay(), self.replay.open_stats());
         summary.kv_occupancy_mean = ratio(st.occupancy_integral, st.busy_ns as f64);
         summary.kv_occupancy_max = st.occupancy_max;
         summary.prefix_hit_rate = ratio(st.hit_tokens as f64, st.lookup_tokens as f64);

@@ -320,10 +320,10 @@ pub struct Summary {
 impl Summary {
     /// Records what run this summary is of: its seed, concurrency, start, arrivals and, open loop, what
     /// the arrivals waited for (`open`); the simulator and the real replay share it.
-    pub fn describe_run(&mut self, cfg: &crate::run::RunConfig, open: OpenStats) {
+    pub fn describe_run(&mut self, cfg: &crate::replay::ReplayConfig, open: OpenStats) {
         self.seed = cfg.seed;
         self.concurrency = cfg.concurrency;
-        self.protocol = Some(cfg.replay().effective_start());
+        self.protocol = Some(cfg.effective_start());
         self.arrivals = cfg.arrivals;
         self.open_loop = (!cfg.arrivals.is_closed()).then_some(open);
     }

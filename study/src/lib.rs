@@ -24,6 +24,7 @@
 
 pub mod compare;
 mod grid;
+pub mod plot;
 mod robust;
 mod scan;
 mod screen;

@@ -1,26 +1,39 @@
-//! SVG plots (plotters): the sweep's D/G/f against concurrency, a run's timeline, and a histogram.
+//! SVG plots (plotters) of what the studies and runs computed: the sweep's D/G/f against concurrency, a
+//! run's timeline, a histogram, a comparison's panels. Each returns the SVG text; none writes a file.
 
-use anyhow::{anyhow, Result};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
 type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
 
-fn err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
-    anyhow!("cannot draw the plot: {e:?}")
+/// A plot that could not be drawn: plotters' own error, as text.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot draw the plot: {0}")]
+pub struct PlotError(String);
+
+type Result<T> = std::result::Result<T, PlotError>;
+
+fn err<E: std::fmt::Debug>(e: E) -> PlotError {
+    PlotError(format!("{e:?}"))
 }
 
 /// One metric over concurrency levels: mean line and a min..max band per level.
 pub struct Band<'a> {
+    /// The metric's name, above its panel.
     pub title: &'a str,
+    /// Its unit, on the y axis.
     pub unit: &'a str,
     /// What the x axis counts (concurrent sessions, or arrivals per second).
     pub x_desc: &'a str,
     /// Decimals of the x axis' labels.
     pub x_decimals: usize,
+    /// The levels, in order.
     pub x: &'a [f64],
+    /// Mean over seeds at each level.
     pub mean: Vec<f64>,
+    /// Lowest seed's value at each level.
     pub min: Vec<f64>,
+    /// Highest seed's value at each level.
     pub max: Vec<f64>,
 }
 
@@ -255,15 +268,19 @@ pub fn histogram_svg(
 
 /// Series of a run's timeline: per-step samples and per-request TTFTs.
 pub struct Timeline<'a> {
+    /// Above the panels.
     pub title: &'a str,
     /// (time s, running, waiting, KV occupancy)
     pub steps: Vec<(f64, f64, f64, f64)>,
     /// (send time s, TTFT s)
     pub ttft: Vec<(f64, f64)>,
+    /// The TTFT target, s (a line).
     pub ttft_target: f64,
     /// (send time s, TPOT s)
     pub tpot: Vec<(f64, f64)>,
+    /// The TPOT target, s (a line).
     pub tpot_target: f64,
+    /// The window's length, s (the x axis).
     pub window_s: f64,
 }
 
