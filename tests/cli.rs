@@ -864,17 +864,17 @@ fn a_config_json_model_on_a_catalog_gpu_sweeps_and_says_its_profile_is_not_fitte
         shown.starts_with("Qwen3-30B-A3B: 48 layers") && shown.contains("8 of 128 per token"),
         "{shown}"
     );
-    let bad = dir.join("gpt-oss.json");
+    let bad = dir.join("gemma.json");
     std::fs::write(
         &bad,
-        r#"{"architectures": ["GptOssForCausalLM"], "hidden_size": 2880}"#,
+        r#"{"architectures": ["Gemma3ForCausalLM"], "hidden_size": 2560}"#,
     )
     .unwrap();
     let o = serverbench(["model", "show", bad.to_str().unwrap()]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(
-        err.contains("gpt-oss.json: architectures: \"GptOssForCausalLM\" is not an architecture this build reads"),
+        err.contains("gemma.json: architectures: \"Gemma3ForCausalLM\" is not an architecture this build reads"),
         "{err}"
     );
     let partial = dir.join("deepseek.json");
@@ -891,12 +891,12 @@ fn a_config_json_model_on_a_catalog_gpu_sweeps_and_says_its_profile_is_not_fitte
     );
 }
 
-/// Twelve public `config.json` files of eight architectures (dense, sliding-window, mixtures of
-/// experts, latent attention), each on a GPU, weight format and tensor-parallel degree that holds it,
-/// sweep end to end and recommend (issue 40).
+/// Thirteen public `config.json` files of nine architectures (dense, sliding-window, mixtures of
+/// experts, latent attention, alternating sliding and full layers), each on a GPU, weight format and
+/// tensor-parallel degree that holds it, sweep end to end and recommend (issue 40).
 #[test]
-fn twelve_public_configs_simulate_end_to_end() {
-    let dir = tempdir("twelve-configs");
+fn thirteen_public_configs_simulate_end_to_end() {
+    let dir = tempdir("thirteen-configs");
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hf");
     for (file, hardware, tp, weights) in [
         ("qwen3-8b.json", "h200", 1, "bf16"),
@@ -911,6 +911,7 @@ fn twelve_public_configs_simulate_end_to_end() {
         ("mixtral-8x22b.json", "h200", 4, "bf16"),
         ("deepseek-r1.json", "h200", 8, "fp8"),
         ("deepseek-v2.5.json", "h200", 4, "bf16"),
+        ("gpt-oss-120b.json", "b200", 1, "int4"),
     ] {
         std::fs::copy(fixtures.join(file), dir.join(file)).unwrap();
         let dep = dir.join(format!("{file}.yaml"));

@@ -8,13 +8,14 @@ use serde_json::{Map, Value};
 use serverbench_config::FieldError;
 
 /// The architectures read, by their `architectures[0]` name, and how their MLP is built.
-const ARCHITECTURES: [(&str, Mlp); 8] = [
+const ARCHITECTURES: [(&str, Mlp); 9] = [
     ("LlamaForCausalLM", Mlp::Dense),
     ("MistralForCausalLM", Mlp::Dense),
     ("Qwen2ForCausalLM", Mlp::Dense),
     ("Qwen3ForCausalLM", Mlp::Dense),
     ("Qwen3MoeForCausalLM", Mlp::Qwen3Moe),
     ("MixtralForCausalLM", Mlp::Mixtral),
+    ("GptOssForCausalLM", Mlp::Mixtral),
     ("DeepseekV2ForCausalLM", Mlp::Deepseek),
     ("DeepseekV3ForCausalLM", Mlp::Deepseek),
 ];
@@ -27,7 +28,8 @@ enum Mlp {
     /// `num_experts` experts of `moe_intermediate_size`, `num_experts_per_tok` per token, in the layers
     /// `decoder_sparse_step` picks outside `mlp_only_layers` (those are dense of `intermediate_size`).
     Qwen3Moe,
-    /// `num_local_experts` experts of `intermediate_size`, `num_experts_per_tok` per token, every layer.
+    /// `num_local_experts` experts of `intermediate_size`, `num_experts_per_tok` per token, every layer
+    /// (Mixtral; gpt-oss).
     Mixtral,
     /// DeepSeek-V2/V3: multi-head latent attention; `n_routed_experts` experts of
     /// `moe_intermediate_size`, `num_experts_per_tok` per token, beside `n_shared_experts` every token
@@ -110,15 +112,28 @@ pub fn from_config(name: &str, text: &str) -> Result<ModelSpec, FieldError> {
         native_context: context(&f)?,
         experts,
     };
-    let spec = match window {
-        // Every layer slides (Mistral's first release): the layers are the sliding group's.
+    let sliding = match (sliding_layers(&f, layers)?, window) {
+        (Some(0), _) | (None, None) => 0,
+        (Some(n), Some(_)) => n,
+        (Some(_), None) => {
+            return Err(FieldError::new(
+                "sliding_window",
+                "missing: layer_types names sliding layers, so their window must be given",
+            ))
+        }
+        // Every layer slides (Mistral's first release).
+        (None, Some(_)) => layers,
+    };
+    let spec = match window.filter(|_| sliding > 0) {
         Some(w) => ModelSpec {
             full_attention: AttentionLayers {
-                layers: 0,
-                kv_layers: 0,
+                layers: layers - sliding,
+                kv_layers: layers - sliding,
                 ..attention.clone()
             },
             sliding_attention: Some(AttentionLayers {
+                layers: sliding,
+                kv_layers: sliding,
                 window: Some(w),
                 ..attention
             }),
@@ -142,12 +157,7 @@ fn refuse_unread(f: &Fields<'_>, latent: bool) -> Result<(), FieldError> {
     let keys: &[&str] = if latent {
         &["layer_types", "linear_num_value_heads"]
     } else {
-        &[
-            "kv_lora_rank",
-            "q_lora_rank",
-            "layer_types",
-            "linear_num_value_heads",
-        ]
+        &["kv_lora_rank", "q_lora_rank", "linear_num_value_heads"]
     };
     for key in keys {
         if f.get(key).is_some_and(|v| !v.is_null()) {
@@ -238,6 +248,44 @@ fn latent_attention(
         latent_kv_bytes: Some((latent + rope) as u64 * 2),
     };
     Ok((attention, query + kv_down + kv_up + out))
+}
+
+/// How many layers `layer_types` makes sliding-window ones (the rest full attention), when it is given;
+/// any other kind of layer (linear, hybrid) is refused, naming the field.
+fn sliding_layers(f: &Fields<'_>, layers: u32) -> Result<Option<u32>, FieldError> {
+    let types = match f.get("layer_types") {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Array(a)) => a,
+        Some(other) => {
+            return Err(FieldError::new(
+                "layer_types",
+                format!("expected a list of layer kinds, got {other}"),
+            ))
+        }
+    };
+    if types.len() != layers as usize {
+        return Err(FieldError::new(
+            "layer_types",
+            format!(
+                "{} entries for {layers} layers (num_hidden_layers)",
+                types.len()
+            ),
+        ));
+    }
+    let mut sliding = 0;
+    for t in types {
+        match t.as_str() {
+            Some("full_attention") => {}
+            Some("sliding_attention") => sliding += 1,
+            _ => return Err(FieldError::new(
+                "layer_types",
+                format!(
+                    "{t} is not a layer kind this build reads (full_attention, sliding_attention)"
+                ),
+            )),
+        }
+    }
+    Ok(Some(sliding))
 }
 
 /// The sliding window every layer uses, when the config sets one (`sliding_window`, not null).
@@ -561,10 +609,66 @@ mod tests {
         }
     }
 
+    /// gpt-oss: 18 sliding layers of window 128 beside 18 full ones (`layer_types`), 4 of 128 experts
+    /// per token; its card's 116.8 B held and 5.1 B active (without the embedding table), and the 20b's
+    /// 20.9 B and 3.6 B from the same config with 24 layers and 32 experts.
+    #[test]
+    fn gpt_oss_layer_types_and_experts_are_placed() {
+        let m = read("gpt-oss-120b.json");
+        let s = m.sliding_attention.clone().unwrap();
+        assert_eq!((s.layers, s.window), (18, Some(128)));
+        assert_eq!(m.full_attention.layers, 18);
+        assert_eq!(m.kv_bytes_per_token(), 18 * 2 * 8 * 64 * 2);
+        assert_eq!(m.native_context, 131_072);
+        assert!(within(m.total_params, 116.8e9, 0.01), "{}", m.total_params);
+        assert!(within(m.matmul_params, 5.1e9, 0.02), "{}", m.matmul_params);
+        let text = std::fs::read_to_string(format!(
+            "{}/../tests/fixtures/hf/gpt-oss-120b.json",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap();
+        let mut v: Value = serde_json::from_str(&text).unwrap();
+        v["num_hidden_layers"] = 24.into();
+        v["num_local_experts"] = 32.into();
+        v["layer_types"] = Value::Array(v["layer_types"].as_array().unwrap()[..24].to_vec());
+        let small = from_config("gpt-oss-20b", &v.to_string()).unwrap();
+        assert!(
+            within(small.total_params, 20.9e9, 0.01),
+            "{}",
+            small.total_params
+        );
+        assert!(
+            within(small.matmul_params, 3.6e9, 0.02),
+            "{}",
+            small.matmul_params
+        );
+        for (edit, field) in [
+            (
+                serde_json::json!({"layer_types": ["linear_attention"]}),
+                "layer_types",
+            ),
+            (serde_json::json!({"num_hidden_layers": 35}), "layer_types"),
+            (
+                serde_json::json!({"sliding_window": null}),
+                "sliding_window",
+            ),
+        ] {
+            let mut w = v.clone();
+            for (k, x) in edit.as_object().unwrap() {
+                w[k] = x.clone();
+            }
+            assert_eq!(
+                from_config("c", &w.to_string()).unwrap_err().field,
+                field,
+                "{edit}"
+            );
+        }
+    }
+
     /// Every fixture against its model card's published parameter count (and, for the mixtures of
     /// experts, the active count, which cards give with the embedding table).
     #[test]
-    fn twelve_public_configs_give_their_published_sizes() {
+    fn public_configs_give_their_published_sizes() {
         let cases: [(&str, f64, Option<f64>); 12] = [
             ("qwen3-8b.json", 8.19e9, None),
             ("qwen3-0.6b.json", 0.6e9, None),
@@ -609,9 +713,9 @@ mod tests {
             assert!(base.contains(from), "{from}");
             from_config("c", &base.replace(from, to)).unwrap_err()
         };
-        let e = edit("Qwen3MoeForCausalLM", "GptOssForCausalLM");
+        let e = edit("Qwen3MoeForCausalLM", "Gemma3ForCausalLM");
         assert_eq!(e.field, "architectures");
-        assert!(e.reason.contains("GptOssForCausalLM"), "{}", e.reason);
+        assert!(e.reason.contains("Gemma3ForCausalLM"), "{}", e.reason);
         assert_eq!(
             edit("\"vocab_size\"", "\"kv_lora_rank\": 512, \"vocab_size\"").field,
             "kv_lora_rank"
