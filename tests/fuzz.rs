@@ -121,6 +121,22 @@ const CLAUDE: &[&str] = &[
     "preTokens",
     "isCompactSummary",
 ];
+const CODEX: &[&str] = &[
+    "timestamp",
+    "type",
+    "payload",
+    "session_meta",
+    "event_msg",
+    "token_count",
+    "info",
+    "last_token_usage",
+    "total_token_usage",
+    "input_tokens",
+    "cached_input_tokens",
+    "output_tokens",
+    "function_call_output",
+    "role",
+];
 const TRAJECTORY: &[&str] = &[
     "trajectory",
     "history",
@@ -225,6 +241,13 @@ proptest! {
         "message": {"id": "m1", "model": "x", "content": [{"type": "tool_use", "id": "t1", "input": {}}], "usage": {"input_tokens": 3, "cache_read_input_tokens": 100, "cache_creation_input_tokens": 20, "output_tokens": 5}},
         "toolUseResult": {"agentId": "a", "status": "completed"}, "agentId": "a", "subtype": "compact_boundary", "compactMetadata": {"preTokens": 120, "postTokens": 10, "durationMs": 5}})))) {
         survives(&text, TraceFormat::CLAUDE_CODE);
+    }
+
+    #[test]
+    fn the_codex_importer_never_panics(text in lines(record(CODEX, json!({"timestamp": "2026-09-21T11:14:20.000Z", "type": "event_msg",
+        "payload": {"type": "token_count", "id": "s", "role": "user", "info": {"total_token_usage": {"input_tokens": 9},
+        "last_token_usage": {"input_tokens": 12, "cached_input_tokens": 4, "output_tokens": 3}}}})))) {
+        survives(&text, TraceFormat::CODEX);
     }
 
     #[test]

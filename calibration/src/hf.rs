@@ -277,12 +277,14 @@ fn sliding_layers(f: &Fields<'_>, layers: u32) -> Result<Option<u32>, FieldError
         match t.as_str() {
             Some("full_attention") => {}
             Some("sliding_attention") => sliding += 1,
-            _ => return Err(FieldError::new(
-                "layer_types",
-                format!(
+            _ => {
+                return Err(FieldError::new(
+                    "layer_types",
+                    format!(
                     "{t} is not a layer kind this build reads (full_attention, sliding_attention)"
                 ),
-            )),
+                ))
+            }
         }
     }
     Ok(Some(sliding))

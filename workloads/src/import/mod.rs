@@ -140,6 +140,7 @@ impl Reduced {
 
 mod bailian;
 mod claude_code;
+mod codex;
 mod corpus;
 mod mooncake;
 mod native;
@@ -159,6 +160,7 @@ macro_rules! formats {
 formats![
     corpus::Corpus,
     claude_code::ClaudeCode,
+    codex::Codex,
     trajectory::Trajectory,
     native::Native,
     bailian::Bailian,
@@ -184,6 +186,8 @@ impl TraceFormat {
     pub const NATIVE: TraceFormat = TraceFormat(&native::Native);
     /// Claude Code's session logs.
     pub const CLAUDE_CODE: TraceFormat = TraceFormat(&claude_code::ClaudeCode);
+    /// Codex CLI rollouts.
+    pub const CODEX: TraceFormat = TraceFormat(&codex::Codex);
     /// SWE-agent and mini-swe-agent trajectories.
     pub const TRAJECTORY: TraceFormat = TraceFormat(&trajectory::Trajectory);
     /// The corpus format: real sessions reduced to numbers.
