@@ -891,6 +891,66 @@ fn a_config_json_model_on_a_catalog_gpu_sweeps_and_says_its_profile_is_not_fitte
     );
 }
 
+/// Expert parallelism (`engine.expert_parallel`) on a mixture of experts over 4 GPUs: the experts held
+/// whole, a one-token step waits for the busiest GPU, so TPOT at one session is above tensor
+/// parallelism's; on a dense model the field is refused, naming it (issue 40).
+#[test]
+fn expert_parallelism_costs_a_lone_session_its_busiest_gpu() {
+    let dir = tempdir("expert-parallel");
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hf");
+    std::fs::copy(fixtures.join("qwen3-30b-a3b.json"), dir.join("moe.json")).unwrap();
+    let tpot = |engine: &str| {
+        let dep = dir.join("d.yaml");
+        std::fs::write(
+            &dep,
+            format!("base: qwen3-8b-1xh200-vllm\nmodel: moe.json\ntp: 4\n{engine}"),
+        )
+        .unwrap();
+        let o = serverbench([
+            "simulate",
+            "-d",
+            dep.to_str().unwrap(),
+            "-c",
+            "1",
+            "-w",
+            "120",
+            "--out",
+            dir.join("run").to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let s: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("run/summary.json")).unwrap())
+                .unwrap();
+        s["summary"]["tpot_s"]["p50"].as_f64().unwrap()
+    };
+    let (tp, ep) = (tpot(""), tpot("engine:\n  expert_parallel: true\n"));
+    assert!(
+        ep > tp * 1.05,
+        "expert parallel {ep} against tensor parallel {tp}"
+    );
+    let dense = dir.join("dense.yaml");
+    std::fs::write(
+        &dense,
+        "base: qwen3-8b-1xh200-vllm\nengine:\n  expert_parallel: true\n",
+    )
+    .unwrap();
+    let o = serverbench([
+        "simulate",
+        "-d",
+        dense.to_str().unwrap(),
+        "-c",
+        "1",
+        "-w",
+        "60",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        o.status.code() == Some(2)
+            && err.contains("engine.expert_parallel: the model has no routed experts"),
+        "{err}"
+    );
+}
+
 /// Thirteen public `config.json` files of nine architectures (dense, sliding-window, mixtures of
 /// experts, latent attention, alternating sliding and full layers), each on a GPU, weight format and
 /// tensor-parallel degree that holds it, sweep end to end and recommend (issue 40).

@@ -166,29 +166,55 @@ pub struct CostModel {
 }
 
 /// The weight reads of a mixture of experts' routed experts ([`crate::model::Experts`]): a step of `n`
-/// tokens reads `count × (1 − keep^n)` distinct experts per layer.
+/// tokens reads `count × (1 − keep^n)` distinct experts per layer. Under expert parallelism each of
+/// the `gpus` holds `count ÷ gpus` experts whole and the step waits for the GPU whose experts its tokens
+/// chose most: the expected largest of the GPUs' counts, each binomial (`count ÷ gpus` experts, each
+/// chosen with `p = 1 − keep^n`), taken as the mean plus `spread` standard deviations (the expected
+/// largest of `gpus` standard normal draws), never above `count ÷ gpus`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct ExpertReads {
     count: f64,
     /// `1 − per_token / count`: the chance that one token leaves a given expert out.
     keep: f64,
-    /// Seconds to stream one expert of every routed layer (this GPU's share).
+    /// Seconds to stream one expert of every routed layer (this GPU's share: all of it under expert
+    /// parallelism).
     s_per_expert: f64,
     /// The same at the single-row efficiency (a step of one token).
     single_row_s_per_expert: f64,
+    /// GPUs the experts are spread over whole (expert parallelism); 1 when tensor parallelism splits
+    /// each expert instead.
+    gpus: f64,
+    /// The expected largest of `gpus` standard normal draws.
+    spread: f64,
 }
 
 impl ExpertReads {
     /// Seconds of expert weights a step of `tokens` tokens streams.
     #[inline]
     fn seconds(&self, tokens: f64) -> f64 {
-        let distinct = self.count * (1.0 - self.keep.powf(tokens));
-        if tokens == 1.0 {
-            distinct * self.single_row_s_per_expert
+        let p = 1.0 - self.keep.powf(tokens);
+        let experts = if self.gpus > 1.0 {
+            let m = self.count / self.gpus;
+            (m * p + self.spread * (m * p * (1.0 - p)).sqrt()).min(m)
         } else {
-            distinct * self.s_per_expert
+            self.count * p
+        };
+        if tokens == 1.0 {
+            experts * self.single_row_s_per_expert
+        } else {
+            experts * self.s_per_expert
         }
     }
+}
+
+/// The expected largest of `n` independent standard normal draws (Teichroew's table at powers of two,
+/// interpolated in log₂ n between them; 2.34 from 64 on, where expert-parallel groups end).
+pub fn expected_normal_max(n: u32) -> f64 {
+    const AT_POWERS_OF_TWO: [f64; 7] = [0.0, 0.5642, 1.0294, 1.4236, 1.7660, 2.0697, 2.3423];
+    let x = (n.max(1) as f64).log2().min(6.0);
+    let i = (x.floor() as usize).min(5);
+    let f = x - i as f64;
+    AT_POWERS_OF_TWO[i] + f * (AT_POWERS_OF_TWO[i + 1] - AT_POWERS_OF_TWO[i])
 }
 
 /// What the cost model needs to know about a deployment.
@@ -210,6 +236,10 @@ pub struct CostInputs<'a> {
     pub draft_params: f64,
     /// Which steps the engine replays as CUDA graphs; `None`: every step's launches are hidden.
     pub graphs: Option<GraphRule>,
+    /// A mixture of experts' routed experts spread whole over the `tp` GPUs (expert parallelism)
+    /// instead of split by tensor parallelism; attention stays tensor-parallel, so the hidden states
+    /// every GPU holds are combined by the same all-reduce.
+    pub expert_parallel: bool,
 }
 
 /// Which steps an engine replays as captured CUDA graphs; the others run eagerly and take at least the
@@ -274,12 +304,15 @@ impl CostModel {
         let experts = m.experts.as_ref().map(|e| {
             let per_param = weight_bytes / m.matmul_params;
             weight_bytes = (m.matmul_params - e.active_params()) * per_param;
-            let expert_bytes = e.params_per_expert_all_layers() * per_param;
+            let gpus = if i.expert_parallel { tp } else { 1.0 };
+            let expert_bytes = e.params_per_expert_all_layers() * per_param * gpus;
             ExpertReads {
                 count: e.count as f64,
                 keep: 1.0 - e.per_token as f64 / e.count as f64,
                 s_per_expert: expert_bytes / weight_bw,
                 single_row_s_per_expert: expert_bytes / single_row_bw,
+                gpus,
+                spread: expected_normal_max(gpus as u32),
             }
         });
         let fa = &m.full_attention;
@@ -627,6 +660,7 @@ mod tests {
             tp,
             draft_params: 0.0,
             graphs: None,
+            expert_parallel: false,
         })
     }
 
@@ -655,6 +689,46 @@ mod tests {
     /// median of two runs): the simulated step grows with the distinct experts its tokens read, from 8
     /// of 128 per layer at batch 1 to all of them, as the measured one does; each level's error is
     /// printed and bounded, the bound being what the dense profile gives, not a fit.
+    /// Expert parallelism over 8 GPUs holds 16 of Qwen3-30B-A3B's 128 experts whole on each: a token's
+    /// 8 experts land unevenly, so a one-token step waits for the GPU with the most (1 + 1.4236 × 0.968
+    /// = 2.38 experts, against one expert's worth, split eight ways, under tensor parallelism); once
+    /// every expert is chosen the two read the same bytes.
+    #[test]
+    fn expert_parallelism_waits_for_the_busiest_gpu() {
+        assert_eq!(expected_normal_max(1), 0.0);
+        assert!((expected_normal_max(8) - 1.4236).abs() < 1e-12);
+        let six = expected_normal_max(6);
+        assert!(six > 1.0294 && six < 1.4236, "{six}");
+        let text = include_str!("../../tests/fixtures/hf/qwen3-30b-a3b.json");
+        let m = crate::hf::from_config("qwen3-30b-a3b", text).unwrap();
+        let (h, p) = (
+            HardwareSpec::preset("h200").unwrap(),
+            Profile::preset("h200-qwen3-8b-vllm").unwrap(),
+        );
+        let model = |ep: bool| {
+            CostModel::new(CostInputs {
+                model: &m,
+                hardware: &h,
+                profile: &p,
+                dtype: WeightDtype::Bf16,
+                group_size: 128,
+                tp: 8,
+                draft_params: 0.0,
+                graphs: None,
+                expert_parallel: ep,
+            })
+        };
+        let (tp, ep) = (model(false), model(true));
+        let (t, e) = (tp.experts.unwrap(), ep.experts.unwrap());
+        let one = e.seconds(1.0) / t.seconds(1.0);
+        let want = 1.0 + 1.4236 * (16.0f64 * (1.0 / 16.0) * (15.0 / 16.0)).sqrt();
+        assert!((one - want).abs() < 1e-9, "{one} against {want}");
+        assert!((e.seconds(4096.0) / t.seconds(4096.0) - 1.0).abs() < 1e-9);
+        for n in [1.0, 4.0, 16.0, 64.0, 256.0] {
+            assert!(e.seconds(n) >= t.seconds(n) - 1e-15, "{n}");
+        }
+    }
+
     #[test]
     fn a_mixture_of_experts_decode_grows_with_the_experts_its_batch_reads() {
         let text = include_str!("../../tests/fixtures/hf/qwen3-30b-a3b.json");
@@ -672,6 +746,7 @@ mod tests {
             tp: 1,
             draft_params: 0.0,
             graphs: None,
+            expert_parallel: false,
         });
         // (batch, context, measured ms): the mean context of the 128 tokens decoded over the prompt.
         let measured = [
@@ -750,6 +825,7 @@ mod tests {
                 tp: 1,
                 draft_params: 0.0,
                 graphs,
+                expert_parallel: false,
             })
         };
         let with = |graphs| with_profile(&p, graphs);
@@ -904,6 +980,7 @@ mod tests {
                 tp: 1,
                 draft_params: 0.0,
                 graphs: None,
+                expert_parallel: false,
             })
         };
         let (packed, per_seq) = (
@@ -1051,6 +1128,7 @@ mod tests {
             tp: 1,
             draft_params: 0.0,
             graphs: None,
+            expert_parallel: false,
         });
         let rounds = |chunks: &[(u32, u32)]| {
             let mut b = BatchShape::default();

@@ -303,6 +303,7 @@ fn engine_cost(model: &ModelSpec, hardware: &HardwareSpec, profile: &Profile) ->
         tp: 1,
         draft_params: 0.0,
         graphs: None,
+        expert_parallel: false,
     })
 }
 

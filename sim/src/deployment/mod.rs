@@ -242,9 +242,26 @@ impl Deployment {
         if self.dp == 0 || self.dp > MAX_DP {
             return bad("dp", format!("must be between 1 and {MAX_DP}"));
         }
+        let m = &self.model;
+        if self.engine.expert_parallel {
+            let Some(e) = &m.experts else {
+                return bad(
+                    "engine.expert_parallel",
+                    "the model has no routed experts to spread".into(),
+                );
+            };
+            if e.count % self.tp != 0 {
+                return bad(
+                    "engine.expert_parallel",
+                    format!(
+                        "the model's {} experts do not spread evenly over tp = {} GPUs",
+                        e.count, self.tp
+                    ),
+                );
+            }
+        }
         // vLLM and SGLang split each attention kind's query heads evenly, and its KV heads evenly or
         // by replicating each over tp ÷ kv GPUs.
-        let m = &self.model;
         for a in std::iter::once(&m.full_attention).chain(m.sliding_attention.as_ref()) {
             let (q, kv) = (a.q_heads, a.kv_heads);
             if a.layers == 0 || q == 0 || kv == 0 {
@@ -385,6 +402,7 @@ impl Deployment {
                 .as_ref()
                 .map_or(0.0, |s| s.draft_params(&m)),
             graphs: self.engine.graph_rule(),
+            expert_parallel: self.engine.expert_parallel,
         })
     }
 }

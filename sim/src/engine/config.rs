@@ -220,6 +220,11 @@ pub struct EngineConfig {
     /// decode limit).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cuda_graph_prefill_max_tokens: Option<u32>,
+    /// A mixture of experts' routed experts spread whole over the replica's `tp` GPUs (vLLM
+    /// `--enable-expert-parallel`, SGLang `--ep-size` equal to `--tp-size`) instead of each split over
+    /// them; attention stays tensor-parallel. Off in both engines unless asked for.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub expert_parallel: bool,
 }
 
 fn default_swap_space() -> f64 {
@@ -257,6 +262,7 @@ impl Default for EngineConfig {
             cuda_graph_max_tokens: None,
             cuda_graph_mixed: false,
             cuda_graph_prefill_max_tokens: None,
+            expert_parallel: false,
         }
     }
 }
