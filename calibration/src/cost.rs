@@ -664,6 +664,27 @@ mod tests {
         })
     }
 
+    /// Qwen3-30B-A3B (its config.json) on H200s with the vLLM profile fitted to the dense Qwen3-8B.
+    fn qwen3_30b_a3b(tp: u32, expert_parallel: bool) -> CostModel {
+        let text = include_str!("../../tests/fixtures/hf/qwen3-30b-a3b.json");
+        let m = crate::hf::from_config("qwen3-30b-a3b", text).unwrap();
+        let (h, p) = (
+            HardwareSpec::preset("h200").unwrap(),
+            Profile::preset("h200-qwen3-8b-vllm").unwrap(),
+        );
+        CostModel::new(CostInputs {
+            model: &m,
+            hardware: &h,
+            profile: &p,
+            dtype: WeightDtype::Bf16,
+            group_size: 128,
+            tp,
+            draft_params: 0.0,
+            graphs: None,
+            expert_parallel,
+        })
+    }
+
     fn decode(batch: u32, ctx: u32) -> BatchShape {
         let mut b = BatchShape::default();
         for _ in 0..batch {
@@ -684,11 +705,6 @@ mod tests {
         );
     }
 
-    /// Qwen3-30B-A3B's decode on one H200 with the vLLM profile fitted to a dense model
-    /// (`h200-qwen3-8b-vllm`), against vLLM 0.26.0 serving that shape (results/h200-vllm-moe, the
-    /// median of two runs): the simulated step grows with the distinct experts its tokens read, from 8
-    /// of 128 per layer at batch 1 to all of them, as the measured one does; each level's error is
-    /// printed and bounded, the bound being what the dense profile gives, not a fit.
     /// Expert parallelism over 8 GPUs holds 16 of Qwen3-30B-A3B's 128 experts whole on each: a token's
     /// 8 experts land unevenly, so a one-token step waits for the GPU with the most (1 + 1.4236 × 0.968
     /// = 2.38 experts, against one expert's worth, split eight ways, under tensor parallelism); once
@@ -699,26 +715,7 @@ mod tests {
         assert!((expected_normal_max(8) - 1.4236).abs() < 1e-12);
         let six = expected_normal_max(6);
         assert!(six > 1.0294 && six < 1.4236, "{six}");
-        let text = include_str!("../../tests/fixtures/hf/qwen3-30b-a3b.json");
-        let m = crate::hf::from_config("qwen3-30b-a3b", text).unwrap();
-        let (h, p) = (
-            HardwareSpec::preset("h200").unwrap(),
-            Profile::preset("h200-qwen3-8b-vllm").unwrap(),
-        );
-        let model = |ep: bool| {
-            CostModel::new(CostInputs {
-                model: &m,
-                hardware: &h,
-                profile: &p,
-                dtype: WeightDtype::Bf16,
-                group_size: 128,
-                tp: 8,
-                draft_params: 0.0,
-                graphs: None,
-                expert_parallel: ep,
-            })
-        };
-        let (tp, ep) = (model(false), model(true));
+        let (tp, ep) = (qwen3_30b_a3b(8, false), qwen3_30b_a3b(8, true));
         let (t, e) = (tp.experts.unwrap(), ep.experts.unwrap());
         let one = e.seconds(1.0) / t.seconds(1.0);
         let want = 1.0 + 1.4236 * (16.0f64 * (1.0 / 16.0) * (15.0 / 16.0)).sqrt();
@@ -729,25 +726,14 @@ mod tests {
         }
     }
 
+    /// Qwen3-30B-A3B's decode on one H200 with the vLLM profile fitted to a dense model
+    /// (`h200-qwen3-8b-vllm`), against vLLM 0.26.0 serving that shape (results/h200-vllm-moe, the
+    /// median of two runs): the simulated step grows with the distinct experts its tokens read, from 8
+    /// of 128 per layer at batch 1 to all of them, as the measured one does; each level's error is
+    /// printed and bounded, the bound being what the dense profile gives, not a fit.
     #[test]
     fn a_mixture_of_experts_decode_grows_with_the_experts_its_batch_reads() {
-        let text = include_str!("../../tests/fixtures/hf/qwen3-30b-a3b.json");
-        let m = crate::hf::from_config("qwen3-30b-a3b", text).unwrap();
-        let (h, p) = (
-            HardwareSpec::preset("h200").unwrap(),
-            Profile::preset("h200-qwen3-8b-vllm").unwrap(),
-        );
-        let c = CostModel::new(CostInputs {
-            model: &m,
-            hardware: &h,
-            profile: &p,
-            dtype: WeightDtype::Bf16,
-            group_size: 128,
-            tp: 1,
-            draft_params: 0.0,
-            graphs: None,
-            expert_parallel: false,
-        });
+        let c = qwen3_30b_a3b(1, false);
         // (batch, context, measured ms): the mean context of the 128 tokens decoded over the prompt.
         let measured = [
             (1, 2048, 4.17),
@@ -788,6 +774,11 @@ mod tests {
             );
         }
         // The weights a step reads rise with its distinct experts: 8 of 128 at one token, 126 at 64.
+        let m = crate::hf::from_config(
+            "qwen3-30b-a3b",
+            include_str!("../../tests/fixtures/hf/qwen3-30b-a3b.json"),
+        )
+        .unwrap();
         let e = m.experts.as_ref().unwrap();
         assert!((e.distinct(1.0) - 8.0).abs() < 1e-9);
         assert!(
