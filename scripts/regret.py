@@ -59,7 +59,9 @@ for s in SETS:
             tpot_err += [abs(metric(r, "TPOT p50 ms")["rel_error"]), abs(metric(r, "TPOT p90 ms")["rel_error"])]
             ttft_err.append(abs(metric(r, "TTFT p50 s")["rel_error"]))
     plain = max(sim, key=sim.get)
-    args = sweep_args(d["meta"]["command"]) + (PINNED if s.startswith("fit") else [])
+    args = sweep_args(d["meta"]["command"])
+    if s.startswith("fit") and "--workload" not in args:
+        args += PINNED
     with tempfile.TemporaryDirectory() as tmp:
         subprocess.run([BIN, "sweep", *args, "--out", tmp], check=True, capture_output=True)
         u = json.load(open(os.path.join(tmp, "sweep.json")))["under_model_error"]

@@ -68,6 +68,12 @@
 #              weights only; 13 MB, for sm_80, the one image an sm_90 GPU would JIT) zeroed and marked
 #              compute_120 so that no GPU here loads it: .carry/vllm-moe/moe_C.so.xz (1.5 MB), which
 #              `install` unpacks into $SITE when MOE=1
+#   fa3-bench  (before `start`: the GPU to itself) scripts/vllm/fa3_decode_bench.py: FlashAttention 3's decode
+#              attention alone, one layer of the Qwen3-8B shape, batches of equal and unequal contexts, with
+#              vLLM's arguments -> $OUT/fa3-bench.tar.gz; SHARED=1: batches whose sequences share a
+#              20,480-token prefix (the same pages), beside the same contexts unshared
+#   decode-grid scripts/vllm/decode_grid.py against the server: pure decode steps of B = 1-16 sequences of
+#              chosen contexts (with STEP_TRACE=1 their steps come back as $OUT/steps-decode-grid.jsonl.gz)
 #   moe-probe  scripts/vllm/moe_probe.py against the server: decode TPOT at batch 1-256 over 2,048-token
 #              prompts and 1, 16 over 16,384, TTFT of fresh 512-16,384-token prompts -> $OUT/moe-probe.tar.gz
 # The peers, calibrate, runs and verify parts are the dense model's. Two calls (results/h200-vllm-moe/):
@@ -386,6 +392,26 @@ peers() {
   pack peers
 }
 
+fa3_bench() { # scripts/vllm/fa3_decode_bench.py: FA3's decode attention alone, before the server takes the GPU
+  install || return 1
+  mkdir -p "$WORK/fa3-bench"
+  local name=fa3; [ "${SHARED:-0}" != 0 ] && name=fa3-shared
+  PYTHONPATH=$SITE python3 "$HERE/vllm/fa3_decode_bench.py" "$WORK/fa3-bench/$name.json" 2>&1 \
+    | tee "$WORK/fa3-bench/$name.txt"
+  pack fa3-bench
+}
+
+decode_grid() { # scripts/vllm/decode_grid.py against the server; with STEP_TRACE=1 its steps come back too
+  mkdir -p "$WORK/decode-grid"
+  pack_steps decode-grid final
+  keep_packing decode-grid
+  python3 "$HERE/vllm/decode_grid.py" "$URL" "$NAME" "$WORK/decode-grid/grid.json" 2>&1 \
+    | tee "$WORK/decode-grid/log.txt"
+  kill "$packer" 2>/dev/null
+  pack decode-grid
+  pack_steps decode-grid
+}
+
 moe_probe() { # scripts/vllm/moe_probe.py against the MoE server, within the call's time
   mkdir -p "$WORK/moe-probe"
   keep_packing moe-probe
@@ -581,6 +607,8 @@ for part in ${*:-install model peers-cuda start check peers calibrate runs}; do
     start) need_server ;;
     check) need_server; check ;;
     peers) need_server; peers ;;
+    fa3-bench) fa3_bench ;;
+    decode-grid) need_server; decode_grid ;;
     calibrate) need_server; calibrate ;;
     runs) need_server; runs ;;
     verify) install && model && verify ;;

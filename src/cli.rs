@@ -721,6 +721,10 @@ pub struct CalibrateArgs {
     /// row per step, in the order of the logs given).
     #[arg(long, requires = "check")]
     pub per_step: Option<PathBuf>,
+    /// With `--check`: the logs come from an engine whose decode attention runs FlashAttention 3's
+    /// split-KV schedule (vLLM on Hopper): pure decode steps pay the excess it gives (docs/simulator.md).
+    #[arg(long, requires = "check")]
+    pub split_kv: bool,
     /// Notes written to the profile (assumptions, uncertainty).
     #[arg(long, default_value = "")]
     pub notes: String,

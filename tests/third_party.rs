@@ -265,9 +265,9 @@ fn the_vllm_fidelity_tables_reproduce_from_the_stored_runs() {
     }
 }
 
-/// The knee of the stored vLLM set `syn-steady`: the simulator puts c = 16 just ahead of 8 where vLLM
-/// measured 8 best (results/h200-vllm/regret.md); under the profile's measured error `sweep` picks 8 and
-/// says that 16 hangs on TPOT.
+/// The knee of `synthetic-v1` steady on the vLLM deployment: the simulator puts c = 12 just ahead of 8
+/// (vLLM measured 8 best of 1, 4, 8, 16: results/h200-vllm/regret.md); under the profile's measured
+/// error `sweep` picks 8 and says that 12 hangs on TPOT.
 #[test]
 fn sweep_picks_the_level_that_survives_the_profiles_measured_error() {
     let dir = temp("under-error");
@@ -279,7 +279,7 @@ fn sweep_picks_the_level_that_survives_the_profiles_measured_error() {
             "--start",
             "steady",
             "-c",
-            "8,16",
+            "8,12",
             "--seeds",
             "0..1",
             "-w",
@@ -292,22 +292,22 @@ fn sweep_picks_the_level_that_survives_the_profiles_measured_error() {
     );
     let text = stdout(&o);
     assert!(
-        text.contains("Recommendation: accept 16 concurrent sessions"),
+        text.contains("Recommendation: accept 12 concurrent sessions"),
         "{text}"
     );
     assert!(
-        text.contains("profile h200-qwen3-8b-vllm's stated error: compute ±25 %, bandwidth ±12 %, host ±25 %): accept 8"),
+        text.contains("profile h200-qwen3-8b-vllm's stated error: compute ±24 %, bandwidth ±11 %, host ±25 %): accept 8"),
         "{text}"
     );
     assert!(
-        text.contains("At 16 the score hangs on a TPOT within"),
+        text.contains("At 12 the score hangs on a TPOT within"),
         "{text}"
     );
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("sweep.json")).unwrap()).unwrap();
     let u = &json["under_model_error"];
     assert_eq!(u["best_worst_case"], 8);
-    assert_eq!(u["best_nominal"], 16);
+    assert_eq!(u["best_nominal"], 12);
     assert_eq!(u["stated"], true);
     for l in u["levels"].as_array().unwrap() {
         let (n, s, f, w) = (

@@ -3,6 +3,7 @@
 
 use crate::model::{streamed_weight_bytes, AttentionLayers, HardwareSpec, ModelSpec, WeightDtype};
 use crate::profile::{AttentionLayout, Profile, StepTime};
+use crate::splitkv::SplitKv;
 
 /// What a step computes, accumulated one sequence at a time by the scheduler.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -32,6 +33,9 @@ pub struct BatchShape {
     /// Of `decode_context`, the tokens another decode sequence of the step reads too (the repeats of shared
     /// prefix blocks: the sum of the contexts minus the distinct tokens read); 0 when unknown.
     pub decode_shared: u64,
+    /// Decode context tokens' worth of reading the split-KV schedule adds when its thread blocks
+    /// overflow the GPU's SMs ([`SplitKv::excess_tokens`]); 0 when not modelled.
+    pub decode_split_excess: u64,
 }
 
 impl BatchShape {
@@ -163,6 +167,8 @@ pub struct CostModel {
     eager_floor_s: f64,
     /// The sliding window of the model, if it has sliding layers.
     pub window: Option<u32>,
+    /// The decode attention's split-KV schedule, where the engine runs one and the GPU's SMs are known.
+    split_kv: Option<SplitKv>,
 }
 
 /// The weight reads of a mixture of experts' routed experts ([`crate::model::Experts`]): a step of `n`
@@ -240,6 +246,10 @@ pub struct CostInputs<'a> {
     /// instead of split by tensor parallelism; attention stays tensor-parallel, so the hidden states
     /// every GPU holds are combined by the same all-reduce.
     pub expert_parallel: bool,
+    /// The engine's decode attention splits each sequence's KV as FlashAttention 3 does
+    /// ([`crate::splitkv`]); modelled where the GPU gives its SMs and the model's full-attention layers
+    /// have heads of 128 (the block size read for that head size).
+    pub split_kv_decode: bool,
 }
 
 /// Which steps an engine replays as captured CUDA graphs; the others run eagerly and take at least the
@@ -264,6 +274,21 @@ impl GraphRule {
         };
         b.tokens() <= cap as u64
     }
+}
+
+/// The split-KV schedule a deployment's decode attention runs, if modelled: the engine's FlashAttention 3
+/// decode, a GPU with its SMs given, full-attention heads of 128 not stored as a latent.
+fn split_kv(i: &CostInputs<'_>) -> Option<SplitKv> {
+    let fa = &i.model.full_attention;
+    if !i.split_kv_decode || fa.head_dim != 128 || fa.latent_kv_bytes.is_some() || fa.layers == 0 {
+        return None;
+    }
+    let (sms, saturating_blocks) = i.hardware.split_kv_sms()?;
+    Some(SplitKv {
+        sms,
+        saturating_blocks,
+        kv_heads: fa.kv_heads.div_ceil(i.tp.max(1)),
+    })
 }
 
 /// Fraction of one layer group's KV that one GPU holds under tensor parallelism (heads split, never below one head).
@@ -378,7 +403,14 @@ impl CostModel {
             graphs: i.graphs.filter(|_| p.eager_s_per_layer > 0.0),
             eager_floor_s: m.layers as f64 * p.eager_s_per_layer,
             window: m.sliding_attention.as_ref().and_then(|s| s.window),
+            split_kv: split_kv(&i),
         }
+    }
+
+    /// The split-KV schedule of the deployment's decode attention ([`CostInputs::split_kv_decode`]), if
+    /// modelled: callers set [`BatchShape::decode_split_excess`] from it.
+    pub fn split_kv(&self) -> Option<SplitKv> {
+        self.split_kv
     }
 
     /// Time from a client's send to the engine seeing the request, ns (the profile's `request_latency_s`).
@@ -450,6 +482,7 @@ impl CostModel {
         KvRead {
             prefill_context: b.prefill_context,
             decode_shared: b.decode_shared,
+            split_excess: b.decode_split_excess,
             full_read_s_per_token: self.full_read_s_per_token,
             rest: [
                 b.decode_shared as f64 * self.shared_read_s_per_token,
@@ -549,6 +582,7 @@ impl CostModel {
 struct KvRead {
     prefill_context: u64,
     decode_shared: u64,
+    split_excess: u64,
     full_read_s_per_token: f64,
     rest: [f64; 4],
 }
@@ -557,7 +591,9 @@ impl KvRead {
     #[inline]
     fn seconds(&self, decode_context: u64) -> f64 {
         let [shared, sliding, write, state] = self.rest;
-        (self.prefill_context + decode_context.saturating_sub(self.decode_shared)) as f64
+        (self.prefill_context
+            + decode_context.saturating_sub(self.decode_shared)
+            + self.split_excess) as f64
             * self.full_read_s_per_token
             + shared
             + sliding
@@ -611,6 +647,12 @@ impl StepClock {
         body.max(self.eager_floor_s) + self.fixed_s + self.overhead_s
     }
 
+    /// Sets the step's [`BatchShape::decode_split_excess`] (a run's later steps: [`crate::SplitRun`]).
+    #[inline]
+    pub fn set_split_excess(&mut self, tokens: u64) {
+        self.kv.split_excess = tokens;
+    }
+
     /// [`StepClock::seconds`] in whole nanoseconds (rounded half away from zero), at least 1 for a
     /// non-empty step.
     #[inline]
@@ -661,6 +703,7 @@ mod tests {
             draft_params: 0.0,
             graphs: None,
             expert_parallel: false,
+            split_kv_decode: false,
         })
     }
 
@@ -682,6 +725,7 @@ mod tests {
             draft_params: 0.0,
             graphs: None,
             expert_parallel,
+            split_kv_decode: false,
         })
     }
 
@@ -817,6 +861,7 @@ mod tests {
                 draft_params: 0.0,
                 graphs,
                 expert_parallel: false,
+                split_kv_decode: false,
             })
         };
         let with = |graphs| with_profile(&p, graphs);
@@ -972,6 +1017,7 @@ mod tests {
                 draft_params: 0.0,
                 graphs: None,
                 expert_parallel: false,
+                split_kv_decode: false,
             })
         };
         let (packed, per_seq) = (
@@ -1120,6 +1166,7 @@ mod tests {
             draft_params: 0.0,
             graphs: None,
             expert_parallel: false,
+            split_kv_decode: false,
         });
         let rounds = |chunks: &[(u32, u32)]| {
             let mut b = BatchShape::default();

@@ -294,6 +294,16 @@ fn unit_profile(base: &Profile) -> Profile {
 
 /// The cost model of a profile for the engine the step logs come from: bf16 weights, one GPU.
 fn engine_cost(model: &ModelSpec, hardware: &HardwareSpec, profile: &Profile) -> CostModel {
+    engine_cost_with(model, hardware, profile, false)
+}
+
+/// [`engine_cost`], with the engine's split-KV decode schedule modelled or not.
+fn engine_cost_with(
+    model: &ModelSpec,
+    hardware: &HardwareSpec,
+    profile: &Profile,
+    split_kv_decode: bool,
+) -> CostModel {
     CostModel::new(CostInputs {
         model,
         hardware,
@@ -304,6 +314,7 @@ fn engine_cost(model: &ModelSpec, hardware: &HardwareSpec, profile: &Profile) ->
         draft_params: 0.0,
         graphs: None,
         expert_parallel: false,
+        split_kv_decode,
     })
 }
 
@@ -498,10 +509,30 @@ pub fn predict_steps(
     hardware: &HardwareSpec,
     profile: &Profile,
 ) -> Vec<f64> {
-    let cost = engine_cost(model, hardware, profile);
+    predict_steps_with(samples, model, hardware, profile, false)
+}
+
+/// [`predict_steps`] for an engine whose decode attention runs FlashAttention 3's split-KV schedule
+/// (`split_kv_decode`, vLLM on Hopper: [`crate::splitkv`]), when the GPU gives its SMs: each decode step
+/// pays the excess its sequences' contexts (keys: context + 1) give.
+pub fn predict_steps_with(
+    samples: &[StepSample],
+    model: &ModelSpec,
+    hardware: &HardwareSpec,
+    profile: &Profile,
+    split_kv_decode: bool,
+) -> Vec<f64> {
+    let cost = engine_cost_with(model, hardware, profile, split_kv_decode);
     samples
         .iter()
-        .map(|s| cost.step_seconds(&s.shape(cost.window)))
+        .map(|s| {
+            let mut b = s.shape(cost.window);
+            if let (Some(k), true) = (cost.split_kv(), s.prefill.is_empty()) {
+                let keys: Vec<u32> = s.decode.iter().map(|&c| c.saturating_add(1)).collect();
+                b.decode_split_excess = k.excess_tokens(&keys);
+            }
+            cost.step_seconds(&b)
+        })
         .collect()
 }
 

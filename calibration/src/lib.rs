@@ -13,11 +13,12 @@ pub mod memory;
 pub mod model;
 pub mod ops;
 pub mod profile;
+pub mod splitkv;
 
 pub use cost::{BatchShape, CostInputs, CostModel, GraphRule, StepClock, StepParts};
 pub use fit::{
-    check_profile, fit_profile, parse_step_log, predict_steps, CannotFit, ClassError, Fit,
-    FitAccuracy, FitSetup, FitTarget, StepSample,
+    check_profile, fit_profile, parse_step_log, predict_steps, predict_steps_with, CannotFit,
+    ClassError, Fit, FitAccuracy, FitSetup, FitTarget, StepSample,
 };
 pub use memory::{memory_plan, MemoryPlan};
 pub use model::{
@@ -26,6 +27,7 @@ pub use model::{
 };
 pub use profile::{AttentionLayout, Band, BandEnd, FitRecord, OpClassRecord, Profile, StepTime};
 pub use serverbench_config::{FieldError, InputError};
+pub use splitkv::{SplitKv, SplitRun};
 
 #[cfg(test)]
 mod tests {

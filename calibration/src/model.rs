@@ -280,6 +280,13 @@ pub struct HardwareSpec {
     pub host_bandwidth: f64,
     /// Price of one GPU-hour in dollars, when a deployment does not set its own.
     pub dollars_per_hour: f64,
+    /// Streaming multiprocessors, where the split-KV decode schedule of FlashAttention 3 is modelled
+    /// (Hopper GPUs: [`crate::splitkv`]); unset elsewhere, where it is not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sm_count: Option<u32>,
+    /// The most one SM's decode-attention block reads from memory, bytes/s (with `sm_count`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sm_read_bandwidth: Option<f64>,
 }
 
 impl HardwareSpec {
@@ -332,7 +339,44 @@ impl HardwareSpec {
                 ));
             }
         }
-        Ok(())
+        self.check_sms()
+    }
+
+    /// `sm_count` and `sm_read_bandwidth` come together, within reason.
+    fn check_sms(&self) -> Result<(), FieldError> {
+        match (self.sm_count, self.sm_read_bandwidth) {
+            (None, None) => Ok(()),
+            (Some(n), Some(bw)) => {
+                if !(1..=100_000).contains(&n) {
+                    return Err(FieldError::new(
+                        "sm_count",
+                        format!("must be 1 to 100000, got {n}"),
+                    ));
+                }
+                if !(bw > 0.0 && bw <= self.memory_bandwidth) {
+                    return Err(FieldError::new(
+                        "sm_read_bandwidth",
+                        format!("must be positive and at most memory_bandwidth, got {bw}"),
+                    ));
+                }
+                Ok(())
+            }
+            (Some(_), None) => Err(FieldError::new(
+                "sm_read_bandwidth",
+                "must be given with sm_count",
+            )),
+            (None, Some(_)) => Err(FieldError::new(
+                "sm_count",
+                "must be given with sm_read_bandwidth",
+            )),
+        }
+    }
+
+    /// Thread blocks that read at the full memory bandwidth together (`memory_bandwidth /
+    /// sm_read_bandwidth`, at least 1), with the SM count; `None` where they are not given.
+    pub fn split_kv_sms(&self) -> Option<(u32, u32)> {
+        let (n, bw) = (self.sm_count?, self.sm_read_bandwidth?);
+        Some((n, ((self.memory_bandwidth / bw).round() as u32).clamp(1, n)))
     }
 }
 

@@ -242,6 +242,7 @@ pub fn simulate(
             seed: mix2(cfg.seed, r as u64),
             report_tokens: false,
             count_shared_reads: cost.prices_shared_reads(),
+            split_kv: cost.split_kv(),
             timeline: cfg.timeline,
         };
         replicas.push(deployment.replica(opts)?);

@@ -20,7 +20,7 @@ use fit::{fit_steps, model_and_hardware, now, parse_target, read_step_log, repor
 use crate::cli::CalibrateArgs;
 use anyhow::{anyhow, bail, Context, Result};
 use serverbench_calibration::{
-    check_profile, predict_steps, FitRecord, HardwareSpec, Profile, StepSample,
+    check_profile, predict_steps_with, FitRecord, HardwareSpec, Profile, StepSample,
 };
 use std::path::Path;
 
@@ -88,7 +88,7 @@ fn check(a: &CalibrateArgs, name: &str, samples: &[StepSample]) -> Result<()> {
     )?;
     outln!("| steps | count | median error | median abs error | p90 abs error |")?;
     outln!("|---|---:|---:|---:|---:|")?;
-    let predicted = predict_steps(samples, &model, &hardware, &profile);
+    let predicted = predict_steps_with(samples, &model, &hardware, &profile, a.split_kv);
     for c in check_profile(samples, &predicted) {
         outln!(
             "| {} | {} | {:+.2} % | {:.2} % | {:.2} % |",

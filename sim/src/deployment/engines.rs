@@ -53,6 +53,7 @@ fn vllm(d: &Deployment) -> EngineConfig {
         max_num_seqs: seqs,
         cuda_graph_max_tokens: Some((2 * seqs * (1 + draft)).min(512).min(tokens)),
         cuda_graph_mixed: true,
+        split_kv_decode: true,
         gpu_memory_utilization: VLLM_MEMORY_UTILIZATION,
         preemption: Preemption::Recompute,
         prefix_caching: true,

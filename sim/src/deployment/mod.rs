@@ -403,6 +403,7 @@ impl Deployment {
                 .map_or(0.0, |s| s.draft_params(&m)),
             graphs: self.engine.graph_rule(),
             expert_parallel: self.engine.expert_parallel,
+            split_kv_decode: self.engine.split_kv_decode,
         })
     }
 }

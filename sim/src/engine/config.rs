@@ -225,6 +225,12 @@ pub struct EngineConfig {
     /// them; attention stays tensor-parallel. Off in both engines unless asked for.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub expert_parallel: bool,
+    /// Decode attention splits each sequence's KV into pieces as FlashAttention 3 does (vLLM's
+    /// `FLASH_ATTN` backend on Hopper), and a batch whose pieces overflow the SMs pays for a second pass
+    /// (`serverbench_calibration::splitkv`); modelled on GPUs that give their SM count. On in the `vllm`
+    /// presets.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub split_kv_decode: bool,
 }
 
 fn default_swap_space() -> f64 {
@@ -263,6 +269,7 @@ impl Default for EngineConfig {
             cuda_graph_mixed: false,
             cuda_graph_prefill_max_tokens: None,
             expert_parallel: false,
+            split_kv_decode: false,
         }
     }
 }

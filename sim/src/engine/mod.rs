@@ -30,7 +30,7 @@ use crate::kv::{AuditError, KvManager, PromptBlocks, ROOT};
 use decode_run::DecodeRun;
 use preempt::SwapSpace;
 use seq::{Scheduled, Seq};
-use serverbench_calibration::{BatchShape, MemoryPlan};
+use serverbench_calibration::{BatchShape, MemoryPlan, SplitKv};
 use serverbench_workloads::Blocks;
 use speculate::Acceptance;
 use std::collections::VecDeque;
@@ -110,6 +110,9 @@ pub struct ReplicaOptions {
     /// ([`serverbench_calibration::CostModel::prices_shared_reads`]); it costs a walk over the step's
     /// prefix paths.
     pub count_shared_reads: bool,
+    /// The decode attention's split-KV schedule ([`serverbench_calibration::CostModel::split_kv`]):
+    /// every pure decode step's [`BatchShape::decode_split_excess`] is set from its contexts.
+    pub split_kv: Option<SplitKv>,
     /// Keep one [`StepSample`] per step ([`Replica::take_timeline`]).
     pub timeline: bool,
 }
@@ -148,6 +151,8 @@ pub struct Replica {
     waiting: VecDeque<SeqId>,
     running: Vec<SeqId>,
     step: Vec<Scheduled>,
+    /// Scratch: the keys each decode of a step reads (split-KV schedule).
+    keys: Vec<u32>,
     /// Whether building the last step preempted a sequence.
     last_preempted: bool,
     run: DecodeRun,
@@ -304,6 +309,7 @@ impl Replica {
             waiting: VecDeque::new(),
             running: Vec::new(),
             step: Vec::new(),
+            keys: Vec::new(),
             last_preempted: false,
             run: DecodeRun::default(),
             spec: cfg.speculative.clone(),
@@ -499,7 +505,24 @@ impl Replica {
         if self.opts.count_shared_reads && b.decode_seqs > 1 && self.window.is_none() {
             b.decode_shared = self.decode_shared_tokens();
         }
+        if let Some(k) = self.opts.split_kv {
+            if b.prefill_seqs == 0 && self.spec.is_none() && self.window.is_none() {
+                b.decode_split_excess = self.split_excess(&k);
+            }
+        }
         Some(b)
+    }
+
+    /// [`SplitKv::excess_tokens`] of the step's decodes: each reads its context and its new token's key.
+    /// (A run of decode steps keeps the first step's excess: its pieces change only as a context crosses
+    /// a 128-token block.)
+    fn split_excess(&mut self, k: &SplitKv) -> u64 {
+        let mut keys = std::mem::take(&mut self.keys);
+        keys.clear();
+        keys.extend(self.step.iter().map(|e| e.start.saturating_add(1)));
+        let excess = k.excess_tokens(&keys);
+        self.keys = keys;
+        excess
     }
 
     /// Context tokens the step's decode sequences read that another of them reads too: the repeats of

@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""FlashAttention 3's decode attention as vLLM 0.26.0 calls it on the GPU, alone: one layer of the Qwen3-8B
+shape (32 query heads, 8 KV heads, head size 128, bf16, 16-token pages) for batches of given contexts, with
+vLLM's arguments (`get_scheduler_metadata` then `flash_attn_varlen_func`, `num_splits` 32 as vLLM sets it
+for steps in a FULL CUDA graph, and 0 — FA3's own heuristic — beside it). Each case reports the median time
+of one layer's attention call (CUDA events, the scheduler metadata computed once as vLLM does per step), and
+the metadata FA3 returned (its per-sequence split counts are in it). KV caches are cycled so that no case is
+served from the 50 MB L2. Needs the GPU to itself: run before `vllm serve`.
+
+With SHARED=1, each case instead gives every sequence the same first SHARED_PREFIX keys (the same pages
+in every block table, as a prefix cache shares them) followed by keys of its own, and times it beside
+the same contexts on pages of their own: what reading a shared prefix (from L2 after its first reader)
+does to the schedule's time.
+
+Usage: [SHARED=1] fa3_decode_bench.py OUT.json
+"""
+
+import json
+import os
+import statistics
+import sys
+
+import torch
+from vllm.vllm_flash_attn import flash_attn_varlen_func, get_scheduler_metadata
+
+HQ, HK, D, PAGE = 32, 8, 128, 16
+ITERS = 20
+SHARED = os.environ.get("SHARED", "0") != "0"
+SHARED_PREFIX = 20480
+
+
+def cases() -> list:
+    out = []
+    for b in (1, 2, 3, 4, 6, 8, 16):
+        out.append([1024] * b)
+    for total in (131072, 262144):
+        for b in (1, 2, 3, 4, 6, 8, 16):
+            out.append([total // b] * b)
+    for b in (2, 3, 4, 8):
+        out.append([65536] * b)
+    out += [[16384, 16384, 16384, 147456], [32768, 98304], [8192, 122880], [20000, 60000, 180000],
+            [59920, 154391, 57090], [70000, 72000, 75000, 71000], [24576] * 16, [28672] * 16]
+    return out
+
+
+def shared_cases() -> list:
+    """Own keys after the shared prefix, per sequence."""
+    return [[1365] * 6, [1365] * 4, [4096] * 8, [1000 * (i + 1) for i in range(8)], [512, 4096, 8192, 16384],
+            [2048 + 384 * i for i in range(16)], [8192] * 16, [300, 600, 900, 1200, 1500, 1800],
+            [20000, 2000, 2000, 2000], [100] * 8]
+
+
+def one(ctxs: list, num_splits: int, copies_for: dict, shared: int = 0) -> dict:
+    dev = torch.device("cuda")
+    b = len(ctxs)
+    blocks = [(c + PAGE - 1) // PAGE for c in ctxs]
+    common = shared // PAGE  # pages every sequence reads first (0: none shared)
+    nblk = sum(blocks) - (len(ctxs) - 1) * common
+    case_bytes = nblk * PAGE * HK * D * 2 * 2
+    copies = max(1, -(-256 * 2**20 // case_bytes))
+    if (nblk, copies) not in copies_for:
+        copies_for[(nblk, copies)] = [
+            (torch.randn(nblk, PAGE, HK, D, dtype=torch.bfloat16, device=dev),
+             torch.randn(nblk, PAGE, HK, D, dtype=torch.bfloat16, device=dev)) for _ in range(copies)]
+    kv = copies_for[(nblk, copies)]
+    table = torch.zeros(b, max(blocks), dtype=torch.int32, device=dev)
+    start = common
+    for i, n in enumerate(blocks):
+        table[i, :common] = torch.arange(0, common, dtype=torch.int32, device=dev)
+        table[i, common:n] = torch.arange(start, start + n - common, dtype=torch.int32, device=dev)
+        start += n - common
+    seqused = torch.tensor(ctxs, dtype=torch.int32, device=dev)
+    cu_q = torch.arange(b + 1, dtype=torch.int32, device=dev)
+    q = torch.randn(b, HQ, D, dtype=torch.bfloat16, device=dev)
+    out = torch.empty_like(q)
+    meta = get_scheduler_metadata(batch_size=b, max_seqlen_q=1, max_seqlen_k=max(ctxs), num_heads_q=HQ,
+                                  num_heads_kv=HK, headdim=D, cache_seqlens=seqused, qkv_dtype=torch.bfloat16,
+                                  cu_seqlens_q=cu_q, page_size=PAGE, causal=True, window_size=(-1, -1),
+                                  num_splits=num_splits)
+
+    def call(k, v):
+        flash_attn_varlen_func(q=q, k=k, v=v, out=out, cu_seqlens_q=cu_q, max_seqlen_q=1, seqused_k=seqused,
+                               max_seqlen_k=max(ctxs), softmax_scale=D ** -0.5, causal=True,
+                               window_size=(-1, -1), block_table=table, scheduler_metadata=meta,
+                               fa_version=3, num_splits=num_splits)
+
+    for k, v in kv:
+        call(k, v)
+    torch.cuda.synchronize()
+    times = []
+    for it in range(ITERS):
+        k, v = kv[it % len(kv)]
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        call(k, v)
+        e1.record()
+        e1.synchronize()
+        times.append(e0.elapsed_time(e1) * 1e3)
+    return {"ctxs": ctxs, "shared": shared, "num_splits": num_splits, "us": statistics.median(times),
+            "us_all": [round(t, 2) for t in times], "kv_copies": copies,
+            "metadata": meta.tolist() if meta is not None else None}
+
+
+def main() -> None:
+    props = torch.cuda.get_device_properties(0)
+    res = {"gpu": props.name, "sms": props.multi_processor_count, "torch": torch.__version__, "cases": []}
+    pool = {}
+    if SHARED:
+        for own in shared_cases():
+            ctxs = [SHARED_PREFIX + o for o in own]
+            for shared in (SHARED_PREFIX, 0):
+                r = one(ctxs, 32, pool, shared)
+                res["cases"].append(r)
+                print(f"{str(own)[:50]:<52} shared {shared:>5}: {r['us']:8.1f} us/layer", flush=True)
+            pool.clear()
+            torch.cuda.empty_cache()
+        with open(sys.argv[1], "w") as f:
+            json.dump(res, f, indent=1)
+        return
+    for ctxs in cases():
+        for ns in (32, 0):
+            r = one(ctxs, ns, pool)
+            res["cases"].append(r)
+            print(f"{str(ctxs)[:60]:<62} splits-arg {ns:>2}: {r['us']:8.1f} us/layer", flush=True)
+        pool.clear()
+        torch.cuda.empty_cache()
+    with open(sys.argv[1], "w") as f:
+        json.dump(res, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
