@@ -824,7 +824,7 @@ fn hostile_inputs_are_refused_with_their_field_or_read_as_text() {
 /// A deployment file naming a Hugging Face `config.json` (a mixture of experts) on a catalog GPU it did
 /// not start from: `sweep` runs and recommends on the GPU's datasheet profile and price and says the
 /// profile is not fitted; `model show` prints the experts; an architecture the reader cannot place
-/// names the file and the field (issue 40).
+/// names the file and the field, a nested language model's field under `text_config` (issue 40).
 #[test]
 fn a_config_json_model_on_a_catalog_gpu_sweeps_and_says_its_profile_is_not_fitted() {
     let dir = tempdir("config-json");
@@ -864,17 +864,30 @@ fn a_config_json_model_on_a_catalog_gpu_sweeps_and_says_its_profile_is_not_fitte
         shown.starts_with("Qwen3-30B-A3B: 48 layers") && shown.contains("8 of 128 per token"),
         "{shown}"
     );
-    let bad = dir.join("gemma.json");
+    let bad = dir.join("gemma3n.json");
     std::fs::write(
         &bad,
-        r#"{"architectures": ["Gemma3ForCausalLM"], "hidden_size": 2560}"#,
+        r#"{"architectures": ["Gemma3nForConditionalGeneration"], "hidden_size": 2560}"#,
     )
     .unwrap();
     let o = serverbench(["model", "show", bad.to_str().unwrap()]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(
-        err.contains("gemma.json: architectures: \"Gemma3ForCausalLM\" is not an architecture this build reads"),
+        err.contains("gemma3n.json: architectures: \"Gemma3nForConditionalGeneration\" is not an architecture this build reads"),
+        "{err}"
+    );
+    let nested = dir.join("gemma4.json");
+    std::fs::write(
+        &nested,
+        r#"{"architectures": ["Gemma4ForConditionalGeneration"], "text_config": {"hidden_size": 2560}}"#,
+    )
+    .unwrap();
+    let o = serverbench(["model", "show", nested.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        o.status.code() == Some(2)
+            && err.contains("gemma4.json: text_config.num_hidden_layers: missing"),
         "{err}"
     );
     let partial = dir.join("deepseek.json");
@@ -951,12 +964,13 @@ fn expert_parallelism_costs_a_lone_session_its_busiest_gpu() {
     );
 }
 
-/// Thirteen public `config.json` files of nine architectures (dense, sliding-window, mixtures of
-/// experts, latent attention, alternating sliding and full layers), each on a GPU, weight format and
-/// tensor-parallel degree that holds it, sweep end to end and recommend (issue 40).
+/// Twenty public `config.json` files of fifteen architectures (dense, sliding-window, mixtures of
+/// experts, latent attention, alternating sliding and full layers, Gemma's patterns with shared KV and
+/// per-layer embeddings, Gated DeltaNet hybrids with and without experts), each on a GPU, weight format
+/// and tensor-parallel degree that holds it, sweep end to end and recommend (issue 40).
 #[test]
-fn thirteen_public_configs_simulate_end_to_end() {
-    let dir = tempdir("thirteen-configs");
+fn twenty_public_configs_simulate_end_to_end() {
+    let dir = tempdir("twenty-configs");
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hf");
     for (file, hardware, tp, weights) in [
         ("qwen3-8b.json", "h200", 1, "bf16"),
@@ -972,6 +986,13 @@ fn thirteen_public_configs_simulate_end_to_end() {
         ("deepseek-r1.json", "h200", 8, "fp8"),
         ("deepseek-v2.5.json", "h200", 4, "bf16"),
         ("gpt-oss-120b.json", "b200", 1, "int4"),
+        ("gemma-2-2b-it.json", "l4", 1, "bf16"),
+        ("gemma-3-12b-it.json", "h100-sxm", 1, "bf16"),
+        ("gemma-4-e4b-it.json", "l40s", 1, "bf16"),
+        ("qwen3.5-9b.json", "h200", 1, "bf16"),
+        ("qwen3.8-27b.json", "h200", 1, "bf16"),
+        ("qwen3.6-35b-a3b.json", "h200", 1, "bf16"),
+        ("qwen3-coder-next.json", "b200", 1, "fp8"),
     ] {
         std::fs::copy(fixtures.join(file), dir.join(file)).unwrap();
         let dep = dir.join(format!("{file}.yaml"));
