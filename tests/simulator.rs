@@ -333,6 +333,14 @@ fn merged_decode_runs_give_the_same_records_as_step_by_step() {
     let mut fitted_spec = fitted.clone();
     fitted_spec.engine.speculative = speculative(SpecMethod::Draft, 4, 0.8);
     variants.push((fitted_spec, 8, 11));
+    // vLLM on the H200: FlashAttention 3's split-KV excess follows each context's blocks through a run.
+    let vllm = Deployment::preset("qwen3-8b-1xh200-vllm").unwrap();
+    assert!(vllm.cost_model().split_kv().is_some());
+    variants.push((vllm.clone(), 16, 14));
+    let mut vllm_dp = vllm;
+    vllm_dp.dp = 2;
+    vllm_dp.router = Router::SessionAffinity;
+    variants.push((vllm_dp, 24, 15));
     let gemma = Deployment::preset("gemma4-e4b-1xl40").unwrap();
     variants.push((gemma.clone(), 8, 12));
     // Decode batches past 4 sequences, and every prefill step, run eagerly at 1 ms per layer.

@@ -27,7 +27,7 @@ pub use model::{
 };
 pub use profile::{AttentionLayout, Band, BandEnd, FitRecord, OpClassRecord, Profile, StepTime};
 pub use serverbench_config::{FieldError, InputError};
-pub use splitkv::{SplitKv, SplitRun};
+pub use splitkv::{SplitKv, SplitRun, SplitScratch};
 
 #[cfg(test)]
 mod tests {

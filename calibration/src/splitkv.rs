@@ -27,7 +27,7 @@ pub const BLOCK_TOKENS: u32 = 128;
 pub const MAX_SPLITS: u32 = 32;
 
 /// One deployment's split-KV schedule: its GPU's SMs and how many of them saturate its memory.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SplitKv {
     /// Streaming multiprocessors of one GPU.
     pub sms: u32,
@@ -36,6 +36,13 @@ pub struct SplitKv {
     pub saturating_blocks: u32,
     /// KV heads one GPU holds (the model's over tensor parallelism).
     pub kv_heads: u32,
+}
+
+/// Buffers the schedule's arithmetic reuses from one step to the next.
+#[derive(Clone, Debug, Default)]
+pub struct SplitScratch {
+    groups: Vec<Group>,
+    running: BinaryHeap<Reverse<(u64, u64)>>,
 }
 
 /// Thread blocks of one sequence's pieces: `count` blocks each reading `tokens` tokens of one head.
@@ -65,30 +72,58 @@ impl SplitKv {
     /// Decode context tokens' worth of reading that the schedule adds to a step whose decodes read
     /// `contexts` keys each: 0 when the pieces keep enough SMs reading to the end.
     pub fn excess_tokens(&self, contexts: &[u32]) -> u64 {
+        self.excess_tokens_with(contexts, &mut SplitScratch::default())
+    }
+
+    /// [`SplitKv::excess_tokens`] with buffers kept from an earlier call.
+    pub fn excess_tokens_with(&self, contexts: &[u32], scratch: &mut SplitScratch) -> u64 {
         let context: u64 = contexts.iter().map(|&c| c as u64).sum();
-        self.overrun(contexts).scale(context)
+        self.overrun(contexts, scratch).scale(context)
     }
 
     /// The schedule's time beyond its reads, and its reads, for these contexts: all it depends on is
     /// each context's block count.
-    fn overrun(&self, contexts: &[u32]) -> Overrun {
+    fn overrun(&self, contexts: &[u32], scratch: &mut SplitScratch) -> Overrun {
         if contexts.is_empty() || self.kv_heads == 0 || self.sms == 0 {
             return Overrun { extra: 0, work: 1 };
         }
-        let mut groups = self.groups(contexts);
+        let groups = &mut scratch.groups;
+        self.groups(contexts, groups);
         groups.sort_unstable_by(|a, b| b.cmp(a));
         let work: u64 = groups.iter().map(|g| g.tokens * g.count as u64).sum();
-        let span = self.span(&groups);
+        let blocks: u64 = groups.iter().map(|g| g.count as u64).sum();
+        let extra = if blocks <= self.sms as u64 {
+            self.one_pass_extra(groups)
+        } else {
+            self.span(groups, &mut scratch.running).saturating_sub(work)
+        };
         Overrun {
-            extra: span.saturating_sub(work),
+            extra,
             work: work.max(1),
         }
     }
 
-    /// The thread blocks of the batch, grouped by the tokens each reads.
-    fn groups(&self, contexts: &[u32]) -> Vec<Group> {
+    /// `span − work` when every thread block starts at once (no more blocks than SMs): while `r` blocks
+    /// are left reading, `r` under the saturating count, the GPU reads at `r / saturating_blocks` of its
+    /// bandwidth, so only the longest blocks' tail adds time.
+    fn one_pass_extra(&self, longest_first: &[Group]) -> u64 {
+        let floor = self.saturating_blocks.max(1) as u64;
+        let (mut extra, mut left) = (0u64, 0u64);
+        for (i, g) in longest_first.iter().enumerate() {
+            left += g.count as u64;
+            if left >= floor {
+                break;
+            }
+            let next = longest_first.get(i + 1).map_or(0, |h| h.tokens);
+            extra += (g.tokens - next) * (floor - left);
+        }
+        extra
+    }
+
+    /// The thread blocks of the batch, grouped by the tokens each reads, into `out`.
+    fn groups(&self, contexts: &[u32], out: &mut Vec<Group>) {
+        out.clear();
         let per_sm = self.blocks_per_sm(contexts);
-        let mut out = Vec::with_capacity(2 * contexts.len());
         for &c in contexts {
             let n = blocks(c);
             let k = pieces(n, per_sm) as u64;
@@ -106,15 +141,14 @@ impl SplitKv {
             push(per_piece, full);
             push(last, 1);
         }
-        out
     }
 
     /// Time to read every group, longest first on `sms` slots, in one head's tokens at the full
     /// bandwidth: running blocks share the bandwidth, each at most `1 / saturating_blocks` of it.
-    fn span(&self, longest_first: &[Group]) -> u64 {
+    fn span(&self, longest_first: &[Group], running: &mut BinaryHeap<Reverse<(u64, u64)>>) -> u64 {
         let slots = self.sms as u64;
         let floor = self.saturating_blocks.max(1) as u64;
-        let mut running: BinaryHeap<Reverse<(u64, u64)>> = BinaryHeap::new();
+        running.clear();
         let (mut next, mut waiting_in_next) =
             (0usize, longest_first.first().map_or(0, |g| g.count));
         let (mut now, mut span, mut busy) = (0u64, 0u64, 0u64);
@@ -147,7 +181,7 @@ impl SplitKv {
 
 /// A schedule's span beyond its reads (`extra`) and its reads (`work`), in one head's tokens at the
 /// full bandwidth.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct Overrun {
     extra: u64,
     work: u64,
@@ -162,13 +196,14 @@ impl Overrun {
 
 /// The split-KV excess of each step of a run of decode steps, where every sequence reads one key more
 /// a step: recomputed only when a context enters a new block, so each step gets the bits
-/// [`SplitKv::excess_tokens`] gives for its own contexts.
-#[derive(Clone, Debug)]
+/// [`SplitKv::excess_tokens`] gives for its own contexts. Its buffers are kept from one run to the next.
+#[derive(Clone, Debug, Default)]
 pub struct SplitRun {
     split: SplitKv,
     /// Keys each sequence reads in the run's first step.
     first: Vec<u32>,
     keys: Vec<u32>,
+    scratch: SplitScratch,
     step: u32,
     /// The step at which some context next enters a new block.
     next: u32,
@@ -178,16 +213,22 @@ pub struct SplitRun {
 impl SplitRun {
     /// A run whose first step's sequences read `first` keys each.
     pub fn new(split: SplitKv, first: Vec<u32>) -> SplitRun {
-        let overrun = split.overrun(&first);
-        let next = steps_to_next_block(&first);
-        SplitRun {
-            split,
-            first,
-            keys: Vec::new(),
-            step: 0,
-            next,
-            overrun,
-        }
+        let mut run = SplitRun::default();
+        run.start(split, first.into_iter());
+        run
+    }
+
+    /// Starts a run (reusing the buffers) whose first step's sequences read `first` keys each; returns
+    /// that step's excess, [`SplitKv::excess_tokens`] of those keys.
+    pub fn start(&mut self, split: SplitKv, first: impl Iterator<Item = u32>) -> u64 {
+        self.split = split;
+        self.first.clear();
+        self.first.extend(first);
+        self.overrun = split.overrun(&self.first, &mut self.scratch);
+        self.next = steps_to_next_block(&self.first);
+        self.step = 0;
+        let keys: u64 = self.first.iter().map(|&k| k as u64).sum();
+        self.overrun.scale(keys)
     }
 
     /// The excess of the run's next step, whose sequences read `keys` keys in all.
@@ -198,7 +239,7 @@ impl SplitRun {
             self.keys.clear();
             self.keys
                 .extend(self.first.iter().map(|&k| k.saturating_add(step)));
-            self.overrun = self.split.overrun(&self.keys);
+            self.overrun = self.split.overrun(&self.keys, &mut self.scratch);
             self.next = step + steps_to_next_block(&self.keys);
         }
         self.overrun.scale(keys)
@@ -312,11 +353,15 @@ mod tests {
         };
         // One block of 128 tokens: span 128 × 75, work 128, excess 74 × the context.
         assert_eq!(s.excess_tokens(&[100]), 74 * 100);
+        let mut heap = BinaryHeap::new();
         assert_eq!(
-            s.span(&[Group {
-                tokens: 128,
-                count: 1
-            }]),
+            s.span(
+                &[Group {
+                    tokens: 128,
+                    count: 1
+                }],
+                &mut heap
+            ),
             128 * 75
         );
         // 200 equal blocks on 132 slots: the first 132 together, then 68 under the floor of 75.
@@ -324,6 +369,39 @@ mod tests {
             tokens: 10,
             count: 200,
         }];
-        assert_eq!(s.span(&g), 10 * 132 + 10 * 75);
+        assert_eq!(s.span(&g, &mut heap), 10 * 132 + 10 * 75);
+    }
+
+    /// The one-pass shortcut is the general schedule's time whenever the blocks fit the SMs.
+    #[test]
+    fn the_one_pass_shortcut_agrees_with_the_schedule() {
+        let mut z = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |m: u64| {
+            z ^= z << 13;
+            z ^= z >> 7;
+            z ^= z << 17;
+            z % m
+        };
+        let (mut heap, mut groups, mut one_pass) = (BinaryHeap::new(), Vec::new(), 0);
+        for _ in 0..2000 {
+            let s = SplitKv {
+                sms: 132,
+                saturating_blocks: 1 + next(132) as u32,
+                kv_heads: 1 + next(8) as u32,
+            };
+            let contexts: Vec<u32> = (0..1 + next(12))
+                .map(|_| 1 + next(200_000) as u32)
+                .collect();
+            s.groups(&contexts, &mut groups);
+            groups.sort_unstable_by(|a, b| b.cmp(a));
+            if groups.iter().map(|g| g.count as u64).sum::<u64>() > 132 {
+                continue;
+            }
+            one_pass += 1;
+            let work: u64 = groups.iter().map(|g| g.tokens * g.count as u64).sum();
+            let span = s.span(&groups, &mut heap);
+            assert_eq!(s.one_pass_extra(&groups), span - work, "{s:?} {contexts:?}");
+        }
+        assert!(one_pass > 500, "{one_pass} one-pass cases");
     }
 }

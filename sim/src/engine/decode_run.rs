@@ -6,7 +6,7 @@
 
 use super::Replica;
 use crate::des::Time;
-use serverbench_calibration::{BatchShape, CostModel, SplitRun};
+use serverbench_calibration::{BatchShape, CostModel};
 
 /// Longest run of decode steps one event stands for.
 const MAX_RUN: usize = 4096;
@@ -153,17 +153,21 @@ impl Replica {
             // grows by one token per entry and step: the clock times each step from that sum alone.
             let mut clock = cost.clock(first);
             let mut context = first.decode_context;
-            match self.split_run(first) {
-                // The split-KV excess follows the contexts' blocks ([`SplitRun`]).
-                Some(mut split) => self.plan_run(end, limits, &mut left, finished, |_| {
+            if self.split_ready {
+                // The split-KV excess follows the contexts' blocks from the first step's schedule
+                // ([`SplitRun`], started by `schedule`).
+                let mut split = std::mem::take(&mut self.split);
+                self.plan_run(end, limits, &mut left, finished, |_| {
                     context += b as u64;
                     clock.set_split_excess(split.next_excess(context + b as u64));
                     clock.ns(context)
-                }),
-                None => self.plan_run(end, limits, &mut left, finished, |_| {
+                });
+                self.split = split;
+            } else {
+                self.plan_run(end, limits, &mut left, finished, |_| {
                     context += b as u64;
                     clock.ns(context)
-                }),
+                });
             }
         }
         self.run.left = left;
@@ -246,17 +250,6 @@ impl Replica {
                 stop = limits.quiet;
             }
         }
-    }
-
-    /// The split-KV schedule of a run that starts with `first`, where the replica models one and set
-    /// the first step's excess ([`Replica::schedule`]).
-    fn split_run(&self, first: &BatchShape) -> Option<SplitRun> {
-        let split = self.opts.split_kv?;
-        if first.prefill_seqs > 0 || self.spec.is_some() || self.window.is_some() {
-            return None;
-        }
-        let keys = self.step.iter().map(|e| e.start.saturating_add(1));
-        Some(SplitRun::new(split, keys.collect()))
     }
 
     /// Keeps the first `k` steps of the run (and the tokens they emit).

@@ -30,7 +30,7 @@ use crate::kv::{AuditError, KvManager, PromptBlocks, ROOT};
 use decode_run::DecodeRun;
 use preempt::SwapSpace;
 use seq::{Scheduled, Seq};
-use serverbench_calibration::{BatchShape, MemoryPlan, SplitKv};
+use serverbench_calibration::{BatchShape, MemoryPlan, SplitKv, SplitRun};
 use serverbench_workloads::Blocks;
 use speculate::Acceptance;
 use std::collections::VecDeque;
@@ -151,8 +151,9 @@ pub struct Replica {
     waiting: VecDeque<SeqId>,
     running: Vec<SeqId>,
     step: Vec<Scheduled>,
-    /// Scratch: the keys each decode of a step reads (split-KV schedule).
-    keys: Vec<u32>,
+    /// The split-KV schedule of the last scheduled step (a run's first), while `split_ready`.
+    split: SplitRun,
+    split_ready: bool,
     /// Whether building the last step preempted a sequence.
     last_preempted: bool,
     run: DecodeRun,
@@ -309,7 +310,8 @@ impl Replica {
             waiting: VecDeque::new(),
             running: Vec::new(),
             step: Vec::new(),
-            keys: Vec::new(),
+            split: SplitRun::default(),
+            split_ready: false,
             last_preempted: false,
             run: DecodeRun::default(),
             spec: cfg.speculative.clone(),
@@ -505,24 +507,21 @@ impl Replica {
         if self.opts.count_shared_reads && b.decode_seqs > 1 && self.window.is_none() {
             b.decode_shared = self.decode_shared_tokens();
         }
+        self.split_ready = false;
         if let Some(k) = self.opts.split_kv {
             if b.prefill_seqs == 0 && self.spec.is_none() && self.window.is_none() {
-                b.decode_split_excess = self.split_excess(&k);
+                b.decode_split_excess = self.split_excess(k);
+                self.split_ready = true;
             }
         }
         Some(b)
     }
 
-    /// [`SplitKv::excess_tokens`] of the step's decodes: each reads its context and its new token's key.
-    /// (A run of decode steps keeps the first step's excess: its pieces change only as a context crosses
-    /// a 128-token block.)
-    fn split_excess(&mut self, k: &SplitKv) -> u64 {
-        let mut keys = std::mem::take(&mut self.keys);
-        keys.clear();
-        keys.extend(self.step.iter().map(|e| e.start.saturating_add(1)));
-        let excess = k.excess_tokens(&keys);
-        self.keys = keys;
-        excess
+    /// [`SplitKv::excess_tokens`] of the step's decodes (each reads its context and its new token's
+    /// key), kept as the start of a run of decode steps ([`SplitRun`]).
+    fn split_excess(&mut self, k: SplitKv) -> u64 {
+        let keys = self.step.iter().map(|e| e.start.saturating_add(1));
+        self.split.start(k, keys)
     }
 
     /// Context tokens the step's decode sequences read that another of them reads too: the repeats of
