@@ -1,5 +1,6 @@
-//! Real backends: the OpenAI-compatible streaming client, the real-time replay driver, and the
-//! emulated server (`serverbench serve`).
+//! Real backends: the OpenAI-compatible streaming client, the real-time replay driver, the
+//! emulated server (`serverbench serve`), and `verify` (a submission frozen, sealed, and verified
+//! against a fresh server through the behaviour and fidelity gates).
 //!
 //! **Invariants:** this is the only crate that knows sockets, tokio and cudarc (through `serverbench-cuda`,
 //! with the feature `cuda`). It depends on
@@ -19,6 +20,7 @@ pub mod runtime;
 pub mod server;
 pub mod sse;
 pub mod timer;
+pub mod verify;
 pub mod words;
 
 pub use client::{base_url, ClientConfig, ClientError, HttpClient, ModelsError, StreamResult};

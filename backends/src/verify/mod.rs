@@ -1,23 +1,23 @@
-//! `serverbench freeze` and `serverbench verify`: a submission's decisions written once (deployment,
-//! targets, concurrency, window, development seeds, the server, the gates' thresholds, and held-out
-//! seeds chosen from them), and the final replay on those held-out seeds against a fresh server, scored
-//! only if every behaviour gate passes. Each replay is a `serverbench replay` child process; the
-//! generation check against a reference is `fidelity`.
+//! `freeze` and `verify`: a submission's decisions written once (deployment, targets, concurrency,
+//! window, development seeds, the server, the gates' thresholds, and held-out seeds chosen from them)
+//! and sealed, and the final replay on those held-out seeds against a fresh server, scored only if every
+//! behaviour gate passes (`gates`); the generation check against a reference is `fidelity`. It reads
+//! and writes the frozen file and the runs' files; it never starts a replay itself (the caller does,
+//! one held-out seed at a time) and never prints.
 
-use crate::cli::{FreezeArgs, VerifyArgs};
-use crate::inputs;
-use crate::meta::{deployment_sha256, Meta};
-use crate::output::write_json;
+use crate::Runtime;
 use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
-use serverbench_sim::{Deployment, Outcome, Record, Slo, Summary};
+use serverbench_sim::{Deployment, Outcome, Record, RunConfig, Slo, Summary};
 use sha2::{Digest, Sha256};
-use std::path::Path;
-use std::process::Command;
+use std::path::{Path, PathBuf};
 
 mod fidelity;
-pub use fidelity::FidelityGates;
+mod gates;
 use fidelity::{check_fidelity, fidelity_gates, fidelity_thresholds, read_questions};
+pub use fidelity::{AnswerCounts, FidelityGates, FidelityReport};
+use gates::gates;
+pub use gates::Gate;
 
 /// Thresholds of the behaviour gates.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -110,12 +110,14 @@ fn is_cold(p: &str) -> bool {
 /// The frozen file: the decisions, the SHA-256 of their JSON (which finds an accidental edit), and
 /// the evaluator's Ed25519 signature of that JSON (which finds any edit: only the private key makes it).
 #[derive(Clone, Debug, Serialize, Deserialize)]
-struct FrozenFile {
-    frozen: Frozen,
-    frozen_sha256: String,
+pub struct FrozenFile {
+    /// The decisions.
+    pub frozen: Frozen,
+    /// SHA-256 of the decisions' JSON, hex.
+    pub frozen_sha256: String,
     /// Hex; absent in an unsigned file (`freeze` without `--key`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    signature: Option<String>,
+    pub signature: Option<String>,
 }
 
 /// The decisions' bytes that the hash and the signature cover: their JSON, fields in declaration order.
@@ -129,15 +131,15 @@ fn seal(f: &Frozen) -> String {
 }
 
 /// How `verify` treats the frozen file's signature.
-enum Trust {
+pub enum Trust {
     /// It must match this public key (hex).
     Key(String),
     /// Not checked: a rehearsal, never VERIFIED.
     Unsigned,
 }
 
-/// A key argument: a file holding the hex key, or the hex itself.
-fn key_text(given: &str, flag: &str) -> Result<String> {
+/// A key argument: a file holding the hex key, or the hex itself (`flag` names it in errors).
+pub fn key_text(given: &str, flag: &str) -> Result<String> {
     let path = Path::new(given);
     if path.is_file() {
         let text = std::fs::read_to_string(path)
@@ -150,11 +152,13 @@ fn key_text(given: &str, flag: &str) -> Result<String> {
     bail!("{flag} {given}: neither a key file nor 64 hexadecimal digits")
 }
 
-/// `serverbench keygen`: writes NAME.key (private, readable by its owner only) and NAME.pub.
-pub fn keygen(a: crate::cli::KeygenArgs) -> Result<()> {
+/// A new key pair written beside `out` (a path without the extension): `out.key` (private, readable
+/// by its owner only) and `out.pub`, neither of which may exist yet. Returns their paths and the
+/// public key.
+pub fn keygen(out: &Path) -> Result<(PathBuf, PathBuf, String)> {
     let (private, public) = serverbench_study::seal::new_key_pair()?;
     let with = |ext: &str| {
-        let mut p = a.out.clone().into_os_string();
+        let mut p = out.to_path_buf().into_os_string();
         p.push(ext);
         std::path::PathBuf::from(p)
     };
@@ -169,12 +173,7 @@ pub fn keygen(a: crate::cli::KeygenArgs) -> Result<()> {
     }
     write_new(&key_path, &private, true)?;
     write_new(&pub_path, &public, false)?;
-    outln!(
-        "wrote {} (private: `freeze --key`; keep it from candidates) and {} (public: `verify --public-key`)\npublic key {public}",
-        key_path.display(),
-        pub_path.display()
-    )?;
-    Ok(())
+    Ok((key_path, pub_path, public))
 }
 
 /// Writes `text` and a newline to a file that must not exist (`private`: readable by its owner only).
@@ -209,48 +208,79 @@ fn held_out_seeds(sha256: &str, dev: &[u64], n: usize) -> Vec<u64> {
         .collect()
 }
 
-/// `serverbench freeze`.
-pub fn freeze(a: FreezeArgs) -> Result<()> {
-    let d = inputs::resolved(&a.deployment)?;
-    let dev_seeds = inputs::seeds(&a.dev_seeds)?;
-    if a.held_out == 0 || a.held_out > 64 {
+/// What `freeze` is told, beside the deployment and the development seeds.
+#[derive(Clone, Debug)]
+pub struct FreezeOptions {
+    /// Seeds used during development; the held-out seeds avoid them.
+    pub dev_seeds: Vec<u64>,
+    /// Held-out seeds the final replay runs (1 to 64).
+    pub held_out: usize,
+    /// Declared concurrency (lanes).
+    pub concurrency: u32,
+    /// Window of each final run, seconds.
+    pub window: f64,
+    /// The final runs' protocol (`None`: cold).
+    pub protocol: Option<String>,
+    /// The server's base URL.
+    pub url: String,
+    /// The server kind.
+    pub server: String,
+    /// Endpoint and prompt form.
+    pub api: String,
+    /// Model name to send (`None`: the deployment's model).
+    pub model: Option<String>,
+    /// The evaluator's private key: a key file or its hex (`None`: unsigned).
+    pub key: Option<PathBuf>,
+    /// The score counts without a generation check against a reference.
+    pub no_fidelity: bool,
+    /// Held-out prompts of the generation check.
+    pub fidelity_prompts: usize,
+    /// Least fraction of continuation tokens that agree with the reference's.
+    pub min_greedy_agreement: f64,
+    /// Largest mean per-token regret (nats) of a continuation that differs.
+    pub max_regret: f64,
+}
+
+/// `serverbench freeze`: the decisions about `d`, checked, sealed and (with a key) signed.
+pub fn freeze(d: &Deployment, o: &FreezeOptions) -> Result<FrozenFile> {
+    if o.held_out == 0 || o.held_out > 64 {
         bail!(
             "--held-out: must be between 1 and 64 seeds, got {}",
-            a.held_out
+            o.held_out
         );
     }
-    inputs::checked(serverbench_sim::RunConfig::new(a.concurrency, 0, a.window))?;
-    serverbench_backends::base_url(&a.url)?;
-    let private = a
+    checked(RunConfig::new(o.concurrency, 0, o.window))?;
+    crate::base_url(&o.url)?;
+    let private = o
         .key
         .as_ref()
         .map(|k| key_text(&k.to_string_lossy(), "--key"))
         .transpose()?;
-    let name = a.protocol.as_deref().unwrap_or("cold");
+    let name = o.protocol.as_deref().unwrap_or("cold");
     let protocol = serverbench_sim::Protocol::parse(name).ok_or_else(|| {
         anyhow!(
             "--protocol: expected one of {}, got {name:?}",
             serverbench_sim::Protocol::NAMES.join(", "),
         )
     })?;
-    let sha = deployment_sha256(&d);
+    let sha = deployment_sha256(d);
     let frozen = Frozen {
         deployment_yaml: d.to_yaml(),
-        held_out_seeds: held_out_seeds(&sha, &dev_seeds, a.held_out),
+        held_out_seeds: held_out_seeds(&sha, &o.dev_seeds, o.held_out),
         deployment_sha256: sha,
         slo: d.slo,
-        concurrency: a.concurrency,
-        window_s: a.window,
+        concurrency: o.concurrency,
+        window_s: o.window,
         protocol: protocol.name().to_string(),
-        dev_seeds,
+        dev_seeds: o.dev_seeds.clone(),
         server: Server {
-            url: a.url.clone(),
-            kind: a.server.clone(),
-            api: a.api.clone(),
-            model: a.model.clone().unwrap_or_else(|| d.model.name.clone()),
+            url: o.url.clone(),
+            kind: o.server.clone(),
+            api: o.api.clone(),
+            model: o.model.clone().unwrap_or_else(|| d.model.name.clone()),
         },
         gates: Gates {
-            fidelity: fidelity_thresholds(&a)?,
+            fidelity: fidelity_thresholds(o)?,
             ..Gates::default()
         },
     };
@@ -258,42 +288,28 @@ pub fn freeze(a: FreezeArgs) -> Result<()> {
         .map(|k| serverbench_study::seal::sign(&k, &signed_bytes(&frozen)))
         .transpose()
         .context("--key")?;
-    let file = FrozenFile {
+    Ok(FrozenFile {
         frozen_sha256: seal(&frozen),
         signature,
         frozen,
-    };
-    let dir = a
-        .out
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = a
-        .out
-        .file_name()
-        .ok_or_else(|| anyhow!("--out: {} names no file", a.out.display()))?
-        .to_string_lossy()
-        .into_owned();
-    write_json(dir, &name, &Meta::now(Some(&d)), &file)?;
-    outln!(
-        "froze {} (sha256 {}…) at c = {}, {} s; held-out seeds {:?}; wrote {}",
-        d.name,
-        &file.frozen.deployment_sha256[..12],
-        file.frozen.concurrency,
-        file.frozen.window_s,
-        file.frozen.held_out_seeds,
-        a.out.display()
-    )?;
-    if file.signature.is_none() {
-        outln!("  unsigned (no --key): `verify --unsigned` rehearses it; only a signed file can be VERIFIED")?;
-    }
-    Ok(())
+    })
 }
 
-/// A frozen file read and checked: the signature matches the evaluator's public key (unless a
+/// `cfg` if its options are in range, else an error naming the flag.
+fn checked(cfg: RunConfig) -> Result<RunConfig> {
+    cfg.check()
+        .map_err(|e| anyhow!("--{}: {}", e.field.replace('_', "-"), e.reason))?;
+    Ok(cfg)
+}
+
+/// SHA-256 of a deployment's resolved YAML, hex: equal hashes, equal deployments.
+pub fn deployment_sha256(d: &Deployment) -> String {
+    hex(&Sha256::digest(d.to_yaml().as_bytes()))
+}
+
 /// rehearsal), the hash matches, the decisions make sense whoever signed them, and the deployment still
 /// resolves to its hash.
-fn read_frozen(path: &Path, trust: &Trust) -> Result<(Frozen, Deployment)> {
+pub fn read_frozen(path: &Path, trust: &Trust) -> Result<(Frozen, Deployment)> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("{}: cannot read the frozen file", path.display()))?;
     let file: FrozenFile = serde_json::from_str(&text)
@@ -345,65 +361,158 @@ fn check_decisions(f: &Frozen) -> Result<()> {
     if let Some(s) = f.held_out_seeds.iter().find(|s| !seen.insert(**s)) {
         bail!("held_out_seeds: seed {s} is given twice");
     }
-    inputs::checked(serverbench_sim::RunConfig::new(
-        f.concurrency,
-        0,
-        f.window_s,
-    ))
-    .context("concurrency and window_s")?;
-    serverbench_backends::base_url(&f.server.url).context("server.url")?;
+    checked(RunConfig::new(f.concurrency, 0, f.window_s)).context("concurrency and window_s")?;
+    crate::base_url(&f.server.url).context("server.url")?;
     Ok(())
 }
 
 /// One held-out run's outcome.
 #[derive(Clone, Debug, Serialize)]
-struct Run {
-    seed: u64,
-    summary: Summary,
-    client: serde_json::Value,
-    natural_stop: Option<String>,
-    lanes_without_progress: Vec<u32>,
+pub struct Run {
+    /// The held-out seed.
+    pub seed: u64,
+    /// Its replay's summary.
+    pub summary: Summary,
+    /// The client's counts (`summary.json`'s `client`).
+    pub client: serde_json::Value,
+    /// How the natural-stop probe ended (`finish_reason`), when it ran.
+    pub natural_stop: Option<String>,
+    /// Lanes that completed no request.
+    pub lanes_without_progress: Vec<u32>,
 }
 
-/// One gate's result.
-#[derive(Clone, Debug, Serialize)]
-struct Gate {
-    name: &'static str,
-    passed: bool,
-    detail: String,
+/// What `verify` is told.
+#[derive(Clone, Debug)]
+pub struct VerifyOptions {
+    /// The frozen file.
+    pub frozen: PathBuf,
+    /// The evaluator's public key (a key file or its hex); `None`: a rehearsal.
+    pub public_key: Option<String>,
+    /// The fresh deployment's URL, when it is not the frozen one.
+    pub url: Option<String>,
+    /// Where `deployment.yaml` and each held-out run go.
+    pub out: PathBuf,
+    /// A reference server of the same checkpoint to check generation against.
+    pub reference: Option<String>,
+    /// The reference's model name (`None`: the frozen one).
+    pub reference_model: Option<String>,
+    /// The reference's server kind.
+    pub reference_server: String,
+    /// A question set both servers answer.
+    pub answers: Option<PathBuf>,
 }
 
-/// `serverbench verify`: exits 3 when a gate fails (the score does not count).
-pub fn verify(a: VerifyArgs) -> Result<()> {
-    inputs::time_scale(a.time_scale)?;
-    let trust = match &a.public_key {
+/// One held-out replay the caller runs: against `url`, with the frozen decisions and the deployment
+/// in `deployment`, its summary and records written to `dir`.
+#[derive(Clone, Debug)]
+pub struct HeldOutReplay<'a> {
+    /// The frozen decisions.
+    pub frozen: &'a Frozen,
+    /// The server's URL.
+    pub url: &'a str,
+    /// The frozen deployment's YAML file.
+    pub deployment: &'a Path,
+    /// The held-out seed.
+    pub seed: u64,
+    /// Whether this replay runs the natural-stop probe (the first one only).
+    pub probe: bool,
+    /// Where the replay writes `summary.json` and `records.jsonl`.
+    pub dir: &'a Path,
+}
+
+/// Everything `verify` found: the decisions, the runs, the gates and the measured score.
+#[derive(Clone, Debug)]
+pub struct Verification {
+    /// The frozen decisions.
+    pub frozen: Frozen,
+    /// Their deployment.
+    pub deployment: Deployment,
+    /// The server the runs went to.
+    pub url: String,
+    /// The held-out runs, in seed order.
+    pub runs: Vec<Run>,
+    /// The generation check, when a reference was given (`Err`: it could not run).
+    pub fidelity: Option<std::result::Result<FidelityReport, String>>,
+    /// Every gate.
+    pub gates: Vec<Gate>,
+    /// Whether every gate passed.
+    pub passed: bool,
+    /// The signature was not checked (`--unsigned`): never VERIFIED.
+    pub rehearsal: bool,
+    /// Mean D, G and f over the held-out runs.
+    pub measured: (f64, f64, f64),
+}
+
+impl Verification {
+    /// The frozen file was signed, and every gate passed: the score counts.
+    pub fn verified(&self) -> bool {
+        self.passed && !self.rehearsal
+    }
+
+    /// What `verify.json` holds (without its metadata).
+    pub fn to_json(&self) -> serde_json::Value {
+        let (dd, g, ff) = self.measured;
+        serde_json::json!({
+            "verified": self.verified(),
+            "signature_checked": !self.rehearsal,
+            "score": self.verified().then(|| serde_json::json!({"d": dd, "g": g, "f": ff})),
+            "measured": {"d": dd, "g": g, "f": ff},
+            "gates": self.gates,
+            "fidelity": self.fidelity.as_ref().map(|m| match m {
+                Ok(r) => serde_json::to_value(r).unwrap_or_default(),
+                Err(e) => serde_json::json!({"error": e}),
+            }),
+            "runs": self.runs,
+            "frozen": self.frozen,
+        })
+    }
+}
+
+/// `serverbench verify`: reads and checks the frozen file, writes its deployment to `out`, has
+/// `replay` run each held-out seed (as a `serverbench replay` would), checks generation against the
+/// reference, and scores everything through the gates. `note` hears what is being done.
+pub fn verify(
+    o: &VerifyOptions,
+    replay: &mut dyn FnMut(&HeldOutReplay<'_>) -> Result<()>,
+    note: &dyn Fn(&str),
+) -> Result<Verification> {
+    let trust = match &o.public_key {
         Some(k) => Trust::Key(key_text(k, "--public-key")?),
         None => Trust::Unsigned,
     };
-    let (f, d) = read_frozen(&a.frozen, &trust)?;
-    let url = a.url.clone().unwrap_or_else(|| f.server.url.clone());
-    let questions = match &a.answers {
+    let (f, d) = read_frozen(&o.frozen, &trust)?;
+    let url = o.url.clone().unwrap_or_else(|| f.server.url.clone());
+    let questions = match &o.answers {
         Some(path) => Some(read_questions(path)?),
         None => None,
     };
-    std::fs::create_dir_all(&a.out)
-        .with_context(|| format!("{}: cannot create directory", a.out.display()))?;
-    let deployment_file = a.out.join("deployment.yaml");
+    std::fs::create_dir_all(&o.out)
+        .with_context(|| format!("{}: cannot create directory", o.out.display()))?;
+    let deployment_file = o.out.join("deployment.yaml");
     std::fs::write(&deployment_file, &f.deployment_yaml)
         .with_context(|| format!("{}: cannot write", deployment_file.display()))?;
     let mut runs = Vec::new();
     for (i, &seed) in f.held_out_seeds.iter().enumerate() {
-        let dir = a.out.join(format!("seed_{seed}"));
-        replay_child(&f, &url, &deployment_file, seed, i == 0, &a, &dir)?;
+        let dir = o.out.join(format!("seed_{seed}"));
+        replay(&HeldOutReplay {
+            frozen: &f,
+            url: &url,
+            deployment: &deployment_file,
+            seed,
+            probe: i == 0,
+            dir: &dir,
+        })?;
         runs.push(read_run(&dir, seed, f.concurrency)?);
     }
-    let measured = match &a.reference {
+    let fidelity = match &o.reference {
         Some(reference) => {
-            eprintln!("checking generation against the reference {reference}");
+            note(&format!(
+                "checking generation against the reference {reference}"
+            ));
             Some(check_fidelity(
                 &f,
                 &d,
-                &a,
+                o,
                 &url,
                 reference,
                 questions.as_deref(),
@@ -412,144 +521,31 @@ pub fn verify(a: VerifyArgs) -> Result<()> {
         None => None,
     };
     let mut gates = gates(&f.gates, &runs, &f.server.api);
-    gates.extend(fidelity_gates(&f.gates.fidelity, &measured));
+    gates.extend(fidelity_gates(&f.gates.fidelity, &fidelity));
     let passed = gates.iter().all(|g| g.passed);
     let mean = |x: fn(&Summary) -> f64| {
         runs.iter().map(|r| x(&r.summary)).sum::<f64>() / runs.len() as f64
     };
-    let (dd, g, ff) = (
+    let measured = (
         mean(|s| s.score.d),
         mean(|s| s.score.g),
         mean(|s| s.score.f),
     );
-    outln!(
-        "serverbench verify — {} at c = {}, {} s, held-out seeds {:?}, against {url}\n",
-        d.name,
-        f.concurrency,
-        f.window_s,
-        f.held_out_seeds
-    )?;
-    outln!("  {:<28} {:<6} detail", "gate", "")?;
-    for gate in &gates {
-        outln!(
-            "  {:<28} {:<6} {}",
-            gate.name,
-            if gate.passed { "pass" } else { "FAIL" },
-            gate.detail
-        )?;
-    }
-    outln!()?;
-    for r in &runs {
-        outln!(
-            "  seed {:>8}: D = {:.3}  G = {:.3}  f = {:.1} %  ({} requests, {} completed)",
-            r.seed,
-            r.summary.score.d,
-            r.summary.score.g,
-            100.0 * r.summary.score.f,
-            r.summary.requests,
-            r.summary.completed
-        )?;
-    }
-    let rehearsal = matches!(trust, Trust::Unsigned);
-    if passed && rehearsal {
-        outln!("\n  REHEARSED (--unsigned: the file's signature was not checked, so this is not a verification). The held-out runs measured D = {dd:.3}, G = {g:.3}, f = {:.1} %", 100.0 * ff)?;
-    } else if passed {
-        outln!("\n  VERIFIED. Final score over the held-out seeds: D = {dd:.3}, G = {g:.3}, f = {:.1} %", 100.0 * ff)?;
-    } else {
-        let reasons: Vec<&str> = gates.iter().filter(|g| !g.passed).map(|g| g.name).collect();
-        outln!(
-            "\n  FAILED: {} (the held-out runs measured D = {dd:.3}, which does not count)",
-            reasons.join(", ")
-        )?;
-    }
-    let meta = Meta::now(Some(&d)).with_server(Some(&url), &f.server.model);
-    write_json(
-        &a.out,
-        "verify.json",
-        &meta,
-        &serde_json::json!({
-            "verified": passed && !rehearsal,
-            "signature_checked": !rehearsal,
-            "score": (passed && !rehearsal).then(|| serde_json::json!({"d": dd, "g": g, "f": ff})),
-            "measured": {"d": dd, "g": g, "f": ff},
-            "gates": gates,
-            "fidelity": measured.as_ref().map(|m| match m {
-                Ok(r) => serde_json::to_value(r).unwrap_or_default(),
-                Err(e) => serde_json::json!({"error": e}),
-            }),
-            "runs": runs,
-            "frozen": f,
-        }),
-    )?;
-    outln!(
-        "  wrote {}/verify.json and each run's records",
-        a.out.display()
-    )?;
-    if passed {
-        Ok(())
-    } else {
-        Err(crate::Exit::new(3, "verification failed: the final score does not count").into())
-    }
+    Ok(Verification {
+        frozen: f,
+        deployment: d,
+        url,
+        runs,
+        fidelity,
+        gates,
+        passed,
+        rehearsal: matches!(trust, Trust::Unsigned),
+        measured,
+    })
 }
 
-/// One held-out replay as a `serverbench replay` child process (the first with the natural-stop probe).
-fn replay_child(
-    f: &Frozen,
-    url: &str,
-    deployment: &Path,
-    seed: u64,
-    probe: bool,
-    a: &VerifyArgs,
-    dir: &Path,
-) -> Result<()> {
-    std::fs::create_dir_all(dir)
-        .with_context(|| format!("{}: cannot create directory", dir.display()))?;
-    let mut cmd = Command::new(std::env::current_exe().context("cannot find this executable")?);
-    cmd.arg("replay")
-        .args([
-            "--url",
-            url,
-            "--server",
-            &f.server.kind,
-            "--api",
-            &f.server.api,
-            "--model",
-            &f.server.model,
-        ])
-        .arg("-d")
-        .arg(deployment)
-        .args([
-            "-c",
-            &f.concurrency.to_string(),
-            "-s",
-            &seed.to_string(),
-            "-w",
-            &f.window_s.to_string(),
-        ])
-        .args([
-            "--protocol",
-            &f.protocol,
-            "--prompt-salt",
-            &(seed ^ 0x5EA1).to_string(),
-        ])
-        .args(["--time-scale", &a.time_scale.to_string()])
-        .arg("--out")
-        .arg(dir);
-    if !probe {
-        cmd.arg("--no-probe");
-    }
-    if let Some(t) = &a.tokenizer {
-        cmd.arg("--tokenizer").arg(t);
-    }
-    eprintln!("replaying held-out seed {seed} → {}", dir.display());
-    let status = cmd.status().context("cannot start the replay")?;
-    if !dir.join("summary.json").exists() {
-        bail!("the replay of held-out seed {seed} failed ({status}) before writing its summary");
-    }
-    Ok(())
-}
-
-fn read_run(dir: &Path, seed: u64, concurrency: u32) -> Result<Run> {
+/// A held-out run as its replay wrote it in `dir` (`summary.json`, `records.jsonl`).
+pub fn read_run(dir: &Path, seed: u64, concurrency: u32) -> Result<Run> {
     let path = dir.join("summary.json");
     let v: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(&path)
@@ -586,187 +582,9 @@ fn read_run(dir: &Path, seed: u64, concurrency: u32) -> Result<Run> {
     })
 }
 
-/// Every gate over every held-out run.
-fn gates(t: &Gates, runs: &[Run], api: &str) -> Vec<Gate> {
-    let sum = |key: &str| -> usize {
-        runs.iter()
-            .map(|r| r.client[key].as_u64().unwrap_or(0) as usize)
-            .sum()
-    };
-    let worst = |x: fn(&Summary) -> f64| runs.iter().map(|r| x(&r.summary)).fold(0.0, f64::max);
-    let mut g = Vec::new();
-    let mut gate = |name, passed, detail: String| {
-        g.push(Gate {
-            name,
-            passed,
-            detail,
-        })
-    };
-    let prompts = sum("prompt_mismatches");
-    if api == "chat" {
-        gate(
-            "full prompt",
-            true,
-            "not checked with --api chat (a chat template adds tokens)".into(),
-        );
-    } else {
-        gate(
-            "full prompt",
-            prompts <= t.max_prompt_mismatches,
-            format!("{prompts} completed requests whose usage.prompt_tokens differs from the prompt sent (at most {})", t.max_prompt_mismatches),
-        );
-    }
-    let lengths = sum("length_mismatches");
-    gate(
-        "exact output length",
-        lengths <= t.max_length_mismatches,
-        format!(
-            "{lengths} completed requests of another length than asked for (at most {})",
-            t.max_length_mismatches
-        ),
-    );
-    // A candidate's usage is not taken on trust here: several tokens in a chunk count against it as
-    // a usage below the chunks does (a candidate streams each token; set its engine to).
-    let stream = sum("usage_missing")
-        + sum("chunk_usage_mismatches")
-        + sum("coalesced_streams")
-        + sum("unrecognised_output_streams");
-    gate(
-        "stream agrees with usage",
-        stream <= t.max_stream_usage_mismatches,
-        format!("{stream} requests without usage, with a usage count other than the output chunks streamed, or streaming an uncounted field (at most {})", t.max_stream_usage_mismatches),
-    );
-    let probe = runs.iter().find_map(|r| r.natural_stop.clone());
-    gate(
-        "natural stop",
-        !t.require_natural_stop || probe.as_deref() == Some("stop"),
-        format!(
-            "the probe without ignore_eos ended with finish_reason {}",
-            probe.as_deref().unwrap_or("(none)")
-        ),
-    );
-    let stalled: Vec<String> = runs
-        .iter()
-        .filter(|r| !r.lanes_without_progress.is_empty())
-        .map(|r| format!("seed {}: lanes {:?}", r.seed, r.lanes_without_progress))
-        .collect();
-    gate(
-        "every session progresses",
-        !t.require_every_lane_progress || stalled.is_empty(),
-        if stalled.is_empty() {
-            "every lane completed requests in every run".into()
-        } else {
-            format!("lanes that completed nothing: {}", stalled.join("; "))
-        },
-    );
-    let not_finite: Vec<u64> = runs
-        .iter()
-        .filter(|r| {
-            let s = &r.summary;
-            ![
-                s.score.d,
-                s.score.g,
-                s.score.f,
-                s.error_rate,
-                s.overflow_rate,
-            ]
-            .iter()
-            .all(|x| x.is_finite())
-        })
-        .map(|r| r.seed)
-        .collect();
-    gate(
-        "finite scores",
-        !runs.is_empty() && not_finite.is_empty(),
-        if runs.is_empty() {
-            "no held-out run was scored".into()
-        } else if not_finite.is_empty() {
-            format!(
-                "D, G, f and the rates of all {} runs are numbers",
-                runs.len()
-            )
-        } else {
-            format!("seeds {not_finite:?} scored something that is not a number")
-        },
-    );
-    let errors = worst(|s| s.error_rate);
-    gate(
-        "error rate",
-        errors <= t.max_error_rate,
-        format!(
-            "worst run {:.2} % of requests failed (at most {:.2} %)",
-            100.0 * errors,
-            100.0 * t.max_error_rate
-        ),
-    );
-    let overflow = worst(|s| s.overflow_rate);
-    gate(
-        "context overflow rate",
-        overflow <= t.max_overflow_rate,
-        format!(
-            "worst run {:.2} % overflowed the context (at most {:.2} %)",
-            100.0 * overflow,
-            100.0 * t.max_overflow_rate
-        ),
-    );
-    g
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn healthy() -> Run {
-        let d = Deployment::preset("gemma4-e4b-1xl40").unwrap();
-        Run {
-            seed: 1,
-            summary: serverbench_sim::summarise(&[], &d, 60.0).1,
-            client: serde_json::json!({"prompt_mismatches": 0, "length_mismatches": 0}),
-            natural_stop: Some("stop".into()),
-            lanes_without_progress: vec![],
-        }
-    }
-
-    /// Each gate passes on a healthy run and fails, alone, on a run broken its way.
-    #[test]
-    fn every_gate_fails_for_its_own_reason() {
-        let t = Gates::default();
-        assert!(gates(&t, &[healthy()], "tokens").iter().all(|g| g.passed));
-        type Breaks = fn(&mut Run);
-        let broken: [(&str, Breaks); 8] = [
-            ("full prompt", |r| r.client["prompt_mismatches"] = 3.into()),
-            ("finite scores", |r| r.summary.score.d = f64::NAN),
-            ("exact output length", |r| {
-                r.client["length_mismatches"] = 1.into()
-            }),
-            ("stream agrees with usage", |r| {
-                r.client["unrecognised_output_streams"] = 2.into()
-            }),
-            ("natural stop", |r| r.natural_stop = Some("length".into())),
-            ("every session progresses", |r| {
-                r.lanes_without_progress = vec![1]
-            }),
-            ("error rate", |r| r.summary.error_rate = 0.02),
-            ("context overflow rate", |r| r.summary.overflow_rate = 0.05),
-        ];
-        for (name, breaks) in broken {
-            let mut run = healthy();
-            breaks(&mut run);
-            // The probe runs with the first seed only: the broken run comes first.
-            let failed: Vec<&str> = gates(&t, &[run, healthy()], "tokens")
-                .iter()
-                .filter(|g| !g.passed)
-                .map(|g| g.name)
-                .collect();
-            assert_eq!(failed, [name]);
-        }
-        let mut chat = healthy();
-        chat.client["prompt_mismatches"] = 9.into();
-        assert!(
-            gates(&t, &[chat], "chat").iter().all(|g| g.passed),
-            "a chat template adds tokens"
-        );
-    }
 
     /// Decisions signed with the evaluator's key that still make no verification are refused for what
     /// they are; the same file edited by anyone else is refused for its signature.

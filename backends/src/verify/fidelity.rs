@@ -1,14 +1,13 @@
 //! Generation fidelity of `verify --reference`: the frozen thresholds, the held-out prompts, the greedy
-//! continuations and teacher-forced scores of candidate and reference (through
-//! `serverbench_backends::fidelity`), the answer tests of a question set, and the gates they make. It
-//! reads the question set and talks to the two servers; it decides nothing the thresholds do not say.
+//! continuations and teacher-forced scores of candidate and reference (through [`crate::fidelity`]),
+//! the answer tests of a question set, and the gates they make. It reads the question set and talks to
+//! the two servers; it decides nothing the thresholds do not say.
 
-use super::{Frozen, Gate};
-use crate::cli::{FreezeArgs, VerifyArgs};
+use super::{FreezeOptions, Frozen, Gate, Runtime, VerifyOptions};
+use crate::fidelity::{self, PromptFidelity};
+use crate::{Api, ClientConfig, HttpClient, Server as ServerKind};
 use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
-use serverbench_backends::fidelity::{self, PromptFidelity};
-use serverbench_backends::{Api, ClientConfig, HttpClient, Server as ServerKind};
 use serverbench_sim::Deployment;
 use serverbench_workloads::tokens::{prompt_tokens, Vocab};
 use serverbench_workloads::{Workload, WorkloadSpec};
@@ -50,7 +49,7 @@ impl Default for FidelityGates {
 }
 
 /// The fidelity thresholds `freeze`'s flags ask for.
-pub(super) fn fidelity_thresholds(a: &FreezeArgs) -> Result<FidelityGates> {
+pub(super) fn fidelity_thresholds(a: &FreezeOptions) -> Result<FidelityGates> {
     if a.fidelity_prompts == 0 || a.fidelity_prompts > 256 {
         bail!(
             "--fidelity-prompts: must be between 1 and 256, got {}",
@@ -119,18 +118,24 @@ pub(super) fn read_questions(path: &Path) -> Result<Vec<Question>> {
 
 /// What the reference check measured.
 #[derive(Clone, Debug, Serialize)]
-pub(super) struct FidelityReport {
-    reference: String,
-    prompts: Vec<PromptFidelity>,
-    answers: Option<AnswerCounts>,
+pub struct FidelityReport {
+    /// The reference server's URL.
+    pub reference: String,
+    /// Each held-out prompt's comparison.
+    pub prompts: Vec<PromptFidelity>,
+    /// The question set's answers, when one was given.
+    pub answers: Option<AnswerCounts>,
 }
 
 /// Questions answered correctly by each server.
 #[derive(Clone, Copy, Debug, Serialize)]
-struct AnswerCounts {
-    questions: usize,
-    candidate: usize,
-    reference: usize,
+pub struct AnswerCounts {
+    /// Questions asked.
+    pub questions: usize,
+    /// Answered correctly by the candidate.
+    pub candidate: usize,
+    /// Answered correctly by the reference.
+    pub reference: usize,
 }
 
 /// The held-out prompts of the fidelity check: the first held-out seed's sessions of the deployment's
@@ -192,7 +197,7 @@ fn fidelity_client(url: &str, server: &str, model: &str) -> Result<HttpClient> {
 pub(super) fn check_fidelity(
     f: &Frozen,
     d: &Deployment,
-    a: &VerifyArgs,
+    a: &VerifyOptions,
     url: &str,
     reference: &str,
     questions: Option<&[Question]>,
@@ -205,7 +210,7 @@ pub(super) fn check_fidelity(
         a.reference_model.as_deref().unwrap_or(&f.server.model),
     )?;
     let t = f.gates.fidelity.clone();
-    let rt = crate::real::runtime()?;
+    let rt = Runtime::new().context("cannot start the async runtime")?;
     Ok(rt.block_on(async move {
         let mut out = Vec::new();
         for p in &prompts {
