@@ -8,6 +8,7 @@
 //! the reverse. A real run produces the same `Record`s and is scored by the same code as a simulated
 //! one; only where timestamps come from differs.
 
+pub mod calibrate;
 pub mod client;
 pub mod clock;
 pub mod driver;
