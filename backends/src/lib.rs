@@ -11,6 +11,7 @@
 pub mod calibrate;
 pub mod client;
 pub mod clock;
+pub mod compare;
 pub mod driver;
 pub mod engine;
 pub mod fidelity;
