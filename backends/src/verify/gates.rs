@@ -1,9 +1,64 @@
 //! The behaviour gates of `verify`: each held-out run's counts and scores against the frozen
 //! thresholds, one pass or fail with its reason per gate. Pure: it never reads files or talks to servers.
 
-use super::{Gates, Run};
-use serde::Serialize;
+use super::fidelity::{FidelityGates, FidelityReport};
+use crate::fidelity;
+use serde::{Deserialize, Serialize};
 use serverbench_sim::Summary;
+
+/// Thresholds of the behaviour gates.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Gates {
+    /// Most requests that may fail at the server, as a fraction.
+    pub max_error_rate: f64,
+    /// Most requests that may overflow the context, as a fraction.
+    pub max_overflow_rate: f64,
+    /// Most completed requests whose `usage.prompt_tokens` may differ from the prompt sent.
+    pub max_prompt_mismatches: usize,
+    /// Most completed requests whose output length may differ from the one asked for.
+    pub max_length_mismatches: usize,
+    /// Most requests whose usage count differs from the output chunks streamed, or without usage.
+    pub max_stream_usage_mismatches: usize,
+    /// The natural-stop probe must end with `finish_reason: "stop"` (the server still honours
+    /// end-of-sequence when not told to ignore it).
+    pub require_natural_stop: bool,
+    /// Every lane must complete at least one request in every held-out run (no session stalled).
+    pub require_every_lane_progress: bool,
+    /// Generation fidelity against a reference server.
+    #[serde(default)]
+    pub fidelity: FidelityGates,
+}
+
+impl Default for Gates {
+    fn default() -> Gates {
+        Gates {
+            max_error_rate: 0.01,
+            max_overflow_rate: 0.01,
+            max_prompt_mismatches: 0,
+            max_length_mismatches: 0,
+            max_stream_usage_mismatches: 0,
+            require_natural_stop: true,
+            require_every_lane_progress: true,
+            fidelity: FidelityGates::default(),
+        }
+    }
+}
+
+/// One held-out run's outcome.
+#[derive(Clone, Debug, Serialize)]
+pub struct Run {
+    /// The held-out seed.
+    pub seed: u64,
+    /// Its replay's summary.
+    pub summary: Summary,
+    /// The client's counts (`summary.json`'s `client`).
+    pub client: serde_json::Value,
+    /// How the natural-stop probe ended (`finish_reason`), when it ran.
+    pub natural_stop: Option<String>,
+    /// Lanes that completed no request.
+    pub lanes_without_progress: Vec<u32>,
+}
 
 /// One gate's result.
 #[derive(Clone, Debug, Serialize)]
@@ -142,9 +197,92 @@ pub(super) fn gates(t: &Gates, runs: &[Run], api: &str) -> Vec<Gate> {
     g
 }
 
+/// The generation-fidelity gates.
+pub(super) fn fidelity_gates(
+    t: &FidelityGates,
+    measured: &Option<std::result::Result<FidelityReport, String>>,
+) -> Vec<Gate> {
+    let one = |passed, detail: String| {
+        vec![Gate {
+            name: "generation fidelity",
+            passed,
+            detail,
+        }]
+    };
+    let r = match measured {
+        None if !t.required => {
+            return one(
+                true,
+                "not required (frozen with --no-fidelity)".into(),
+            )
+        }
+        None => {
+            return one(
+                false,
+                "no --reference given: the score counts only after the candidate's generation is checked against a reference".into(),
+            )
+        }
+        Some(Err(e)) => return one(false, format!("the check could not run: {e}")),
+        Some(Ok(r)) => r,
+    };
+    let tokens: usize = r.prompts.iter().map(|p| p.continuation_tokens).sum();
+    let agreed: usize = r.prompts.iter().map(|p| p.agreed_tokens).sum();
+    let agreement = agreed as f64 / tokens.max(1) as f64;
+    let identical = r.prompts.iter().filter(|p| !p.suspicious()).count();
+    let worst = r
+        .prompts
+        .iter()
+        .filter(|p| p.suspicious())
+        .map(|p| p.mean_regret)
+        .fold(0.0, f64::max);
+    let mut g = vec![
+        Gate {
+            name: "greedy agreement",
+            passed: agreement >= t.min_greedy_agreement,
+            detail: format!(
+                "{:.1} % of continuation tokens agree before the first difference; {identical} of {} continuations identical (at least {:.1} %)",
+                100.0 * agreement,
+                r.prompts.len(),
+                100.0 * t.min_greedy_agreement
+            ),
+        },
+        Gate {
+            name: "teacher-forced regret",
+            passed: worst <= t.max_regret,
+            detail: format!(
+                "{} continuations differ; worst mean per-token regret under the reference {worst:.2} nats (at most {})",
+                r.prompts.len() - identical,
+                t.max_regret
+            ),
+        },
+    ];
+    g.push(match r.answers {
+        None => Gate {
+            name: "answer tests",
+            passed: true,
+            detail: "no question set given (--answers)".into(),
+        },
+        Some(c) => Gate {
+            name: "answer tests",
+            passed: fidelity::answers_pass(c.candidate, c.reference, c.questions),
+            detail: format!(
+                "candidate {} of {}, reference {} (at least max(0, {} − {}))",
+                c.candidate,
+                c.questions,
+                c.reference,
+                c.reference,
+                c.questions / 10
+            ),
+        },
+    });
+    g
+}
+
 #[cfg(test)]
 mod tests {
+    use super::super::fidelity::AnswerCounts;
     use super::*;
+    use crate::fidelity::PromptFidelity;
     use serverbench_sim::Deployment;
 
     fn healthy() -> Run {
@@ -197,5 +335,83 @@ mod tests {
             gates(&t, &[chat], "chat").iter().all(|g| g.passed),
             "a chat template adds tokens"
         );
+    }
+
+    fn report(agreed: usize, regret: f64, answers: Option<(usize, usize)>) -> FidelityReport {
+        let p = PromptFidelity {
+            prompt_tokens: 100,
+            continuation_tokens: 32,
+            agreed_tokens: agreed,
+            mean_regret: regret,
+            max_regret: regret,
+        };
+        FidelityReport {
+            reference: "r".into(),
+            prompts: vec![
+                p.clone(),
+                PromptFidelity {
+                    agreed_tokens: 32,
+                    mean_regret: 0.0,
+                    ..p
+                },
+            ],
+            answers: answers.map(|(candidate, reference)| AnswerCounts {
+                questions: 10,
+                candidate,
+                reference,
+            }),
+        }
+    }
+
+    fn failed(
+        t: &FidelityGates,
+        m: Option<std::result::Result<FidelityReport, String>>,
+    ) -> Vec<&'static str> {
+        fidelity_gates(t, &m)
+            .into_iter()
+            .filter(|g| !g.passed)
+            .map(|g| g.name)
+            .collect()
+    }
+
+    /// Each fidelity gate passes on a faithful candidate and fails, alone, for its own reason; a
+    /// missing reference fails unless the frozen file does not require one.
+    #[test]
+    fn every_fidelity_gate_fails_for_its_own_reason() {
+        let t = FidelityGates {
+            min_greedy_agreement: 0.5,
+            ..FidelityGates::default()
+        };
+        let none: Vec<&str> = vec![];
+        assert_eq!(failed(&t, Some(Ok(report(32, 0.0, Some((10, 10)))))), none);
+        assert_eq!(failed(&t, Some(Ok(report(20, 3.9, Some((9, 10)))))), none);
+        assert_eq!(
+            failed(&t, Some(Ok(report(20, 4.1, None)))),
+            ["teacher-forced regret"]
+        );
+        // 32 + 0 of 64 tokens agree: exactly the threshold passes, one fewer fails.
+        assert_eq!(failed(&t, Some(Ok(report(0, 0.5, None)))), none);
+        let strict = FidelityGates {
+            min_greedy_agreement: 0.6,
+            ..t.clone()
+        };
+        assert_eq!(
+            failed(&strict, Some(Ok(report(0, 0.5, None)))),
+            ["greedy agreement"]
+        );
+        assert_eq!(
+            failed(&t, Some(Ok(report(32, 0.0, Some((8, 10)))))),
+            ["answer tests"]
+        );
+        assert_eq!(failed(&t, None), ["generation fidelity"]);
+        assert_eq!(
+            failed(&t, Some(Err("reference: HTTP 400".into()))),
+            ["generation fidelity"]
+        );
+        let optional = FidelityGates {
+            required: false,
+            ..t
+        };
+        assert_eq!(failed(&optional, None), none);
     }
 }

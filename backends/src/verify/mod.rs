@@ -5,7 +5,6 @@
 //! and writes the frozen file and the runs' files; it never starts a replay itself (the caller does,
 //! one held-out seed at a time) and never prints.
 
-use crate::Runtime;
 use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use serverbench_sim::{Deployment, Outcome, Record, RunConfig, Slo, Summary};
@@ -14,49 +13,10 @@ use std::path::{Path, PathBuf};
 
 mod fidelity;
 mod gates;
-use fidelity::{check_fidelity, fidelity_gates, fidelity_thresholds, read_questions};
+use fidelity::{check_fidelity, fidelity_thresholds, read_questions, Servers, Thresholds};
 pub use fidelity::{AnswerCounts, FidelityGates, FidelityReport};
-use gates::gates;
-pub use gates::Gate;
-
-/// Thresholds of the behaviour gates.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Gates {
-    /// Most requests that may fail at the server, as a fraction.
-    pub max_error_rate: f64,
-    /// Most requests that may overflow the context, as a fraction.
-    pub max_overflow_rate: f64,
-    /// Most completed requests whose `usage.prompt_tokens` may differ from the prompt sent.
-    pub max_prompt_mismatches: usize,
-    /// Most completed requests whose output length may differ from the one asked for.
-    pub max_length_mismatches: usize,
-    /// Most requests whose usage count differs from the output chunks streamed, or without usage.
-    pub max_stream_usage_mismatches: usize,
-    /// The natural-stop probe must end with `finish_reason: "stop"` (the server still honours
-    /// end-of-sequence when not told to ignore it).
-    pub require_natural_stop: bool,
-    /// Every lane must complete at least one request in every held-out run (no session stalled).
-    pub require_every_lane_progress: bool,
-    /// Generation fidelity against a reference server.
-    #[serde(default)]
-    pub fidelity: FidelityGates,
-}
-
-impl Default for Gates {
-    fn default() -> Gates {
-        Gates {
-            max_error_rate: 0.01,
-            max_overflow_rate: 0.01,
-            max_prompt_mismatches: 0,
-            max_length_mismatches: 0,
-            max_stream_usage_mismatches: 0,
-            require_natural_stop: true,
-            require_every_lane_progress: true,
-            fidelity: FidelityGates::default(),
-        }
-    }
-}
+use gates::{fidelity_gates, gates};
+pub use gates::{Gate, Gates, Run};
 
 /// The server a submission is verified against.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -280,7 +240,12 @@ pub fn freeze(d: &Deployment, o: &FreezeOptions) -> Result<FrozenFile> {
             model: o.model.clone().unwrap_or_else(|| d.model.name.clone()),
         },
         gates: Gates {
-            fidelity: fidelity_thresholds(o)?,
+            fidelity: fidelity_thresholds(&Thresholds {
+                no_fidelity: o.no_fidelity,
+                fidelity_prompts: o.fidelity_prompts,
+                min_greedy_agreement: o.min_greedy_agreement,
+                max_regret: o.max_regret,
+            })?,
             ..Gates::default()
         },
     };
@@ -364,21 +329,6 @@ fn check_decisions(f: &Frozen) -> Result<()> {
     checked(RunConfig::new(f.concurrency, 0, f.window_s)).context("concurrency and window_s")?;
     crate::base_url(&f.server.url).context("server.url")?;
     Ok(())
-}
-
-/// One held-out run's outcome.
-#[derive(Clone, Debug, Serialize)]
-pub struct Run {
-    /// The held-out seed.
-    pub seed: u64,
-    /// Its replay's summary.
-    pub summary: Summary,
-    /// The client's counts (`summary.json`'s `client`).
-    pub client: serde_json::Value,
-    /// How the natural-stop probe ended (`finish_reason`), when it ran.
-    pub natural_stop: Option<String>,
-    /// Lanes that completed no request.
-    pub lanes_without_progress: Vec<u32>,
 }
 
 /// What `verify` is told.
@@ -509,12 +459,19 @@ pub fn verify(
             note(&format!(
                 "checking generation against the reference {reference}"
             ));
+            let servers = Servers {
+                candidate: (&url, &f.server.kind, &f.server.model),
+                reference: (
+                    reference,
+                    &o.reference_server,
+                    o.reference_model.as_deref().unwrap_or(&f.server.model),
+                ),
+            };
             Some(check_fidelity(
-                &f,
+                f.held_out_seeds[0],
+                &f.gates.fidelity,
                 &d,
-                o,
-                &url,
-                reference,
+                &servers,
                 questions.as_deref(),
             )?)
         }
