@@ -1,13 +1,13 @@
-//! `serverbench compare`: the same runs in the simulator and against a real backend, side by side.
-//! Real runs are `serverbench replay` child processes (a fresh engine and cache for each run); the
-//! simulated ones run in this process.
+//! `serverbench compare`: the same runs in the simulator and against a real backend, side by side
+//! (`serverbench_backends::compare`), rendered as a Markdown table, JSON, an SVG plot and a report.
+//! Each real run it measures is a `serverbench replay` child process (a fresh engine and cache).
 
 use crate::cli::CompareArgs;
 use crate::inputs;
 use crate::output::{write_file, write_json};
 use anyhow::{bail, Context, Result};
-use serverbench_sim::Summary;
-use serverbench_study::compare::{rankings, row, Row, SeedRanking, METRICS};
+use serverbench_backends::compare::Comparison;
+use serverbench_study::compare::{Row, SeedRanking, METRICS};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -23,38 +23,14 @@ pub fn run(a: CompareArgs) -> Result<()> {
     if a.concurrency.is_empty() || a.seeds.is_empty() {
         bail!("--concurrency and --seeds: give at least one value each");
     }
-    std::fs::create_dir_all(&a.out)
-        .with_context(|| format!("{}: cannot create directory", a.out.display()))?;
-    let mut rows = Vec::new();
-    for &c in &a.concurrency {
-        for &seed in &a.seeds {
-            let dir = a.out.join("real").join(format!("c{c}_s{seed}"));
-            let real = rescored(d, &dir, measured(&a, &dir, c, seed)?)?;
-            let protocol = study.config(c, seed).protocol;
-            if let Some(stored) = real
-                .protocol
-                .filter(|s| study.replay.arrivals.is_closed() && *s != protocol)
-            {
-                bail!(
-                    "{}: the stored run replayed --protocol {}, this compare asks for --protocol {} (pass the stored run's --protocol, or measure again without --reuse)",
-                    dir.display(),
-                    stored.name(),
-                    protocol.name()
-                );
-            }
-            if real.arrivals != study.replay.arrivals {
-                bail!(
-                    "{}: the stored run's arrivals are {}, this compare asks for {} (measure again without --reuse)",
-                    dir.display(),
-                    real.arrivals.label(),
-                    study.replay.arrivals.label()
-                );
-            }
-            let sim = study.run(&study.config(c, seed))?.summary;
-            rows.push(row(c, seed, &sim, &real));
-        }
-    }
-    let rankings = rankings(&rows);
+    let Comparison { rows, rankings } = serverbench_backends::compare::compare(
+        &study,
+        &a.concurrency,
+        &a.seeds,
+        &a.out,
+        a.reuse,
+        &mut |dir, c, seed| replay_child(&a, dir, c, seed),
+    )?;
     let table = markdown(&d.name, &a, &rows, &rankings);
     out!("{table}")?;
     write_file(&a.out, "compare.md", |w| w.write_all(table.as_bytes()))?;
@@ -99,53 +75,6 @@ pub fn run(a: CompareArgs) -> Result<()> {
         outln!("  wrote the report {}", path.display())?;
     }
     Ok(())
-}
-
-/// The measured summary of one run: read from `dir` when reusing, else measured by a child replay.
-fn measured(a: &CompareArgs, dir: &Path, c: u32, seed: u64) -> Result<Summary> {
-    let file = dir.join("summary.json");
-    if !(a.reuse && file.exists()) {
-        replay_child(a, dir, c, seed)?;
-    }
-    let text = std::fs::read_to_string(&file)
-        .with_context(|| format!("{}: cannot read the measured run", file.display()))?;
-    let v: serde_json::Value =
-        serde_json::from_str(&text).with_context(|| format!("{}: not JSON", file.display()))?;
-    serde_json::from_value(v.get("summary").cloned().unwrap_or(v))
-        .with_context(|| format!("{}: no replay summary in it", file.display()))
-}
-
-/// The measured run scored for the compared deployment: a run measured under another deployment (its
-/// name or targets differ) has its records re-scored with this one's targets and prices when `dir`
-/// holds them; otherwise the summary as stored.
-fn rescored(d: &serverbench_sim::Deployment, dir: &Path, stored: Summary) -> Result<Summary> {
-    if stored.deployment == d.name && stored.slo == d.slo {
-        return Ok(stored);
-    }
-    let Some(path) = ["records.jsonl", "records.jsonl.gz"]
-        .iter()
-        .map(|f| dir.join(f))
-        .find(|p| p.exists())
-    else {
-        return Ok(stored);
-    };
-    let text = crate::calibrate::read_text(&path)?;
-    let mut records = Vec::new();
-    for (i, line) in text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-    {
-        let r: serverbench_sim::Record =
-            serverbench_config::parse_json_line(&path.display().to_string(), i + 1, line)?;
-        records.push(r);
-    }
-    let (_, mut s) = serverbench_sim::summarise(&records, d, stored.window_s);
-    s.seed = stored.seed;
-    s.concurrency = stored.concurrency;
-    s.trees_started = stored.trees_started;
-    s.prefix_hit_rate = stored.prefix_hit_rate;
-    Ok(s)
 }
 
 /// `serverbench replay` for one run, in a child process so every run gets a fresh server state.

@@ -3,8 +3,8 @@
 //! server's URL and model. It never reads anything but the clock and the command line.
 
 use serde::Serialize;
+use serverbench_backends::verify::deployment_sha256;
 use serverbench_sim::Deployment;
-use sha2::{Digest, Sha256};
 
 /// A JSON output's metadata.
 #[derive(Clone, Debug, Serialize)]
@@ -64,12 +64,4 @@ impl Meta {
         self.model = Some(model.to_string());
         self
     }
-}
-
-/// SHA-256 of a deployment's resolved YAML, hex.
-pub fn deployment_sha256(d: &Deployment) -> String {
-    Sha256::digest(d.to_yaml().as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }

@@ -1,5 +1,6 @@
-//! Real backends: the OpenAI-compatible streaming client, the real-time replay driver, and the
-//! emulated server (`serverbench serve`).
+//! Real backends: the OpenAI-compatible streaming client, the real-time replay driver, the
+//! emulated server (`serverbench serve`), and `verify` (a submission frozen, sealed, and verified
+//! against a fresh server through the behaviour and fidelity gates).
 //!
 //! **Invariants:** this is the only crate that knows sockets, tokio and cudarc (through `serverbench-cuda`,
 //! with the feature `cuda`). It depends on
@@ -7,8 +8,10 @@
 //! the reverse. A real run produces the same `Record`s and is scored by the same code as a simulated
 //! one; only where timestamps come from differs.
 
+pub mod calibrate;
 pub mod client;
 pub mod clock;
+pub mod compare;
 pub mod driver;
 pub mod engine;
 pub mod fidelity;
@@ -19,6 +22,7 @@ pub mod runtime;
 pub mod server;
 pub mod sse;
 pub mod timer;
+pub mod verify;
 pub mod words;
 
 pub use client::{base_url, ClientConfig, ClientError, HttpClient, ModelsError, StreamResult};

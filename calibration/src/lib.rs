@@ -6,6 +6,7 @@
 //! model uses is a named field of a [`ModelSpec`], [`HardwareSpec`] or [`Profile`]; no efficiency is
 //! a buried constant.
 
+pub mod calibrate;
 pub mod cost;
 pub mod fit;
 pub mod hf;

@@ -1,26 +1,15 @@
-//! What every way of calibrating shares: reading step logs, fitting a profile for the arguments'
-//! model, GPU and base profile, reporting the fit and writing the profile.
+//! What every way of calibrating shares: reading step logs, the fit options of the flags, reporting
+//! the fit and writing the profile. The fits are `serverbench_calibration::calibrate`.
 
 use crate::cli::CalibrateArgs;
-use anyhow::{anyhow, bail, Context, Result};
-use serverbench_calibration::{
-    fit_profile, parse_step_log, Fit, FitRecord, FitSetup, FitTarget, HardwareSpec, ModelSpec,
-    Profile, StepSample,
-};
+use anyhow::{Context, Result};
+use serverbench_calibration::calibrate::FitOptions;
+use serverbench_calibration::{parse_step_log, Fit, FitTarget, Profile, StepSample};
 use std::path::Path;
 
 /// The current time, UTC, RFC 3339 (written into fitted profiles).
 pub fn now() -> String {
     humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
-}
-
-/// `wall` or `gpu`.
-pub fn parse_target(s: &str) -> Result<FitTarget> {
-    match s {
-        "wall" => Ok(FitTarget::Wall),
-        "gpu" => Ok(FitTarget::Gpu),
-        other => bail!("--target: expected wall or gpu, got {other:?}"),
-    }
 }
 
 /// Reads one step log, decompressing `.gz`; errors name the file, line and field.
@@ -46,76 +35,21 @@ pub fn measured_on(a: &CalibrateArgs, known: String) -> String {
     }
 }
 
-/// The `--base-profile` preset.
-pub fn base_profile(a: &CalibrateArgs) -> Result<Profile> {
-    Profile::preset(&a.base_profile)
-        .ok_or_else(|| anyhow!("--base-profile: no profile preset {:?}", a.base_profile))
-}
-
-/// Fits the profile for the arguments' model, GPU and base profile.
-pub fn fit_steps(
-    a: &CalibrateArgs,
-    samples: &[StepSample],
-    inputs: Vec<String>,
-    method: &str,
-    target: Option<FitTarget>,
-    measured_on: &str,
-) -> Result<Fit> {
-    let base = base_profile(a)?;
-    let latency = a.request_latency_ms.unwrap_or(0.0) / 1e3;
-    fit_on_base(
-        a,
-        &base,
-        samples,
-        inputs,
-        method,
-        target,
-        measured_on,
-        latency,
-    )
-}
-
-/// [`fit_steps`] over a given base profile, writing `request_latency_s` into the fitted profile.
-#[allow(clippy::too_many_arguments)]
-pub fn fit_on_base(
-    a: &CalibrateArgs,
-    base: &Profile,
-    samples: &[StepSample],
-    inputs: Vec<String>,
-    method: &str,
-    target: Option<FitTarget>,
-    measured_on: &str,
-    request_latency_s: f64,
-) -> Result<Fit> {
-    let (model, hardware) = model_and_hardware(a)?;
-    let setup = FitSetup {
-        model: &model,
-        hardware: &hardware,
-        base,
+/// The fit options `calibrate`'s flags give, fitted now.
+pub fn options(a: &CalibrateArgs) -> FitOptions {
+    FitOptions {
+        model: a.model.clone(),
+        hardware: a.hardware.clone(),
+        base_profile: a.base_profile.clone(),
         name: a.name.clone(),
+        notes: a.notes.clone(),
         attention_tile: a.attention_tile,
         memory_efficiency: a.memory_efficiency,
         single_row_memory_efficiency: a.single_row_memory_efficiency,
-        front_end: a.fit_frontend,
-        record: FitRecord {
-            method: method.into(),
-            inputs,
-            model: model.name.clone(),
-            measured_on: measured_on.to_string(),
-            fitted_at: now(),
-            target: target.map(|t| t.name().to_string()),
-            notes: a.notes.clone(),
-            ..Default::default()
-        },
-    };
-    let mut fit = fit_profile(samples, &setup).map_err(|e| anyhow!("cannot fit: {e}"))?;
-    if !setup.front_end {
-        fit.profile.request_latency_s = request_latency_s;
+        request_latency_ms: a.request_latency_ms,
+        fit_frontend: a.fit_frontend,
+        fitted_at: now(),
     }
-    fit.profile
-        .check()
-        .map_err(|e| anyhow!("--request-latency-ms: {e}"))?;
-    Ok(fit)
 }
 
 /// Prints the coefficients and the fit's error to stderr.
@@ -165,13 +99,4 @@ pub fn write_profile(p: &Profile, out: Option<&Path>) -> Result<()> {
         None => out!("{text}")?,
     }
     Ok(())
-}
-
-/// The `--model` and `--hardware` presets.
-pub fn model_and_hardware(a: &CalibrateArgs) -> Result<(ModelSpec, HardwareSpec)> {
-    let model = ModelSpec::preset(&a.model)
-        .ok_or_else(|| anyhow!("--model: no model preset {:?}", a.model))?;
-    let hardware = HardwareSpec::preset(&a.hardware)
-        .ok_or_else(|| anyhow!("--hardware: no hardware preset {:?}", a.hardware))?;
-    Ok((model, hardware))
 }

@@ -1,17 +1,16 @@
 //! `calibrate --from-ops PATH…`: a profile fitted from measured operator tables (CSV), with each operator
-//! class's error on held-out rows. The reading and fitting are `serverbench_calibration::ops`.
+//! class's error on held-out rows: the tables read here, fitted by `serverbench_calibration::calibrate`.
 
-use super::fit::{now, read_text, write_profile};
+use super::fit::{options, read_text, write_profile};
 use super::load_profile;
 use crate::cli::CalibrateArgs;
-use anyhow::{anyhow, bail, Context, Result};
-use serverbench_calibration::ops::{fit_ops, profile_from_ops, read_op_table, OpsSources};
-use serverbench_calibration::{Band, FitRecord, HardwareSpec, OpClassRecord};
+use anyhow::{bail, Context, Result};
+use serverbench_calibration::calibrate::{self as fits, OpsOptions, OpsTable};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 /// The CSV files `paths` name: files as given, directories' `.csv` files in name order.
-fn tables(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
+fn tables_in(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let mut files = Vec::new();
     for p in paths {
         if p.is_dir() {
@@ -34,103 +33,28 @@ fn tables(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
 
 /// Runs `--from-ops`.
 pub fn calibrate(a: &CalibrateArgs, paths: &[PathBuf]) -> Result<()> {
-    let target = HardwareSpec::preset(&a.hardware).ok_or_else(|| {
-        anyhow!(
-            "--hardware: no hardware preset {:?} (one of: {})",
-            a.hardware,
-            HardwareSpec::preset_names()
-        )
-    })?;
-    let sources = OpsSources {
-        compute_gpu: a.compute_gpu.clone().unwrap_or_else(|| target.name.clone()),
-        memory_gpu: a.memory_gpu.clone().unwrap_or_else(|| target.name.clone()),
-    };
-    let files = tables(paths)?;
-    let mut rows = Vec::new();
-    let mut inputs = Vec::new();
-    let mut skipped: BTreeMap<String, usize> = BTreeMap::new();
-    for f in &files {
-        let text = read_text(f)?;
+    fits::ops_target(&a.hardware)?;
+    let mut tables = Vec::new();
+    for f in tables_in(paths)? {
         let name = f.display().to_string();
-        let t = read_op_table(&name, &text)?;
-        let base = f
-            .file_name()
-            .map_or(name.clone(), |n| n.to_string_lossy().into_owned());
-        inputs.push(format!("{base} ({} operator rows)", t.rows.len()));
-        for (k, v) in t.skipped {
-            *skipped.entry(k).or_insert(0) += v;
-        }
-        rows.extend(t.rows);
-    }
-    let fits = fit_ops(&rows, &|gpu| HardwareSpec::preset(gpu)).map_err(|e| anyhow!(e))?;
-    let base = load_profile("--base-profile", &a.base_profile)?;
-    let (mut p, used) =
-        profile_from_ops(&base, &fits, &sources).map_err(|e| anyhow!("--from-ops: {e}"))?;
-    p.name = a.name.clone();
-    p.hardware = target.name.clone();
-    p.source = format!(
-        "fitted from {} measured operator tables (compute-bound terms from {}, bandwidth-bound from {}); step and per-sequence overheads, request latency from {}",
-        files.len(),
-        sources.compute_gpu,
-        sources.memory_gpu,
-        base.name
-    );
-    let classes: Vec<OpClassRecord> = used
-        .iter()
-        .map(|(field, f)| OpClassRecord {
-            class: f.class.label().to_string(),
-            field: field.to_string(),
-            gpu: f.gpu.clone(),
-            value: f.value,
-            rows_fitted: f.fitted,
-            rows_held_out: f.held_out,
-            held_out_median_error: f.held_out_median_error,
-            held_out_median_ape: f.held_out_median_ape,
-        })
-        .collect();
-    let mut held: Vec<f64> = classes
-        .iter()
-        .filter_map(|c| c.held_out_median_ape)
-        .collect();
-    held.sort_by(f64::total_cmp);
-    p.fit = Some(FitRecord {
-        method: "operator tables: per class, the median over rows of ideal time / measured time"
-            .into(),
-        inputs,
-        model: "operator shapes (not one model)".into(),
-        measured_on: a.measured_on.clone(),
-        fitted_at: now(),
-        held_out_median_ape: held.get(held.len() / 2).copied(),
-        notes: a.notes.clone(),
-        op_classes: classes,
-        ..Default::default()
-    });
-    if let Some(b) = &a.band {
-        let [compute, memory, overhead] = b[..] else {
-            bail!(
-                "--band: expected three numbers (compute, bandwidth, overheads), got {}",
-                b.len()
-            );
-        };
-        p.band = Some(Band {
-            compute,
-            memory,
-            overhead,
+        tables.push(OpsTable {
+            text: read_text(&f)?,
+            file_name: f
+                .file_name()
+                .map_or(name.clone(), |n| n.to_string_lossy().into_owned()),
+            name,
         });
     }
-    p.check().map_err(|e| anyhow!("fitted profile: {e}"))?;
-    eprintln!(
-        "{}",
-        report(
-            &fits,
-            &used
-                .iter()
-                .map(|(f, c)| (*f, c.clone()))
-                .collect::<Vec<_>>(),
-            &skipped
-        )
-    );
-    write_profile(&p, a.out.as_deref())
+    let base = load_profile("--base-profile", &a.base_profile)?;
+    let ops = OpsOptions {
+        compute_gpu: a.compute_gpu.clone(),
+        memory_gpu: a.memory_gpu.clone(),
+        band: a.band.clone(),
+        measured_on: a.measured_on.clone(),
+    };
+    let c = fits::fit_op_tables(&options(a), &ops, &base, &tables)?;
+    eprintln!("{}", report(&c.fits, &c.used, &c.skipped));
+    write_profile(&c.profile, a.out.as_deref())
 }
 
 /// The per-class table on standard error: every class fitted on every GPU, the ones the profile uses

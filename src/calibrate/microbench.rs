@@ -28,7 +28,7 @@ pub fn calibrate(a: &CalibrateArgs) -> Result<()> {
     let copy = microbench::copy_bandwidth(&model.dev, 1 << 30, 10)?;
     eprintln!("microbench: {} forward steps", cases.len());
     let (results, records) = bench::run(&mut model, &cases, 5, Ceilings::default())?;
-    let target = super::fit::parse_target(&a.target)?;
+    let target = serverbench_calibration::calibrate::parse_target(&a.target)?;
     let samples: Vec<serverbench_calibration::StepSample> = records
         .iter()
         .map(|r| serverbench_calibration::StepSample {
@@ -49,19 +49,23 @@ pub fn calibrate(a: &CalibrateArgs) -> Result<()> {
         gemms.len(),
         copy / 1e9
     )];
-    let fit = super::fit::fit_steps(
+    let measured_on = super::fit::measured_on(
         a,
-        &samples,
-        inputs,
-        "microbenchmark least squares",
-        Some(target),
-        &super::fit::measured_on(
-            a,
-            format!(
-                "{} (GPU {}), serverbench CUDA engine microbenchmarks",
-                model.dev.name, a.gpu
-            ),
+        format!(
+            "{} (GPU {}), serverbench CUDA engine microbenchmarks",
+            model.dev.name, a.gpu
         ),
+    );
+    let provenance = serverbench_calibration::calibrate::Provenance {
+        method: "microbenchmark least squares",
+        inputs,
+        target: Some(target),
+        measured_on: &measured_on,
+    };
+    let fit = serverbench_calibration::calibrate::fit_steps(
+        &super::fit::options(a),
+        &samples,
+        provenance,
     )?;
     super::fit::report(&fit);
     for g in gemms.iter().filter(|g| g.shape == "gate_up") {

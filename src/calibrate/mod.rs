@@ -1,5 +1,6 @@
-//! `serverbench calibrate`: reads step logs (plain or gzip), runs microbenchmarks or probes an endpoint,
-//! and writes a fitted profile YAML with its provenance. The fitting itself is in `serverbench-calibration`.
+//! `serverbench calibrate`: reads step logs (plain or gzip), profiles and operator tables, runs
+//! microbenchmarks or probes an endpoint, and writes the fitted profile YAML. The fits are
+//! `serverbench_calibration::calibrate`, the probing `serverbench_backends::calibrate`.
 
 mod endpoint;
 mod fit;
@@ -15,13 +16,12 @@ mod microbench {
 }
 
 pub use fit::read_text;
-use fit::{fit_steps, model_and_hardware, now, parse_target, read_step_log, report, write_profile};
+use fit::{options, read_step_log, report, write_profile};
 
 use crate::cli::CalibrateArgs;
-use anyhow::{anyhow, bail, Context, Result};
-use serverbench_calibration::{
-    check_profile, predict_steps_with, FitRecord, HardwareSpec, Profile, StepSample,
-};
+use anyhow::{Context, Result};
+use serverbench_calibration::calibrate::{self as fits, Provenance};
+use serverbench_calibration::{check_profile, predict_steps_with, Profile, StepSample};
 use std::path::Path;
 
 /// Runs the command.
@@ -41,7 +41,7 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
     if let Some(from) = &a.derive_from {
         return derive(&a, from);
     }
-    let target = parse_target(&a.target)?;
+    let target = fits::parse_target(&a.target)?;
     let mut samples = Vec::new();
     let mut inputs = Vec::new();
     for path in &a.from_steps {
@@ -52,14 +52,13 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
     if let Some(name) = &a.check {
         return check(&a, name, &samples);
     }
-    let fit = fit_steps(
-        &a,
-        &samples,
+    let provenance = Provenance {
+        method: "step-log least squares",
         inputs,
-        "step-log least squares",
-        Some(target),
-        &a.measured_on,
-    )?;
+        target: Some(target),
+        measured_on: &a.measured_on,
+    };
+    let fit = fits::fit_steps(&options(&a), &samples, provenance)?;
     report(&fit);
     write_profile(&fit.profile, a.out.as_deref())
 }
@@ -79,7 +78,7 @@ fn load_profile(flag: &str, name: &str) -> Result<Profile> {
 /// `--check`: the profile's error on the given steps, per class, as a table on stdout.
 fn check(a: &CalibrateArgs, name: &str, samples: &[StepSample]) -> Result<()> {
     let profile = load_profile("--check", name)?;
-    let (model, hardware) = model_and_hardware(a)?;
+    let (model, hardware) = fits::model_and_hardware(&options(a))?;
     outln!(
         "profile {} against {} steps ({} time)\n",
         profile.name,
@@ -130,26 +129,8 @@ fn per_step_csv(samples: &[StepSample], predicted: &[f64]) -> String {
     out
 }
 
+/// `--derive-from`: a measured profile's efficiencies and overheads on `--hardware`.
 fn derive(a: &CalibrateArgs, from: &str) -> Result<()> {
     let source = load_profile("--derive-from", from)?;
-    if HardwareSpec::preset(&a.hardware).is_none() {
-        bail!("--hardware: no hardware preset {:?}", a.hardware);
-    }
-    let measured = source.fit.as_ref();
-    let record = FitRecord {
-        method: format!("derived from {} for {}", source.name, a.hardware),
-        inputs: vec![format!("profile {}", source.name)],
-        model: measured.map_or(a.model.clone(), |r| r.model.clone()),
-        measured_on: measured.map_or("not measured".into(), |r| r.measured_on.clone()),
-        fitted_at: now(),
-        target: measured.and_then(|r| r.target.clone()),
-        memory_efficiency_fixed: measured.and_then(|r| r.memory_efficiency_fixed),
-        single_row_memory_efficiency_fixed: measured
-            .and_then(|r| r.single_row_memory_efficiency_fixed),
-        notes: a.notes.clone(),
-        ..Default::default()
-    };
-    let p = source.derived_for(&a.hardware, &a.name, record);
-    p.check().map_err(|e| anyhow!("derived profile: {e}"))?;
-    write_profile(&p, a.out.as_deref())
+    write_profile(&fits::derive(&options(a), &source)?, a.out.as_deref())
 }

@@ -24,6 +24,7 @@
 
 pub mod compare;
 mod grid;
+pub mod inputs;
 pub mod plot;
 mod robust;
 mod scan;

@@ -1,14 +1,12 @@
 //! Generation fidelity of `verify --reference`: the frozen thresholds, the held-out prompts, the greedy
-//! continuations and teacher-forced scores of candidate and reference (through
-//! `serverbench_backends::fidelity`), the answer tests of a question set, and the gates they make. It
-//! reads the question set and talks to the two servers; it decides nothing the thresholds do not say.
+//! continuations and teacher-forced scores of candidate and reference (through [`crate::fidelity`]),
+//! the answer tests of a question set, and the gates they make. It reads the question set and talks to
+//! the two servers; it decides nothing the thresholds do not say.
 
-use super::{Frozen, Gate};
-use crate::cli::{FreezeArgs, VerifyArgs};
+use crate::fidelity::{self, PromptFidelity};
+use crate::{Api, ClientConfig, HttpClient, Runtime, Server as ServerKind};
 use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
-use serverbench_backends::fidelity::{self, PromptFidelity};
-use serverbench_backends::{Api, ClientConfig, HttpClient, Server as ServerKind};
 use serverbench_sim::Deployment;
 use serverbench_workloads::tokens::{prompt_tokens, Vocab};
 use serverbench_workloads::{Workload, WorkloadSpec};
@@ -49,8 +47,20 @@ impl Default for FidelityGates {
     }
 }
 
+/// What `freeze` is told about the generation check (its flags' values).
+pub(super) struct Thresholds {
+    /// Let the score count without a reference check.
+    pub no_fidelity: bool,
+    /// Held-out prompts compared.
+    pub fidelity_prompts: usize,
+    /// Least fraction of continuation tokens that agree.
+    pub min_greedy_agreement: f64,
+    /// Largest mean per-token regret, nats.
+    pub max_regret: f64,
+}
+
 /// The fidelity thresholds `freeze`'s flags ask for.
-pub(super) fn fidelity_thresholds(a: &FreezeArgs) -> Result<FidelityGates> {
+pub(super) fn fidelity_thresholds(a: &Thresholds) -> Result<FidelityGates> {
     if a.fidelity_prompts == 0 || a.fidelity_prompts > 256 {
         bail!(
             "--fidelity-prompts: must be between 1 and 256, got {}",
@@ -119,25 +129,30 @@ pub(super) fn read_questions(path: &Path) -> Result<Vec<Question>> {
 
 /// What the reference check measured.
 #[derive(Clone, Debug, Serialize)]
-pub(super) struct FidelityReport {
-    reference: String,
-    prompts: Vec<PromptFidelity>,
-    answers: Option<AnswerCounts>,
+pub struct FidelityReport {
+    /// The reference server's URL.
+    pub reference: String,
+    /// Each held-out prompt's comparison.
+    pub prompts: Vec<PromptFidelity>,
+    /// The question set's answers, when one was given.
+    pub answers: Option<AnswerCounts>,
 }
 
 /// Questions answered correctly by each server.
 #[derive(Clone, Copy, Debug, Serialize)]
-struct AnswerCounts {
-    questions: usize,
-    candidate: usize,
-    reference: usize,
+pub struct AnswerCounts {
+    /// Questions asked.
+    pub questions: usize,
+    /// Answered correctly by the candidate.
+    pub candidate: usize,
+    /// Answered correctly by the reference.
+    pub reference: usize,
 }
 
 /// The held-out prompts of the fidelity check: the first held-out seed's sessions of the deployment's
 /// workload, one request of each tree at a varying depth, its last tokens up to the frozen prompt length, salted apart from the
 /// replays' prompts.
-fn fidelity_prompts(f: &Frozen, d: &Deployment) -> Result<Vec<Vec<u32>>> {
-    let seed = f.held_out_seeds[0];
+fn fidelity_prompts(seed: u64, t: &FidelityGates, d: &Deployment) -> Result<Vec<Vec<u32>>> {
     // The deployment's own workload spec, as the replays of `verify` use it.
     let spec = d
         .workload
@@ -150,7 +165,6 @@ fn fidelity_prompts(f: &Frozen, d: &Deployment) -> Result<Vec<Vec<u32>>> {
     let vocab = Vocab::new(100, d.model_spec().vocab)
         .ok_or_else(|| anyhow!("the model's vocabulary has no usable token ids"))?
         .salted(seed ^ 0xF1DE);
-    let t = &f.gates.fidelity;
     Ok((0..t.prompts as u64)
         .map(|k| {
             let tree = source.tree(k);
@@ -186,26 +200,31 @@ fn fidelity_client(url: &str, server: &str, model: &str) -> Result<HttpClient> {
     })?)
 }
 
-/// Greedy continuations of the held-out prompts from candidate and reference, teacher forcing where
+/// The two servers of a fidelity check, each `(URL, server kind, model name)`.
+pub(super) struct Servers<'a> {
+    /// The candidate.
+    pub candidate: (&'a str, &'a str, &'a str),
+    /// The reference.
+    pub reference: (&'a str, &'a str, &'a str),
+}
+
+/// Greedy continuations of the held-out prompts (from held-out seed `seed`) from candidate and reference, teacher forcing where
 /// they differ, and the question set when given. A failed request is the check's failure (`Ok(Err)`),
 /// not an error of `verify`.
 pub(super) fn check_fidelity(
-    f: &Frozen,
+    seed: u64,
+    t: &FidelityGates,
     d: &Deployment,
-    a: &VerifyArgs,
-    url: &str,
-    reference: &str,
+    servers: &Servers<'_>,
     questions: Option<&[Question]>,
 ) -> Result<std::result::Result<FidelityReport, String>> {
-    let prompts = fidelity_prompts(f, d)?;
-    let cand = fidelity_client(url, &f.server.kind, &f.server.model)?;
-    let refr = fidelity_client(
-        reference,
-        &a.reference_server,
-        a.reference_model.as_deref().unwrap_or(&f.server.model),
-    )?;
-    let t = f.gates.fidelity.clone();
-    let rt = crate::real::runtime()?;
+    let prompts = fidelity_prompts(seed, t, d)?;
+    let [cand, refr] = [servers.candidate, servers.reference]
+        .map(|(url, kind, model)| fidelity_client(url, kind, model));
+    let (cand, refr) = (cand?, refr?);
+    let reference = servers.reference.0;
+    let t = t.clone();
+    let rt = Runtime::new().context("cannot start the async runtime")?;
     Ok(rt.block_on(async move {
         let mut out = Vec::new();
         for p in &prompts {
@@ -238,168 +257,4 @@ pub(super) fn check_fidelity(
             answers,
         })
     }))
-}
-
-/// The generation-fidelity gates.
-pub(super) fn fidelity_gates(
-    t: &FidelityGates,
-    measured: &Option<std::result::Result<FidelityReport, String>>,
-) -> Vec<Gate> {
-    let one = |passed, detail: String| {
-        vec![Gate {
-            name: "generation fidelity",
-            passed,
-            detail,
-        }]
-    };
-    let r = match measured {
-        None if !t.required => {
-            return one(
-                true,
-                "not required (frozen with --no-fidelity)".into(),
-            )
-        }
-        None => {
-            return one(
-                false,
-                "no --reference given: the score counts only after the candidate's generation is checked against a reference".into(),
-            )
-        }
-        Some(Err(e)) => return one(false, format!("the check could not run: {e}")),
-        Some(Ok(r)) => r,
-    };
-    let tokens: usize = r.prompts.iter().map(|p| p.continuation_tokens).sum();
-    let agreed: usize = r.prompts.iter().map(|p| p.agreed_tokens).sum();
-    let agreement = agreed as f64 / tokens.max(1) as f64;
-    let identical = r.prompts.iter().filter(|p| !p.suspicious()).count();
-    let worst = r
-        .prompts
-        .iter()
-        .filter(|p| p.suspicious())
-        .map(|p| p.mean_regret)
-        .fold(0.0, f64::max);
-    let mut g = vec![
-        Gate {
-            name: "greedy agreement",
-            passed: agreement >= t.min_greedy_agreement,
-            detail: format!(
-                "{:.1} % of continuation tokens agree before the first difference; {identical} of {} continuations identical (at least {:.1} %)",
-                100.0 * agreement,
-                r.prompts.len(),
-                100.0 * t.min_greedy_agreement
-            ),
-        },
-        Gate {
-            name: "teacher-forced regret",
-            passed: worst <= t.max_regret,
-            detail: format!(
-                "{} continuations differ; worst mean per-token regret under the reference {worst:.2} nats (at most {})",
-                r.prompts.len() - identical,
-                t.max_regret
-            ),
-        },
-    ];
-    g.push(match r.answers {
-        None => Gate {
-            name: "answer tests",
-            passed: true,
-            detail: "no question set given (--answers)".into(),
-        },
-        Some(c) => Gate {
-            name: "answer tests",
-            passed: fidelity::answers_pass(c.candidate, c.reference, c.questions),
-            detail: format!(
-                "candidate {} of {}, reference {} (at least max(0, {} − {}))",
-                c.candidate,
-                c.questions,
-                c.reference,
-                c.reference,
-                c.questions / 10
-            ),
-        },
-    });
-    g
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn report(agreed: usize, regret: f64, answers: Option<(usize, usize)>) -> FidelityReport {
-        let p = PromptFidelity {
-            prompt_tokens: 100,
-            continuation_tokens: 32,
-            agreed_tokens: agreed,
-            mean_regret: regret,
-            max_regret: regret,
-        };
-        FidelityReport {
-            reference: "r".into(),
-            prompts: vec![
-                p.clone(),
-                PromptFidelity {
-                    agreed_tokens: 32,
-                    mean_regret: 0.0,
-                    ..p
-                },
-            ],
-            answers: answers.map(|(candidate, reference)| AnswerCounts {
-                questions: 10,
-                candidate,
-                reference,
-            }),
-        }
-    }
-
-    fn failed(
-        t: &FidelityGates,
-        m: Option<std::result::Result<FidelityReport, String>>,
-    ) -> Vec<&'static str> {
-        fidelity_gates(t, &m)
-            .into_iter()
-            .filter(|g| !g.passed)
-            .map(|g| g.name)
-            .collect()
-    }
-
-    /// Each fidelity gate passes on a faithful candidate and fails, alone, for its own reason; a
-    /// missing reference fails unless the frozen file does not require one.
-    #[test]
-    fn every_fidelity_gate_fails_for_its_own_reason() {
-        let t = FidelityGates {
-            min_greedy_agreement: 0.5,
-            ..FidelityGates::default()
-        };
-        let none: Vec<&str> = vec![];
-        assert_eq!(failed(&t, Some(Ok(report(32, 0.0, Some((10, 10)))))), none);
-        assert_eq!(failed(&t, Some(Ok(report(20, 3.9, Some((9, 10)))))), none);
-        assert_eq!(
-            failed(&t, Some(Ok(report(20, 4.1, None)))),
-            ["teacher-forced regret"]
-        );
-        // 32 + 0 of 64 tokens agree: exactly the threshold passes, one fewer fails.
-        assert_eq!(failed(&t, Some(Ok(report(0, 0.5, None)))), none);
-        let strict = FidelityGates {
-            min_greedy_agreement: 0.6,
-            ..t.clone()
-        };
-        assert_eq!(
-            failed(&strict, Some(Ok(report(0, 0.5, None)))),
-            ["greedy agreement"]
-        );
-        assert_eq!(
-            failed(&t, Some(Ok(report(32, 0.0, Some((8, 10)))))),
-            ["answer tests"]
-        );
-        assert_eq!(failed(&t, None), ["generation fidelity"]);
-        assert_eq!(
-            failed(&t, Some(Err("reference: HTTP 400".into()))),
-            ["generation fidelity"]
-        );
-        let optional = FidelityGates {
-            required: false,
-            ..t
-        };
-        assert_eq!(failed(&optional, None), none);
-    }
 }

@@ -1,0 +1,203 @@
+//! `serverbench freeze`, `keygen` and `verify`: their flags handed to `serverbench_backends::verify`,
+//! each held-out replay as a `serverbench replay` child process, and the results printed and written.
+//! It decides no gate and computes no score.
+
+use crate::cli::{FreezeArgs, KeygenArgs, VerifyArgs};
+use crate::inputs;
+use crate::meta::Meta;
+use crate::output::write_json;
+use anyhow::{anyhow, bail, Context, Result};
+use serverbench_backends::verify::{
+    self, FreezeOptions, HeldOutReplay, Verification, VerifyOptions,
+};
+use std::path::Path;
+use std::process::Command;
+
+/// `serverbench keygen`.
+pub fn keygen(a: KeygenArgs) -> Result<()> {
+    let (key_path, pub_path, public) = verify::keygen(&a.out)?;
+    outln!(
+        "wrote {} (private: `freeze --key`; keep it from candidates) and {} (public: `verify --public-key`)\npublic key {public}",
+        key_path.display(),
+        pub_path.display()
+    )?;
+    Ok(())
+}
+
+/// `serverbench freeze`.
+pub fn freeze(a: FreezeArgs) -> Result<()> {
+    let d = inputs::resolved(&a.deployment)?;
+    let options = FreezeOptions {
+        dev_seeds: inputs::seeds(&a.dev_seeds)?,
+        held_out: a.held_out,
+        concurrency: a.concurrency,
+        window: a.window,
+        protocol: a.protocol.clone(),
+        url: a.url.clone(),
+        server: a.server.clone(),
+        api: a.api.clone(),
+        model: a.model.clone(),
+        key: a.key.clone(),
+        no_fidelity: a.no_fidelity,
+        fidelity_prompts: a.fidelity_prompts,
+        min_greedy_agreement: a.min_greedy_agreement,
+        max_regret: a.max_regret,
+    };
+    let file = verify::freeze(&d, &options)?;
+    let dir = a
+        .out
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = a
+        .out
+        .file_name()
+        .ok_or_else(|| anyhow!("--out: {} names no file", a.out.display()))?
+        .to_string_lossy()
+        .into_owned();
+    write_json(dir, &name, &Meta::now(Some(&d)), &file)?;
+    outln!(
+        "froze {} (sha256 {}…) at c = {}, {} s; held-out seeds {:?}; wrote {}",
+        d.name,
+        &file.frozen.deployment_sha256[..12],
+        file.frozen.concurrency,
+        file.frozen.window_s,
+        file.frozen.held_out_seeds,
+        a.out.display()
+    )?;
+    if file.signature.is_none() {
+        outln!("  unsigned (no --key): `verify --unsigned` rehearses it; only a signed file can be VERIFIED")?;
+    }
+    Ok(())
+}
+
+/// `serverbench verify`: exits 3 when a gate fails (the score does not count).
+pub fn verify(a: VerifyArgs) -> Result<()> {
+    inputs::time_scale(a.time_scale)?;
+    let options = VerifyOptions {
+        frozen: a.frozen.clone(),
+        public_key: a.public_key.clone(),
+        url: a.url.clone(),
+        out: a.out.clone(),
+        reference: a.reference.clone(),
+        reference_model: a.reference_model.clone(),
+        reference_server: a.reference_server.clone(),
+        answers: a.answers.clone(),
+    };
+    let v = verify::verify(&options, &mut |r| replay_child(r, &a), &|note| {
+        eprintln!("{note}")
+    })?;
+    print_verification(&v)?;
+    let meta = Meta::now(Some(&v.deployment)).with_server(Some(&v.url), &v.frozen.server.model);
+    write_json(&a.out, "verify.json", &meta, &v.to_json())?;
+    outln!(
+        "  wrote {}/verify.json and each run's records",
+        a.out.display()
+    )?;
+    if v.passed {
+        Ok(())
+    } else {
+        Err(crate::Exit::new(3, "verification failed: the final score does not count").into())
+    }
+}
+
+/// The gates' table, each run's score and the verdict.
+fn print_verification(v: &Verification) -> Result<()> {
+    let f = &v.frozen;
+    outln!(
+        "serverbench verify — {} at c = {}, {} s, held-out seeds {:?}, against {}\n",
+        v.deployment.name,
+        f.concurrency,
+        f.window_s,
+        f.held_out_seeds,
+        v.url
+    )?;
+    outln!("  {:<28} {:<6} detail", "gate", "")?;
+    for gate in &v.gates {
+        outln!(
+            "  {:<28} {:<6} {}",
+            gate.name,
+            if gate.passed { "pass" } else { "FAIL" },
+            gate.detail
+        )?;
+    }
+    outln!()?;
+    for r in &v.runs {
+        outln!(
+            "  seed {:>8}: D = {:.3}  G = {:.3}  f = {:.1} %  ({} requests, {} completed)",
+            r.seed,
+            r.summary.score.d,
+            r.summary.score.g,
+            100.0 * r.summary.score.f,
+            r.summary.requests,
+            r.summary.completed
+        )?;
+    }
+    let (dd, g, ff) = v.measured;
+    if v.passed && v.rehearsal {
+        outln!("\n  REHEARSED (--unsigned: the file's signature was not checked, so this is not a verification). The held-out runs measured D = {dd:.3}, G = {g:.3}, f = {:.1} %", 100.0 * ff)?;
+    } else if v.passed {
+        outln!("\n  VERIFIED. Final score over the held-out seeds: D = {dd:.3}, G = {g:.3}, f = {:.1} %", 100.0 * ff)?;
+    } else {
+        let reasons: Vec<&str> = v
+            .gates
+            .iter()
+            .filter(|g| !g.passed)
+            .map(|g| g.name)
+            .collect();
+        outln!(
+            "\n  FAILED: {} (the held-out runs measured D = {dd:.3}, which does not count)",
+            reasons.join(", ")
+        )?;
+    }
+    Ok(())
+}
+
+fn replay_child(r: &HeldOutReplay<'_>, a: &VerifyArgs) -> Result<()> {
+    let (f, url, deployment, seed, dir) = (r.frozen, r.url, r.deployment, r.seed, r.dir);
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("{}: cannot create directory", dir.display()))?;
+    let mut cmd = Command::new(std::env::current_exe().context("cannot find this executable")?);
+    cmd.arg("replay")
+        .args([
+            "--url",
+            url,
+            "--server",
+            &f.server.kind,
+            "--api",
+            &f.server.api,
+            "--model",
+            &f.server.model,
+        ])
+        .arg("-d")
+        .arg(deployment)
+        .args([
+            "-c",
+            &f.concurrency.to_string(),
+            "-s",
+            &seed.to_string(),
+            "-w",
+            &f.window_s.to_string(),
+        ])
+        .args([
+            "--protocol",
+            &f.protocol,
+            "--prompt-salt",
+            &(seed ^ 0x5EA1).to_string(),
+        ])
+        .args(["--time-scale", &a.time_scale.to_string()])
+        .arg("--out")
+        .arg(dir);
+    if !r.probe {
+        cmd.arg("--no-probe");
+    }
+    if let Some(t) = &a.tokenizer {
+        cmd.arg("--tokenizer").arg(t);
+    }
+    eprintln!("replaying held-out seed {seed} → {}", dir.display());
+    let status = cmd.status().context("cannot start the replay")?;
+    if !dir.join("summary.json").exists() {
+        bail!("the replay of held-out seed {seed} failed ({status}) before writing its summary");
+    }
+    Ok(())
+}

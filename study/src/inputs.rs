@@ -1,0 +1,664 @@
+//! A command's inputs resolved: the deployment (a preset or file, `--profile`, `--engine-config`), the
+//! model, the workload (a spec or a trace, checked against the deployment's context), the replay
+//! options of every run, and the ranges every count and time must fall in; errors name the flag, or
+//! the file, line and field. The one module of this crate that reads files (the ones a user names,
+//! through `serverbench_config::read_text` and the importers); it never prints (what an import left
+//! out goes to the workload choice's `note`).
+
+use crate::Study;
+use anyhow::{anyhow, bail, Result};
+use serverbench_calibration::{InputError, Profile};
+use serverbench_sim::{
+    AgentxParams, Arrivals, Deployment, Protocol, Referenced, RunConfig, MAX_CONCURRENCY,
+};
+use serverbench_workloads::{
+    read_spec, Imported, Trace, TraceFormat, TraceRepeat, TreeSource, Workload, WorkloadSpec,
+};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Where the deployment comes from and how it is modified (`-d`, `--engine-config`, `--profile`).
+#[derive(Clone, Debug, Default)]
+pub struct DeploymentChoice {
+    /// A deployment preset name or YAML file.
+    pub deployment: String,
+    /// An engine preset name or an engine YAML file.
+    pub engine_config: Option<PathBuf>,
+    /// A profile YAML file replacing the deployment's profile.
+    pub profile: Option<PathBuf>,
+}
+
+/// Where session trees come from (`--workload`, `--trace` and its options).
+#[derive(Clone, Debug)]
+pub struct WorkloadChoice {
+    /// A built-in spec's name or a spec file.
+    pub workload: Option<PathBuf>,
+    /// A trace file or folder.
+    pub trace: Option<PathBuf>,
+    /// The trace's format (`None`: detected).
+    pub trace_format: Option<TraceFormat>,
+    /// Leave out traces with a longer request.
+    pub max_context_length: Option<u32>,
+    /// What a replay needing more trees than the trace has replays.
+    pub trace_repeat: TraceRepeat,
+    /// Hears what an import left out, one line each.
+    pub note: fn(&str),
+}
+
+/// The replay options of every run (the `ReplayArgs` flags).
+#[derive(Clone, Debug)]
+pub struct ReplayChoice {
+    /// Window, seconds.
+    pub window: f64,
+    /// Cap on think times, seconds.
+    pub idle_gap_cap: f64,
+    /// The protocol's name (`None`: cold).
+    pub protocol: Option<String>,
+    /// AgentX: `LO,HI` start ratios.
+    pub start_ratios: Option<String>,
+    /// AgentX: tree idle cap, seconds.
+    pub tree_idle_cap: Option<f64>,
+    /// AgentX: warm-up requests per lane.
+    pub warmup_per_lane: Option<u32>,
+    /// AgentX: grace after the window, seconds.
+    pub grace: Option<f64>,
+    /// `closed`, `trace[:SPEEDUP]` or `poisson:RATE`.
+    pub arrivals: String,
+    /// Open loop: most trees open at once.
+    pub max_open: Option<u32>,
+}
+
+impl ReplayChoice {
+    /// The protocol's name: as given, else cold.
+    pub fn protocol(&self) -> &str {
+        self.protocol.as_deref().unwrap_or("cold")
+    }
+}
+
+/// A deployment from a preset name or a YAML file.
+pub fn deployment(name_or_file: &str) -> Result<Deployment> {
+    deployment_with(name_or_file, None)
+}
+
+/// A deployment from a preset name or a YAML file, its profile replaced by `profile` (the file it was
+/// read from, and the profile) before it is checked.
+fn deployment_with(name_or_file: &str, profile: Option<(&str, &Profile)>) -> Result<Deployment> {
+    if let Some(mut d) = Deployment::preset(name_or_file) {
+        if let Some((file, p)) = profile {
+            d.profile = p.clone();
+            d.check().map_err(|e| anyhow!("{file}: {e}"))?;
+        }
+        return Ok(d);
+    }
+    let path = Path::new(name_or_file);
+    if !path.exists() {
+        bail!(
+            "unknown deployment {name_or_file:?}: not a preset ({}) and no such file",
+            Deployment::preset_names()
+        );
+    }
+    let text = config_text(path)?;
+    let beside = |name: &str| profile_beside(path, name);
+    let model_beside = |name: &str| {
+        let at = path.parent().unwrap_or(Path::new("")).join(name);
+        model_file(&at)
+    };
+    let refs = Referenced {
+        profile_file: &beside,
+        profile,
+        model_file: &model_beside,
+    };
+    Ok(Deployment::from_yaml_with(
+        &path.display().to_string(),
+        &text,
+        &refs,
+    )?)
+}
+
+/// The profile file a deployment file names (`profile: my-fit.yaml`), its path read from the
+/// deployment file's folder; `None` when there is no such file.
+fn profile_beside(deployment: &Path, name: &str) -> Result<Option<Profile>, InputError> {
+    let path = deployment.parent().unwrap_or(Path::new("")).join(name);
+    if !path.is_file() {
+        return Ok(None);
+    }
+    let text = serverbench_config::read_text(&path, serverbench_config::MAX_CONFIG_BYTES)?;
+    Profile::from_yaml(&path.display().to_string(), &text).map(Some)
+}
+
+/// The model a Hugging Face `config.json` describes, given as the file or a folder holding one (named
+/// by the folder); `None` when there is no such file.
+pub fn model_file(path: &Path) -> Result<Option<serverbench_calibration::ModelSpec>, InputError> {
+    let file = if path.is_dir() {
+        path.join("config.json")
+    } else {
+        path.to_path_buf()
+    };
+    if !file.is_file() {
+        return Ok(None);
+    }
+    let named = if path.is_dir() { path } else { &file };
+    let name = named
+        .file_stem()
+        .map_or_else(|| "model".into(), |s| s.to_string_lossy().into_owned());
+    let name = if name == "config" {
+        file.parent()
+            .and_then(|p| p.file_name())
+            .map_or(name, |p| p.to_string_lossy().into_owned())
+    } else {
+        name
+    };
+    let shown = file.display().to_string();
+    let text = serverbench_config::read_text(&file, serverbench_config::MAX_CONFIG_BYTES)?;
+    serverbench_calibration::hf::from_config(&name, &text)
+        .map(Some)
+        .map_err(|e| InputError::new(&shown, 0, e.field, e.reason))
+}
+
+/// A model preset by name, or the model of a `config.json` (the file or its folder).
+pub fn model(name_or_path: &str) -> Result<serverbench_calibration::ModelSpec> {
+    if let Some(m) = serverbench_calibration::ModelSpec::preset(name_or_path) {
+        return Ok(m);
+    }
+    model_file(Path::new(name_or_path))?.ok_or_else(|| {
+        anyhow!(
+            "unknown model {name_or_path:?}: not a preset ({}) and no config.json there (read: {})",
+            serverbench_calibration::ModelSpec::preset_names(),
+            serverbench_calibration::hf::architectures()
+        )
+    })
+}
+
+/// A configuration file's text (at most `MAX_CONFIG_BYTES`).
+pub fn config_text(path: &Path) -> Result<String> {
+    Ok(serverbench_config::read_text(
+        path,
+        serverbench_config::MAX_CONFIG_BYTES,
+    )?)
+}
+
+/// The deployment the arguments describe: the preset or file, `--profile` replacing its profile
+/// before it is checked (so that a file changing the GPU can take a profile of that GPU), then
+/// `--engine-config`.
+pub fn resolved(args: &DeploymentChoice) -> Result<Deployment> {
+    let profile = match &args.profile {
+        Some(path) => {
+            let file = path.display().to_string();
+            let p = Profile::from_yaml(&file, &config_text(path)?)?;
+            Some((file, p))
+        }
+        None => None,
+    };
+    let mut d = deployment_with(
+        &args.deployment,
+        profile.as_ref().map(|(f, p)| (f.as_str(), p)),
+    )?;
+    if let Some(path) = &args.engine_config {
+        d = with_engine(d, path)?;
+    }
+    Ok(d)
+}
+
+/// `--engine-config`: an engine preset's defaults for this deployment (`vllm`, `sglang`), or a YAML
+/// file of engine fields overriding the deployment's.
+fn with_engine(mut d: Deployment, path: &Path) -> Result<Deployment> {
+    let name = path.to_string_lossy();
+    if let Some(engine) = serverbench_sim::engine_preset(&name, &d) {
+        d.engine = engine;
+        d.check()
+            .map_err(|e| anyhow!("--engine-config {name}: {e}"))?;
+        return Ok(d);
+    }
+    if !path.exists() {
+        bail!(
+            "--engine-config {name}: not an engine preset ({}) and no such file",
+            serverbench_sim::ENGINE_PRESETS.join(", ")
+        );
+    }
+    let text = config_text(path)?;
+    Ok(d.with_engine_yaml(&path.display().to_string(), &text)?)
+}
+
+/// The replay protocol the deployment `name_or_file` names for itself, if it loads and names one.
+pub fn deployment_protocol(name_or_file: &str) -> Option<String> {
+    deployment(name_or_file)
+        .ok()?
+        .protocol
+        .map(|p| p.name().to_string())
+}
+
+/// The study the arguments describe: deployment, workload and the replay options of every run.
+pub fn study(d_args: &DeploymentChoice, w: &WorkloadChoice, r: &ReplayChoice) -> Result<Study> {
+    study_on(resolved(d_args)?, d_args, w, r)
+}
+
+/// The study of deployment `d` (resolved from `d_args`, perhaps changed since) with the arguments'
+/// workload and replay options.
+pub fn study_on(
+    d: Deployment,
+    d_args: &DeploymentChoice,
+    w: &WorkloadChoice,
+    r: &ReplayChoice,
+) -> Result<Study> {
+    let w = fitted_workload(&d_args.deployment, w, &d)?;
+    Ok(Study::new(d, w, run_config(r, 1, 0)?))
+}
+
+/// The workload the arguments name for deployment `d`: a trace, or the generator with a spec.
+pub fn workload(args: &WorkloadChoice, d: &Deployment) -> Result<Workload> {
+    workload_or(args, d.workload.as_deref())
+}
+
+/// A trace, or the generator with the spec `--workload` names, else `default_spec`, else the default.
+fn workload_or(args: &WorkloadChoice, default_spec: Option<&str>) -> Result<Workload> {
+    Ok(match trace(args)? {
+        Some(t) => Workload::trace(t, args.trace_repeat),
+        None => Workload::Generated(Arc::new(spec(args, default_spec)?)),
+    })
+}
+
+/// The workload the arguments name for deployment `d` (read from `deployment`, the `-d` argument),
+/// checked against its context limit: a spec whose sessions cannot fit is refused, naming the
+/// deployment file's line and `context_limit` when that file sets the limit, else the spec.
+pub fn fitted_workload(
+    deployment: &str,
+    args: &WorkloadChoice,
+    d: &Deployment,
+) -> Result<Workload> {
+    let w = workload(args, d)?;
+    if let Workload::Generated(spec) = &w {
+        if let Err(e) = spec.check_context(d.context_limit) {
+            let spec_name = workload_name(args, &w);
+            return Err(match context_limit_line(deployment)? {
+                Some((file, line)) => InputError::new(
+                    &file,
+                    line,
+                    "context_limit",
+                    format!("too small for {spec_name}: {}", e.reason),
+                )
+                .into(),
+                None => anyhow!("{spec_name}: {e}"),
+            });
+        }
+    }
+    Ok(w)
+}
+
+/// The deployment file and the line of it that sets `context_limit`, when `deployment` is a file
+/// that sets it (not a preset).
+fn context_limit_line(deployment: &str) -> Result<Option<(String, usize)>> {
+    let path = Path::new(deployment);
+    if Deployment::preset(deployment).is_some() || !path.exists() {
+        return Ok(None);
+    }
+    let text = config_text(path)?;
+    let line = serverbench_config::line_of(&text, "context_limit");
+    Ok((line > 0).then(|| (path.display().to_string(), line)))
+}
+
+/// A source of trees for deployment `d` (the `-d` argument `deployment`): the generator for `seed`,
+/// or a trace (its rows in order under the AgentX protocols).
+pub fn source(
+    deployment: &str,
+    args: &WorkloadChoice,
+    seed: u64,
+    d: &Deployment,
+    protocol: serverbench_sim::Protocol,
+) -> Result<Arc<dyn TreeSource>> {
+    let w = fitted_workload(deployment, args, d)?;
+    w.source_for(seed, d.context_limit, protocol.is_agentx())
+        .map_err(|e| anyhow!("{}: {e}", workload_name(args, &w)))
+}
+
+/// A source of trees for a context limit alone (no deployment: the default spec unless one is named).
+pub fn source_at(
+    args: &WorkloadChoice,
+    seed: u64,
+    context_limit: u32,
+) -> Result<Arc<dyn TreeSource>> {
+    let w = workload_or(args, None)?;
+    w.source(seed, context_limit)
+        .map_err(|e| anyhow!("{}: {e}", workload_name(args, &w)))
+}
+
+/// How errors name the workload: the spec's name or file, or the trace.
+fn workload_name(args: &WorkloadChoice, w: &Workload) -> String {
+    match (w, &args.workload) {
+        (Workload::Generated(s), None) => format!(
+            "workload spec {}",
+            s.name
+                .as_deref()
+                .unwrap_or(serverbench_workloads::DEFAULT_WORKLOAD)
+        ),
+        (_, Some(p)) => format!("workload spec {}", p.display()),
+        (Workload::Trace { .. }, None) => "trace".into(),
+    }
+}
+
+/// The workload spec: the one `--workload` names (a built-in spec or a file), else the deployment's
+/// own (`deployment_default`), else the default.
+pub fn spec(args: &WorkloadChoice, deployment_default: Option<&str>) -> Result<WorkloadSpec> {
+    let Some(path) = &args.workload else {
+        return Ok(deployment_default
+            .and_then(WorkloadSpec::preset)
+            .unwrap_or_default());
+    };
+    if let Some(s) = WorkloadSpec::preset(&path.to_string_lossy()) {
+        return Ok(s);
+    }
+    if !path.exists() {
+        bail!(
+            "--workload {}: not a built-in spec ({}) and no such file",
+            path.display(),
+            WorkloadSpec::preset_names()
+        );
+    }
+    Ok(read_spec(path)?)
+}
+
+/// The trace, if one was given.
+pub fn trace(args: &WorkloadChoice) -> Result<Option<Trace>> {
+    match imported(args)? {
+        Some(i) => Ok(Some(i.trace()?)),
+        None => Ok(None),
+    }
+}
+
+/// The trace's inputs as read, with what was left out (told to the choice's `note`), if one was given.
+pub fn imported(args: &WorkloadChoice) -> Result<Option<Imported>> {
+    let Some(path) = &args.trace else {
+        return Ok(None);
+    };
+    let files = serverbench_workloads::source_files(&[path.as_path()])?;
+    let mut i = serverbench_workloads::import_files(files, args.trace_format, false)?;
+    if let Some(limit) = args.max_context_length {
+        i.keep_within(limit)?;
+    }
+    for line in skip_notes(&i) {
+        (args.note)(&line);
+    }
+    Ok(Some(i))
+}
+
+/// Reads inputs of one format (`lenient`: sessions that cannot be reduced are left out and
+/// counted), telling `note` what was left out.
+pub fn import(
+    paths: &[&Path],
+    format: Option<serverbench_workloads::TraceFormat>,
+    lenient: bool,
+    note: fn(&str),
+) -> Result<Imported> {
+    let files = serverbench_workloads::source_files(paths)?;
+    let i = serverbench_workloads::import_files(files, format, lenient)?;
+    for line in skip_notes(&i) {
+        note(&line);
+    }
+    Ok(i)
+}
+
+/// What an import left out, one line per reason (none when nothing was), as `note: FORMAT N × WHAT`.
+pub fn skip_notes(i: &Imported) -> Vec<String> {
+    let mut lines: Vec<(usize, String)> = i
+        .reduced
+        .as_ref()
+        .map(|r| r.skip_counts())
+        .unwrap_or_default();
+    if !i.unread.is_empty() {
+        lines.push((i.unread.len(), format!("{} (unread)", i.unread[0].what)));
+    }
+    lines
+        .into_iter()
+        .map(|(n, what)| format!("note: {} {n} × {what}", i.format.name()))
+        .collect()
+}
+
+/// Most seeds one command takes.
+pub const MAX_SEEDS: u64 = 100_000;
+/// Most worker threads.
+pub const MAX_THREADS: usize = 1024;
+/// Most trees `workload stats` and `workload export` read from the generator (20,000 trees are about
+/// 2.4 million requests; the statistics keep every block id seen, about 1 GB at this size).
+pub const MAX_TREES: u64 = 20_000;
+
+/// Window lengths from a comma-separated list (seconds, ascending after sorting).
+pub fn windows(text: &str) -> Result<Vec<f64>> {
+    let mut w = Vec::new();
+    for part in text.split(',') {
+        let v: f64 = part
+            .trim()
+            .parse()
+            .map_err(|_| anyhow!("--windows: {part:?} is not a number of seconds"))?;
+        if !(v > 0.0 && v <= serverbench_sim::MAX_WINDOW_S) {
+            bail!(
+                "--windows: {v} is not a positive number of seconds at most {}",
+                serverbench_sim::MAX_WINDOW_S
+            );
+        }
+        w.push(v);
+    }
+    w.sort_by(f64::total_cmp);
+    w.dedup();
+    Ok(w)
+}
+
+/// Seeds from `N` (= 0..N) or `A..B`, at most [`MAX_SEEDS`] of them.
+pub fn seeds(text: &str) -> Result<Vec<u64>> {
+    let bad = || anyhow!("--seeds: expected a count N or a range A..B, got {text:?}");
+    let (a, b) = match text.split_once("..") {
+        Some((a, b)) => (
+            a.trim().parse::<u64>().map_err(|_| bad())?,
+            b.trim().parse::<u64>().map_err(|_| bad())?,
+        ),
+        None => (0, text.trim().parse::<u64>().map_err(|_| bad())?),
+    };
+    if b <= a {
+        bail!("--seeds: the range {text:?} is empty");
+    }
+    if b - a > MAX_SEEDS {
+        bail!(
+            "--seeds: {text:?} is {} seeds; at most {MAX_SEEDS} at a time",
+            b - a
+        );
+    }
+    Ok((a..b).collect())
+}
+
+/// `--threads`, if given: 1 to [`MAX_THREADS`].
+pub fn threads(t: Option<usize>) -> Result<Option<usize>> {
+    match t {
+        Some(n) if n == 0 || n > MAX_THREADS => {
+            bail!("--threads: must be between 1 and {MAX_THREADS}, got {n}")
+        }
+        t => Ok(t),
+    }
+}
+
+/// `--trees`: 1 to [`MAX_TREES`].
+pub fn trees(n: u64) -> Result<u64> {
+    if n == 0 || n > MAX_TREES {
+        bail!("--trees: must be between 1 and {MAX_TREES}, got {n}");
+    }
+    Ok(n)
+}
+
+/// The longest a request may be waited for (a day): `--timeout` and `serve`'s timeouts.
+pub const MAX_TIMEOUT_S: f64 = 86_400.0;
+
+/// A timeout flag's seconds as a duration: positive and at most [`MAX_TIMEOUT_S`].
+pub fn timeout(flag: &str, seconds: f64) -> Result<std::time::Duration> {
+    if !(seconds > 0.0 && seconds <= MAX_TIMEOUT_S) {
+        anyhow::bail!(
+            "--{flag}: must be a positive number of seconds, at most {MAX_TIMEOUT_S} (a day), got {seconds}"
+        );
+    }
+    Ok(std::time::Duration::from_secs_f64(seconds))
+}
+
+/// A time scale (`--time-scale`): above 0, at most 1,000.
+pub fn time_scale(x: f64) -> Result<f64> {
+    if !(x > 0.0 && x <= 1000.0) {
+        bail!("--time-scale: must be a number above 0 and at most 1000, got {x}");
+    }
+    Ok(x)
+}
+
+/// The run configuration for one replay; a bad option names its flag.
+pub fn run_config(r: &ReplayChoice, concurrency: u32, seed: u64) -> Result<RunConfig> {
+    let protocol = Protocol::parse(r.protocol()).ok_or_else(|| {
+        anyhow!(
+            "--protocol: expected one of {}, got {:?}",
+            Protocol::NAMES.join(", "),
+            r.protocol()
+        )
+    })?;
+    let agentx = agentx_params(r, protocol)?;
+    let arrivals = Arrivals::parse(&r.arrivals).map_err(|e| anyhow!("--arrivals: {e}"))?;
+    let concurrency = match (arrivals, r.max_open) {
+        (Arrivals::Closed, None) => concurrency,
+        (Arrivals::Closed, Some(_)) => bail!("--max-open: only the open loop (--arrivals trace or poisson) takes it; the closed loop has -c lanes"),
+        (_, Some(n)) if n == 0 || n > MAX_CONCURRENCY => {
+            bail!("--max-open: must be between 1 and {MAX_CONCURRENCY} trees, got {n}")
+        }
+        (_, cap) => cap.unwrap_or(MAX_CONCURRENCY),
+    };
+    let cfg = RunConfig {
+        concurrency,
+        arrivals,
+        seed,
+        window_s: r.window,
+        idle_gap_cap_s: r.idle_gap_cap,
+        protocol,
+        agentx,
+        timeline: false,
+        audit: false,
+        step_by_step: false,
+    };
+    checked(cfg)
+}
+
+/// The AgentX protocols' parameters: the scenario's defaults with the flags that change them; the
+/// flags are refused under the other protocols (which would silently ignore them).
+pub fn agentx_params(r: &ReplayChoice, protocol: Protocol) -> Result<AgentxParams> {
+    let given = [
+        ("--start-ratios", r.start_ratios.is_some()),
+        ("--tree-idle-cap", r.tree_idle_cap.is_some()),
+        ("--warmup-per-lane", r.warmup_per_lane.is_some()),
+        ("--grace", r.grace.is_some()),
+    ];
+    let Some(mut p) = protocol.agentx_defaults() else {
+        if let Some((flag, _)) = given.iter().find(|g| g.1) {
+            bail!(
+                "{flag}: only the agentx and agentx-mvp protocols take it (this run is --protocol {})",
+                protocol.name()
+            );
+        }
+        return Ok(AgentxParams::agentx());
+    };
+    if let Some(text) = &r.start_ratios {
+        let parts: Vec<&str> = text.split(',').map(str::trim).collect();
+        let (lo, hi) = match parts[..] {
+            [lo, hi] => (lo.parse::<f64>(), hi.parse::<f64>()),
+            _ => bail!("--start-ratios: expected LO,HI (two shares of the session), got {text:?}"),
+        };
+        let (Ok(lo), Ok(hi)) = (lo, hi) else {
+            bail!("--start-ratios: expected two numbers LO,HI, got {text:?}");
+        };
+        p.start_min = lo;
+        p.start_max = hi;
+    }
+    let seconds = |flag: &str, x: f64| -> Result<u64> {
+        if !(0.0..=86_400.0).contains(&x) {
+            bail!("{flag}: must be between 0 and 86400 seconds, got {x}");
+        }
+        Ok(serverbench_sim::Time::from_secs(x).0)
+    };
+    if let Some(x) = r.tree_idle_cap {
+        p.tree_idle_cap_ns = Some(seconds("--tree-idle-cap", x)?).filter(|&ns| ns > 0);
+    }
+    if let Some(n) = r.warmup_per_lane {
+        p.warmup_per_lane = (n > 0).then_some(n);
+    }
+    if let Some(x) = r.grace {
+        p.grace_ns = seconds("--grace", x)?;
+    }
+    p.check()
+        .map_err(|(field, why)| anyhow!("--{}: {why}", field.replace('_', "-")))?;
+    Ok(p)
+}
+
+/// `cfg` if its options are in range, else an error naming the flag.
+pub fn checked(cfg: RunConfig) -> Result<RunConfig> {
+    cfg.check()
+        .map_err(|e| anyhow!("--{}: {}", e.field.replace('_', "-"), e.reason))?;
+    Ok(cfg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn replay() -> ReplayChoice {
+        ReplayChoice {
+            window: 300.0,
+            idle_gap_cap: 10.0,
+            protocol: None,
+            start_ratios: None,
+            tree_idle_cap: None,
+            warmup_per_lane: None,
+            grace: None,
+            arrivals: "closed".into(),
+            max_open: None,
+        }
+    }
+
+    fn error<T: std::fmt::Debug>(r: Result<T>) -> String {
+        format!("{:#}", r.unwrap_err())
+    }
+
+    /// Counts, ranges and lists are read as the flags document them, and refused naming the flag.
+    #[test]
+    fn counts_and_ranges_name_their_flag() {
+        assert_eq!(seeds("3").unwrap(), [0, 1, 2]);
+        assert_eq!(seeds("5..7").unwrap(), [5, 6]);
+        assert!(error(seeds("7..5")).contains("--seeds: the range"));
+        assert!(error(seeds("200000")).contains("at most 100000"));
+        assert_eq!(windows("900, 300,300").unwrap(), [300.0, 900.0]);
+        assert!(error(windows("0")).starts_with("--windows"));
+        assert!(error(threads(Some(0))).starts_with("--threads"));
+        assert!(error(time_scale(0.0)).starts_with("--time-scale"));
+    }
+
+    /// A replay's options become its run configuration; options of another mode are refused.
+    #[test]
+    fn replay_options_are_checked_against_their_mode() {
+        let cfg = run_config(&replay(), 4, 7).unwrap();
+        assert_eq!((cfg.concurrency, cfg.seed, cfg.window_s), (4, 7, 300.0));
+        let open_cap = ReplayChoice {
+            max_open: Some(3),
+            ..replay()
+        };
+        assert!(error(run_config(&open_cap, 4, 0)).starts_with("--max-open"));
+        let grace = ReplayChoice {
+            grace: Some(5.0),
+            ..replay()
+        };
+        assert!(error(run_config(&grace, 4, 0)).starts_with("--grace"));
+        let protocol = ReplayChoice {
+            protocol: Some("warm".into()),
+            ..replay()
+        };
+        assert!(error(run_config(&protocol, 4, 0)).starts_with("--protocol"));
+    }
+
+    /// A deployment is a preset or a file; anything else names the presets.
+    #[test]
+    fn an_unknown_deployment_is_neither_preset_nor_file() {
+        let name = serverbench_sim::DEFAULT_DEPLOYMENT;
+        let choice = DeploymentChoice {
+            deployment: name.into(),
+            ..DeploymentChoice::default()
+        };
+        assert_eq!(resolved(&choice).unwrap().name, name);
+        assert!(error(deployment("no-such-deployment")).contains("not a preset"));
+    }
+}
