@@ -773,6 +773,7 @@ fn endpoint_probes_of_the_emulator_recover_its_step_times() {
         draft_params: 0.0,
         graphs: None,
         expert_parallel: false,
+        routing_skew: 0.0,
         split_kv_decode: false,
     });
     let mut cases = Vec::new();

@@ -177,10 +177,18 @@ pub struct CostModel {
 /// chose most: the expected largest of the GPUs' counts, each binomial (`count ÷ gpus` experts, each
 /// chosen with `p = 1 − keep^n`), taken as the mean plus `spread` standard deviations (the expected
 /// largest of `gpus` standard normal draws), never above `count ÷ gpus`.
-#[derive(Clone, Copy, Debug, PartialEq)]
+///
+/// With skewed routing ([`CostInputs::routing_skew`] > 0) expert `e` is chosen by a token with its own
+/// `q_e` ([`crate::model::Experts::inclusion_probabilities`]) and by a step of `n` tokens with
+/// `p_e = 1 − (1 − q_e)^n`: the step reads `Σ p_e` distinct experts. Under expert parallelism the
+/// experts are dealt to the GPUs round robin by popularity rank (engines place experts by index, which
+/// carries no popularity); each GPU's count is a sum of independent Bernoulli draws (mean `Σ p_e`,
+/// variance `Σ p_e (1 − p_e)` over its experts) and the step waits for the largest over the GPUs of
+/// mean plus `spread` standard deviations, each never above the GPU's expert count.
+#[derive(Clone, Debug, PartialEq)]
 struct ExpertReads {
     count: f64,
-    /// `1 − per_token / count`: the chance that one token leaves a given expert out.
+    /// `1 − per_token / count`: the chance that one token leaves a given expert out (uniform routing).
     keep: f64,
     /// Seconds to stream one expert of every routed layer (this GPU's share: all of it under expert
     /// parallelism).
@@ -192,25 +200,85 @@ struct ExpertReads {
     gpus: f64,
     /// The expected largest of `gpus` standard normal draws.
     spread: f64,
+    /// Skewed routing: for each GPU (one list when tensor parallelism splits every expert), the chance
+    /// `1 − q_e` that one token leaves each of its experts out. `None`: uniform routing (the closed form).
+    skewed_keeps: Option<Vec<Vec<f64>>>,
 }
 
 impl ExpertReads {
-    /// Seconds of expert weights a step of `tokens` tokens streams.
+    fn new(
+        experts: &crate::model::Experts,
+        skew: f64,
+        gpus: f64,
+        s_per_expert: f64,
+        single_row_s_per_expert: f64,
+    ) -> ExpertReads {
+        let skewed_keeps = (skew > 0.0).then(|| skewed_keeps(experts, skew, gpus as usize));
+        ExpertReads {
+            count: experts.count as f64,
+            keep: 1.0 - experts.per_token as f64 / experts.count as f64,
+            s_per_expert,
+            single_row_s_per_expert,
+            gpus,
+            spread: expected_normal_max(gpus as u32),
+            skewed_keeps,
+        }
+    }
+
+    /// Experts per routed layer a step of `tokens` tokens waits for: the distinct experts it reads, or
+    /// under expert parallelism those its busiest GPU reads.
     #[inline]
-    fn seconds(&self, tokens: f64) -> f64 {
+    fn experts(&self, tokens: f64) -> f64 {
+        if let Some(per_gpu) = &self.skewed_keeps {
+            let mut busiest = 0.0f64;
+            let mut all = 0.0;
+            for keeps in per_gpu {
+                let (mut mean, mut var) = (0.0, 0.0);
+                for &k in keeps {
+                    let p = 1.0 - k.powf(tokens);
+                    mean += p;
+                    var += p * (1.0 - p);
+                }
+                all += mean;
+                let m = keeps.len() as f64;
+                busiest = busiest.max((mean + self.spread * var.sqrt()).min(m));
+            }
+            return if self.gpus > 1.0 { busiest } else { all };
+        }
         let p = 1.0 - self.keep.powf(tokens);
-        let experts = if self.gpus > 1.0 {
+        if self.gpus > 1.0 {
             let m = self.count / self.gpus;
             (m * p + self.spread * (m * p * (1.0 - p)).sqrt()).min(m)
         } else {
             self.count * p
-        };
+        }
+    }
+
+    /// Seconds of expert weights a step of `tokens` tokens streams.
+    #[inline]
+    fn seconds(&self, tokens: f64) -> f64 {
+        let experts = self.experts(tokens);
         if tokens == 1.0 {
             experts * self.single_row_s_per_expert
         } else {
             experts * self.s_per_expert
         }
     }
+}
+
+/// The chance `1 − q_e` that one token leaves each expert out, the experts dealt round robin by
+/// popularity rank to `gpus` lists (one list when `gpus` is 1).
+fn skewed_keeps(experts: &crate::model::Experts, skew: f64, gpus: usize) -> Vec<Vec<f64>> {
+    let gpus = gpus.max(1);
+    let mut per_gpu = vec![Vec::new(); gpus];
+    for (r, q) in experts
+        .inclusion_probabilities(skew)
+        .into_iter()
+        .enumerate()
+    {
+        per_gpu[r % gpus].push(1.0 - q);
+    }
+    per_gpu
 }
 
 /// The expected largest of `n` independent standard normal draws (Teichroew's table at powers of two,
@@ -246,6 +314,9 @@ pub struct CostInputs<'a> {
     /// instead of split by tensor parallelism; attention stays tensor-parallel, so the hidden states
     /// every GPU holds are combined by the same all-reduce.
     pub expert_parallel: bool,
+    /// The Zipf exponent of a mixture of experts' routing: the expert of popularity rank `r` is chosen
+    /// in proportion to `r^−s` ([`crate::model::Experts::inclusion_probabilities`]); 0: uniform routing.
+    pub routing_skew: f64,
     /// The engine's decode attention splits each sequence's KV as FlashAttention 3 does
     /// ([`crate::splitkv`]); modelled where the GPU gives its SMs and the model's full-attention layers
     /// have heads of 128 (the block size read for that head size).
@@ -331,14 +402,13 @@ impl CostModel {
             weight_bytes = (m.matmul_params - e.active_params()) * per_param;
             let gpus = if i.expert_parallel { tp } else { 1.0 };
             let expert_bytes = e.params_per_expert_all_layers() * per_param * gpus;
-            ExpertReads {
-                count: e.count as f64,
-                keep: 1.0 - e.per_token as f64 / e.count as f64,
-                s_per_expert: expert_bytes / weight_bw,
-                single_row_s_per_expert: expert_bytes / single_row_bw,
+            ExpertReads::new(
+                e,
+                i.routing_skew,
                 gpus,
-                spread: expected_normal_max(gpus as u32),
-            }
+                expert_bytes / weight_bw,
+                expert_bytes / single_row_bw,
+            )
         });
         let fa = &m.full_attention;
         let full_shard = kv_shard(fa, i.tp);
@@ -522,7 +592,7 @@ impl CostModel {
                 self.weights_single_row_s
             } else {
                 self.weights_s
-            }) + self.experts.map_or(0.0, |e| e.seconds(n)),
+            }) + self.experts.as_ref().map_or(0.0, |e| e.seconds(n)),
             attention_s: self.attention_pairs(b) * self.full_s_per_pair
                 + self.prefill_waves(b) * b.prefill_span_max as f64 * self.sweep_s_per_token
                 + b.first_round_span() * self.span_s_per_token
@@ -703,12 +773,18 @@ mod tests {
             draft_params: 0.0,
             graphs: None,
             expert_parallel: false,
+            routing_skew: 0.0,
             split_kv_decode: false,
         })
     }
 
     /// Qwen3-30B-A3B (its config.json) on H200s with the vLLM profile fitted to the dense Qwen3-8B.
     fn qwen3_30b_a3b(tp: u32, expert_parallel: bool) -> CostModel {
+        qwen3_30b_a3b_routed(tp, expert_parallel, 0.0)
+    }
+
+    /// The same with its routing skewed ([`CostInputs::routing_skew`]).
+    fn qwen3_30b_a3b_routed(tp: u32, expert_parallel: bool, routing_skew: f64) -> CostModel {
         let text = include_str!("../../tests/fixtures/hf/qwen3-30b-a3b.json");
         let m = crate::hf::from_config("qwen3-30b-a3b", text).unwrap();
         let (h, p) = (
@@ -725,6 +801,7 @@ mod tests {
             draft_params: 0.0,
             graphs: None,
             expert_parallel,
+            routing_skew,
             split_kv_decode: false,
         })
     }
@@ -768,6 +845,142 @@ mod tests {
         for n in [1.0, 4.0, 16.0, 64.0, 256.0] {
             assert!(e.seconds(n) >= t.seconds(n) - 1e-15, "{n}");
         }
+    }
+
+    fn qwen3_30b_a3b_experts() -> crate::model::Experts {
+        let text = include_str!("../../tests/fixtures/hf/qwen3-30b-a3b.json");
+        let m = crate::hf::from_config("qwen3-30b-a3b", text).unwrap();
+        m.experts.unwrap()
+    }
+
+    /// Routing skew 0 is uniform routing: the general (per-expert) sums give the closed form's experts,
+    /// with and without expert parallelism, and the inclusion probabilities are exactly `k ÷ E`.
+    #[test]
+    fn uniform_routing_is_skew_zero() {
+        let e = qwen3_30b_a3b_experts();
+        let q = e.inclusion_probabilities(0.0);
+        assert_eq!(q.len(), 128);
+        assert!(q.iter().all(|&q| q == 8.0 / 128.0));
+        for (tp, ep) in [(1, false), (8, false), (8, true), (4, true)] {
+            let closed = qwen3_30b_a3b(tp, ep).experts.unwrap();
+            assert!(closed.skewed_keeps.is_none());
+            let mut general = closed.clone();
+            general.skewed_keeps = Some(skewed_keeps(&e, 0.0, general.gpus as usize));
+            for n in [1.0, 2.0, 8.0, 16.0, 64.0, 256.0, 4096.0] {
+                let (a, b) = (closed.experts(n), general.experts(n));
+                assert!(
+                    (a - b).abs() < 1e-12,
+                    "tp {tp} ep {ep} n {n}: {a} against {b}"
+                );
+            }
+            // And a deployment at skew 0 keeps the closed form (bit for bit today's step).
+            assert_eq!(qwen3_30b_a3b_routed(tp, ep, 0.0), qwen3_30b_a3b(tp, ep));
+        }
+    }
+
+    /// A skewed router's tokens share more experts: at a fixed step the distinct experts fall as the
+    /// skew grows, and at a fixed skew they rise with the step's tokens toward all 128. One token
+    /// still reads its 8 (the inclusion probabilities sum to `per_token`).
+    #[test]
+    fn skewed_routing_reads_fewer_distinct_experts() {
+        let e = qwen3_30b_a3b_experts();
+        for s in [0.5, 1.0, 2.0, 4.0] {
+            let q = e.inclusion_probabilities(s);
+            let sum: f64 = q.iter().sum();
+            assert!((sum - 8.0).abs() < 1e-9, "skew {s}: {sum}");
+            assert!(q.iter().all(|&q| (0.0..=1.0).contains(&q)));
+            assert!(q.windows(2).all(|w| w[0] >= w[1]), "skew {s}");
+        }
+        let distinct = |s: f64, n: f64| {
+            qwen3_30b_a3b_routed(1, false, s)
+                .experts
+                .unwrap()
+                .experts(n)
+        };
+        for s in [0.0, 0.5, 1.0] {
+            eprintln!(
+                "skew {s}: distinct experts at 1, 8, 64, 256 tokens: {:.2} {:.2} {:.2} {:.2}",
+                distinct(s, 1.0),
+                distinct(s, 8.0),
+                distinct(s, 64.0),
+                distinct(s, 256.0)
+            );
+        }
+        for n in [1.0, 8.0, 64.0, 256.0] {
+            assert!((distinct(0.0, n) - e.distinct(n)).abs() < 1e-9);
+        }
+        for n in [8.0, 16.0, 64.0, 256.0] {
+            let mut last = distinct(0.0, n);
+            for s in [0.25, 0.5, 1.0, 2.0, 4.0] {
+                let d = distinct(s, n);
+                assert!(d < last, "n {n}: skew {s} reads {d}, not below {last}");
+                last = d;
+            }
+        }
+        for s in [0.5, 1.0, 2.0] {
+            assert!((distinct(s, 1.0) - 8.0).abs() < 1e-9, "skew {s}");
+            let mut last = 0.0;
+            for n in [1.0, 2.0, 8.0, 64.0, 512.0, 65_536.0] {
+                let d = distinct(s, n);
+                assert!(d > last && d <= 128.0, "skew {s} n {n}: {d} after {last}");
+                last = d;
+            }
+        }
+        assert!(distinct(0.5, 65_536.0) > 127.9);
+    }
+
+    /// Under expert parallelism the experts are dealt round robin by index, which carries no
+    /// popularity; with skew the GPU holding the most popular experts is chosen more. A one-token step
+    /// waits longer for it than under uniform routing; from a few tokens on (4 at skew 0.5, 2 at 1) the
+    /// skewed step's fewer distinct experts outweigh that, but its busiest GPU still reads a larger
+    /// share of them
+    /// (busiest × GPUs ÷ distinct), until every expert is read anyway.
+    #[test]
+    fn skewed_routing_makes_the_busiest_gpu_busier() {
+        for s in [0.5, 1.0] {
+            let (uniform, skewed) = (
+                qwen3_30b_a3b(8, true).experts.unwrap(),
+                qwen3_30b_a3b_routed(8, true, s).experts.unwrap(),
+            );
+            let (u_all, s_all) = (
+                qwen3_30b_a3b(1, false).experts.unwrap(),
+                qwen3_30b_a3b_routed(1, false, s).experts.unwrap(),
+            );
+            for n in [1.0, 2.0, 4.0, 8.0, 16.0, 64.0] {
+                let (u, k) = (uniform.experts(n), skewed.experts(n));
+                let (ui, ki) = (8.0 * u / u_all.experts(n), 8.0 * k / s_all.experts(n));
+                eprintln!(
+                    "skew {s}, {n} tokens: busiest GPU {k:.2} experts against {u:.2}; imbalance {ki:.3} against {ui:.3}"
+                );
+                assert!(ki > ui, "skew {s} n {n}: imbalance {ki} against {ui}");
+                if n == 1.0 {
+                    assert!(
+                        skewed.seconds(n) > uniform.seconds(n),
+                        "skew {s} n {n}: {k} against {u}"
+                    );
+                }
+            }
+            assert!((skewed.experts(1e6) - 16.0).abs() < 1e-6);
+        }
+    }
+
+    /// Qwen3-30B-A3B's batch-8 decode on one H200: with skew 1 its tokens read fewer distinct experts
+    /// than uniformly routed ones, so the step is faster; one token reads its 8 either way.
+    #[test]
+    fn a_skewed_mixture_of_experts_decodes_a_batch_faster() {
+        let (uniform, skewed) = (qwen3_30b_a3b(1, false), qwen3_30b_a3b_routed(1, false, 1.0));
+        let (u, k) = (
+            uniform.step_seconds(&decode(8, 2048)),
+            skewed.step_seconds(&decode(8, 2048)),
+        );
+        eprintln!(
+            "batch 8: {:.3} ms uniform, {:.3} ms at skew 1",
+            u * 1e3,
+            k * 1e3
+        );
+        assert!(k < 0.95 * u, "{k} against {u}");
+        let one = |c: &CostModel| c.step_seconds(&decode(1, 2048));
+        assert!((one(&uniform) - one(&skewed)).abs() < 1e-12);
     }
 
     /// Qwen3-30B-A3B's decode on one H200 with the vLLM profile fitted to a dense model
@@ -861,6 +1074,7 @@ mod tests {
                 draft_params: 0.0,
                 graphs,
                 expert_parallel: false,
+                routing_skew: 0.0,
                 split_kv_decode: false,
             })
         };
@@ -1017,6 +1231,7 @@ mod tests {
                 draft_params: 0.0,
                 graphs: None,
                 expert_parallel: false,
+                routing_skew: 0.0,
                 split_kv_decode: false,
             })
         };
@@ -1166,6 +1381,7 @@ mod tests {
             draft_params: 0.0,
             graphs: None,
             expert_parallel: false,
+            routing_skew: 0.0,
             split_kv_decode: false,
         });
         let rounds = |chunks: &[(u32, u32)]| {

@@ -314,6 +314,7 @@ fn engine_cost_with(
         draft_params: 0.0,
         graphs: None,
         expert_parallel: false,
+        routing_skew: 0.0,
         split_kv_decode,
     })
 }

@@ -70,8 +70,9 @@ pub struct LinearLayers {
 
 /// Routed experts of a mixture-of-experts model: each token of a step goes to `per_token` of `count`
 /// experts in each of `layers` layers, and a step reads the weights of every expert one of its tokens
-/// chose. Routing is taken as uniform (each token's experts drawn evenly, tokens independent), so a step
-/// of `n` tokens reads `count × (1 − (1 − per_token / count)ⁿ)` distinct experts per layer on average.
+/// chose. Routing is uniform by default (each token's experts drawn evenly, tokens independent), so a
+/// step of `n` tokens reads `count × (1 − (1 − per_token / count)ⁿ)` distinct experts per layer on
+/// average; a deployment may skew it ([`Experts::inclusion_probabilities`]).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Experts {
@@ -116,6 +117,34 @@ impl Experts {
     pub fn distinct(&self, tokens: f64) -> f64 {
         let (e, k) = (self.count as f64, self.per_token as f64);
         e * (1.0 - (1.0 - k / e).powf(tokens))
+    }
+
+    /// The chance that one token's router picks each expert, most popular first, when expert popularity
+    /// follows a Zipf law of exponent `skew` (the expert of rank `r` weighs `r^−skew`; 0: uniform
+    /// routing, every expert `per_token ÷ count`). A token picks `per_token` distinct experts, so the
+    /// chances are inclusion probabilities summing to `per_token`: `q_r = min(1, c · r^−skew)`, `c`
+    /// chosen so that they do (an expert the weights would give more than certainty is capped at 1 and
+    /// the rest share what it leaves). Approximation: top-k routing without replacement is taken as
+    /// independent inclusions at these probabilities.
+    pub fn inclusion_probabilities(&self, skew: f64) -> Vec<f64> {
+        let (count, k) = (self.count as usize, self.per_token as f64);
+        let w: Vec<f64> = (1..=count).map(|r| (r as f64).powf(-skew)).collect();
+        // Cap the most popular experts one at a time until the rest fit under 1.
+        let mut capped = 0;
+        let mut c = k / w.iter().sum::<f64>();
+        while capped < count && c * w[capped] > 1.0 {
+            capped += 1;
+            let rest: f64 = w[capped..].iter().sum();
+            c = if rest > 0.0 {
+                (k - capped as f64).max(0.0) / rest
+            } else {
+                0.0
+            };
+        }
+        w.iter()
+            .enumerate()
+            .map(|(i, w)| if i < capped { 1.0 } else { c * w })
+            .collect()
     }
 
     /// Parameters of the routed experts one token multiplies, all layers.

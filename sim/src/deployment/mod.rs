@@ -243,6 +243,12 @@ impl Deployment {
             return bad("dp", format!("must be between 1 and {MAX_DP}"));
         }
         let m = &self.model;
+        if self.engine.expert_routing_skew != 0.0 && m.experts.is_none() {
+            return bad(
+                "engine.expert_routing_skew",
+                "the model has no routed experts to route".into(),
+            );
+        }
         if self.engine.expert_parallel {
             let Some(e) = &m.experts else {
                 return bad(
@@ -403,6 +409,7 @@ impl Deployment {
                 .map_or(0.0, |s| s.draft_params(&m)),
             graphs: self.engine.graph_rule(),
             expert_parallel: self.engine.expert_parallel,
+            routing_skew: self.engine.expert_routing_skew,
             split_kv_decode: self.engine.split_kv_decode,
         })
     }
@@ -505,6 +512,46 @@ mod tests {
         );
         assert_eq!(d.slo.ttft_s, 1.5);
         assert_eq!(d.model.name, "gemma4-e4b");
+    }
+
+    #[test]
+    /// `engine.expert_routing_skew`: a Zipf exponent in [0, 4], refused (naming it) out of range, not a
+    /// number, or on a dense model; on a mixture of experts it reaches the cost model, whose batch
+    /// decode it speeds (the tokens share experts), and at 0 it is not written back.
+    fn expert_routing_skew_is_checked_and_reaches_the_cost_model() {
+        for bad in ["-0.5", "4.5", ".nan", ".inf"] {
+            let e = Deployment::from_yaml(
+                "d.yaml",
+                &format!("engine:\n  expert_routing_skew: {bad}\n"),
+            )
+            .unwrap_err();
+            assert_eq!(e.field, "engine.expert_routing_skew", "{bad}: {e}");
+        }
+        // The default deployment's model is dense.
+        let e = Deployment::from_yaml("d.yaml", "engine:\n  expert_routing_skew: 1\n").unwrap_err();
+        assert_eq!(e.field, "engine.expert_routing_skew", "{e}");
+        assert!(e.reason.contains("no routed experts"), "{e}");
+        let mut d = Deployment::preset("qwen3-8b-1xh200-vllm").unwrap();
+        d.model = serverbench_calibration::hf::from_config(
+            "qwen3-30b-a3b",
+            include_str!("../../../tests/fixtures/hf/qwen3-30b-a3b.json"),
+        )
+        .unwrap();
+        d.check().unwrap();
+        let mut decode = BatchShape::default();
+        for _ in 0..8 {
+            decode.add_decode(2048, None);
+        }
+        let uniform = d.cost_model().step_seconds(&decode);
+        assert!(!serde_yaml::to_string(&d.engine)
+            .unwrap()
+            .contains("expert_routing_skew"));
+        d.engine.expert_routing_skew = 1.0;
+        d.check().unwrap();
+        let skewed = d.cost_model().step_seconds(&decode);
+        assert!(skewed < 0.95 * uniform, "{skewed} against {uniform}");
+        d.engine.expert_routing_skew = 4.5;
+        assert_eq!(d.check().unwrap_err().field, "engine.expert_routing_skew");
     }
 
     #[test]

@@ -225,6 +225,12 @@ pub struct EngineConfig {
     /// them; attention stays tensor-parallel. Off in both engines unless asked for.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub expert_parallel: bool,
+    /// How unevenly a mixture of experts' router picks its experts: expert popularity follows a Zipf law
+    /// of this exponent (the expert of rank `r` is chosen in proportion to `r^−s`), so a step's tokens
+    /// share more experts and, under `expert_parallel`, the GPUs holding the popular ones wait longer
+    /// (docs/models-and-hardware.md). 0 (default): uniform routing. Between 0 and 4.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub expert_routing_skew: f64,
     /// Decode attention splits each sequence's KV into pieces as FlashAttention 3 does (vLLM's
     /// `FLASH_ATTN` backend on Hopper), and a batch whose pieces overflow the SMs pays for a second pass
     /// (`serverbench_calibration::splitkv`); modelled on GPUs that give their SM count. On in the `vllm`
@@ -232,6 +238,13 @@ pub struct EngineConfig {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub split_kv_decode: bool,
 }
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
+}
+
+/// Largest `expert_routing_skew` (a Zipf exponent; at 4 the top expert takes 92 % of the weight).
+pub const MAX_EXPERT_ROUTING_SKEW: f64 = 4.0;
 
 fn default_swap_space() -> f64 {
     64.0
@@ -269,6 +282,7 @@ impl Default for EngineConfig {
             cuda_graph_mixed: false,
             cuda_graph_prefill_max_tokens: None,
             expert_parallel: false,
+            expert_routing_skew: 0.0,
             split_kv_decode: false,
         }
     }
@@ -327,6 +341,12 @@ impl EngineConfig {
                 !(self.new_token_ratio >= 0.0 && self.new_token_ratio <= 1.0),
                 "new_token_ratio",
                 "must be in [0, 1]".into(),
+            ),
+            (
+                !(self.expert_routing_skew >= 0.0
+                    && self.expert_routing_skew <= MAX_EXPERT_ROUTING_SKEW),
+                "expert_routing_skew",
+                format!("must be between 0 and {MAX_EXPERT_ROUTING_SKEW} (a Zipf exponent)"),
             ),
         ];
         if let Some((_, field, reason)) = checks.into_iter().find(|c| c.0) {
