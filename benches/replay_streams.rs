@@ -68,6 +68,7 @@ fn main() {
                 headers: vec![],
                 key_over_plain_http: false,
                 words: None,
+                output_counter: None,
             })
             .expect("client"),
         );

@@ -6,7 +6,11 @@ OpenAI completions API that the fidelity gates use.
 POST /v1/completions takes a token-id prompt (`prompt`: a list of ints; this server has no tokenizer),
 `max_tokens`, `temperature` (only 0: greedy), `logprobs` (0-20 alternatives), `echo` and
 `return_tokens_as_token_ids` (tokens written as `token_id:N`, as vLLM does). Fields it does not need
-(`ignore_eos`, `min_tokens`, `model`, ...) are accepted and ignored: it never stops before `max_tokens`.
+(`ignore_eos`, `min_tokens`, `model`, ...) are accepted and ignored: it never stops before `max_tokens`,
+and so never chooses an end-of-sequence token (the checkpoint's `eos_token_id`, from its config and
+generation config): they are masked in what it generates and in the log-probabilities it scores, as a
+server masks them under `min_tokens` (scripts/vllm/verify_checkpoint.py gives its checkpoint one the
+model ranks first everywhere, for verify's natural-stop gate).
 Streaming is refused. GET /v1/models and /health answer as a server would.
 
 Usage: python3 scripts/reference_server.py --model-dir DIR [--port 8200] [--dtype float32|bfloat16]
@@ -30,6 +34,17 @@ args = ap.parse_args()
 
 model = AutoModelForCausalLM.from_pretrained(args.model_dir, dtype=getattr(torch, args.dtype)).to(args.device).eval()
 LOCK = threading.Lock()
+
+
+def eos_ids():
+    ids = set()
+    for cfg in (model.config, getattr(model, "generation_config", None)):
+        e = getattr(cfg, "eos_token_id", None)
+        ids.update([e] if isinstance(e, int) else (e or []))
+    return sorted(ids)
+
+
+EOS = eos_ids()
 MAX_LEN = getattr(model.config, "max_position_embeddings", 32768)
 
 
@@ -91,6 +106,7 @@ def complete(body):
         ids = torch.tensor([prompt], device=args.device)
         out = model(input_ids=ids, use_cache=True)
         logits = out.logits[0].float()
+        logits[:, EOS] = float("-inf")
         if echo:
             plp = torch.log_softmax(logits[:-1], dim=-1) if k is not None else None
             for i, tok in enumerate(prompt):
@@ -105,6 +121,7 @@ def complete(body):
             if step + 1 < n:
                 out = model(input_ids=torch.tensor([[tok]], device=args.device), past_key_values=past, use_cache=True)
                 past, last = out.past_key_values, out.logits[0, -1].float()
+                last[EOS] = float("-inf")
     choice = {"index": 0, "text": "".join(text), "logprobs": lp if k is not None else None, "finish_reason": "length"}
     return {
         "id": "cmpl-reference",

@@ -71,7 +71,8 @@
 #   fa3-bench  (before `start`: the GPU to itself) scripts/vllm/fa3_decode_bench.py: FlashAttention 3's decode
 #              attention alone, one layer of the Qwen3-8B shape, batches of equal and unequal contexts, with
 #              vLLM's arguments -> $OUT/fa3-bench.tar.gz; SHARED=1: batches whose sequences share a
-#              20,480-token prefix (the same pages), beside the same contexts unshared
+#              20,480-token prefix (the same pages), beside the same contexts unshared (SHARED_CASES,
+#              SHARED_PREFIX: other cases; FA3_NAME: the output files' name)
 #   decode-grid scripts/vllm/decode_grid.py against the server: pure decode steps of B = 1-16 sequences of
 #              chosen contexts (with STEP_TRACE=1 their steps come back as $OUT/steps-decode-grid.jsonl.gz)
 #   moe-probe  scripts/vllm/moe_probe.py against the server: decode TPOT at batch 1-256 over 2,048-token
@@ -395,7 +396,7 @@ peers() {
 fa3_bench() { # scripts/vllm/fa3_decode_bench.py: FA3's decode attention alone, before the server takes the GPU
   install || return 1
   mkdir -p "$WORK/fa3-bench"
-  local name=fa3; [ "${SHARED:-0}" != 0 ] && name=fa3-shared
+  local name=fa3; [ "${SHARED:-0}" != 0 ] && name=fa3-shared; name=${FA3_NAME:-$name}
   PYTHONPATH=$SITE python3 "$HERE/vllm/fa3_decode_bench.py" "$WORK/fa3-bench/$name.json" 2>&1 \
     | tee "$WORK/fa3-bench/$name.txt"
   pack fa3-bench
@@ -467,7 +468,11 @@ verify() { # `serverbench verify` with vLLM as the candidate and scripts/referen
   # missing protocol otherwise than the preset's fails verify's check that it resolves as frozen.
   # Measured 2026-12-03 (results/h200-vllm/verify-vllm/): the part took 296 s (checkpoint 70 s, servers up
   # 93 s later, verify 131 s); every gate passed but the natural stop: the eight end-of-sequence tokens
-  # ended 8 of 32 random prompts' continuations, and the probe's was not one of them.
+  # ended 8 of 32 random prompts' continuations, and the probe's was not one of them. Since 2026-12-04 the
+  # checkpoint has a stop token it ranks first everywhere (verify_checkpoint.py), and the held-out runs
+  # count their output text with the checkpoint's tokenizer (--output-tokenizer): vLLM merged several
+  # tokens into a chunk in all 124 requests of that day's first try, which the stream gate counts
+  # against a candidate unless the text backs the usage.
   if [ "$(left)" -lt 360 ]; then echo "skipping verify: needs ~360 s, $(left) s left"; return 0; fi
   mkdir -p "$WORK/verify"
   if server_alive; then
@@ -523,7 +528,7 @@ verify() { # `serverbench verify` with vLLM as the candidate and scripts/referen
     --server vllm --model "$NAME" --key "$WORK/verify/evaluator.key" -o "$WORK/verify/frozen.json" 2>&1 | tail -n 3
   t=$(date +%s)
   "$BIN" verify "$WORK/verify/frozen.json" --public-key "$WORK/verify/evaluator.pub" --url "http://127.0.0.1:$vport" --reference "http://127.0.0.1:$rport" \
-    --out "$WORK/verify/run" > "$WORK/verify/verify.txt" 2>&1
+    --output-tokenizer "$vm/tokenizer.json" --out "$WORK/verify/run" > "$WORK/verify/verify.txt" 2>&1
   local rc=$?
   echo "verify: exit $rc after $(( $(date +%s) - t )) s"; tail -n 24 "$WORK/verify/verify.txt"
   if [ "$rc" != 0 ]; then echo "---- vLLM's log, last 15 lines"; tail -n 15 "$WORK/verify/vllm.log" | cut -c1-400; fi

@@ -560,6 +560,11 @@ pub struct ReplayRealArgs {
     /// so that a server with the same tokenizer counts exactly the workload's tokens.
     #[arg(long)]
     pub tokenizer: Option<PathBuf>,
+    /// The served model's tokenizer.json: count each stream's output text with it, which confirms a
+    /// stream that put several tokens in one chunk (its usage is then backed by text; `verify`'s
+    /// stream gate accepts it). Any --api.
+    #[arg(long)]
+    pub output_tokenizer: Option<PathBuf>,
     /// Compress wall-clock time by this factor (only for testing against `serve --time-scale`).
     #[arg(long, default_value_t = 1.0)]
     pub time_scale: f64,
@@ -959,4 +964,9 @@ pub struct VerifyArgs {
     /// `replay --tokenizer`), so that the full-prompt gate counts exactly.
     #[arg(long)]
     pub tokenizer: Option<PathBuf>,
+    /// The candidate's tokenizer.json, counting the held-out replays' output text (as `replay
+    /// --output-tokenizer`): a stream with several tokens in a chunk passes the stream gate when its
+    /// text backs the usage count (vLLM merges the deltas a client has not read yet).
+    #[arg(long)]
+    pub output_tokenizer: Option<PathBuf>,
 }

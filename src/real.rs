@@ -165,6 +165,13 @@ fn client_config(
         headers,
         key_over_plain_http: a.api_key_over_http,
         words,
+        output_counter: match &a.output_tokenizer {
+            None => None,
+            Some(path) => Some(Arc::new(
+                serverbench_backends::OutputCounter::from_file(path)
+                    .map_err(|e| anyhow!("--output-tokenizer: {e}"))?,
+            )),
+        },
     })
 }
 
@@ -488,7 +495,7 @@ fn report(
         c.length_mismatches,
         out.summary.completed
     )?;
-    outln!("    stream vs usage       {} without a usage block, {} whose usage counts fewer tokens than the output chunks (the chunks are what counts), {} with several tokens in a chunk (the usage counts)", c.usage_missing, c.chunk_usage_mismatches, c.coalesced_streams)?;
+    outln!("    stream vs usage       {} without a usage block, {} whose usage counts fewer tokens than the output chunks (the chunks are what counts), {} with several tokens in a chunk (the usage counts){}", c.usage_missing, c.chunk_usage_mismatches, c.coalesced_streams, if a.output_tokenizer.is_some() { format!("; the text of {} of them backs the usage", c.coalesced_streams - c.coalesced_unconfirmed) } else { String::new() })?;
     match &c.first_unrecognised_field {
         None => outln!("    output fields         every chunk's output was in a field counted as tokens")?,
         Some(f) => outln!(

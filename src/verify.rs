@@ -194,6 +194,9 @@ fn replay_child(r: &HeldOutReplay<'_>, a: &VerifyArgs) -> Result<()> {
     if let Some(t) = &a.tokenizer {
         cmd.arg("--tokenizer").arg(t);
     }
+    if let Some(t) = &a.output_tokenizer {
+        cmd.arg("--output-tokenizer").arg(t);
+    }
     eprintln!("replaying held-out seed {seed} → {}", dir.display());
     let status = cmd.status().context("cannot start the replay")?;
     if !dir.join("summary.json").exists() {

@@ -48,6 +48,7 @@ fn client_of(url: &str, timeout: Duration, api: Api) -> Arc<HttpClient> {
             headers: vec![],
             key_over_plain_http: false,
             words: None,
+            output_counter: None,
         })
         .unwrap(),
     )

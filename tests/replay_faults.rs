@@ -726,6 +726,7 @@ fn text_client(url: &str) -> serverbench_backends::HttpClient {
         headers: vec![],
         key_over_plain_http: false,
         words: None,
+        output_counter: None,
     })
     .unwrap()
 }

@@ -32,6 +32,8 @@ pub struct ClientConfig {
     pub key_over_plain_http: bool,
     /// Text prompts of a real tokenizer's one-token words (`--tokenizer`), instead of ` wN` words.
     pub words: Option<Arc<crate::Words>>,
+    /// The served model's tokenizer, counting each stream's output text (`--output-tokenizer`).
+    pub output_counter: Option<Arc<crate::OutputCounter>>,
 }
 
 /// What happened to one request, with wall-clock instants.
@@ -64,6 +66,9 @@ pub struct StreamResult {
     pub ended: Instant,
     /// When each output chunk arrived, if the caller asked for them ([`HttpClient::stream_timed`]).
     pub chunk_times: Option<Vec<Instant>>,
+    /// Tokens of the streamed output text, with an output tokenizer ([`ClientConfig::output_counter`]);
+    /// `None` without one, or when the text was longer than any output of `max_tokens` tokens.
+    pub text_tokens: Option<u32>,
 }
 
 impl StreamResult {
@@ -97,6 +102,13 @@ impl StreamResult {
             && self
                 .usage
                 .is_some_and(|u| u.completion_tokens > self.token_chunks as u64)
+    }
+
+    /// Whether several tokens came in one chunk and the streamed text, tokenized, does not back the
+    /// usage count ([`crate::count::backs`]; never without an output tokenizer).
+    pub fn coalesced_unconfirmed(&self) -> bool {
+        self.coalesced()
+            && !matches!((self.text_tokens, self.usage), (Some(t), Some(u)) if crate::count::backs(t, u.completion_tokens))
     }
 }
 
@@ -405,10 +417,14 @@ impl HttpClient {
             error_message: None,
             ended: now,
             chunk_times,
+            text_tokens: None,
         };
-        self.stream_into(&mut r, lane, body, max_tokens, progress)
+        let counter = self.cfg.output_counter.as_deref();
+        let mut text = counter.map(|_| String::new());
+        self.stream_into(&mut r, lane, body, max_tokens, progress, &mut text)
             .await;
         r.ended = Instant::now();
+        r.text_tokens = counter.zip(text).and_then(|(c, t)| c.count(&t));
         usage_beyond_request(&mut r, max_tokens);
         r
     }
@@ -420,7 +436,9 @@ impl HttpClient {
         body: Vec<u8>,
         max_tokens: u32,
         progress: Option<Arc<AtomicU32>>,
+        text: &mut Option<String>,
     ) {
+        let text_cap = max_tokens as usize * crate::count::TEXT_BYTES_PER_TOKEN;
         let url = format!(
             "{}{}",
             self.cfg.base_url.trim_end_matches('/'),
@@ -528,6 +546,14 @@ impl HttpClient {
                                     "the server streamed more than the {max_tokens} tokens asked for (max_tokens); the request was ended there"
                                 ));
                                 return;
+                            }
+                            if let Some(t) = text.as_mut() {
+                                if t.len() + c.text.len() <= text_cap {
+                                    t.push_str(&c.text);
+                                } else {
+                                    // Longer than any output of max_tokens tokens: not counted.
+                                    *text = None;
+                                }
                             }
                             if c.has_output {
                                 r.first_token.get_or_insert(now);
@@ -733,8 +759,52 @@ mod tests {
             headers: vec![],
             key_over_plain_http: allow,
             words: None,
+            output_counter: None,
         })
         .unwrap()
+    }
+
+    /// A stream of three tokens in two chunks: the usage counts them; the streamed text backs that
+    /// count only when the output tokenizer finds three tokens in it.
+    #[test]
+    fn an_output_tokenizer_confirms_several_tokens_in_a_chunk() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures/tokenizers/byte-level-bpe-3k.json");
+        let words = crate::Words::from_file(&path).unwrap();
+        let stream = |text: &[String]| {
+            let mut body = String::new();
+            for t in text {
+                let chunk = serde_json::json!({"choices": [{"text": t, "finish_reason": null}]});
+                body.push_str(&format!("data: {chunk}\n\n"));
+            }
+            let end = serde_json::json!({"choices": [{"text": "", "finish_reason": "length"}],
+                "usage": {"prompt_tokens": 4, "completion_tokens": 3}});
+            body.push_str(&format!("data: {end}\n\ndata: [DONE]\n\n"));
+            body
+        };
+        let full = stream(&[words.text(&[5, 6]), words.text(&[7])]);
+        let short = stream(&[words.text(&[5]), words.text(&[7])]);
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        for (body, counted, backed) in [(full, Some(3), true), (short, Some(2), false)] {
+            let r = rt.block_on(async {
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+                let url = format!("http://{}", listener.local_addr().unwrap());
+                let app = axum::Router::new().route(
+                    "/v1/completions",
+                    axum::routing::post(move || async move {
+                        ([(axum::http::header::CONTENT_TYPE, "text/event-stream")], body)
+                    }),
+                );
+                tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+                let mut cfg = client(&url, false).config().clone();
+                cfg.output_counter = Some(Arc::new(crate::OutputCounter::from_file(&path).unwrap()));
+                HttpClient::new(cfg).unwrap().stream(0, &[101, 102, 103, 104], 3, true, None).await
+            });
+            assert_eq!((r.error.as_deref(), r.token_chunks, r.tokens()), (None, 2, 3));
+            assert!(r.coalesced());
+            assert_eq!(r.text_tokens, counted);
+            assert_eq!(r.coalesced_unconfirmed(), !backed);
+        }
     }
 
     #[test]
@@ -765,6 +835,7 @@ mod tests {
             headers: vec![],
             key_over_plain_http: false,
             words: None,
+            output_counter: None,
         };
         let e = HttpClient::new(cfg(Server::Transformers, Api::CompletionsTokens))
             .err()

@@ -61,6 +61,10 @@ pub struct ClientStats {
     /// several tokens in a chunk (the usage is what is counted).
     #[serde(default)]
     pub coalesced_streams: usize,
+    /// Of those, the ones whose streamed text, tokenized with the output tokenizer
+    /// (`--output-tokenizer`), does not back the usage count: all of them without one.
+    #[serde(default)]
+    pub coalesced_unconfirmed: usize,
     /// Requests whose stream carried a delta field with a value but no output field this client counts
     /// (a server streaming tokens under another name: TTFT and TPOT would be measured wrong).
     #[serde(default)]
@@ -614,6 +618,9 @@ fn finish(
                     }
                     if r.coalesced() {
                         stats.coalesced_streams += 1;
+                    }
+                    if r.coalesced_unconfirmed() {
+                        stats.coalesced_unconfirmed += 1;
                     }
                     if u.prompt_tokens != (rec.input_tokens + prompt_extra) as u64 {
                         stats.prompt_mismatches += 1;

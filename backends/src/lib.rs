@@ -12,6 +12,7 @@ pub mod calibrate;
 pub mod client;
 pub mod clock;
 pub mod compare;
+pub mod count;
 pub mod driver;
 pub mod engine;
 pub mod fidelity;
@@ -41,4 +42,5 @@ pub use server::{
     prompt_blocks, serve, serve_until_interrupted, spawn_local, spawn_local_server, CudaServe,
     Fault, Generation, LocalServer, ServeConfig, ServeLimits,
 };
+pub use count::OutputCounter;
 pub use words::Words;

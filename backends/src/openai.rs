@@ -288,6 +288,10 @@ pub struct Chunk {
     pub finish_reason: Option<String>,
     /// An error event's message.
     pub error: Option<String>,
+    /// The output text it carries (`text`, or the delta's `content`, `reasoning` and
+    /// `reasoning_content` strings, in that order; tool calls are not text), for a client that counts
+    /// output by tokenizing it.
+    pub text: String,
 }
 
 /// A `data:` payload that cannot be read.
@@ -361,6 +365,12 @@ pub fn parse_chunk(payload: &str) -> Result<Chunk, MalformedChunk> {
         let delta = choice.get("delta");
         c.has_output = nonempty(choice.get("text"))
             || delta.is_some_and(|d| OUTPUT_FIELDS.iter().any(|f| nonempty(d.get(f))));
+        let strings = std::iter::once(choice.get("text")).chain(
+            OUTPUT_FIELDS[..3]
+                .iter()
+                .map(|f| delta.and_then(|d| d.get(*f))),
+        );
+        c.text = strings.flatten().filter_map(Value::as_str).collect();
         if !c.has_output {
             c.unrecognised = delta
                 .and_then(Value::as_object)

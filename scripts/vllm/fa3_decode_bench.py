@@ -12,7 +12,10 @@ in every block table, as a prefix cache shares them) followed by keys of its own
 the same contexts on pages of their own: what reading a shared prefix (from L2 after its first reader)
 does to the schedule's time.
 
-Usage: [SHARED=1] fa3_decode_bench.py OUT.json
+SHARED_CASES (JSON: a list of cases, each the own keys of its sequences) replaces the shared cases below, and
+SHARED_PREFIX (20,480) sets the prefix's length.
+
+Usage: [SHARED=1 [SHARED_PREFIX=N] [SHARED_CASES=JSON]] fa3_decode_bench.py OUT.json
 """
 
 import json
@@ -26,7 +29,7 @@ from vllm.vllm_flash_attn import flash_attn_varlen_func, get_scheduler_metadata
 HQ, HK, D, PAGE = 32, 8, 128, 16
 ITERS = 20
 SHARED = os.environ.get("SHARED", "0") != "0"
-SHARED_PREFIX = 20480
+SHARED_PREFIX = int(os.environ.get("SHARED_PREFIX", "20480"))
 
 
 def cases() -> list:
@@ -45,6 +48,8 @@ def cases() -> list:
 
 def shared_cases() -> list:
     """Own keys after the shared prefix, per sequence."""
+    if os.environ.get("SHARED_CASES"):
+        return json.loads(os.environ["SHARED_CASES"])
     return [[1365] * 6, [1365] * 4, [4096] * 8, [1000 * (i + 1) for i in range(8)], [512, 4096, 8192, 16384],
             [2048 + 384 * i for i in range(16)], [8192] * 16, [300, 600, 900, 1200, 1500, 1800],
             [20000, 2000, 2000, 2000], [100] * 8]

@@ -35,6 +35,7 @@ pub fn calibrate(a: &CalibrateArgs, url: &str) -> Result<()> {
             headers: vec![],
             key_over_plain_http: false,
             words: None,
+            output_counter: None,
         })
         .map_err(|e| anyhow!(e))?,
     );

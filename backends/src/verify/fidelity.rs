@@ -197,6 +197,7 @@ fn fidelity_client(url: &str, server: &str, model: &str) -> Result<HttpClient> {
         headers: Vec::new(),
         key_over_plain_http: false,
         words: None,
+        output_counter: None,
     })?)
 }
 

@@ -111,15 +111,29 @@ pub(super) fn gates(t: &Gates, runs: &[Run], api: &str) -> Vec<Gate> {
         ),
     );
     // A candidate's usage is not taken on trust here: several tokens in a chunk count against it as
-    // a usage below the chunks does (a candidate streams each token; set its engine to).
+    // a usage below the chunks does, unless the streamed text, tokenized with the served model's
+    // tokenizer (`--output-tokenizer`), backs the usage (vLLM merges the deltas a client has not read
+    // yet, and cannot be told not to).
+    // A summary without the confirmed count (an older client) confirms none.
+    let unconfirmed: usize = runs
+        .iter()
+        .map(|r| {
+            let c = &r.client;
+            c.get("coalesced_unconfirmed")
+                .or_else(|| c.get("coalesced_streams"))
+                .and_then(serde_json::Value::as_u64)
+                .unwrap_or(0) as usize
+        })
+        .sum();
     let stream = sum("usage_missing")
         + sum("chunk_usage_mismatches")
-        + sum("coalesced_streams")
+        + unconfirmed
         + sum("unrecognised_output_streams");
+    let confirmed = sum("coalesced_streams").saturating_sub(unconfirmed);
     gate(
         "stream agrees with usage",
         stream <= t.max_stream_usage_mismatches,
-        format!("{stream} requests without usage, with a usage count other than the output chunks streamed, or streaming an uncounted field (at most {})", t.max_stream_usage_mismatches),
+        format!("{stream} requests without usage, with a usage count other than the output chunks streamed and no text to back it, or streaming an uncounted field (at most {}); {confirmed} with several tokens in a chunk whose text backs the usage", t.max_stream_usage_mismatches),
     );
     let probe = runs.iter().find_map(|r| r.natural_stop.clone());
     gate(
@@ -294,6 +308,25 @@ mod tests {
             natural_stop: Some("stop".into()),
             lanes_without_progress: vec![],
         }
+    }
+
+    /// Streams with several tokens in a chunk fail the stream gate unless their text backs the usage
+    /// (the client's confirmed count), and a summary without that count confirms none.
+    #[test]
+    fn coalesced_streams_pass_only_when_their_text_backs_the_usage() {
+        let t = Gates::default();
+        let stream_gate = |client: serde_json::Value| {
+            let mut r = healthy();
+            r.client = client;
+            gates(&t, &[r], "tokens")
+                .into_iter()
+                .find(|g| g.name == "stream agrees with usage")
+                .unwrap()
+        };
+        let ok = stream_gate(serde_json::json!({"coalesced_streams": 63, "coalesced_unconfirmed": 0}));
+        assert!(ok.passed && ok.detail.contains("63 with several tokens"), "{}", ok.detail);
+        assert!(!stream_gate(serde_json::json!({"coalesced_streams": 63, "coalesced_unconfirmed": 1})).passed);
+        assert!(!stream_gate(serde_json::json!({"coalesced_streams": 2})).passed);
     }
 
     /// Each gate passes on a healthy run and fails, alone, on a run broken its way.
