@@ -784,7 +784,10 @@ mod tests {
         };
         let full = stream(&[words.text(&[5, 6]), words.text(&[7])]);
         let short = stream(&[words.text(&[5]), words.text(&[7])]);
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
         for (body, counted, backed) in [(full, Some(3), true), (short, Some(2), false)] {
             let r = rt.block_on(async {
                 let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -792,15 +795,25 @@ mod tests {
                 let app = axum::Router::new().route(
                     "/v1/completions",
                     axum::routing::post(move || async move {
-                        ([(axum::http::header::CONTENT_TYPE, "text/event-stream")], body)
+                        (
+                            [(axum::http::header::CONTENT_TYPE, "text/event-stream")],
+                            body,
+                        )
                     }),
                 );
                 tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
                 let mut cfg = client(&url, false).config().clone();
-                cfg.output_counter = Some(Arc::new(crate::OutputCounter::from_file(&path).unwrap()));
-                HttpClient::new(cfg).unwrap().stream(0, &[101, 102, 103, 104], 3, true, None).await
+                cfg.output_counter =
+                    Some(Arc::new(crate::OutputCounter::from_file(&path).unwrap()));
+                HttpClient::new(cfg)
+                    .unwrap()
+                    .stream(0, &[101, 102, 103, 104], 3, true, None)
+                    .await
             });
-            assert_eq!((r.error.as_deref(), r.token_chunks, r.tokens()), (None, 2, 3));
+            assert_eq!(
+                (r.error.as_deref(), r.token_chunks, r.tokens()),
+                (None, 2, 3)
+            );
             assert!(r.coalesced());
             assert_eq!(r.text_tokens, counted);
             assert_eq!(r.coalesced_unconfirmed(), !backed);

@@ -85,6 +85,9 @@ mod tests {
     #[test]
     fn a_file_that_is_no_tokenizer_is_refused_with_its_name() {
         let e = OutputCounter::from_file(&fixture("README.md")).unwrap_err();
-        assert!(e.contains("README.md") && e.contains("not a tokenizer.json"), "{e}");
+        assert!(
+            e.contains("README.md") && e.contains("not a tokenizer.json"),
+            "{e}"
+        );
     }
 }

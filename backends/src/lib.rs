@@ -27,6 +27,7 @@ pub mod verify;
 pub mod words;
 
 pub use client::{base_url, ClientConfig, ClientError, HttpClient, ModelsError, StreamResult};
+pub use count::OutputCounter;
 pub use driver::{
     natural_stop_probe, run_real, unless_interrupted, ClientStats, RealConfig, RealOutput,
     RecordSink,
@@ -42,5 +43,4 @@ pub use server::{
     prompt_blocks, serve, serve_until_interrupted, spawn_local, spawn_local_server, CudaServe,
     Fault, Generation, LocalServer, ServeConfig, ServeLimits,
 };
-pub use count::OutputCounter;
 pub use words::Words;

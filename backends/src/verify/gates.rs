@@ -323,9 +323,17 @@ mod tests {
                 .find(|g| g.name == "stream agrees with usage")
                 .unwrap()
         };
-        let ok = stream_gate(serde_json::json!({"coalesced_streams": 63, "coalesced_unconfirmed": 0}));
-        assert!(ok.passed && ok.detail.contains("63 with several tokens"), "{}", ok.detail);
-        assert!(!stream_gate(serde_json::json!({"coalesced_streams": 63, "coalesced_unconfirmed": 1})).passed);
+        let ok =
+            stream_gate(serde_json::json!({"coalesced_streams": 63, "coalesced_unconfirmed": 0}));
+        assert!(
+            ok.passed && ok.detail.contains("63 with several tokens"),
+            "{}",
+            ok.detail
+        );
+        assert!(
+            !stream_gate(serde_json::json!({"coalesced_streams": 63, "coalesced_unconfirmed": 1}))
+                .passed
+        );
         assert!(!stream_gate(serde_json::json!({"coalesced_streams": 2})).passed);
     }
 
