@@ -41,7 +41,7 @@ pub use execute::{Executor, Inline, Work};
 pub use grid::{run_all, run_until, Spread, Stop};
 pub use result_plots::{rate_sweep_plot, screen_plot, sweep_plot, QUALIFIED_F};
 pub use robust::{under_model_error, LevelUnderError, UnderError, DEFAULT_BAND};
-pub use scan::scan_seeds;
+pub use scan::{scan_seeds, SeedScan};
 pub use screen::{run_screen, screen, ScreenPlan, ScreenResult, SeedRow};
 pub use slo::{freeze_slo, SeedP90};
 pub use sweep::{

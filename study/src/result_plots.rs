@@ -131,10 +131,7 @@ mod tests {
         let study = Study::new(d.clone(), w, RunConfig::new(1, 0, 60.0));
         let mut r = run_sweep(study, &[1, 4], &[0], &[], &Inline(&|| {})).unwrap();
         let svg = sweep_plot(&r, &d).unwrap();
-        assert!(
-            svg.contains("D under the cost model"),
-            "the error panel"
-        );
+        assert!(svg.contains("D under the cost model"), "the error panel");
         assert!(svg.contains("f = D / G") && svg.contains("1 seeds × 60 s"));
         r.under_model_error = None;
         let svg = sweep_plot(&r, &d).unwrap();
