@@ -7,9 +7,9 @@ use crate::signals;
 use anyhow::{anyhow, bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use serverbench_backends::{
-    natural_stop_probe, run_real, serve_until_interrupted, unless_interrupted, ClientConfig,
-    CudaServe, Fault, Generation, HttpClient, Interrupt, ModelsError, NaturalStop, RealConfig,
-    RealOutput, RecordSink, Runtime, ServeConfig, ServeLimits, NATURAL_STOP_TOKENS,
+    natural_stop_probe, run_real, serve_until_interrupted, unless_interrupted, ClientConfig, Fault,
+    Generation, HttpClient, Interrupt, ModelsError, NaturalStop, RealConfig, RealOutput,
+    RecordSink, Runtime, ServeConfig, ServeLimits, NATURAL_STOP_TOKENS,
 };
 use serverbench_workloads::tokens::{Vocab, FIRST_PROMPT_TOKEN};
 use std::sync::Arc;
@@ -35,7 +35,6 @@ pub fn runtime() -> Result<Runtime> {
 
 pub fn serve(a: ServeArgs) -> Result<()> {
     let d = inputs::resolved(&a.deployment)?;
-    let cost = d.cost_model();
     if inputs::print_config(&a.deployment, &d)? {
         return Ok(());
     }
@@ -53,24 +52,14 @@ pub fn serve(a: ServeArgs) -> Result<()> {
                 .map_err(|e| anyhow!("--tokenizer: {e}"))?,
         )),
     };
-    let vocab = match (&cuda, &words) {
-        (Some(c), _) => c.vocab_size(),
-        (None, Some(w)) => w.vocab_size(),
-        (None, None) => d.model_spec().vocab,
-    };
     let cfg = ServeConfig {
-        deployment: d.clone(),
-        cost,
         time_scale: a.time_scale,
-        model_name: model.clone(),
-        vocab,
-        cuda,
         limits: limits(&a)?,
         generation: Generation {
             model_seed: a.model_seed,
             fault: Fault::parse(&a.fault).map_err(|e| anyhow!("--fault: {e}"))?,
         },
-        words,
+        ..ServeConfig::new(d.clone(), model.clone(), cuda, words)
     };
     let addr = format!("{}:{}", a.host, a.port);
     let banner = |at: std::net::SocketAddr| {
@@ -366,19 +355,7 @@ fn backend(
         (Some(u), "emulated") => Ok((u.clone(), None)),
         (None, "cuda") => {
             let cuda = crate::cuda::serve_setup(&a.engine, model)?;
-            let cfg = ServeConfig {
-                deployment: d.clone(),
-                cost: d.cost_model(),
-                time_scale: 1.0,
-                model_name: model.to_string(),
-                vocab: cuda
-                    .as_ref()
-                    .map_or(d.model_spec().vocab, CudaServe::vocab_size),
-                cuda,
-                limits: ServeLimits::default(),
-                generation: Default::default(),
-                words: None,
-            };
+            let cfg = ServeConfig::new(d.clone(), model.to_string(), cuda, None);
             let server = rt
                 .block_on(serverbench_backends::spawn_local_server(cfg))
                 .context("cannot start the CUDA engine")?;
