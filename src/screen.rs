@@ -1,4 +1,4 @@
-//! `serverbench screen`: the ranking comes from `serverbench_study::screen`; this prints it and writes
+//! `serverbench screen`: the ranking comes from `serverbench_study::run_screen`; this prints it and writes
 //! screen.csv, screen.json and screen.svg — of the seeds that finished, marked partial, when SIGINT
 //! or SIGTERM stops it.
 

@@ -1,4 +1,4 @@
-//! `serverbench sweep`: the grid runs in `serverbench_study::sweep`; this prints its table, the
+//! `serverbench sweep`: one `serverbench_study::run_sweep` (or `sweep_rates_until`); this prints its table, the
 //! window sensitivity, and writes sweep.csv, sweep.json and sweep.svg — those of the replays that
 //! finished, marked partial, when SIGINT or SIGTERM stops it.
 

@@ -1,4 +1,5 @@
-//! Studies over many simulated replays: [`sweep`] (concurrency × seeds, and window sensitivity),
+//! Studies over many simulated replays: [`sweep`] (concurrency × seeds, and window sensitivity;
+//! [`run_sweep`], the command's whole answer, [`SweepReport`]), [`run_screen`],
 //! [`sweep_rates`] (Poisson arrival rates × seeds), [`under_model_error`] (the sweep's recommendation at
 //! both ends of the cost model's error),
 //! [`screen`] (seeds ranked by difficulty), [`freeze_slo`] (targets from a reference configuration),
