@@ -11,8 +11,8 @@ use serverbench_workloads::{Imported, Trace, TraceFormat, TreeSource, Workload};
 use std::path::Path;
 use std::sync::Arc;
 
+pub use lib::{check_rates, timeout, trees, windows};
 pub use lib::{checked, deployment, deployment_protocol, model, seeds, threads, time_scale};
-pub use lib::{timeout, trees, windows};
 
 /// An import's note, on standard error.
 fn note(line: &str) {
@@ -119,6 +119,11 @@ pub fn import(paths: &[&Path], format: Option<TraceFormat>, lenient: bool) -> Re
 /// The run configuration for one replay.
 pub fn run_config(r: &ReplayArgs, concurrency: u32, seed: u64) -> Result<RunConfig> {
     lib::run_config(&replay_choice(r), concurrency, seed)
+}
+
+/// Refuses a level no run can have, naming the flag.
+pub fn check_levels(r: &ReplayArgs, concurrency: &[u32]) -> Result<()> {
+    lib::check_levels(&replay_choice(r), concurrency)
 }
 
 /// Prints the effective deployment when asked; returns true if it did (the command should stop).

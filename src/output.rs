@@ -161,27 +161,7 @@ pub enum SeenBy {
 
 /// Why a run is invalid, in words: each rate that passed its limit.
 pub fn invalid_reason(s: &Summary) -> String {
-    let mut why = Vec::new();
-    if let Some(early) = &s.ended_early {
-        why.push(format!("the run ended early ({early})"));
-    }
-    if s.error_rate > serverbench_sim::MAX_ERROR_RATE {
-        why.push(format!("{:.1} % of requests failed", s.error_rate * 100.0));
-    }
-    if s.overflow_rate > serverbench_sim::MAX_OVERFLOW_RATE {
-        why.push(format!(
-            "{:.1} % of requests overflowed the context",
-            s.overflow_rate * 100.0
-        ));
-    }
-    if let Some(coverage) = s
-        .agentx
-        .as_ref()
-        .and_then(|a| a.invalid.as_deref())
-        .filter(|w| w.starts_with("insufficient coverage"))
-    {
-        why.push(coverage.to_string());
-    }
+    let why = s.invalid_reasons();
     let limit = if s.ended_early.is_some() && why.len() == 1 {
         ""
     } else {

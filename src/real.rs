@@ -7,12 +7,11 @@ use crate::signals;
 use anyhow::{anyhow, bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use serverbench_backends::{
-    natural_stop_probe, run_real, serve_until_interrupted, unless_interrupted, ClientConfig,
-    CudaServe, Fault, Generation, HttpClient, Interrupt, ModelsError, RealConfig, RealOutput,
-    RecordSink, Runtime, ServeConfig, ServeLimits,
+    natural_stop_probe, run_real, serve_until_interrupted, unless_interrupted, ClientConfig, Fault,
+    Generation, HttpClient, Interrupt, ModelsError, NaturalStop, RealConfig, RealOutput,
+    RecordSink, Runtime, ServeConfig, ServeLimits, NATURAL_STOP_TOKENS,
 };
-use serverbench_workloads::hash::mix2;
-use serverbench_workloads::tokens::{block_tokens, Vocab};
+use serverbench_workloads::tokens::{Vocab, FIRST_PROMPT_TOKEN};
 use std::sync::Arc;
 
 /// `serve`'s limits on its clients, from the flags.
@@ -36,7 +35,6 @@ pub fn runtime() -> Result<Runtime> {
 
 pub fn serve(a: ServeArgs) -> Result<()> {
     let d = inputs::resolved(&a.deployment)?;
-    let cost = d.cost_model();
     if inputs::print_config(&a.deployment, &d)? {
         return Ok(());
     }
@@ -54,24 +52,14 @@ pub fn serve(a: ServeArgs) -> Result<()> {
                 .map_err(|e| anyhow!("--tokenizer: {e}"))?,
         )),
     };
-    let vocab = match (&cuda, &words) {
-        (Some(c), _) => c.vocab_size(),
-        (None, Some(w)) => w.vocab_size(),
-        (None, None) => d.model_spec().vocab,
-    };
     let cfg = ServeConfig {
-        deployment: d.clone(),
-        cost,
         time_scale: a.time_scale,
-        model_name: model.clone(),
-        vocab,
-        cuda,
         limits: limits(&a)?,
         generation: Generation {
             model_seed: a.model_seed,
             fault: Fault::parse(&a.fault).map_err(|e| anyhow!("--fault: {e}"))?,
         },
-        words,
+        ..ServeConfig::new(d.clone(), model.clone(), cuda, words)
     };
     let addr = format!("{}:{}", a.host, a.port);
     let banner = |at: std::net::SocketAddr| {
@@ -277,13 +265,9 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
     let probe = if a.no_probe {
         Some(None)
     } else {
-        // A prompt of its own (no block of the workload), so that even a cold start finds an empty
-        // prefix cache.
-        let mut prompt = Vec::new();
-        block_tokens(mix2(a.seed, 0x5709_7E57), 256, vocab, &mut prompt);
         rt.block_on(unless_interrupted(
             &stop,
-            natural_stop_probe(&client, &prompt, 256),
+            natural_stop_probe(&client, a.seed, vocab),
         ))
         .map(Some)
     };
@@ -335,7 +319,7 @@ fn write_summary(
     d: &serverbench_sim::Deployment,
     model: &str,
     out: &RealOutput,
-    probe: Option<(Option<String>, u32, Option<String>)>,
+    probe: Option<NaturalStop>,
 ) -> Result<()> {
     if let Some(dir) = &a.out {
         let meta = crate::meta::Meta::now(Some(d)).with_server(a.url.as_deref(), model);
@@ -343,7 +327,7 @@ fn write_summary(
             dir,
             "summary.json",
             &meta,
-            &serde_json::json!({ "summary": out.summary, "client": out.client, "natural_stop_probe": probe.map(|(r, t, e)| serde_json::json!({"finish_reason": r, "tokens": t, "error": e})) }),
+            &serde_json::json!({ "summary": out.summary, "client": out.client, "natural_stop_probe": probe }),
         )?;
         outln!(
             "\n  wrote {} and summary.json",
@@ -353,22 +337,18 @@ fn write_summary(
     Ok(())
 }
 
-/// First token id of synthesised prompts: ids below are left to special tokens.
-const FIRST_PROMPT_TOKEN: u32 = 100;
-
 /// The token ids prompts are drawn from: `[100, --vocab)`, by default the model's whole vocabulary
 /// (`model_vocab`, of the model `vocab_of` names). A `--vocab` past it is refused here: every prompt
 /// would hold ids the model does not have, and every request would fail (4294967295 failed all 15
 /// requests of a 60 s replay with 400s).
 fn prompt_vocab(given: Option<u32>, model_vocab: u32, vocab_of: &str) -> Result<Vocab> {
-    let hi = given.unwrap_or(model_vocab);
-    match Vocab::new(FIRST_PROMPT_TOKEN, hi).filter(|_| hi <= model_vocab) {
-        Some(v) => Ok(v),
-        None => bail!(
-            "--vocab: must be between {} and {model_vocab} (the vocabulary of {vocab_of}), got {hi}",
-            FIRST_PROMPT_TOKEN + 1
-        ),
-    }
+    Vocab::for_prompts(given, model_vocab).ok_or_else(|| {
+        anyhow!(
+            "--vocab: must be between {} and {model_vocab} (the vocabulary of {vocab_of}), got {}",
+            FIRST_PROMPT_TOKEN + 1,
+            given.unwrap_or(model_vocab)
+        )
+    })
 }
 
 /// The server to replay against: `--url`, or the CUDA engine started in this process.
@@ -382,19 +362,7 @@ fn backend(
         (Some(u), "emulated") => Ok((u.clone(), None)),
         (None, "cuda") => {
             let cuda = crate::cuda::serve_setup(&a.engine, model)?;
-            let cfg = ServeConfig {
-                deployment: d.clone(),
-                cost: d.cost_model(),
-                time_scale: 1.0,
-                model_name: model.to_string(),
-                vocab: cuda
-                    .as_ref()
-                    .map_or(d.model_spec().vocab, CudaServe::vocab_size),
-                cuda,
-                limits: ServeLimits::default(),
-                generation: Default::default(),
-                words: None,
-            };
+            let cfg = ServeConfig::new(d.clone(), model.to_string(), cuda, None);
             let server = rt
                 .block_on(serverbench_backends::spawn_local_server(cfg))
                 .context("cannot start the CUDA engine")?;
@@ -470,7 +438,7 @@ fn report(
     a: &ReplayRealArgs,
     d: &serverbench_sim::Deployment,
     out: &RealOutput,
-    probe: Option<&(Option<String>, u32, Option<String>)>,
+    probe: Option<&NaturalStop>,
 ) -> Result<()> {
     if let Some(why) = &out.summary.ended_early {
         outln!(
@@ -520,11 +488,12 @@ fn report(
         )?;
     }
     match probe {
-        Some((reason, tokens, None)) => {
-            let ok = reason.as_deref() == Some("stop") && *tokens < 256;
-            outln!("    natural stop          {} (finish_reason {:?} after {tokens} of 256 tokens without ignore_eos)", if ok { "ok" } else { "NOT honoured" }, reason.as_deref().unwrap_or("none"))?;
+        Some(p @ NaturalStop { error: None, .. }) => {
+            outln!("    natural stop          {} (finish_reason {:?} after {} of {NATURAL_STOP_TOKENS} tokens without ignore_eos)", if p.honoured() { "ok" } else { "NOT honoured" }, p.finish_reason.as_deref().unwrap_or("none"), p.tokens)?;
         }
-        Some((_, _, Some(e))) => outln!("    natural stop          probe failed: {e}")?,
+        Some(NaturalStop { error: Some(e), .. }) => {
+            outln!("    natural stop          probe failed: {e}")?
+        }
         None => outln!("    natural stop          skipped")?,
     }
     let errors: Vec<String> = c

@@ -1,31 +1,13 @@
-//! `serverbench screen`: the ranking comes from `serverbench_study::screen`; this prints it and writes
+//! `serverbench screen`: the ranking comes from `serverbench_study::run_screen`; this prints it and writes
 //! screen.csv, screen.json and screen.svg — of the seeds that finished, marked partial, when SIGINT
 //! or SIGTERM stops it.
 
 use crate::cli::ScreenArgs;
 use crate::inputs;
-use crate::output::{prepare_out, replays_bar, write_file, write_json};
+use crate::output::{prepare_out, write_file, write_json};
 use crate::report::Report;
 use crate::signals::{StudyStop, INTERRUPTED};
 use anyhow::Result;
-use serverbench_study::plot::histogram_svg;
-use serverbench_study::{ScreenPlan, ScreenResult};
-use std::sync::Arc;
-
-/// Screens the seeds the arguments name, with a progress bar when `progress`; once `stop` is
-/// requested, the result ranks the seeds that finished (partial).
-pub fn screen(a: &ScreenArgs, progress: bool, stop: &StudyStop) -> Result<ScreenResult> {
-    let mut study = inputs::study(&a.deployment, &a.workload, &a.replay)?;
-    study.threads = inputs::threads(a.threads)?;
-    let seeds = inputs::seeds(&a.seeds)?;
-    let plan = ScreenPlan::new(&study, a.concurrency, &seeds)?;
-    let bar = replays_bar(plan.len(), progress);
-    let study = Arc::new(study);
-    let (s, p) = (study.clone(), plan.clone());
-    let rows = stop.run(plan.len(), &bar, move |stop, done| p.run(&s, stop, done))?;
-    bar.finish_and_clear();
-    Ok(plan.result(&study, rows))
-}
 
 pub fn run(a: ScreenArgs) -> Result<()> {
     let d = inputs::resolved(&a.deployment)?;
@@ -39,7 +21,10 @@ pub fn run(a: ScreenArgs) -> Result<()> {
     }
     let stop = StudyStop::install()?;
     let started = std::time::Instant::now();
-    let r = screen(&a, true, &stop)?;
+    let mut study = inputs::study(&a.deployment, &a.workload, &a.replay)?;
+    study.threads = inputs::threads(a.threads)?;
+    let seeds = inputs::seeds(&a.seeds)?;
+    let r = serverbench_study::run_screen(study, a.concurrency, &seeds, &stop.executor())?;
     if r.partial {
         outln!(
             "  PARTIAL: stopped by {} after {} of {all} seeds; the ranking is of those that finished\n",
@@ -96,21 +81,7 @@ pub fn run(a: ScreenArgs) -> Result<()> {
         }
         t
     };
-    let svg = || {
-        let ds: Vec<f64> = r.seeds.iter().map(|s| s.d).collect();
-        let title = format!(
-            "{} at c = {}: D of {} seeds",
-            r.deployment,
-            r.concurrency,
-            ds.len()
-        );
-        histogram_svg(
-            &title,
-            "D ($ of qualified value per $ of GPU time)",
-            &ds,
-            &[("p10", r.d_p10), ("p50", r.d_p50), ("p90", r.d_p90)],
-        )
-    };
+    let svg = || serverbench_study::screen_plot(&r);
     if let Some(dir) = &a.out {
         write_file(dir, "screen.csv", |w| w.write_all(csv().as_bytes()))?;
         write_json(dir, "screen.json", &crate::meta::Meta::now(Some(&d)), &r)?;

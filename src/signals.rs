@@ -3,9 +3,10 @@
 //! it is still stopping, ends the process at once with exit code 130. A signal within half a second of
 //! the first is the same request again (`timeout` signals the process and then its group), not a second.
 
-use anyhow::{bail, Context, Result};
+use crate::output::replays_bar;
+use anyhow::{Context, Result};
 use indicatif::ProgressBar;
-use serverbench_study::{Stop, StudyError};
+use serverbench_study::{Executor, Stop, StudyError, Work};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc::RecvTimeoutError;
@@ -108,16 +109,20 @@ impl StudyStop {
         &self.stop
     }
 
+    /// An executor of a study's runs under this stop request, with a progress bar.
+    pub fn executor(&self) -> Stoppable<'_> {
+        Stoppable(self)
+    }
+
     /// Runs `work` (`n` runs, each reported to `done(i, result)` as it finishes) on a thread of its
     /// own and returns its results; once a stop is requested, it waits at most [`GRACE`] for the
     /// runs under way and then returns those that finished (`None` for the others).
-    pub fn run<T, W>(&self, n: usize, bar: &ProgressBar, work: W) -> Result<Vec<Option<T>>>
-    where
-        T: Clone + Send + 'static,
-        W: FnOnce(&Stop, &(dyn Fn(usize, &T) + Sync)) -> Result<Vec<Option<T>>, StudyError>
-            + Send
-            + 'static,
-    {
+    fn run<T: Clone + Send + 'static>(
+        &self,
+        n: usize,
+        bar: &ProgressBar,
+        work: Work<T>,
+    ) -> Result<Vec<Option<T>>, StudyError> {
         let finished: Arc<Mutex<Vec<Option<T>>>> = Arc::new(Mutex::new(vec![None; n]));
         let (tx, rx) = std::sync::mpsc::channel();
         let (stop, kept, bar2) = (self.stop.clone(), finished.clone(), bar.clone());
@@ -130,12 +135,14 @@ impl StudyStop {
                 };
                 let _ = tx.send(work(&stop, &done));
             })
-            .context("cannot start the study thread")?;
+            .map_err(|e| StudyError::Executor(format!("cannot start the study thread: {e}")))?;
         let mut stopped_at: Option<Instant> = None;
         loop {
             match rx.recv_timeout(Duration::from_millis(50)) {
-                Ok(result) => return Ok(result?),
-                Err(RecvTimeoutError::Disconnected) => bail!("the study thread stopped"),
+                Ok(result) => return result,
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err(StudyError::Executor("the study thread stopped".into()))
+                }
                 Err(RecvTimeoutError::Timeout) => {}
             }
             if self.stop.is_requested() {
@@ -145,6 +152,23 @@ impl StudyStop {
                 }
             }
         }
+    }
+}
+
+/// A study's runs on a thread of their own, with a progress bar, until done or stopped (see
+/// [`StudyStop`]).
+pub struct Stoppable<'a>(&'a StudyStop);
+
+impl Executor for Stoppable<'_> {
+    fn execute<T: Clone + Send + 'static>(
+        &self,
+        n: usize,
+        work: Work<T>,
+    ) -> Result<Vec<Option<T>>, StudyError> {
+        let bar = replays_bar(n, true);
+        let runs = self.0.run(n, &bar, work);
+        bar.finish_and_clear();
+        runs
     }
 }
 

@@ -1,4 +1,4 @@
-//! `serverbench sweep`: the grid runs in `serverbench_study::sweep`; this prints its table, the
+//! `serverbench sweep`: one `serverbench_study::run_sweep` (or `sweep_rates_until`); this prints its table, the
 //! window sensitivity, and writes sweep.csv, sweep.json and sweep.svg — those of the replays that
 //! finished, marked partial, when SIGINT or SIGTERM stops it.
 
@@ -9,32 +9,13 @@ use crate::report::Report;
 use crate::signals::{StudyStop, INTERRUPTED};
 use anyhow::{bail, Result};
 use serverbench_sim::Deployment;
-use serverbench_study::plot::{sweep_svg, Band};
-use serverbench_study::{Level, RateSweep, Spread, Study, SweepPlan, SweepResult, UnderError};
+use serverbench_study::{
+    rate_sweep_plot, sweep_plot, BandPicks, Level, RateSweep, SweepReport, SweepResult, UnderError,
+};
 use std::io::Write;
-use std::sync::Arc;
 
 /// The files a sweep writes in `--out`.
 const FILES: [&str; 3] = ["sweep.csv", "sweep.json", "sweep.svg"];
-
-/// Runs the grid the arguments describe, with a progress bar when `progress`; once `stop` is
-/// requested, the result holds the replays that finished (partial).
-pub fn grid(a: &SweepArgs, progress: bool, stop: &StudyStop) -> Result<(SweepResult, Arc<Study>)> {
-    let mut study = inputs::study(&a.deployment, &a.workload, &a.replay)?;
-    study.threads = inputs::threads(a.threads)?;
-    let seeds = inputs::seeds(&a.seeds)?;
-    let windows = match &a.windows {
-        Some(w) => inputs::windows(w)?,
-        None => Vec::new(),
-    };
-    let plan = SweepPlan::new(&study, &a.concurrency, &seeds, &windows)?;
-    let bar = replays_bar(plan.len(), progress);
-    let study = Arc::new(study);
-    let (s, p) = (study.clone(), plan.clone());
-    let cells = stop.run(plan.len(), &bar, move |stop, done| p.run(&s, stop, done))?;
-    bar.finish_and_clear();
-    Ok((plan.result(&study, cells), study))
-}
 
 /// Makes `--out` ready once the flags are read, before any replay: a folder that cannot be written is
 /// found now, not after the sweep, and no file of an earlier sweep is left in it.
@@ -85,10 +66,17 @@ pub fn run(a: SweepArgs) -> Result<()> {
     let seeds = inputs::seeds(&a.seeds)?;
     prepare(&a)?;
     let started = std::time::Instant::now();
-    let (r, study) = grid(&a, true, &stop)?;
-    let all = a.concurrency.len() * seeds.len();
+    let mut study = inputs::study(&a.deployment, &a.workload, &a.replay)?;
+    study.threads = inputs::threads(a.threads)?;
+    let windows = match &a.windows {
+        Some(w) => inputs::windows(w)?,
+        None => Vec::new(),
+    };
+    let report =
+        serverbench_study::run_sweep(study, &a.concurrency, &seeds, &windows, &stop.executor())?;
+    let (r, all) = (&report.result, report.planned_runs);
     if r.levels.is_empty() {
-        return write_nothing_finished(&a, &d, &r, &stop, all);
+        return write_nothing_finished(&a, &d, r, &stop, all);
     }
     outln!(
         "serverbench sweep — {} ({} × {} GPU, ${:.2}/GPU-h), {} concurrency levels × {} seeds, window {} s, protocol {}\n",
@@ -104,26 +92,7 @@ pub fn run(a: SweepArgs) -> Result<()> {
     if let Some(note) = crate::output::unfitted_profile_note(&d) {
         outln!("{note}")?;
     }
-    let mut printed = table(&r, &d);
-    // The recommendation under the cost model's own error (both ends of the profile's band).
-    let under = match r.partial {
-        true => None,
-        false => Some(serverbench_study::under_model_error(&study, &r)?),
-    };
-    if let Some(u) = &under {
-        printed.notes.push_str(&under_error_note(u, &d));
-    }
-    if r.partial {
-        printed.head = partial_line(&stop, Some(r.cells.len()), all);
-    }
-    if let (true, Some(u)) = (a.band, &under) {
-        printed
-            .extra
-            .push_str(&format!("\n{}", band_report(&d, &r, u)?));
-    }
-    if a.windows.is_some() {
-        printed.extra.push_str(&format!("\n{}", window_table(&r)));
-    }
+    let printed = printed(&a, &d, &report, &stop)?;
     out!("{}", printed.text())?;
     outln!(
         "\n  {} replays of {} s simulated in {:.1} s",
@@ -133,27 +102,45 @@ pub fn run(a: SweepArgs) -> Result<()> {
     )?;
     let outputs = Outputs {
         printed: &printed,
-        csv: &|w| write_csv(w, &r),
-        svg: &|| plot(&r, &d, under.as_ref()),
+        csv: &|w| write_csv(w, r),
+        svg: &|| Ok(sweep_plot(&report, &d)?),
     };
-    let json = SweepJson {
-        result: &r,
-        under_model_error: under.as_ref(),
-    };
-    outputs.write(&a, &d, &json)?;
+    outputs.write(&a, &d, &report)?;
     if r.partial {
         return Err(stopped(&stop, Some(r.cells.len()), all));
     }
     Ok(())
 }
 
-/// sweep.json: the sweep's result and, when it finished, its levels under the cost model's error.
-#[derive(serde::Serialize)]
-struct SweepJson<'a> {
-    #[serde(flatten)]
-    result: &'a SweepResult,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    under_model_error: Option<&'a UnderError>,
+/// The table of levels with what the flags add under it: the recommendation under the model's error,
+/// `--band`'s picks, `--windows`' table.
+fn printed(
+    a: &SweepArgs,
+    d: &Deployment,
+    report: &SweepReport,
+    stop: &StudyStop,
+) -> Result<Printed> {
+    let r = &report.result;
+    let mut printed = table(r, d);
+    if let Some(u) = &report.under_model_error {
+        printed.notes.push_str(&under_error_note(u, d));
+    }
+    if r.partial {
+        printed.head = partial_line(stop, Some(r.cells.len()), report.planned_runs);
+    }
+    if let (true, Some(_)) = (a.band, &report.under_model_error) {
+        let Some(b) = &report.band else {
+            bail!(
+                "--band: profile {} states no band (a `band:` of compute, memory and overhead half-widths)",
+                d.profile.name
+            );
+        };
+        printed.extra.push_str(&format!("\n{}", band_text(d, b)));
+    }
+    if a.windows.is_some() {
+        printed.extra.push_str(&format!("\n{}", window_table(r)));
+    }
+    Ok(printed)
 }
 
 /// The lines under the recommendation: the level that is best in the worst case of the profile's
@@ -289,93 +276,14 @@ impl Outputs<'_> {
     }
 }
 
-/// Levels where at least 90 % of the value met the SLO on average are "qualified".
-const QUALIFIED_F: f64 = 0.9;
-
-fn plot(r: &SweepResult, d: &Deployment, under: Option<&UnderError>) -> Result<String> {
-    let x: Vec<f64> = r.levels.iter().map(|l| l.concurrency as f64).collect();
-    let levels: Vec<&Level> = r.levels.iter().collect();
-    let title = format!(
-        "{} — {} seeds × {} s; green: f ≥ {:.0} % (TTFT ≤ {:.2} s, TPOT ≤ {:.1} ms)",
-        d.name,
-        r.seeds.len(),
-        r.window_s,
-        QUALIFIED_F * 100.0,
-        d.slo.ttft_s,
-        d.slo.tpot_s * 1e3
-    );
-    let axis = ("concurrent sessions (lanes)", 0);
-    let error = under.map(|u| {
-        let ends = |f: fn(f64, f64) -> f64| -> Vec<f64> {
-            u.levels
-                .iter()
-                .map(|l| f(f(l.d_nominal, l.d_slow), l.d_fast))
-                .collect()
-        };
-        Band {
-            title: "D under the cost model's error: mean over seeds, both ends of the band",
-            unit: "$/$",
-            x_desc: axis.0,
-            x_decimals: axis.1,
-            x: &x,
-            mean: u.levels.iter().map(|l| l.d_nominal).collect(),
-            min: ends(f64::min),
-            max: ends(f64::max),
-        }
-    });
-    plot_levels(&title, axis, &x, &levels, r.best_mean as f64, error)
-}
-
-/// D, G and f of `levels` at `x`, the best level marked.
-fn plot_levels(
-    title: &str,
-    (x_desc, x_decimals): (&str, usize),
-    x: &[f64],
-    levels: &[&Level],
-    best: f64,
-    error: Option<Band<'_>>,
-) -> Result<String> {
-    let band = |title, unit, f: fn(&Level) -> Spread| {
-        let s: Vec<Spread> = levels.iter().map(|l| f(l)).collect();
-        Band {
-            title,
-            unit,
-            x_desc,
-            x_decimals,
-            x,
-            mean: s.iter().map(|v| v.mean).collect(),
-            min: s.iter().map(|v| v.min).collect(),
-            max: s.iter().map(|v| v.max).collect(),
-        }
-    };
-    let mut bands = vec![band("D: qualified value per GPU dollar", "$/$", |l| l.d)];
-    bands.extend(error);
-    bands.push(band("G: gross value per GPU dollar", "$/$", |l| l.g));
-    bands.push(band(
-        "f = D / G: value-weighted qualified fraction",
-        "fraction",
-        |l| l.f,
-    ));
-    let qualified: Vec<bool> = levels.iter().map(|l| l.f.mean >= QUALIFIED_F).collect();
-    Ok(sweep_svg(title, &bands, &qualified, best)?)
-}
-
 fn table(r: &SweepResult, d: &Deployment) -> Printed {
     let rows = r.levels.iter().map(|l| {
         let c = l.concurrency;
         level_cells(c.to_string(), l, c == r.best_mean, c == r.best_robust)
     });
     let mut t = definitions(d);
-    let robust = r
-        .levels
-        .iter()
-        .find(|l| l.concurrency == r.best_robust)
-        .expect("robust level exists");
-    let best = r
-        .levels
-        .iter()
-        .find(|l| l.concurrency == r.best_mean)
-        .expect("best level exists");
+    let robust = r.robust_level().expect("robust level exists");
+    let best = r.best_level().expect("best level exists");
     t.push_str(&format!(
         "  Recommendation: accept {} concurrent sessions (mean D {:.3}); the robust choice is {} (its worst 10 % of seeds still give D ≥ {:.3}).\n",
         best.concurrency, best.d.mean, robust.concurrency, robust.d.p10
@@ -448,10 +356,7 @@ fn write_csv(w: &mut dyn Write, r: &SweepResult) -> std::io::Result<()> {
 /// `sweep --rates`: one open-loop Poisson level per rate. Stopped by a signal, it waits for the
 /// replays under way and writes the rates that have one, marked partial.
 fn rates_run(a: &SweepArgs, d: &Deployment, rates: &[f64], stop: &StudyStop) -> Result<()> {
-    for &r in rates {
-        serverbench_sim::Arrivals::parse(&format!("poisson:{r}"))
-            .map_err(|e| anyhow::anyhow!("--rates: {e}"))?;
-    }
+    inputs::check_rates(rates)?;
     let mut replay = a.replay.clone();
     replay.arrivals = format!("poisson:{}", rates[0]);
     let mut study = inputs::study(&a.deployment, &a.workload, &replay)?;
@@ -494,27 +399,7 @@ fn rates_run(a: &SweepArgs, d: &Deployment, rates: &[f64], stop: &StudyStop) -> 
         r.window_s,
         started.elapsed().as_secs_f64()
     )?;
-    let svg = || {
-        let x: Vec<f64> = r.levels.iter().map(|l| l.rate).collect();
-        let levels: Vec<&Level> = r.levels.iter().map(|l| &l.level).collect();
-        let title = format!(
-            "{} — open loop, {} seeds × {} s; green: f ≥ {:.0} % (TTFT ≤ {:.2} s, TPOT ≤ {:.1} ms)",
-            d.name,
-            r.seeds.len(),
-            r.window_s,
-            QUALIFIED_F * 100.0,
-            d.slo.ttft_s,
-            d.slo.tpot_s * 1e3
-        );
-        plot_levels(
-            &title,
-            ("session trees per second (Poisson)", 2),
-            &x,
-            &levels,
-            r.best_mean,
-            None,
-        )
-    };
+    let svg = || Ok(rate_sweep_plot(&r, d)?);
     let outputs = Outputs {
         printed: &printed,
         csv: &|w| write_rate_csv(w, &r),
@@ -620,47 +505,27 @@ fn write_rate_csv(w: &mut dyn Write, r: &RateSweep) -> std::io::Result<()> {
     Ok(())
 }
 
-/// `sweep --band`: the grid at both ends of the profile's band (the sweeps `under_model_error` ran), and
-/// whether the recommendation moves.
-fn band_report(d: &Deployment, nominal: &SweepResult, u: &UnderError) -> Result<String> {
-    let Some(b) = d.profile.band else {
-        bail!(
-            "--band: profile {} states no band (a `band:` of compute, memory and overhead half-widths)",
-            d.profile.name
-        );
-    };
+/// `sweep --band`: the recommendation at both ends of the profile's band, and whether it moves.
+fn band_text(d: &Deployment, b: &BandPicks) -> String {
     let mut t = format!(
         "  band of profile {} (compute efficiencies ±{:.0} %, bandwidth ±{:.0} %, host overheads ±{:.0} %):\n",
         d.profile.name,
-        100.0 * b.compute,
-        100.0 * b.memory,
-        100.0 * b.overhead
+        100.0 * b.band.compute,
+        100.0 * b.band.memory,
+        100.0 * b.band.overhead
     );
-    let mut picks = Vec::new();
-    for (label, r) in [
-        ("slow end", &u.slow),
-        ("nominal", nominal),
-        ("fast end", &u.fast),
-    ] {
-        let best = r
-            .levels
-            .iter()
-            .find(|l| l.concurrency == r.best_mean)
-            .expect("best level");
+    for (label, p) in b.ends() {
         t.push_str(&format!(
             "    {label:<9} best mean D at c = {} (D {:.3}), robust c = {}\n",
-            r.best_mean, best.d.mean, r.best_robust
+            p.best_mean, p.best_mean_d, p.best_robust
         ));
-        picks.push((r.best_mean, r.best_robust));
     }
-    let (lo, hi) = (picks[0], picks[2]);
-    t.push_str(&if lo == picks[1] && hi == picks[1] {
-        "  The recommended concurrency does not move within the band.\n".to_string()
-    } else {
-        format!(
+    t.push_str(&match b.moves() {
+        false => "  The recommended concurrency does not move within the band.\n".to_string(),
+        true => format!(
             "  The recommendation moves within the band: best mean c = {} / {} / {} (slow / nominal / fast).\n",
-            lo.0, picks[1].0, hi.0
-        )
+            b.slow.best_mean, b.nominal.best_mean, b.fast.best_mean
+        ),
     });
-    Ok(t)
+    t
 }

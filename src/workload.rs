@@ -6,6 +6,7 @@ use crate::cli::{
 use crate::inputs;
 use crate::output::{thousands, write_file, write_json, write_path};
 use anyhow::{Context, Result};
+use serverbench_workloads::fit_corpus::{fit_corpus, FitRequest};
 use serverbench_workloads::{
     workload_stats, write_corpus, write_native, Quantiles, Session, SessionTree,
 };
@@ -23,92 +24,45 @@ pub fn run(c: WorkloadCommand) -> Result<()> {
 fn fit(a: WorkloadFitArgs) -> Result<()> {
     let started = std::time::Instant::now();
     let paths: Vec<&std::path::Path> = a.corpus.iter().map(|p| p.as_path()).collect();
-    let mut imported = inputs::import(&paths, a.trace_format, a.keep_going)?;
-    let n = inputs::trees(a.trees)?;
+    let imported = inputs::import(&paths, a.trace_format, a.keep_going)?;
+    let generated = inputs::trees(a.trees)?;
     let targets = match &a.targets {
         Some(t) => Some(serverbench_workloads::read_targets(t)?),
         None => None,
     };
-    let aimed_note = targets
-        .as_ref()
-        .map(|(t, parent)| t.keep_corpus_sessions(parent.as_ref(), &mut imported));
-    let names: Vec<String> = a.corpus.iter().map(|p| p.display().to_string()).collect();
-    let mut source = format!(
-        "workload fit of {} sessions ({}) from {}, every {}th held out",
-        imported.trees.len(),
-        imported.format.name(),
-        names.join(" "),
-        serverbench_workloads::fit::HOLD_OUT_EVERY
-    );
-    if let Some(note) = aimed_note {
-        source = format!("{source}; {note}");
-    }
     let check = if a.check.is_empty() {
         Vec::new()
     } else {
         let paths: Vec<&std::path::Path> = a.check.iter().map(|p| p.as_path()).collect();
         inputs::import(&paths, None, true)?.trees
     };
-    let (mut spec, report) = serverbench_workloads::fit::fit_and_report(
-        &imported.trees,
-        &check,
-        &source,
-        n,
-        a.context_limit,
-    )
-    .map_err(|e| anyhow::anyhow!("the fitted spec: {e}"))?;
-    let aimed = match &targets {
-        Some((t, parent)) => {
-            let (s, r) = serverbench_workloads::aim::aim(
-                &spec,
-                t,
-                parent.as_ref(),
-                a.context_limit,
-                n,
-                serverbench_workloads::aim::ROUNDS,
-            )
-            .map_err(|e| anyhow::anyhow!("aiming the fitted spec at {}: {e}", t.name))?;
-            spec = s;
-            Some(r)
-        }
-        None => None,
-    };
-    spec.name = a.name.clone();
+    let files: Vec<String> = a.corpus.iter().map(|p| p.display().to_string()).collect();
+    let f = fit_corpus(FitRequest {
+        imported,
+        files: &files,
+        check: &check,
+        targets: targets.as_ref(),
+        generated,
+        context_limit: a.context_limit,
+        name: a.name.clone(),
+    })?;
     if let Some(path) = &a.held_out {
-        let held: Vec<Session> = (0..imported.trees.len())
-            .filter(|&i| serverbench_workloads::fit::is_held_out(i))
-            .map(|i| match &imported.reduced {
-                Some(r) => r.sessions[i].clone(),
-                None => Session::from_tree(&imported.trees[i], imported.format.name()),
-            })
-            .collect();
-        write_out(Some(path), |w| write_corpus(&held, w))?;
+        write_out(Some(path), |w| write_corpus(&f.held_out, w))?;
     }
-    print_fit(&report)?;
-    for l in &report.left_out {
-        let name = imported
-            .reduced
-            .as_ref()
-            .and_then(|r| r.sessions.get(l.session as usize))
-            .map_or_else(
-                || format!("session {}", l.session),
-                |s| format!("session {} ({})", l.session, s.id),
-            );
-        outln!("  left out of the fit: {name}: {}", l.why)?;
+    print_fit(&f.report)?;
+    for (name, why) in &f.left_out {
+        outln!("  left out of the fit: {name}: {why}")?;
     }
-    if let Some(r) = &aimed {
+    if let Some(r) = &f.aimed {
         print_aim(r)?;
     }
     outln!("\n  fitted in {:.1} s", started.elapsed().as_secs_f64())?;
     if let Some(path) = &a.out {
-        let text = format!(
-            "# {source}\n{}",
-            serde_yaml::to_string(&spec).context("the fitted spec as YAML")?
-        );
+        let text = f.spec_yaml().context("the fitted spec as YAML")?;
         write_path(path, |w| w.write_all(text.as_bytes()))?;
     }
     if let Some(path) = &a.report {
-        let text = serde_json::to_string_pretty(&report)?;
+        let text = serde_json::to_string_pretty(&f.report)?;
         write_path(path, |w| w.write_all(text.as_bytes()))?;
     }
     Ok(())
@@ -316,25 +270,15 @@ fn write_out(
     }
 }
 
-/// The sessions `export --format corpus` writes: a log's reduced sessions as read (with their
-/// recorded times and cache reads), or any other trees with their prefixes found from block ids.
-/// With the files each session was read from (none for generated trees and for formats that are
-/// only trees).
+/// The sessions `export --format corpus` writes, with the files each was read from: a trace's (as
+/// `Imported::into_corpus` gives them), or the generated trees'.
 fn corpus_sessions(a: &WorkloadExportArgs) -> Result<(Vec<Session>, Vec<Vec<String>>)> {
-    let sessions: Vec<Session> = if let Some(path) = &a.workload.trace {
+    if let Some(path) = &a.workload.trace {
         let i = inputs::import(&[path.as_path()], a.workload.trace_format, a.keep_going)?;
-        if let Some(r) = i.reduced {
-            return Ok((r.sessions, r.origins));
-        }
-        let source = i.format.name();
-        i.trees
-            .iter()
-            .map(|t| Session::from_tree(t, source))
-            .collect()
-    } else {
-        let trees = trees(&a.workload, a.seed, a.trees, a.context_limit)?;
-        trees.map(|t| Session::from_tree(&t, "generator")).collect()
-    };
+        return Ok(i.into_corpus());
+    }
+    let trees = trees(&a.workload, a.seed, a.trees, a.context_limit)?;
+    let sessions: Vec<Session> = trees.map(|t| Session::from_tree(&t, "generator")).collect();
     let n = sessions.len();
     Ok((sessions, vec![Vec::new(); n]))
 }
@@ -348,7 +292,7 @@ fn scan(a: WorkloadScanArgs) -> Result<()> {
         ..serverbench_sim::RunConfig::new(a.concurrency, 0, a.window)
     })?;
     let started = std::time::Instant::now();
-    let offers = serverbench_study::scan_seeds(
+    let scan = serverbench_study::scan_seeds(
         &workload,
         &d,
         &seeds,
@@ -357,8 +301,7 @@ fn scan(a: WorkloadScanArgs) -> Result<()> {
         a.idle_gap_cap,
     )?;
     let elapsed = started.elapsed();
-    let mut values: Vec<f64> = offers.iter().map(|o| o.value).collect();
-    let q = Quantiles::of(&mut values);
+    let (offers, q) = (&scan.offers, &scan.value);
     outln!(
         "workload scan — {} seeds, c = {}, window {} s, prices of {} (an infinitely fast server)\n",
         offers.len(),
@@ -375,7 +318,7 @@ fn scan(a: WorkloadScanArgs) -> Result<()> {
         "value $",
         "trees"
     )?;
-    for o in &offers {
+    for o in offers {
         outln!(
             "  {:>6}  {:>10}  {:>14}  {:>12}  {:>10.4}  {:>6}",
             o.seed,
@@ -400,7 +343,7 @@ fn scan(a: WorkloadScanArgs) -> Result<()> {
                 w,
                 "seed,requests,input_tokens,output_tokens,value_dollars,trees"
             )?;
-            for o in &offers {
+            for o in offers {
                 writeln!(
                     w,
                     "{},{},{},{},{},{}",
@@ -409,7 +352,7 @@ fn scan(a: WorkloadScanArgs) -> Result<()> {
             }
             Ok(())
         })?;
-        write_json(dir, "scan.json", &crate::meta::Meta::now(Some(&d)), &offers)?;
+        write_json(dir, "scan.json", &crate::meta::Meta::now(Some(&d)), offers)?;
     }
     Ok(())
 }

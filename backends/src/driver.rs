@@ -690,14 +690,3 @@ pub async fn unless_interrupted<F: std::future::Future>(
         _ = stop.requested() => None,
     }
 }
-
-/// The natural-stop probe: one request without `ignore_eos`. Returns the finish reason and the
-/// tokens received; a server that honours end-of-sequence stops before `max_tokens` with `stop`.
-pub async fn natural_stop_probe(
-    client: &HttpClient,
-    prompt: &[u32],
-    max_tokens: u32,
-) -> (Option<String>, u32, Option<String>) {
-    let r = client.stream(0, prompt, max_tokens, false, None).await;
-    (r.finish_reason.clone(), r.tokens(), r.error)
-}

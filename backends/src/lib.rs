@@ -17,6 +17,7 @@ pub mod driver;
 pub mod engine;
 pub mod fidelity;
 pub mod interrupt;
+pub mod natural_stop;
 pub mod openai;
 pub mod probe;
 pub mod runtime;
@@ -28,14 +29,12 @@ pub mod words;
 
 pub use client::{base_url, ClientConfig, ClientError, HttpClient, ModelsError, StreamResult};
 pub use count::OutputCounter;
-pub use driver::{
-    natural_stop_probe, run_real, unless_interrupted, ClientStats, RealConfig, RealOutput,
-    RecordSink,
-};
+pub use driver::{run_real, unless_interrupted, ClientStats, RealConfig, RealOutput, RecordSink};
 #[cfg(feature = "cuda")]
 pub use engine::Cuda;
 pub use engine::{Emulated, EngineCore, Executor, Stepped, Timing};
 pub use interrupt::Interrupt;
+pub use natural_stop::{natural_stop_probe, NaturalStop, NATURAL_STOP_TOKENS};
 pub use openai::{Api, BodyForm, Server, Usage};
 pub use probe::{probe, DecodeGaps, MixedProbe, ProbePlan, ProbeStep, RaggedProbe, SharedProbe};
 pub use runtime::Runtime;

@@ -328,6 +328,37 @@ impl Summary {
         self.open_loop = (!cfg.arrivals.is_closed()).then_some(open);
     }
 
+    /// Why the run is invalid, in words: each rate past its limit ([`MAX_ERROR_RATE`],
+    /// [`MAX_OVERFLOW_RATE`]), an early end, and the AgentX window's coverage check; empty when none
+    /// of these holds.
+    pub fn invalid_reasons(&self) -> Vec<String> {
+        let mut why = Vec::new();
+        if let Some(early) = &self.ended_early {
+            why.push(format!("the run ended early ({early})"));
+        }
+        if self.error_rate > MAX_ERROR_RATE {
+            why.push(format!(
+                "{:.1} % of requests failed",
+                self.error_rate * 100.0
+            ));
+        }
+        if self.overflow_rate > MAX_OVERFLOW_RATE {
+            why.push(format!(
+                "{:.1} % of requests overflowed the context",
+                self.overflow_rate * 100.0
+            ));
+        }
+        if let Some(coverage) = self
+            .agentx
+            .as_ref()
+            .and_then(|a| a.invalid.as_deref())
+            .filter(|w| w.starts_with("insufficient coverage"))
+        {
+            why.push(coverage.to_string());
+        }
+        why
+    }
+
     /// Marks the run as ended before its window closed, for `why`: it scores what was measured, and
     /// it is not a valid run.
     pub fn end_early(&mut self, why: impl Into<String>) {
@@ -539,6 +570,28 @@ pub fn summarise(records: &[Record], d: &Deployment, window_s: f64) -> (Score, S
 mod tests {
     use super::*;
     use approx::assert_relative_eq;
+
+    #[test]
+    fn an_invalid_run_says_which_limits_it_passed() {
+        let d = crate::Deployment::preset("qwen3-8b-1xh200").unwrap();
+        let ok: Vec<Record> = (0..10).map(|i| rec(i, i + 5, i + 9, 4, 4)).collect();
+        let (_, s) = summarise(&ok, &d, 60.0);
+        assert!(s.valid && s.invalid_reasons().is_empty());
+        let mut bad = ok.clone();
+        bad[0].outcome = Outcome::Error("http".into());
+        bad[1].outcome = Outcome::ContextOverflow;
+        let (_, mut s) = summarise(&bad, &d, 60.0);
+        assert!(!s.valid);
+        assert_eq!(
+            s.invalid_reasons(),
+            [
+                "10.0 % of requests failed",
+                "10.0 % of requests overflowed the context"
+            ]
+        );
+        s.end_early("SIGINT");
+        assert_eq!(s.invalid_reasons()[0], "the run ended early (SIGINT)");
+    }
 
     fn rec(send: u64, first: u64, last: u64, y: u32, req: u32) -> Record {
         Record {

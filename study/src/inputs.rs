@@ -593,6 +593,22 @@ pub fn checked(cfg: RunConfig) -> Result<RunConfig> {
     Ok(cfg)
 }
 
+/// Refuses a Poisson rate (trees per second) no open-loop run can have, naming `--rates`.
+pub fn check_rates(rates: &[f64]) -> Result<()> {
+    for &r in rates {
+        Arrivals::parse(&format!("poisson:{r}")).map_err(|e| anyhow!("--rates: {e}"))?;
+    }
+    Ok(())
+}
+
+/// Refuses a level no run can have: the command line's error, naming the flag, before any run.
+pub fn check_levels(r: &ReplayChoice, concurrency: &[u32]) -> Result<()> {
+    for &c in concurrency {
+        checked(run_config(r, c, 0)?)?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -648,6 +664,11 @@ mod tests {
             ..replay()
         };
         assert!(error(run_config(&protocol, 4, 0)).starts_with("--protocol"));
+        assert!(check_levels(&replay(), &[1, 8]).is_ok());
+        assert!(error(check_levels(&replay(), &[8, 0])).starts_with("--concurrency"));
+        assert!(error(check_levels(&protocol, &[8])).starts_with("--protocol"));
+        assert!(check_rates(&[0.5, 2.0]).is_ok());
+        assert!(error(check_rates(&[0.5, -1.0])).starts_with("--rates"));
     }
 
     /// A deployment is a preset or a file; anything else names the presets.

@@ -1,4 +1,5 @@
-//! Studies over many simulated replays: [`sweep`] (concurrency × seeds, and window sensitivity),
+//! Studies over many simulated replays: [`sweep`] (concurrency × seeds, and window sensitivity;
+//! [`run_sweep`], the command's whole answer, [`SweepReport`]), [`run_screen`],
 //! [`sweep_rates`] (Poisson arrival rates × seeds), [`under_model_error`] (the sweep's recommendation at
 //! both ends of the cost model's error),
 //! [`screen`] (seeds ranked by difficulty), [`freeze_slo`] (targets from a reference configuration),
@@ -23,27 +24,33 @@
 //! ```
 
 pub mod compare;
+mod execute;
 mod grid;
 pub mod inputs;
 pub mod plot;
+mod result_plots;
 mod robust;
 mod scan;
 mod screen;
 pub mod seal;
 mod slo;
 mod sweep;
+mod sweep_report;
 mod whatif;
 
+pub use execute::{Executor, Inline, Work};
 pub use grid::{run_all, run_until, Spread, Stop};
+pub use result_plots::{rate_sweep_plot, screen_plot, sweep_plot, QUALIFIED_F};
 pub use robust::{under_model_error, LevelUnderError, UnderError, DEFAULT_BAND};
-pub use scan::scan_seeds;
-pub use screen::{screen, ScreenPlan, ScreenResult, SeedRow};
+pub use scan::{scan_seeds, SeedScan};
+pub use screen::{run_screen, screen, ScreenPlan, ScreenResult, SeedRow};
 pub use slo::{freeze_slo, SeedP90};
 pub use sweep::{
     sweep, sweep_rates, sweep_rates_until, Cell, Level, RateLevel, RateSweep, SweepPlan,
     SweepResult, WindowD,
 };
-pub use whatif::{what_if, Knob, KnobRow, KNOBS};
+pub use sweep_report::{run_sweep, BandPicks, Pick, SweepReport};
+pub use whatif::{what_if, Knob, KnobRow, WhatIf, KNOBS};
 
 use serverbench_calibration::{CostModel, FieldError};
 use serverbench_sim::{Deployment, RunConfig, RunError, RunOutput, Unbounded};
@@ -76,6 +83,9 @@ pub enum StudyError {
     /// The worker threads could not start.
     #[error("cannot start worker threads: {0}")]
     Threads(String),
+    /// The caller's [`Executor`] could not carry out the runs (its own words).
+    #[error("{0}")]
+    Executor(String),
 }
 
 impl From<FieldError> for StudyError {

@@ -1,10 +1,11 @@
 //! Screening: many seeds at one configuration, ranked by difficulty (simulated D), beside the value
 //! each seed's workload offers an infinitely fast server; seeds outside [p10, p90] are flagged.
 
-use crate::{run_until, Stop, Study, StudyError};
+use crate::{run_until, Executor, Stop, Study, StudyError};
 use serde::Serialize;
 use serverbench_sim::RunConfig;
 use serverbench_workloads::quantile;
+use std::sync::Arc;
 
 /// One seed's result.
 #[derive(Clone, Debug, Serialize)]
@@ -64,6 +65,24 @@ pub fn screen(
     let plan = ScreenPlan::new(study, concurrency, seeds)?;
     let rows = plan.run(study, &Stop::default(), &|_, _| progress())?;
     Ok(plan.result(study, rows))
+}
+
+/// `screen`: [`screen`] with its runs carried out by `exec`; a seed whose run did not finish is left
+/// out of the ranking, which is then partial.
+pub fn run_screen(
+    study: Study,
+    concurrency: u32,
+    seeds: &[u64],
+    exec: &impl Executor,
+) -> Result<ScreenResult, StudyError> {
+    let plan = ScreenPlan::new(&study, concurrency, seeds)?;
+    let study = Arc::new(study);
+    let (s, p) = (study.clone(), plan.clone());
+    let rows = exec.execute(
+        plan.len(),
+        Box::new(move |stop, done| p.run(&s, stop, done)),
+    )?;
+    Ok(plan.result(&study, rows))
 }
 
 /// A screen's runs, one per seed, to run and then rank in two steps, so that a screen stopped
@@ -170,5 +189,32 @@ impl ScreenPlan {
             seeds: rows,
             partial,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Inline;
+    use serverbench_sim::Deployment;
+    use serverbench_workloads::Workload;
+
+    fn study() -> Study {
+        let d = Deployment::preset("qwen3-8b-1xh200").unwrap();
+        let w = Workload::builtin(d.workload.as_deref());
+        Study::new(d, w, RunConfig::new(1, 0, 60.0))
+    }
+
+    #[test]
+    fn run_screen_is_the_screen_and_a_stopped_one_ranks_what_finished() {
+        let whole = run_screen(study(), 2, &[0, 1, 2], &Inline(&|| {})).unwrap();
+        let direct = screen(&study(), 2, &[0, 1, 2], &|| {}).unwrap();
+        assert_eq!(format!("{whole:?}"), format!("{direct:?}"));
+        assert!(!whole.partial);
+        let first = run_screen(study(), 2, &[0, 1, 2], &crate::execute::FirstOnly).unwrap();
+        assert!(first.partial);
+        assert_eq!(first.seeds.len(), 1);
+        assert_eq!((first.seeds[0].seed, first.seeds[0].rank), (0, 1));
+        assert_eq!(first.representative, [0]);
     }
 }

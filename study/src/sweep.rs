@@ -88,6 +88,23 @@ pub struct SweepResult {
     pub partial: bool,
 }
 
+impl SweepResult {
+    /// The level of `concurrency`, if the sweep has it.
+    pub fn level(&self, concurrency: u32) -> Option<&Level> {
+        self.levels.iter().find(|l| l.concurrency == concurrency)
+    }
+
+    /// The level with the best mean D (none when no run finished).
+    pub fn best_level(&self) -> Option<&Level> {
+        self.level(self.best_mean)
+    }
+
+    /// The level with the best 10th-percentile D (none when no run finished).
+    pub fn robust_level(&self) -> Option<&Level> {
+        self.level(self.best_robust)
+    }
+}
+
 /// Refuses a list that names one value twice.
 fn no_repeats<T: PartialEq + ToString>(what: &'static str, values: &[T]) -> Result<(), StudyError> {
     for (i, v) in values.iter().enumerate() {

@@ -66,15 +66,36 @@ pub struct KnobRow {
     pub error: Option<String>,
 }
 
-/// Every knob of `knobs` at every concurrency, each over `seeds`; rows knob by knob, concurrency by
-/// concurrency.
+/// What `what-if` answers: every knob at every level, over the seeds.
+#[derive(Clone, Debug)]
+pub struct WhatIf {
+    /// Deployment name.
+    pub deployment: String,
+    /// The levels, in the order given.
+    pub concurrency: Vec<u32>,
+    /// The seeds every row is over.
+    pub seeds: Vec<u64>,
+    /// The runs' window, seconds.
+    pub window_s: f64,
+    /// Knob by knob (in the order given), level by level.
+    pub rows: Vec<KnobRow>,
+}
+
+impl WhatIf {
+    /// Each knob's rows, one per level, knobs in the order given.
+    pub fn knobs(&self) -> std::slice::Chunks<'_, KnobRow> {
+        self.rows.chunks(self.concurrency.len())
+    }
+}
+
+/// Every knob of `knobs` at every concurrency, each over `seeds`.
 pub fn what_if(
     study: &Study,
     knobs: &[Knob],
     concurrency: &[u32],
     seeds: &[u64],
     progress: &(dyn Fn() + Sync),
-) -> Result<Vec<KnobRow>, StudyError> {
+) -> Result<WhatIf, StudyError> {
     if concurrency.is_empty() || seeds.is_empty() {
         return Err(StudyError::NothingToRun);
     }
@@ -124,7 +145,13 @@ pub fn what_if(
             });
         }
     }
-    Ok(rows)
+    Ok(WhatIf {
+        deployment: study.deployment.name.clone(),
+        concurrency: concurrency.to_vec(),
+        seeds: seeds.to_vec(),
+        window_s: study.replay.window_s,
+        rows,
+    })
 }
 
 /// The study with one knob changed; the error says why the knob cannot apply.

@@ -79,8 +79,23 @@ fn what_if_rows_are_the_deployment_with_one_knob_changed() {
         ("max_num_seqs: 2", "engine: {max_num_seqs: 2}"),
         ("broken", "tp: 0"),
     ];
-    let rows = what_if(&s, &knobs, &[8], &[0], &|| {}).unwrap();
-    assert_eq!(rows.len(), 3);
+    let r = what_if(&s, &knobs, &[8, 16], &[0], &|| {}).unwrap();
+    assert_eq!((r.rows.len(), r.concurrency.clone()), (6, vec![8, 16]));
+    // Knob by knob, each knob's rows level by level.
+    let labels: Vec<(&str, Vec<u32>)> = r
+        .knobs()
+        .map(|k| (k[0].knob, k.iter().map(|x| x.concurrency).collect()))
+        .collect();
+    let levels = vec![8, 16];
+    assert_eq!(
+        labels,
+        vec![
+            (knobs[0].0, levels.clone()),
+            (knobs[1].0, levels.clone()),
+            (knobs[2].0, levels)
+        ]
+    );
+    let rows: Vec<&serverbench_study::KnobRow> = r.rows.iter().step_by(2).collect();
     let direct = s.run(&s.config(8, 0)).unwrap().summary.score;
     assert_eq!(
         rows[0].d.mean, direct.d,

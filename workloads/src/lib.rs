@@ -18,6 +18,7 @@ pub mod aim;
 pub mod corpus;
 pub mod error;
 pub mod fit;
+pub mod fit_corpus;
 pub mod generator;
 pub mod hash;
 pub mod import;

@@ -17,7 +17,19 @@ pub struct Vocab {
     pub salt: u64,
 }
 
+/// First token id of synthesised prompts: ids below are left to special tokens.
+pub const FIRST_PROMPT_TOKEN: u32 = 100;
+
 impl Vocab {
+    /// The ids prompts to a model of `model_vocab` ids are drawn from: `[FIRST_PROMPT_TOKEN, hi)`,
+    /// `hi` by default the whole vocabulary. `None` when `hi` is past the model's vocabulary (every
+    /// prompt would hold ids the model does not have, and every request would fail) or leaves the
+    /// range empty.
+    pub fn for_prompts(hi: Option<u32>, model_vocab: u32) -> Option<Vocab> {
+        let hi = hi.unwrap_or(model_vocab);
+        Vocab::new(FIRST_PROMPT_TOKEN, hi).filter(|_| hi <= model_vocab)
+    }
+
     /// A range `[lo, hi)`, unsalted; `None` when it is empty.
     pub fn new(lo: u32, hi: u32) -> Option<Vocab> {
         (hi > lo).then_some(Vocab { lo, hi, salt: 0 })
@@ -228,5 +240,20 @@ mod tests {
         let mut zero = Vec::new();
         block_tokens(42, 64, v.salted(0), &mut zero);
         assert_eq!(zero, a);
+    }
+
+    #[test]
+    fn prompts_draw_from_the_model_s_ids_above_the_special_ones() {
+        let whole = Vocab::for_prompts(None, 1000).unwrap();
+        assert_eq!((whole.lo, whole.hi), (FIRST_PROMPT_TOKEN, 1000));
+        assert_eq!(Vocab::for_prompts(Some(500), 1000).unwrap().hi, 500);
+        assert!(
+            Vocab::for_prompts(Some(1001), 1000).is_none(),
+            "past the model's ids"
+        );
+        assert!(
+            Vocab::for_prompts(Some(FIRST_PROMPT_TOKEN), 1000).is_none(),
+            "empty"
+        );
     }
 }

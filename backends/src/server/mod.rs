@@ -62,6 +62,36 @@ pub struct ServeConfig {
     pub words: Option<Arc<crate::Words>>,
 }
 
+impl ServeConfig {
+    /// A server of `deployment` named `model_name`: the CUDA engine when `cuda` is given, else the
+    /// emulated one (with `words`' one-token words as its text, when given); at real time, with the
+    /// default limits and checkpoint. Its tokens come from the CUDA model's vocabulary, else the
+    /// tokenizer's, else the deployment's model's.
+    pub fn new(
+        deployment: Deployment,
+        model_name: String,
+        cuda: Option<CudaServe>,
+        words: Option<Arc<crate::Words>>,
+    ) -> ServeConfig {
+        let vocab = match (&cuda, &words) {
+            (Some(c), _) => c.vocab_size(),
+            (None, Some(w)) => w.vocab_size(),
+            (None, None) => deployment.model_spec().vocab,
+        };
+        ServeConfig {
+            cost: deployment.cost_model(),
+            deployment,
+            time_scale: 1.0,
+            model_name,
+            vocab,
+            cuda,
+            limits: ServeLimits::default(),
+            generation: Generation::default(),
+            words,
+        }
+    }
+}
+
 /// The CUDA engine's set-up (the deployment's engine config and memory plan size its KV pool).
 #[cfg(feature = "cuda")]
 #[derive(Clone, Debug)]
@@ -931,6 +961,16 @@ async fn metrics_text(State(em): State<Arc<Emulator>>) -> Response {
 mod tests {
     use super::*;
     use crate::engine::TokenScores;
+
+    #[test]
+    fn an_emulated_server_without_a_tokenizer_draws_from_the_model_s_vocabulary() {
+        let d = Deployment::preset("qwen3-8b-1xh200").unwrap();
+        let cfg = ServeConfig::new(d.clone(), "m".into(), None, None);
+        assert_eq!(cfg.vocab, d.model_spec().vocab);
+        assert_eq!((cfg.model_name.as_str(), cfg.time_scale), ("m", 1.0));
+        assert!(cfg.cuda.is_none() && cfg.words.is_none());
+        assert_eq!(format!("{:?}", cfg.cost), format!("{:?}", d.cost_model()));
+    }
 
     #[test]
     fn an_engine_token_is_written_with_the_scores_the_engine_computed() {

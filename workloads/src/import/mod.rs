@@ -309,6 +309,23 @@ pub struct Imported {
 }
 
 impl Imported {
+    /// The import as corpus sessions, each with the files it was read from: a log's reduced sessions
+    /// as read (with their recorded times and cache reads), or any other format's trees with their
+    /// prefixes found from block ids (read from no file of their own).
+    pub fn into_corpus(self) -> (Vec<Session>, Vec<Vec<String>>) {
+        if let Some(r) = self.reduced {
+            return (r.sessions, r.origins);
+        }
+        let source = self.format.name();
+        let sessions: Vec<Session> = self
+            .trees
+            .iter()
+            .map(|t| Session::from_tree(t, source))
+            .collect();
+        let origins = vec![Vec::new(); sessions.len()];
+        (sessions, origins)
+    }
+
     /// Leaves out every tree whose peak context (prompt + output of any request, sub-agents' included)
     /// passes `max_context`, as AgentX's `--max-context-length` does, with its session; says so in
     /// what was left out. Returns how many trees were left out; an error when none is left.
@@ -787,5 +804,38 @@ pub(super) fn at_least_one(
         0 => Err(InputError::new(file, line, field, "must be at least 1")),
         v if v > u32::MAX as u64 => Err(InputError::new(file, line, field, "too large")),
         v => Ok(v as u32),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Generator, WorkloadSpec};
+
+    #[test]
+    fn an_import_becomes_its_reduced_sessions_or_its_trees_as_sessions() {
+        let g = Generator::new(WorkloadSpec::preset("synthetic-v1").unwrap(), 1, 40_960).unwrap();
+        let trees: Vec<SessionTree> = (0..3).map(|k| g.generate(k)).collect();
+        let plain = Imported {
+            format: TraceFormat::NATIVE,
+            trees: trees.clone(),
+            reduced: None,
+            unread: Vec::new(),
+        };
+        let (sessions, origins) = plain.into_corpus();
+        assert_eq!(sessions.len(), 3);
+        assert_eq!(sessions[1], Session::from_tree(&trees[1], "native"));
+        assert!(origins.iter().all(Vec::is_empty) && origins.len() == 3);
+        let mut reduced = Reduced::default();
+        reduced.push(sessions[2].clone(), vec!["log.jsonl".into()]);
+        let logged = Imported {
+            format: TraceFormat::CORPUS,
+            trees,
+            reduced: Some(reduced),
+            unread: Vec::new(),
+        };
+        let (sessions, origins) = logged.into_corpus();
+        assert_eq!(sessions.len(), 1, "the log's own sessions, not its trees");
+        assert_eq!(origins, [vec!["log.jsonl".to_string()]]);
     }
 }
