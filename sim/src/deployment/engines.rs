@@ -60,6 +60,7 @@ fn vllm(d: &Deployment) -> EngineConfig {
         cache_eviction: CacheEviction::Lru,
         waiting_order: None,
         state_pool_ratio: None,
+        sliding_window_eviction_interval: None,
         ..d.engine.clone()
     }
 }
@@ -145,6 +146,11 @@ fn sglang(d: &Deployment) -> EngineConfig {
             .model_spec()
             .linear_attention
             .map(|_| SGLANG_MAMBA_FULL_MEMORY_RATIO),
+        sliding_window_eviction_interval: d
+            .model_spec()
+            .sliding_attention
+            .and_then(|s| s.window)
+            .map(|_| SGLANG_SWA_EVICTION_INTERVAL),
         ..d.engine.clone()
     }
 }
@@ -156,6 +162,11 @@ fn sglang(d: &Deployment) -> EngineConfig {
 /// after the weights (47 %) and the full-attention KV pool the rest; the pools are static
 /// (`--enable-unified-memory` is off by default).
 const SGLANG_MAMBA_FULL_MEMORY_RATIO: f64 = 0.9;
+
+/// SGLang's `SGLANG_SWA_EVICTION_INTERVAL` default (0.5.19 `environ.py`): a decoding request of a
+/// sliding-window model frees its sliding layers' KV more than a window behind it once that much more
+/// has slid out (`ScheduleBatch.maybe_evict_swa`, `free_swa_out_of_window_slots`).
+const SGLANG_SWA_EVICTION_INTERVAL: u32 = 128;
 
 /// SGLang's chunked-prefill size and `cuda_graph_max_bs` for the deployment's GPU memory and tp.
 fn sglang_tier(d: &Deployment) -> (u32, u32) {
@@ -310,6 +321,17 @@ mod tests {
         assert_eq!(
             preset("qwen3.5-9b-2xl40", "sglang").state_pool_ratio,
             Some(0.9)
+        );
+        // A sliding-window model's requests free their KV behind the window while decoding.
+        let g = preset("gemma4-e4b-1xl40", "sglang-0.5.19");
+        assert_eq!(g.sliding_window_eviction_interval, Some(128));
+        assert_eq!(
+            preset("qwen3.5-9b-2xl40", "sglang").sliding_window_eviction_interval,
+            None
+        );
+        assert_eq!(
+            preset("gemma4-e4b-1xl40", "vllm").sliding_window_eviction_interval,
+            None
         );
     }
 

@@ -245,6 +245,15 @@ pub struct EngineConfig {
     /// models without such layers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state_pool_ratio: Option<f64>,
+    /// A sliding-window model's request frees its sliding layers' KV more than a window behind the
+    /// token it decodes, every this many tokens, as SGLang's radix cache does
+    /// (`ScheduleBatch.maybe_evict_swa`, `SGLANG_SWA_EVICTION_INTERVAL` 128): a later hit must end
+    /// where a window of that KV is intact, so the prompt's last prefill chunk (the part not yet in the
+    /// cache when decoding starts) stays hittable only if it and the output together stay under a
+    /// window plus this interval. Absent: a whole prompt stays hittable. Ignored for models without a
+    /// sliding window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sliding_window_eviction_interval: Option<u32>,
 }
 
 fn is_zero(x: &f64) -> bool {
@@ -296,6 +305,7 @@ impl Default for EngineConfig {
             expert_routing_skew: 0.0,
             split_kv_decode: false,
             state_pool_ratio: None,
+            sliding_window_eviction_interval: None,
         }
     }
 }

@@ -675,12 +675,21 @@ impl Replica {
         let ebs = self.cfg.block_size;
         let s = &mut self.seqs[id.at()];
         s.computed += n;
+        // SGLang frees a sliding-window request's KV behind its window while it decodes: the last
+        // prefill chunk (this step's) keeps a hittable end only if it and the output fit in a window
+        // plus the eviction interval; the chunks before it entered the cache as they were computed.
+        let end = match (self.window, self.cfg.sliding_window_eviction_interval) {
+            (Some(w), Some(interval)) if n + s.output > w + interval => {
+                ((s.computed - n) / ebs).min(s.hashable)
+            }
+            _ => s.hashable,
+        };
         if !s.inserted
             && self.cfg.prefix_caching
             && s.computed >= s.hashable * ebs
-            && s.hashable > s.shared
+            && end > s.shared
         {
-            let (start, end) = (s.shared, s.hashable);
+            let start = s.shared;
             let phys: Vec<u32> = if self.kv.is_paged() {
                 s.table.drain(..(end - start) as usize).collect()
             } else {
