@@ -717,3 +717,23 @@ fn agentx_validity_needs_coverage_of_long_windows_and_few_overflows() {
     );
     assert!(check(1800.0, 1800.0, 1).0, "1 of 100: 1 %");
 }
+
+/// A spec stands in for one fixed corpus under AgentX: its rows are the generator's stream of
+/// `CORPUS_SEED` whatever the run's seed (the benchmark replays the same rows on every seed; the seed
+/// moves only where each lane starts), where the other protocols draw a stream per seed.
+#[test]
+fn a_specs_rows_are_one_corpus_for_every_seed_under_agentx() {
+    use serverbench_workloads::{Workload, WorkloadSpec, CORPUS_SEED};
+    let spec = WorkloadSpec::preset("agentx-062126").unwrap();
+    let w = Workload::Generated(std::sync::Arc::new(spec));
+    let limit = 1_048_576;
+    let corpus = w.source(CORPUS_SEED, limit).unwrap();
+    for seed in [1, 5, 42] {
+        let rows = w.source_for(seed, limit, true).unwrap();
+        let drawn = w.source_for(seed, limit, false).unwrap();
+        for k in 0..4 {
+            assert_eq!(rows.tree(k), corpus.tree(k), "seed {seed}, row {k}");
+            assert_ne!(drawn.tree(k), corpus.tree(k), "seed {seed}, row {k}");
+        }
+    }
+}

@@ -261,10 +261,11 @@ fn imported_requests_over_the_context_limit_fail_as_overflow() {
 }
 
 /// An engine that caps requests at its KV pool (SGLang's preset) accepts a deployment whose pool is
-/// smaller than one context-limit request, and fails the requests longer than the pool holds as
-/// context overflows — those under the cap run.
+/// smaller than one context-limit request, and fails the requests longer than the pool holds as SGLang
+/// does — an error (its scheduler's "exceeds the maximum allowed length"), not a context overflow, so
+/// the session goes on — while those under the cap run.
 #[test]
-fn requests_past_an_engines_pool_cap_fail_as_overflow() {
+fn requests_past_an_engines_pool_cap_fail_as_errors() {
     let base = Deployment::preset("gemma4-e4b-1xl40").unwrap();
     let mut d = base.clone();
     d.engine = serverbench_sim::engine_preset("sglang", &base).unwrap();
@@ -281,9 +282,9 @@ fn requests_past_an_engines_pool_cap_fail_as_overflow() {
     let trace = serverbench_workloads::parse_trace("m.jsonl", &text, None).unwrap();
     let out = simulate(&d, &d.cost_model(), &trace, &RunConfig::new(1, 0, 120.0)).unwrap();
     let by_len = |n: u32| out.records.iter().filter(move |r| r.input_tokens == n);
-    assert!(
-        by_len(over).count() > 0 && by_len(over).all(|r| r.outcome == Outcome::ContextOverflow)
-    );
+    let pool_exceeded = Outcome::Error(serverbench_sim::Refusal::POOL_EXCEEDED.into());
+    assert!(by_len(over).count() > 0 && by_len(over).all(|r| r.outcome == pool_exceeded));
+    assert_eq!(out.summary.context_overflow, 0);
     assert!(by_len(limit - 5).any(|r| r.outcome == Outcome::Completed));
     d.engine.cap_requests_at_pool = false;
     assert!(d.check().unwrap_err().to_string().contains("context limit"));

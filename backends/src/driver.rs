@@ -9,7 +9,7 @@ use crate::openai::{request_bytes, Api, BodyCache};
 use crate::timer::Timer;
 use serverbench_sim::{
     agentx_window, apply_agentx, records_hit_rate, summarise, Deployment, EventQueue, Handle,
-    Outcome, OverflowGuard, Ready, Record, Replay, RunConfig, Summary, Time,
+    Outcome, OverflowGuard, Ready, Record, Refusal, Replay, RunConfig, Summary, Time,
 };
 use serverbench_workloads::tokens::{prompt_tokens, prompt_tokens_from, Vocab};
 use serverbench_workloads::{Quantiles, TreeSource};
@@ -294,19 +294,33 @@ pub async fn run_real(
             warm.push(replay.is_warmup(h));
             let max_tokens = replay.max_tokens(h);
             let input = replay.request(h).input_tokens;
-            if input as u64 + max_tokens as u64 > request_limit as u64 {
-                // As in the simulator: never sent, failed as `context_overflow` at once.
+            if let Some(refusal) = d.refusal(input, max_tokens, request_limit) {
+                // As in the simulator: never sent, failed at once, as `context_overflow` past the
+                // context limit (its stream ends under AgentX) or as an error past only the pool (the
+                // stream goes on).
                 overflows
                     .overflowed(due, request_limit)
                     .map_err(std::io::Error::other)?;
                 let rec = &mut records[tag];
-                rec.outcome = Outcome::ContextOverflow;
                 rec.finish_ns = Some(rec.send_ns);
-                // AgentX leaves overflows out of the records and the score (it counts them).
-                if !warm[tag] && !agentx {
-                    sink.write(rec);
+                let now = Time(queue.now().0);
+                match refusal {
+                    Refusal::ContextOverflow => {
+                        rec.outcome = Outcome::ContextOverflow;
+                        // AgentX leaves overflows out of the records and the score (it counts them).
+                        if !warm[tag] && !agentx {
+                            sink.write(rec);
+                        }
+                        replay.overflowed(h, now, &mut ready);
+                    }
+                    Refusal::PoolExceeded => {
+                        rec.outcome = Outcome::Error(Refusal::POOL_EXCEEDED.into());
+                        if !warm[tag] {
+                            sink.write(rec);
+                        }
+                        replay.complete(h, now, &mut ready);
+                    }
                 }
-                replay.overflowed(h, Time(queue.now().0), &mut ready);
                 for r in ready.drain(..) {
                     queue
                         .schedule(r.at, r.handle)

@@ -18,6 +18,9 @@ pub struct MemoryPlan {
     pub kv_bytes_per_token: f64,
     /// Constant bytes one running sequence occupies on one GPU (linear-attention state, sliding window).
     pub state_bytes_per_seq: f64,
+    /// The linear-attention (Gated DeltaNet) part of `state_bytes_per_seq`: what an engine with a
+    /// separate pool for recurrent states (SGLang's mamba pool) keeps outside the KV pool.
+    pub linear_state_bytes_per_seq: f64,
 }
 
 /// Sizes the KV pool the way vLLM does: budget − weights − activation reserve.
@@ -58,6 +61,7 @@ pub fn memory_plan(
         kv_pool_bytes: budget_bytes - weights_bytes - activation_bytes,
         kv_bytes_per_token,
         state_bytes_per_seq: linear + sliding,
+        linear_state_bytes_per_seq: linear,
     }
 }
 

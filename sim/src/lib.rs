@@ -36,8 +36,8 @@ pub mod score;
 
 pub use deployment::{
     engine_preset, Deployment, DeploymentFile, DeploymentOf, EngineConfig, KindAcceptance, Policy,
-    Preemption, Prices, Referenced, Router, Slo, SpecMethod, Speculative, DEFAULT_DEPLOYMENT,
-    ENGINE_PRESETS,
+    Preemption, Prices, Referenced, Refusal, Router, Slo, SpecMethod, Speculative,
+    DEFAULT_DEPLOYMENT, ENGINE_PRESETS,
 };
 pub use des::{EventQueue, PastError, Time};
 pub use engine::{

@@ -2,7 +2,7 @@
 //! records and a summary. Deterministic: the same inputs give byte-identical records.
 
 use crate::deployment::Deployment;
-use crate::deployment::Router;
+use crate::deployment::{Refusal, Router};
 use crate::des::{EventQueue, Time};
 use crate::engine::{
     CapacityError, EngineStats, Replica, ReplicaOptions, RunBounds, SeqEvent, SeqInput, StepSample,
@@ -423,19 +423,30 @@ impl Sim<'_> {
         let req = self.replay.request(h);
         let tag = self.records.len() as u64;
         let max_tokens = self.replay.max_tokens(h);
-        let overflow = req.input_tokens as u64 + max_tokens as u64 > self.request_limit as u64;
+        let refusal = self
+            .deployment
+            .refusal(req.input_tokens, max_tokens, self.request_limit);
         let mut record = Record::sent(index, h.lane, 0, req, t.0);
         record.output_requested = max_tokens;
         self.warm.push(self.replay.is_warmup(h));
-        if overflow {
+        if let Some(refusal) = refusal {
             if let Err(e) = self.overflows.overflowed(t, self.request_limit) {
                 self.stalled = Some(e);
                 return;
             }
-            record.outcome = Outcome::ContextOverflow;
             record.finish_ns = Some(t.0);
-            self.records.push(record);
-            self.replay.overflowed(h, t, &mut self.ready);
+            match refusal {
+                Refusal::ContextOverflow => {
+                    record.outcome = Outcome::ContextOverflow;
+                    self.records.push(record);
+                    self.replay.overflowed(h, t, &mut self.ready);
+                }
+                Refusal::PoolExceeded => {
+                    record.outcome = Outcome::Error(Refusal::POOL_EXCEEDED.into());
+                    self.records.push(record);
+                    self.replay.complete(h, t, &mut self.ready);
+                }
+            }
             self.flush_ready();
             return;
         }

@@ -122,6 +122,10 @@ impl Default for Workload {
     }
 }
 
+/// The generator seed whose stream is a spec's corpus under the AgentX protocols
+/// ([`Workload::source_for`]): the first draw, not chosen for its sessions.
+pub const CORPUS_SEED: u64 = 0;
+
 impl Workload {
     /// The generator with the built-in spec `name` (a deployment's own, `Deployment::workload`), or
     /// with the default spec when there is none.
@@ -139,9 +143,12 @@ impl Workload {
         }
     }
 
-    /// The tree stream of `seed` as AgentX reads it when `rows_in_order` (a trace's rows in file order,
-    /// every pass the same rows: that replay's cache-bust marker makes each a new session, and the seed
-    /// moves only where each lane starts), else [`Workload::source`].
+    /// The tree stream of `seed` as AgentX reads it when `rows_in_order`: a trace's rows in file order,
+    /// every pass the same rows (that replay's cache-bust marker makes each a new session, and the
+    /// seed moves only where each lane starts); a spec's rows are likewise one corpus drawn from it,
+    /// the generator's stream of seed [`CORPUS_SEED`], the same for every run seed, as the benchmark
+    /// replays one fixed corpus whatever its seed (`reference/agentx-replay.md` §7, §13). Otherwise
+    /// [`Workload::source`].
     pub fn source_for(
         &self,
         seed: u64,
@@ -150,6 +157,7 @@ impl Workload {
     ) -> Result<std::sync::Arc<dyn TreeSource>, serverbench_config::FieldError> {
         match self {
             Workload::Trace { trace, .. } if rows_in_order => Ok(trace.clone()),
+            Workload::Generated(_) if rows_in_order => self.source(CORPUS_SEED, context_limit),
             _ => self.source(seed, context_limit),
         }
     }

@@ -59,6 +59,8 @@ fn vllm(d: &Deployment) -> EngineConfig {
         prefix_caching: true,
         cache_eviction: CacheEviction::Lru,
         waiting_order: None,
+        state_pool_ratio: None,
+        sliding_window_eviction_interval: None,
         ..d.engine.clone()
     }
 }
@@ -122,7 +124,8 @@ pub fn vllm_block_size(d: &Deployment) -> u32 {
 /// `--schedule-policy` is `fcfs`; the radix cache is on, page size 1 (the simulator's blocks stay 16:
 /// the workload's prompts are hashed in 16-token blocks, so a finer page finds no more hits);
 /// `max_running_requests` is sized from the KV pool, far above the concurrencies studied, so the
-/// policy's 1024 stays.
+/// policy's 1024 stays. A model with linear-attention layers keeps its recurrent states in a pool of
+/// their own ([`SGLANG_MAMBA_FULL_MEMORY_RATIO`]).
 fn sglang(d: &Deployment) -> EngineConfig {
     let (chunk, graph_bs) = sglang_tier(d);
     EngineConfig {
@@ -139,9 +142,31 @@ fn sglang(d: &Deployment) -> EngineConfig {
         cap_requests_at_pool: true,
         cuda_graph_max_tokens: Some(graph_bs),
         cuda_graph_mixed: false,
+        state_pool_ratio: d
+            .model_spec()
+            .linear_attention
+            .map(|_| SGLANG_MAMBA_FULL_MEMORY_RATIO),
+        sliding_window_eviction_interval: d
+            .model_spec()
+            .sliding_attention
+            .and_then(|s| s.window)
+            .map(|_| SGLANG_SWA_EVICTION_INTERVAL),
         ..d.engine.clone()
     }
 }
+
+/// SGLang's `--mamba-full-memory-ratio` default: with the radix cache on and no
+/// `--max-mamba-cache-size`, `KVCacheConfigurator._handle_max_mamba_cache`
+/// (python/sglang/srt/mem_cache/kv_cache_configurator.py, 0.5.19; the same rule in 0.5.9's
+/// `model_runner.py`) gives the hybrid models' recurrent states ratio / (1 + ratio) of the memory left
+/// after the weights (47 %) and the full-attention KV pool the rest; the pools are static
+/// (`--enable-unified-memory` is off by default).
+const SGLANG_MAMBA_FULL_MEMORY_RATIO: f64 = 0.9;
+
+/// SGLang's `SGLANG_SWA_EVICTION_INTERVAL` default (0.5.19 `environ.py`): a decoding request of a
+/// sliding-window model frees its sliding layers' KV more than a window behind it once that much more
+/// has slid out (`ScheduleBatch.maybe_evict_swa`, `free_swa_out_of_window_slots`).
+const SGLANG_SWA_EVICTION_INTERVAL: u32 = 128;
 
 /// SGLang's chunked-prefill size and `cuda_graph_max_bs` for the deployment's GPU memory and tp.
 fn sglang_tier(d: &Deployment) -> (u32, u32) {
@@ -249,19 +274,65 @@ mod tests {
         );
         let h200 = preset("qwen3-8b-1xh200", "sglang");
         assert_eq!(h200.cuda_graph_max_tokens, Some(256));
-        // The 27B's pool holds less than one request at its 1,048,576-token context limit: SGLang
-        // accepts requests up to what it holds.
+        // The 27B's pool (its recurrent states kept apart) holds about half a request at its
+        // 1,048,576-token context limit: SGLang accepts requests up to what it holds.
         let mut d = Deployment::preset("qwen3.8-27b-int4-2xl40").unwrap();
         d.engine = e;
         d.check().unwrap();
         let limit = d.request_limit();
-        assert!(limit < d.context_limit && limit > 1_000_000, "{limit}");
+        assert!(limit < d.context_limit && limit > 500_000, "{limit}");
         d.engine.cap_requests_at_pool = false;
         assert!(
             d.check().is_err(),
             "without the cap the deployment cannot hold one request"
         );
         assert_eq!(d.request_limit(), d.context_limit);
+    }
+
+    /// SGLang keeps a hybrid model's recurrent states in a pool of their own, 0.9 / 1.9 of the memory
+    /// after the weights (`_handle_max_mamba_cache`): the 27B's KV pool on two L40s at 0.90 is
+    /// 1 / 1.9 of that memory, about 0.55 M tokens where one shared pool held about 1.04 M, and its
+    /// running sequences' states no longer take KV blocks. vLLM's presets and dense or sliding-window
+    /// models keep one pool.
+    #[test]
+    fn sglang_keeps_hybrid_states_in_a_pool_of_their_own() {
+        let mut d = Deployment::preset("qwen3.8-27b-int4-2xl40").unwrap();
+        d.engine = preset("qwen3.8-27b-int4-2xl40", "sglang-0.5.19");
+        d.engine.gpu_memory_utilization = 0.9;
+        assert_eq!(d.engine.state_pool_ratio, Some(0.9));
+        let layout = d.kv_layout();
+        let plan = layout.plan;
+        let (blocks, state_blocks) = layout.pool(&d.engine).unwrap();
+        assert_eq!(state_blocks, 0);
+        let tokens = (blocks * d.engine.block_size as u64) as f64;
+        let shared = plan.kv_pool_bytes / plan.kv_bytes_per_token;
+        assert!(
+            (tokens / (shared / 1.9) - 1.0).abs() < 1e-3,
+            "{tokens} {shared}"
+        );
+        assert!(tokens > 500_000.0 && tokens < 600_000.0, "{tokens}");
+        assert!((d.request_limit() as f64 - tokens).abs() < 32.0);
+        // One shared pool without the setting: about 1.04 M tokens less the states.
+        d.engine.state_pool_ratio = None;
+        let (blocks, state_blocks) = d.kv_layout().pool(&d.engine).unwrap();
+        assert!(state_blocks > 0 && blocks * 16 > 1_000_000, "{blocks}");
+        assert_eq!(preset("qwen3.5-9b-2xl40", "vllm").state_pool_ratio, None);
+        assert_eq!(preset("gemma4-e4b-1xl40", "sglang").state_pool_ratio, None);
+        assert_eq!(
+            preset("qwen3.5-9b-2xl40", "sglang").state_pool_ratio,
+            Some(0.9)
+        );
+        // A sliding-window model's requests free their KV behind the window while decoding.
+        let g = preset("gemma4-e4b-1xl40", "sglang-0.5.19");
+        assert_eq!(g.sliding_window_eviction_interval, Some(128));
+        assert_eq!(
+            preset("qwen3.5-9b-2xl40", "sglang").sliding_window_eviction_interval,
+            None
+        );
+        assert_eq!(
+            preset("gemma4-e4b-1xl40", "vllm").sliding_window_eviction_interval,
+            None
+        );
     }
 
     #[test]

@@ -174,6 +174,26 @@ fn default_router() -> Router {
 /// A resolved deployment: the model, GPU and profile are the specs themselves.
 pub type Deployment = DeploymentOf<ModelSpec, HardwareSpec, Profile>;
 
+/// How an engine refuses a request it cannot take ([`Deployment::refusal`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// Prompt + output pass the context limit: the server's "context length" error (SGLang's
+    /// tokenizer manager, vLLM's), which AgentX counts as a context overflow and which ends that
+    /// agent's stream.
+    ContextOverflow,
+    /// Within the context limit but longer than the KV pool holds (`cap_requests_at_pool`): SGLang's
+    /// scheduler aborts it ("Input length … exceeds the maximum allowed length",
+    /// `validate_input_length`), an error that matches none of AgentX's context-overflow phrases, so
+    /// the stream goes on to its next turn.
+    PoolExceeded,
+}
+
+impl Refusal {
+    /// The error a pool-exceeded request's record carries.
+    pub const POOL_EXCEEDED: &'static str =
+        "pool_exceeded: the prompt and output exceed what the KV pool holds";
+}
+
 impl Deployment {
     /// GPUs in the deployment, `d = tp × dp` (both bounded by [`Deployment::check`], so it cannot overflow).
     pub fn gpus(&self) -> u32 {
@@ -380,9 +400,23 @@ impl Deployment {
         }
     }
 
+    /// Whether the engine refuses a request of `input` prompt and `output` requested tokens, and how
+    /// ([`Refusal`]); `None` when it takes it. Shared by the simulator and the real-time replay.
+    pub fn refusal(&self, input: u32, output: u32, request_limit: u32) -> Option<Refusal> {
+        let total = input as u64 + output as u64;
+        if total > self.context_limit as u64 {
+            Some(Refusal::ContextOverflow)
+        } else if total > request_limit as u64 {
+            Some(Refusal::PoolExceeded)
+        } else {
+            None
+        }
+    }
+
     /// The longest request (prompt + output) this deployment's engine accepts: its context limit, or
     /// less when the engine caps requests at its KV pool ([`EngineConfig::cap_requests_at_pool`]). A
-    /// longer request is never sent and fails as a context overflow, in the simulator and in a replay.
+    /// longer request is never sent: past the context limit it fails as a context overflow, past
+    /// only the pool as an error ([`Deployment::refusal`]), in the simulator and in a replay.
     pub fn request_limit(&self) -> u32 {
         self.kv_layout().request_limit(&self.engine)
     }

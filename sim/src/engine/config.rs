@@ -237,6 +237,23 @@ pub struct EngineConfig {
     /// presets.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub split_kv_decode: bool,
+    /// A model with linear-attention (Gated DeltaNet) layers keeps its recurrent states in a pool of
+    /// their own, sized at this ratio of state memory to KV memory, as SGLang does
+    /// (`--mamba-full-memory-ratio`, default 0.9: the states take 0.9 / 1.9 of the memory left after
+    /// the weights, the KV pool the rest, and a running sequence's state no longer counts against KV
+    /// blocks). Absent: one pool, each running sequence's state counted in it (vLLM). Ignored for
+    /// models without such layers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_pool_ratio: Option<f64>,
+    /// A sliding-window model's request frees its sliding layers' KV more than a window behind the
+    /// token it decodes, every this many tokens, as SGLang's radix cache does
+    /// (`ScheduleBatch.maybe_evict_swa`, `SGLANG_SWA_EVICTION_INTERVAL` 128): a later hit must end
+    /// where a window of that KV is intact, so the prompt's last prefill chunk (the part not yet in the
+    /// cache when decoding starts) stays hittable only if it and the output together stay under a
+    /// window plus this interval. Absent: a whole prompt stays hittable. Ignored for models without a
+    /// sliding window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sliding_window_eviction_interval: Option<u32>,
 }
 
 fn is_zero(x: &f64) -> bool {
@@ -253,6 +270,9 @@ fn default_swap_space() -> f64 {
 fn default_new_token_ratio() -> f64 {
     0.7
 }
+
+/// Largest `state_pool_ratio` (state memory over KV memory).
+pub const MAX_STATE_POOL_RATIO: f64 = 100.0;
 
 /// Largest KV block, tokens.
 pub const MAX_BLOCK_SIZE: u32 = 4096;
@@ -284,6 +304,8 @@ impl Default for EngineConfig {
             expert_parallel: false,
             expert_routing_skew: 0.0,
             split_kv_decode: false,
+            state_pool_ratio: None,
+            sliding_window_eviction_interval: None,
         }
     }
 }
@@ -349,6 +371,14 @@ impl EngineConfig {
                 format!("must be between 0 and {MAX_EXPERT_ROUTING_SKEW} (a Zipf exponent)"),
             ),
         ];
+        if let Some(r) = self.state_pool_ratio {
+            if !(r > 0.0 && r <= MAX_STATE_POOL_RATIO) {
+                return Err(FieldError::new(
+                    "state_pool_ratio",
+                    format!("must be in (0, {MAX_STATE_POOL_RATIO}], got {r}"),
+                ));
+            }
+        }
         if let Some((_, field, reason)) = checks.into_iter().find(|c| c.0) {
             return Err(FieldError::new(field, reason));
         }

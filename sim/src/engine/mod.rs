@@ -239,15 +239,24 @@ impl KvLayout {
         }
         let bs = cfg.block_size;
         let block_bytes = plan.kv_bytes_per_token * bs as f64;
-        let total = (plan.kv_pool_bytes / block_bytes).floor() as u64;
-        let state_blocks = (plan.state_bytes_per_seq / block_bytes).ceil() as u32;
+        let (kv_bytes, state_bytes) = match cfg.state_pool_ratio {
+            // The recurrent states live in a pool of their own (SGLang's `_handle_max_mamba_cache`:
+            // ratio / (1 + ratio) of the memory after the weights); the KV pool gets the rest.
+            Some(r) if plan.linear_state_bytes_per_seq > 0.0 => (
+                plan.kv_pool_bytes / (1.0 + r),
+                plan.state_bytes_per_seq - plan.linear_state_bytes_per_seq,
+            ),
+            _ => (plan.kv_pool_bytes, plan.state_bytes_per_seq),
+        };
+        let total = (kv_bytes / block_bytes).floor() as u64;
+        let state_blocks = (state_bytes.max(0.0) / block_bytes).ceil() as u32;
         let need = self.context_limit.div_ceil(bs) as u64 + state_blocks as u64;
         if need > total && !(cfg.cap_requests_at_pool && total > state_blocks as u64) {
             return Err(CapacityError::ContextTooLong {
                 context: self.context_limit,
                 need,
                 have: total,
-                pool_gib: plan.kv_pool_bytes / gib,
+                pool_gib: kv_bytes / gib,
                 weights_gib: plan.weights_bytes / gib,
                 kv_per_token: plan.kv_bytes_per_token,
             });
@@ -666,12 +675,21 @@ impl Replica {
         let ebs = self.cfg.block_size;
         let s = &mut self.seqs[id.at()];
         s.computed += n;
+        // SGLang frees a sliding-window request's KV behind its window while it decodes: the last
+        // prefill chunk (this step's) keeps a hittable end only if it and the output fit in a window
+        // plus the eviction interval; the chunks before it entered the cache as they were computed.
+        let end = match (self.window, self.cfg.sliding_window_eviction_interval) {
+            (Some(w), Some(interval)) if n + s.output > w + interval => {
+                ((s.computed - n) / ebs).min(s.hashable)
+            }
+            _ => s.hashable,
+        };
         if !s.inserted
             && self.cfg.prefix_caching
             && s.computed >= s.hashable * ebs
-            && s.hashable > s.shared
+            && end > s.shared
         {
-            let (start, end) = (s.shared, s.hashable);
+            let start = s.shared;
             let phys: Vec<u32> = if self.kv.is_paged() {
                 s.table.drain(..(end - start) as usize).collect()
             } else {

@@ -269,3 +269,70 @@ fn sglang_serves_the_longest_cached_prefix_first_unless_fcfs() {
         .to_string()
         .contains("waiting_order"));
 }
+
+/// Runs `prompt` then `prompt` extended by one block, each with `output` tokens, on a sliding-window
+/// replica (window 16, chunks of 8, blocks of 4) with SGLang's eviction interval `interval`; returns
+/// the second request's cached prompt tokens.
+fn second_turn_hit(output: u32, interval: Option<u32>) -> u64 {
+    let cfg = EngineConfig {
+        block_size: 4,
+        max_num_batched_tokens: 8,
+        max_num_seqs: 4,
+        sliding_window_eviction_interval: interval,
+        ..EngineConfig::default()
+    };
+    let geometry = Geometry {
+        total_blocks: 1000,
+        state_blocks: 0,
+        window: Some(16),
+        paged: false,
+    };
+    let mut r = Replica::with_geometry(
+        &cfg,
+        geometry,
+        SwapSpace::default(),
+        ReplicaOptions::default(),
+    );
+    let chain: Vec<u64> = (1..=9).collect();
+    let mut events = Vec::new();
+    for (tag, blocks) in [(0u64, 8usize), (1, 9)] {
+        let ids = serverbench_workloads::hash::chain_ids(&chain[..blocks], 0);
+        r.submit(SeqInput {
+            tag,
+            blocks: Blocks::from_vec(ids),
+            workload_block_size: 4,
+            input: blocks as u32 * 4,
+            output,
+            kind: RequestKind::RootTurn,
+        });
+        let before = r.stats.hit_tokens;
+        loop {
+            if r.schedule().is_some() {
+                r.finish_step(&mut events);
+            }
+            if events
+                .iter()
+                .any(|e| matches!(e, SeqEvent::Finished { tag: t, .. } if *t == tag))
+            {
+                break;
+            }
+        }
+        if tag == 1 {
+            return r.stats.hit_tokens - before;
+        }
+    }
+    unreachable!()
+}
+
+/// SGLang frees a sliding-window request's KV behind its window while it decodes: a prompt's last
+/// prefill chunk (tokens 24–31 of 32 here) stays hittable only if it and the output stay under the
+/// window plus the eviction interval; the chunks before it entered the cache as they were computed.
+#[test]
+fn a_long_answer_leaves_the_last_prefill_chunk_unhittable_on_sliding_windows() {
+    // 8 chunk tokens + 30 output > 16 + 4: the hit ends where the last chunk began.
+    assert_eq!(second_turn_hit(30, Some(4)), 24);
+    // 8 + 2 ≤ 16 + 4: the whole prompt hits.
+    assert_eq!(second_turn_hit(2, Some(4)), 32);
+    // Without the setting a whole prompt stays hittable.
+    assert_eq!(second_turn_hit(30, None), 32);
+}
