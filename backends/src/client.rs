@@ -768,8 +768,7 @@ mod tests {
     /// count only when the output tokenizer finds three tokens in it.
     #[test]
     fn an_output_tokenizer_confirms_several_tokens_in_a_chunk() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../tests/fixtures/tokenizers/byte-level-bpe-3k.json");
+        let path = crate::words::tokenizer_fixture("byte-level-bpe-3k.json");
         let words = crate::Words::from_file(&path).unwrap();
         let stream = |text: &[String]| {
             let mut body = String::new();

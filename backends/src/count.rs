@@ -26,13 +26,9 @@ impl std::fmt::Debug for OutputCounter {
 impl OutputCounter {
     /// Reads a Hugging Face `tokenizer.json`; the error names the file.
     pub fn from_file(path: &Path) -> Result<OutputCounter, String> {
-        let tokenizer = Tokenizer::from_file(path).map_err(|e| {
-            format!(
-                "{}: not a tokenizer.json the tokenizers crate reads: {e}",
-                path.display()
-            )
-        })?;
-        Ok(OutputCounter { tokenizer })
+        Ok(OutputCounter {
+            tokenizer: crate::words::read_tokenizer(path)?,
+        })
     }
 
     /// Tokens of `text`, without the special tokens a tokenizer adds around a prompt; `None` when it
@@ -56,11 +52,7 @@ pub fn backs(text_tokens: u32, usage: u64) -> bool {
 mod tests {
     use super::*;
 
-    fn fixture(name: &str) -> std::path::PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../tests/fixtures/tokenizers")
-            .join(name)
-    }
+    use crate::words::tokenizer_fixture as fixture;
 
     /// The words a tokenizer encodes one token each count one each, in any order and spacing of
     /// chunks: the text of n of them is n tokens.

@@ -7,6 +7,24 @@
 use std::path::Path;
 use tokenizers::Tokenizer;
 
+/// Reads a Hugging Face `tokenizer.json`; the error names the file.
+pub(crate) fn read_tokenizer(path: &Path) -> Result<Tokenizer, String> {
+    Tokenizer::from_file(path).map_err(|e| {
+        format!(
+            "{}: not a tokenizer.json the tokenizers crate reads: {e}",
+            path.display()
+        )
+    })
+}
+
+/// A tokenizer file of `tests/fixtures/tokenizers` (the tests of this crate's tokenizer users).
+#[cfg(test)]
+pub(crate) fn tokenizer_fixture(name: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/tokenizers")
+        .join(name)
+}
+
 /// Fewest one-token words a tokenizer must offer for prompts to be built from it.
 const MIN_WORDS: usize = 64;
 
@@ -37,8 +55,7 @@ impl Words {
     /// of all of them, in two orders, encodes to exactly their ids.
     pub fn from_file(path: &Path) -> Result<Words, String> {
         let at = path.display();
-        let tokenizer = Tokenizer::from_file(path)
-            .map_err(|e| format!("{at}: not a tokenizer.json the tokenizers crate reads: {e}"))?;
+        let tokenizer = read_tokenizer(path)?;
         let mut vocab: Vec<u32> = tokenizer.get_vocab(false).into_values().collect();
         vocab.sort_unstable();
         let mut words = Vec::new();
@@ -190,11 +207,7 @@ impl Words {
 mod tests {
     use super::*;
 
-    fn fixture(name: &str) -> std::path::PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../tests/fixtures/tokenizers")
-            .join(name)
-    }
+    use tokenizer_fixture as fixture;
 
     /// For both tokenizer families, a prompt of n workload ids encodes to exactly n tokens (plus the
     /// tokenizer's own special tokens), and equal ids give equal text.
