@@ -72,7 +72,8 @@
 #              attention alone, one layer of the Qwen3-8B shape, batches of equal and unequal contexts, with
 #              vLLM's arguments -> $OUT/fa3-bench.tar.gz; SHARED=1: batches whose sequences share a
 #              20,480-token prefix (the same pages), beside the same contexts unshared (SHARED_CASES,
-#              SHARED_PREFIX: other cases; FA3_NAME: the output files' name)
+#              SHARED_PREFIX: other cases; FA3_NAME: the output files' name); MIXED=1: one prefill chunk over a
+#              cached prefix, alone and after decodes, as a step that prefills while others decode (MIXED_CASES)
 #   decode-grid scripts/vllm/decode_grid.py against the server: pure decode steps of B = 1-16 sequences of
 #              chosen contexts (with STEP_TRACE=1 their steps come back as $OUT/steps-decode-grid.jsonl.gz)
 #   moe-probe  scripts/vllm/moe_probe.py against the server: decode TPOT at batch 1-256 over 2,048-token
@@ -396,7 +397,8 @@ peers() {
 fa3_bench() { # scripts/vllm/fa3_decode_bench.py: FA3's decode attention alone, before the server takes the GPU
   install || return 1
   mkdir -p "$WORK/fa3-bench"
-  local name=fa3; [ "${SHARED:-0}" != 0 ] && name=fa3-shared; name=${FA3_NAME:-$name}
+  local name=fa3; [ "${SHARED:-0}" != 0 ] && name=fa3-shared; [ "${MIXED:-0}" != 0 ] && name=fa3-mixed
+  name=${FA3_NAME:-$name}
   PYTHONPATH=$SITE python3 "$HERE/vllm/fa3_decode_bench.py" "$WORK/fa3-bench/$name.json" 2>&1 \
     | tee "$WORK/fa3-bench/$name.txt"
   pack fa3-bench
