@@ -1,13 +1,14 @@
 //! `serverbench compare`: the same runs in the simulator and against a real backend, side by side
-//! (`serverbench_backends::compare`), rendered as a Markdown table, JSON, an SVG plot and a report.
+//! (`serverbench_backends::compare`), rendered (`serverbench_study::report::compare`) as a Markdown table,
+//! JSON, an SVG plot and a report.
 //! Each real run it measures is a `serverbench replay` child process (a fresh engine and cache).
 
 use crate::cli::CompareArgs;
 use crate::inputs;
-use crate::output::{write_file, write_json};
+use crate::output::{write_file, write_json, write_report};
 use anyhow::{bail, Context, Result};
 use serverbench_backends::compare::Comparison;
-use serverbench_study::compare::{Row, SeedRanking, METRICS};
+use serverbench_study::report::compare::{self as render, Setting};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -31,10 +32,16 @@ pub fn run(a: CompareArgs) -> Result<()> {
         a.reuse,
         &mut |dir, c, seed| replay_child(&a, dir, c, seed),
     )?;
-    let table = markdown(&d.name, &a, &rows, &rankings);
+    let setting = Setting {
+        deployment: &d.name,
+        window_s: a.replay.window,
+        arrivals: &a.replay.arrivals,
+        protocol: a.replay.protocol(),
+    };
+    let table = render::markdown(&setting, &rows, &rankings);
     out!("{table}")?;
     write_file(&a.out, "compare.md", |w| w.write_all(table.as_bytes()))?;
-    let meta = crate::meta::Meta::now(Some(d)).with_server(
+    let meta = crate::meta::now(Some(d)).with_server(
         a.url.as_deref(),
         &a.model.clone().unwrap_or_else(|| d.model.name.clone()),
     );
@@ -45,33 +52,14 @@ pub fn run(a: CompareArgs) -> Result<()> {
         &serde_json::json!({ "deployment": d.name, "profile": d.profile.name, "window_s": a.replay.window,
             "protocol": a.replay.protocol(), "rows": rows, "seed_rankings": rankings }),
     )?;
-    let svg = serverbench_study::plot::compare_svg(
-        &format!("{}: simulated against measured, one point per run", d.name),
-        &METRICS
-            .iter()
-            .enumerate()
-            .map(|(i, (name, _))| {
-                (
-                    *name,
-                    rows.iter()
-                        .map(|r| (r.metrics[i].real, r.metrics[i].sim))
-                        .collect(),
-                )
-            })
-            .collect::<Vec<_>>(),
-    )?;
+    let svg = render::plot(&d.name, &rows)?;
     write_file(&a.out, "compare.svg", |w| w.write_all(svg.as_bytes()))?;
     outln!(
         "\n  wrote {}/compare.md, compare.json and compare.svg",
         a.out.display()
     )?;
     if let Some(path) = &a.report {
-        let mut r = crate::report::Report::new(&format!("serverbench compare — {}", d.name), meta);
-        r.markdown(&table).svg(
-            "simulated (y) against measured (x), one point per run; the line is y = x",
-            &svg,
-        );
-        r.write(path)?;
+        write_report(&render::page(&d.name, meta, &table, &svg), path)?;
         outln!("  wrote the report {}", path.display())?;
     }
     Ok(())
@@ -176,72 +164,5 @@ fn run_salt(a: &CompareArgs, c: u32, seed: u64) -> u64 {
 fn add_path(cmd: &mut Command, flag: &str, p: &Option<PathBuf>) {
     if let Some(p) = p {
         cmd.arg(flag).arg(p);
-    }
-}
-
-fn fmt_err(e: Option<f64>) -> String {
-    e.map_or("n/a".into(), |e| format!("{:+.1} %", 100.0 * e))
-}
-
-fn markdown(name: &str, a: &CompareArgs, rows: &[Row], rankings: &[SeedRanking]) -> String {
-    let mut s = format!(
-        "serverbench compare — {name}, window {} s, {}; each cell: simulated / measured (error)\n\n",
-        a.replay.window,
-        match a.replay.arrivals.as_str() {
-            "closed" => format!("protocol {}", a.replay.protocol()),
-            open => format!("arrivals {open}"),
-        }
-    );
-    s.push_str("| c | seed | completed |");
-    for (m, _) in METRICS {
-        s.push_str(&format!(" {m} |"));
-    }
-    s.push_str("\n|---|---|---|");
-    s.push_str(&"---|".repeat(METRICS.len()));
-    s.push('\n');
-    for r in rows {
-        s.push_str(&format!(
-            "| {} | {} | {} / {} |",
-            r.concurrency, r.seed, r.completed.0, r.completed.1
-        ));
-        for p in &r.metrics {
-            s.push_str(&format!(
-                " {} / {} ({}) |",
-                short(p.sim),
-                short(p.real),
-                fmt_err(p.rel_error)
-            ));
-        }
-        s.push('\n');
-    }
-    for k in rankings {
-        s.push_str(&format!(
-            "\nSeed ranking at c = {}: Spearman correlation of per-seed D over {} seeds = {:.3}\n",
-            k.concurrency, k.seeds, k.spearman_d
-        ));
-    }
-    s
-}
-
-fn short(v: f64) -> String {
-    if v == 0.0 {
-        "0".into()
-    } else if v.abs() >= 100.0 {
-        format!("{v:.0}")
-    } else if v.abs() >= 1.0 {
-        format!("{v:.2}")
-    } else {
-        format!("{v:.3}")
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn relative_errors_print_with_a_sign_or_as_n_a() {
-        assert_eq!(fmt_err(None), "n/a");
-        assert_eq!(fmt_err(Some(-0.0432)), "-4.3 %");
     }
 }

@@ -117,7 +117,7 @@ pub fn bench(a: CudaBenchArgs) -> Result<()> {
         crate::output::write_json(
             dir,
             "bench.json",
-            &crate::meta::Meta::now(None),
+            &crate::meta::now(None),
             &serde_json::json!({ "device": model.dev.name, "ceilings": Ceilings::default(), "results": results }),
         )?;
         let lines: Vec<String> = records

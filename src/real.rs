@@ -2,7 +2,7 @@
 
 use crate::cli::{ReplayRealArgs, ServeArgs};
 use crate::inputs;
-use crate::output::{prepare_out, summary_table, write_json};
+use crate::output::{prepare_out, write_json};
 use crate::signals;
 use anyhow::{anyhow, bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -11,6 +11,7 @@ use serverbench_backends::{
     Generation, HttpClient, Interrupt, ModelsError, NaturalStop, RealConfig, RealOutput,
     RecordSink, Runtime, ServeConfig, ServeLimits, NATURAL_STOP_TOKENS,
 };
+use serverbench_study::report::summary::{load_label, summary_table, SeenBy};
 use serverbench_workloads::tokens::{Vocab, FIRST_PROMPT_TOKEN};
 use std::sync::Arc;
 
@@ -253,7 +254,7 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
         "serverbench replay — {} at {}, {}, seed {}, window {} s{}\n",
         d.name,
         url,
-        crate::output::load_label(&run),
+        load_label(&run),
         run.seed,
         run.window_s,
         if a.time_scale != 1.0 {
@@ -322,7 +323,7 @@ fn write_summary(
     probe: Option<NaturalStop>,
 ) -> Result<()> {
     if let Some(dir) = &a.out {
-        let meta = crate::meta::Meta::now(Some(d)).with_server(a.url.as_deref(), model);
+        let meta = crate::meta::now(Some(d)).with_server(a.url.as_deref(), model);
         write_json(
             dir,
             "summary.json",
@@ -453,7 +454,7 @@ fn report(
             d.gpus(),
             d.gpu_hour_dollars,
             a.replay.protocol(),
-            crate::output::SeenBy::Client,
+            SeenBy::Client,
         )
     )?;
     let c = &out.client;

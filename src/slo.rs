@@ -58,7 +58,7 @@ pub fn run(a: SloArgs) -> Result<()> {
             source,
             c,
             seeds.len(),
-            crate::output::seed_list(&seeds),
+            serverbench_study::report::summary::seed_list(&seeds),
             a.replay.window,
             d.to_yaml()
         );

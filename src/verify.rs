@@ -4,7 +4,7 @@
 
 use crate::cli::{FreezeArgs, KeygenArgs, VerifyArgs};
 use crate::inputs;
-use crate::meta::Meta;
+
 use crate::output::write_json;
 use anyhow::{anyhow, bail, Context, Result};
 use serverbench_backends::verify::{
@@ -55,7 +55,7 @@ pub fn freeze(a: FreezeArgs) -> Result<()> {
         .ok_or_else(|| anyhow!("--out: {} names no file", a.out.display()))?
         .to_string_lossy()
         .into_owned();
-    write_json(dir, &name, &Meta::now(Some(&d)), &file)?;
+    write_json(dir, &name, &crate::meta::now(Some(&d)), &file)?;
     outln!(
         "froze {} (sha256 {}…) at c = {}, {} s; held-out seeds {:?}; wrote {}",
         d.name,
@@ -88,7 +88,8 @@ pub fn verify(a: VerifyArgs) -> Result<()> {
         eprintln!("{note}")
     })?;
     print_verification(&v)?;
-    let meta = Meta::now(Some(&v.deployment)).with_server(Some(&v.url), &v.frozen.server.model);
+    let meta =
+        crate::meta::now(Some(&v.deployment)).with_server(Some(&v.url), &v.frozen.server.model);
     write_json(&a.out, "verify.json", &meta, &v.to_json())?;
     outln!(
         "  wrote {}/verify.json and each run's records",

@@ -4,8 +4,9 @@ use crate::cli::{
     WorkloadCommand, WorkloadExportArgs, WorkloadFitArgs, WorkloadScanArgs, WorkloadStatsArgs,
 };
 use crate::inputs;
-use crate::output::{thousands, write_file, write_json, write_path};
+use crate::output::{write_file, write_json, write_path};
 use anyhow::{Context, Result};
+use serverbench_study::report::scan::{self as render_scan, Scanned};
 use serverbench_workloads::fit_corpus::{fit_corpus, FitRequest};
 use serverbench_workloads::{
     workload_stats, write_corpus, write_native, Quantiles, Session, SessionTree,
@@ -300,59 +301,18 @@ fn scan(a: WorkloadScanArgs) -> Result<()> {
         a.window,
         a.idle_gap_cap,
     )?;
-    let elapsed = started.elapsed();
-    let (offers, q) = (&scan.offers, &scan.value);
-    outln!(
-        "workload scan — {} seeds, c = {}, window {} s, prices of {} (an infinitely fast server)\n",
-        offers.len(),
-        a.concurrency,
-        a.window,
-        d.name
-    )?;
-    outln!(
-        "  {:>6}  {:>10}  {:>14}  {:>12}  {:>10}  {:>6}",
-        "seed",
-        "requests",
-        "input tok",
-        "output tok",
-        "value $",
-        "trees"
-    )?;
-    for o in offers {
-        outln!(
-            "  {:>6}  {:>10}  {:>14}  {:>12}  {:>10.4}  {:>6}",
-            o.seed,
-            o.requests,
-            thousands(o.input_tokens),
-            thousands(o.output_tokens),
-            o.value,
-            o.trees
-        )?;
-    }
-    outln!(
-        "\n  value offered: mean ${:.4}  p50 ${:.4}  p90 ${:.4}  max ${:.4} per window (computed in {:.2} s)",
-        q.mean,
-        q.p50,
-        q.p90,
-        q.max,
-        elapsed.as_secs_f64()
-    )?;
+    let scanned = Scanned {
+        deployment: &d.name,
+        concurrency: a.concurrency,
+        window_s: a.window,
+        elapsed_s: started.elapsed().as_secs_f64(),
+    };
+    out!("{}", render_scan::text(&scan, &scanned))?;
     if let Some(dir) = &a.out {
         write_file(dir, "scan.csv", |w| {
-            writeln!(
-                w,
-                "seed,requests,input_tokens,output_tokens,value_dollars,trees"
-            )?;
-            for o in offers {
-                writeln!(
-                    w,
-                    "{},{},{},{},{},{}",
-                    o.seed, o.requests, o.input_tokens, o.output_tokens, o.value, o.trees
-                )?;
-            }
-            Ok(())
+            w.write_all(render_scan::csv(&scan).as_bytes())
         })?;
-        write_json(dir, "scan.json", &crate::meta::Meta::now(Some(&d)), offers)?;
+        write_json(dir, "scan.json", &crate::meta::now(Some(&d)), &scan.offers)?;
     }
     Ok(())
 }

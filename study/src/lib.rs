@@ -28,6 +28,7 @@ mod execute;
 mod grid;
 pub mod inputs;
 pub mod plot;
+pub mod report;
 mod result_plots;
 mod robust;
 mod scan;
