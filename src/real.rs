@@ -6,12 +6,13 @@ use crate::output::{prepare_out, write_json};
 use crate::signals;
 use anyhow::{anyhow, bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
+use serverbench_backends::report::{replay_text, Shown};
 use serverbench_backends::{
     natural_stop_probe, run_real, serve_until_interrupted, unless_interrupted, ClientConfig, Fault,
     Generation, HttpClient, Interrupt, ModelsError, NaturalStop, RealConfig, RealOutput,
-    RecordSink, Runtime, ServeConfig, ServeLimits, NATURAL_STOP_TOKENS,
+    RecordSink, Runtime, ServeConfig, ServeLimits,
 };
-use serverbench_study::report::summary::{load_label, summary_table, SeenBy};
+use serverbench_study::report::summary::load_label;
 use serverbench_workloads::tokens::{Vocab, FIRST_PROMPT_TOKEN};
 use std::sync::Arc;
 
@@ -300,7 +301,12 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
         rt.block_on(server.stop());
     }
     let probe = probe.flatten();
-    report(&a, &d, &out, probe.as_ref())?;
+    let shown = Shown {
+        protocol: a.replay.protocol(),
+        api: &a.api,
+        output_tokenizer: a.output_tokenizer.is_some(),
+    };
+    out!("{}", replay_text(&out, &d, probe.as_ref(), &shown))?;
     let written = write_summary(&a, &d, &model, &out, probe);
     if let Some(e) = &out.client.write_error {
         // The table above scores what was measured; the records file holds every record before the
@@ -433,97 +439,6 @@ fn listed(models: &[String]) -> String {
 
 /// Model names an error lists before it counts the rest.
 const LISTED: usize = 8;
-
-/// The summary table and the behaviour checks.
-fn report(
-    a: &ReplayRealArgs,
-    d: &serverbench_sim::Deployment,
-    out: &RealOutput,
-    probe: Option<&NaturalStop>,
-) -> Result<()> {
-    if let Some(why) = &out.summary.ended_early {
-        outln!(
-            "  {why}: scored the {:.0} s measured so far\n",
-            out.summary.window_s
-        )?;
-    }
-    out!(
-        "{}",
-        summary_table(
-            &out.summary,
-            d.gpus(),
-            d.gpu_hour_dollars,
-            a.replay.protocol(),
-            SeenBy::Client,
-        )
-    )?;
-    let c = &out.client;
-    outln!("\n  behaviour checks")?;
-    outln!(
-        "    exact output length   {} of {} completed requests differ from the requested length",
-        c.length_mismatches,
-        out.summary.completed
-    )?;
-    outln!("    stream vs usage       {} without a usage block, {} whose usage counts fewer tokens than the output chunks (the chunks are what counts), {} with several tokens in a chunk (the usage counts){}", c.usage_missing, c.chunk_usage_mismatches, c.coalesced_streams, if a.output_tokenizer.is_some() { format!("; the text of {} of them backs the usage", c.coalesced_streams - c.coalesced_unconfirmed) } else { String::new() })?;
-    match &c.first_unrecognised_field {
-        None => outln!("    output fields         every chunk's output was in a field counted as tokens")?,
-        Some(f) => outln!(
-            "    output fields         WARNING: {} requests streamed a delta field `{f}` that is not counted as output: TTFT and TPOT are not measured from it",
-            c.unrecognised_output_streams
-        )?,
-    }
-    if a.api == "chat" || a.replay.protocol().starts_with("agentx") {
-        outln!(
-            "    full prompt           not checked (a chat template adds tokens to every prompt)"
-        )?;
-    } else {
-        let first = c
-            .first_prompt_mismatch
-            .map_or(String::new(), |(sent, counted)| {
-                format!(" (the first: {sent} tokens sent, the server counted {counted})")
-            });
-        outln!(
-            "    full prompt           {} of {} completed requests with usage counted another prompt length than was sent{first}",
-            c.prompt_mismatches,
-            out.summary.completed.saturating_sub(c.usage_missing)
-        )?;
-    }
-    match probe {
-        Some(p @ NaturalStop { error: None, .. }) => {
-            outln!("    natural stop          {} (finish_reason {:?} after {} of {NATURAL_STOP_TOKENS} tokens without ignore_eos)", if p.honoured() { "ok" } else { "NOT honoured" }, p.finish_reason.as_deref().unwrap_or("none"), p.tokens)?;
-        }
-        Some(NaturalStop { error: Some(e), .. }) => {
-            outln!("    natural stop          probe failed: {e}")?
-        }
-        None => outln!("    natural stop          skipped")?,
-    }
-    let errors: Vec<String> = c
-        .errors_by_kind
-        .iter()
-        .map(|(k, v)| format!("{k} {v}"))
-        .collect();
-    outln!(
-        "    errors by kind        {}",
-        if errors.is_empty() {
-            "none".into()
-        } else {
-            errors.join(", ")
-        }
-    )?;
-    if let Some(first) = &c.first_error {
-        outln!("    first error           {first}")?;
-    }
-    if c.warmup_errors > 0 {
-        outln!(
-            "    warm-up               {} of {} requests failed: {}",
-            c.warmup_errors,
-            c.warmup_requests,
-            c.warmup_error.as_deref().unwrap_or("")
-        )?;
-    }
-    outln!("    dispatch drift        p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms (send time after the intended time)", c.dispatch_drift_ms.p50, c.dispatch_drift_ms.p99, c.dispatch_drift_ms.max)?;
-    Ok(())
-}
 
 /// The process's verdict on the run: interrupted (exit 130) or invalid (exit 3) after writing what was
 /// measured; otherwise success.

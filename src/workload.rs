@@ -1,4 +1,5 @@
-//! `serverbench workload stats | export | scan`.
+//! `serverbench workload stats | export | scan | fit`: each one library call, its text rendered by
+//! `serverbench_workloads::report` and `serverbench_study::report::scan`.
 
 use crate::cli::{
     WorkloadCommand, WorkloadExportArgs, WorkloadFitArgs, WorkloadScanArgs, WorkloadStatsArgs,
@@ -8,9 +9,7 @@ use crate::output::{write_file, write_json, write_path};
 use anyhow::{Context, Result};
 use serverbench_study::report::scan::{self as render_scan, Scanned};
 use serverbench_workloads::fit_corpus::{fit_corpus, FitRequest};
-use serverbench_workloads::{
-    workload_stats, write_corpus, write_native, Quantiles, Session, SessionTree,
-};
+use serverbench_workloads::{workload_stats, write_corpus, write_native, Session, SessionTree};
 use std::sync::Arc;
 
 pub fn run(c: WorkloadCommand) -> Result<()> {
@@ -50,13 +49,7 @@ fn fit(a: WorkloadFitArgs) -> Result<()> {
     if let Some(path) = &a.held_out {
         write_out(Some(path), |w| write_corpus(&f.held_out, w))?;
     }
-    print_fit(&f.report)?;
-    for (name, why) in &f.left_out {
-        outln!("  left out of the fit: {name}: {why}")?;
-    }
-    if let Some(r) = &f.aimed {
-        print_aim(r)?;
-    }
+    out!("{}", serverbench_workloads::report::fitted_text(&f))?;
     outln!("\n  fitted in {:.1} s", started.elapsed().as_secs_f64())?;
     if let Some(path) = &a.out {
         let text = f.spec_yaml().context("the fitted spec as YAML")?;
@@ -66,118 +59,6 @@ fn fit(a: WorkloadFitArgs) -> Result<()> {
         let text = serde_json::to_string_pretty(&f.report)?;
         write_path(path, |w| w.write_all(text.as_bytes()))?;
     }
-    Ok(())
-}
-
-fn print_aim(r: &serverbench_workloads::aim::AimReport) -> Result<()> {
-    outln!(
-        "\naimed at {} — {} rounds of moves, {} sessions generated (seed 0)\n",
-        r.targets,
-        r.rounds,
-        r.sessions
-    )?;
-    outln!(
-        "  {:<30} {:<14} {:>12} {:>12} {:>12} {:>9}  moved",
-        "quantity",
-        "statistic",
-        "published",
-        "fitted",
-        "aimed",
-        "error"
-    )?;
-    for row in &r.rows {
-        let t = &row.target;
-        let stat = match (t.stat, t.above) {
-            (serverbench_workloads::aim::Stat::ShareAbove, Some(a)) => format!("share > {a}"),
-            (s, _) => format!("{s:?}").to_lowercase(),
-        };
-        let err = match t.stat {
-            serverbench_workloads::aim::Stat::Value
-            | serverbench_workloads::aim::Stat::ShareAbove => {
-                format!("{:+.3}", row.error)
-            }
-            _ => format!("{:+.1} %", 100.0 * row.error),
-        };
-        outln!(
-            "  {:<30} {:<14} {:>12.4} {:>12.4} {:>12.4} {:>9}  {}",
-            format!("{:?} ({})", t.quantity, t.quantity.unit()),
-            stat,
-            t.value,
-            row.fitted,
-            row.aimed,
-            err,
-            if row.moved { "yes" } else { "" }
-        )?;
-    }
-    Ok(())
-}
-
-fn print_fit(r: &serverbench_workloads::fit::FitReport) -> Result<()> {
-    outln!(
-        "workload fit — fitted on {} sessions, {} held out (every {}th), against {} generated\n",
-        r.fitted_sessions,
-        r.held_out_sessions,
-        serverbench_workloads::fit::HOLD_OUT_EVERY,
-        r.generated_sessions
-    )?;
-    outln!(
-        "  {:<28} {:<10} {:>10} {:>10} {:>10} {:>10} {:>10}  {:>5}",
-        "quantity",
-        "",
-        "mean",
-        "p10",
-        "p50",
-        "p90",
-        "p99",
-        "KS"
-    )?;
-    for row in &r.rows {
-        let mut lines = vec![
-            ("fitted on", &row.fitted_on, None),
-            ("held out", &row.held_out, None),
-            ("generator", &row.generator, Some(row.ks)),
-        ];
-        if let Some(c) = &row.check {
-            lines.push(("check", c, row.check_ks));
-        }
-        for (label, q, ks) in lines {
-            let name = if label == "fitted on" {
-                format!("{} ({})", row.quantity, row.unit)
-            } else {
-                String::new()
-            };
-            let ks = ks.map_or(String::new(), |k| format!("{k:.3}"));
-            outln!(
-                "  {:<28} {:<10} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1}  {:>5}",
-                name,
-                label,
-                q.mean,
-                q.p10,
-                q.p50,
-                q.p90,
-                q.p99,
-                ks
-            )?;
-        }
-    }
-    outln!(
-        "\n  tokens per session, generator against held out: p50 {:+.1} %, p90 {:+.1} %",
-        100.0 * r.session_tokens_error_p50,
-        100.0 * r.session_tokens_error_p90
-    )?;
-    if let Some([p50, p90]) = r.check_tokens_error {
-        outln!(
-            "  tokens per session, generator against the {} check sessions: p50 {:+.1} %, p90 {:+.1} %",
-            r.checked_sessions,
-            100.0 * p50,
-            100.0 * p90
-        )?;
-    }
-    outln!(
-        "  sub-agents per session {:.3}; nested below another sub-agent: {} (the generator spawns from the root only)",
-        r.subagents_per_session,
-        r.nested_subagents
-    )?;
     Ok(())
 }
 
@@ -196,10 +77,6 @@ fn trees(
     Ok(Box::new((0..n).map(move |k| source.tree(k))))
 }
 
-fn q_row(name: &str, q: &Quantiles, unit: &str) -> String {
-    format!("  {name:<22}mean {:>10.1}  p50 {:>10.1}  p90 {:>10.1}  p99 {:>10.1}  max {:>10.1} {unit}\n", q.mean, q.p50, q.p90, q.p99, q.max)
-}
-
 fn stats(a: WorkloadStatsArgs) -> Result<()> {
     let trees = trees(&a.workload, a.seed, a.trees, a.context_limit)?;
     let s = workload_stats(trees);
@@ -210,25 +87,7 @@ fn stats(a: WorkloadStatsArgs) -> Result<()> {
             a.seed, a.trees
         ),
     };
-    outln!("workload stats — {what}\n")?;
-    outln!(
-        "  trees {} · requests {} · sub-agents {} ({} in the background) · compactions {}",
-        s.trees,
-        s.requests,
-        s.subagents,
-        s.background_subagents,
-        s.compactions
-    )?;
-    out!("{}", q_row("root turns per tree", &s.root_turns, ""))?;
-    out!("{}", q_row("requests per tree", &s.requests_per_tree, ""))?;
-    out!("{}", q_row("input tokens", &s.input_tokens, "tok"))?;
-    out!("{}", q_row("output tokens", &s.output_tokens, "tok"))?;
-    out!("{}", q_row("think time (uncapped)", &s.think_time_s, "s"))?;
-    out!("{}", q_row("uncached prompt", &s.uncached_tokens, "tok"))?;
-    outln!(
-        "  prefix reuse with an infinite cache: {:.1} % of prompt tokens",
-        s.prefix_reuse_ratio * 100.0
-    )?;
+    out!("{}", serverbench_workloads::report::stats_text(&what, &s))?;
     Ok(())
 }
 

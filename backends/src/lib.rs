@@ -20,6 +20,7 @@ pub mod interrupt;
 pub mod natural_stop;
 pub mod openai;
 pub mod probe;
+pub mod report;
 pub mod runtime;
 pub mod server;
 pub mod sse;
