@@ -13,6 +13,8 @@ pub mod client;
 pub mod clock;
 pub mod compare;
 pub mod count;
+#[cfg(feature = "cuda")]
+pub mod cuda_check;
 pub mod driver;
 pub mod engine;
 pub mod fidelity;

@@ -10,6 +10,7 @@ mod meta;
 mod page;
 pub mod scan;
 pub mod screen;
+pub mod slo;
 pub mod summary;
 pub mod sweep;
 pub mod timeline;
