@@ -7,7 +7,7 @@ use crate::cli::CompareArgs;
 use crate::inputs;
 use crate::output::{write_file, write_json, write_report};
 use anyhow::{bail, Context, Result};
-use serverbench_backends::compare::Comparison;
+use serverbench_backends::compare::{Comparison, RunScenario};
 use serverbench_study::report::compare::{self as render, Setting};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -135,30 +135,15 @@ fn replay_child(a: &CompareArgs, dir: &Path, c: u32, seed: u64) -> Result<()> {
     Ok(())
 }
 
-/// The prompt salt of one measured run: its level and seed, and (from 2026-12-02) its start mode,
-/// deployment and workload, so that a cold run finds nothing that a steady run of the same level and
-/// seed left in the server's cache. A run of the steady start on the deployment's own workload keeps
-/// the salt the stored sets were measured with, `1 + c × 10⁶ + seed`.
+/// The prompt salt of one measured run (`serverbench_backends::compare::run_salt`).
 fn run_salt(a: &CompareArgs, c: u32, seed: u64) -> u64 {
-    let base = 1 + c as u64 * 1_000_000 + seed;
-    let workload = [&a.workload.workload, &a.workload.trace].map(|p| {
-        p.as_ref()
-            .map_or(String::new(), |p| p.display().to_string())
-    });
-    let what = format!(
-        "{}|{}|{}|{}",
-        a.replay.protocol(),
-        a.deployment.deployment,
-        workload[0],
-        workload[1]
-    );
-    if a.replay.protocol() == "steady" && workload.iter().all(|w| w.is_empty()) {
-        return base;
-    }
-    let h = what.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
-    });
-    base ^ (h << 32)
+    let scenario = RunScenario {
+        protocol: a.replay.protocol(),
+        deployment: &a.deployment.deployment,
+        workload: a.workload.workload.as_deref(),
+        trace: a.workload.trace.as_deref(),
+    };
+    serverbench_backends::compare::run_salt(&scenario, c, seed)
 }
 
 fn add_path(cmd: &mut Command, flag: &str, p: &Option<PathBuf>) {

@@ -6,11 +6,12 @@ use crate::output::{prepare_out, write_json};
 use crate::signals;
 use anyhow::{anyhow, bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
+use serverbench_backends::client::{check_model, ServerFlags};
 use serverbench_backends::report::{replay_text, Shown};
 use serverbench_backends::{
     natural_stop_probe, run_real, serve_until_interrupted, unless_interrupted, ClientConfig, Fault,
-    Generation, HttpClient, Interrupt, ModelsError, NaturalStop, RealConfig, RealOutput,
-    RecordSink, Runtime, ServeConfig, ServeLimits,
+    Generation, HttpClient, Interrupt, NaturalStop, RealConfig, RealOutput, RecordSink, Runtime,
+    ServeConfig, ServeLimits,
 };
 use serverbench_study::report::summary::load_label;
 use serverbench_workloads::tokens::{Vocab, FIRST_PROMPT_TOKEN};
@@ -226,6 +227,7 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
                 },
                 &model,
                 a.timeout,
+                &|warning| eprintln!("{warning}"),
             ),
         )) {
             checked?;
@@ -382,63 +384,6 @@ fn backend(
         (_, other) => bail!("--engine: expected emulated or cuda, got {other:?}"),
     }
 }
-
-/// Asks the server which models it serves: a server that cannot be reached, does not answer within
-/// the timeout, or answers something other than JSON (an HTML page) stops the replay at once, saying
-/// which; one that does not serve `model` says which it does. A server without `/v1/models` (an error
-/// status) is let be.
-pub(crate) async fn check_model(
-    client: &HttpClient,
-    server: &ServerFlags<'_>,
-    model: &str,
-    timeout_s: f64,
-) -> Result<()> {
-    let (url, url_flag, model_flag) = (server.url, server.url_flag, server.model_flag);
-    match client.models().await {
-        Ok(models) if !models.is_empty() && !models.iter().any(|m| m == model) => bail!(
-            "{model_flag} {model:?}: the server at {url} serves {}",
-            listed(&models)
-        ),
-        Ok(_) => Ok(()),
-        Err(ModelsError::Status(status, text)) => {
-            eprintln!("warning: {url}/v1/models answered HTTP {status} ({text}); the model name is not checked");
-            Ok(())
-        }
-        Err(ModelsError::Unreachable(e)) => bail!("cannot reach the server at {url} ({url_flag}): {e}"),
-        Err(ModelsError::Timeout(waited, e)) => bail!(
-            "the server at {url} did not answer /v1/models within {} s (--timeout {timeout_s} s, at most 30 s for this check): {e}",
-            waited.as_secs_f64()
-        ),
-        Err(e @ ModelsError::NotJson { .. }) => bail!(
-            "the server at {url} answered /v1/models with something other than the OpenAI API's JSON — is {url_flag} the API's address? {e}"
-        ),
-        Err(e @ ModelsError::TooLarge(_)) => bail!("the server at {url}: /v1/models: {e}"),
-    }
-}
-
-/// The server a command talks to, and the flags that named it and its model (for the errors).
-pub(crate) struct ServerFlags<'a> {
-    pub url: &'a str,
-    pub url_flag: &'a str,
-    pub model_flag: &'a str,
-}
-
-/// At most [`LISTED`] model names, and how many more the server lists.
-fn listed(models: &[String]) -> String {
-    let shown = models
-        .iter()
-        .take(LISTED)
-        .cloned()
-        .collect::<Vec<_>>()
-        .join(", ");
-    match models.len().saturating_sub(LISTED) {
-        0 => shown,
-        more => format!("{shown} and {more} more"),
-    }
-}
-
-/// Model names an error lists before it counts the rest.
-const LISTED: usize = 8;
 
 /// The process's verdict on the run: interrupted (exit 130) or invalid (exit 3) after writing what was
 /// measured; otherwise success.

@@ -7,6 +7,7 @@ use super::fit::{measured_on, options, read_step_log, report, write_profile};
 use crate::cli::CalibrateArgs;
 use anyhow::{anyhow, Context, Result};
 use serverbench_backends::calibrate::{probe_plan, run_probes, ProbeLog, ProbeOptions};
+use serverbench_backends::client::{check_model, ServerFlags};
 use serverbench_backends::{unless_interrupted, ClientConfig, HttpClient, Interrupt};
 use serverbench_calibration::calibrate::fit_probes;
 use serverbench_calibration::{FitTarget, ModelSpec, StepSample};
@@ -54,7 +55,7 @@ pub fn calibrate(a: &CalibrateArgs, url: &str) -> Result<()> {
         crate::signals::exit_now,
     )?;
     let rt = serverbench_backends::Runtime::new().context("cannot start the async runtime")?;
-    let server = crate::real::ServerFlags {
+    let server = ServerFlags {
         url,
         url_flag: "--endpoint",
         model_flag: if a.served_model.is_some() {
@@ -65,7 +66,7 @@ pub fn calibrate(a: &CalibrateArgs, url: &str) -> Result<()> {
     };
     if let Some(checked) = rt.block_on(unless_interrupted(
         &stop,
-        crate::real::check_model(&client, &server, &served, a.timeout),
+        check_model(&client, &server, &served, a.timeout, &|w| eprintln!("{w}")),
     )) {
         checked?;
     }
