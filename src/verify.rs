@@ -7,6 +7,7 @@ use crate::inputs;
 
 use crate::output::write_json;
 use anyhow::{anyhow, bail, Context, Result};
+use serverbench_backends::report::verification_text;
 use serverbench_backends::verify::{self, FreezeOptions, HeldOutReplay, VerifyOptions};
 use std::path::Path;
 use std::process::Command;
@@ -85,7 +86,7 @@ pub fn verify(a: VerifyArgs) -> Result<()> {
     let v = verify::verify(&options, &mut |r| replay_child(r, &a), &|note| {
         eprintln!("{note}")
     })?;
-    out!("{}", verify::text(&v))?;
+    out!("{}", verification_text(&v))?;
     let meta =
         crate::meta::now(Some(&v.deployment)).with_server(Some(&v.url), &v.frozen.server.model);
     write_json(&a.out, "verify.json", &meta, &v.to_json())?;

@@ -13,12 +13,10 @@ use std::path::{Path, PathBuf};
 
 mod fidelity;
 mod gates;
-mod text;
 use fidelity::{check_fidelity, fidelity_thresholds, read_questions, Servers, Thresholds};
 pub use fidelity::{AnswerCounts, FidelityGates, FidelityReport};
 use gates::{fidelity_gates, gates};
 pub use gates::{Gate, Gates, Run};
-pub use text::text;
 
 /// The server a submission is verified against.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

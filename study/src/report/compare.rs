@@ -1,7 +1,8 @@
 //! `compare`'s renderings: the Markdown table of simulated against measured runs (compare.md, which
 //! docs/fidelity.md quotes), the plot's points and the HTML page. Pure: rows in, text out.
 
-use super::{Meta, Report};
+use super::meta::Meta;
+use super::page::Report;
 use crate::compare::{Row, SeedRanking, METRICS};
 use crate::plot::{compare_svg, PlotError};
 

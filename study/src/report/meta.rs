@@ -46,22 +46,28 @@ impl Meta {
     }
 }
 
+/// The metadata of a test's page.
+#[cfg(test)]
+pub(crate) fn test_meta() -> Meta {
+    Meta {
+        tool: "serverbench",
+        version: "0.1.0",
+        commit: "unknown",
+        command: vec!["serverbench".into()],
+        created_utc: "2026-12-04T00:00:00Z".into(),
+        deployment: None,
+        url: None,
+        model: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn a_real_run_names_its_server_and_a_simulated_one_does_not() {
-        let meta = Meta {
-            tool: "serverbench",
-            version: "0.1.0",
-            commit: "unknown",
-            command: vec!["serverbench".into(), "sweep".into()],
-            created_utc: "2026-12-04T00:00:00Z".into(),
-            deployment: None,
-            url: None,
-            model: None,
-        };
+        let meta = test_meta();
         let plain = serde_json::to_string(&meta).unwrap();
         assert!(
             !plain.contains("url") && !plain.contains("deployment"),

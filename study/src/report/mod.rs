@@ -6,7 +6,7 @@
 //! the metadata every JSON output and page carries.
 
 pub mod compare;
-mod meta;
+pub(crate) mod meta;
 mod page;
 pub mod scan;
 pub mod screen;
@@ -18,18 +18,3 @@ pub mod whatif;
 
 pub use meta::{DeploymentMeta, Meta};
 pub use page::Report;
-
-/// The metadata of a test's page.
-#[cfg(test)]
-fn test_meta() -> Meta {
-    Meta {
-        tool: "serverbench",
-        version: "0.1.0",
-        commit: "unknown",
-        command: vec!["serverbench".into()],
-        created_utc: "2026-12-04T00:00:00Z".into(),
-        deployment: None,
-        url: None,
-        model: None,
-    }
-}

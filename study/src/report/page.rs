@@ -2,7 +2,7 @@
 //! inline and the run's metadata — that a person opens in a browser. It formats what the command already
 //! computed into one text; it computes no result, writes no file and loads nothing from elsewhere.
 
-use super::Meta;
+use super::meta::Meta;
 use std::fmt::Write as _;
 
 /// A report being assembled, section by section.
@@ -231,7 +231,7 @@ mod tests {
 
     #[test]
     fn text_is_escaped_and_tables_come_from_csv_and_markdown() {
-        let mut r = Report::new("a <b> & c", super::super::test_meta());
+        let mut r = Report::new("a <b> & c", crate::report::meta::test_meta());
         r.csv_table("levels", "c,d\n1,0.123456789\n2,12.5\n")
             .markdown("# Title\n| a | b |\n|---|---|\n| x<y | 2 |\n\nafter")
             .svg("plot", "<?xml version=\"1.0\"?><svg width=\"10\"></svg>");

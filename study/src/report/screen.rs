@@ -1,7 +1,8 @@
 //! `screen`'s renderings: the ranking as printed, screen.csv and the HTML page. Pure: a screen's
 //! result in, text out.
 
-use super::{Meta, Report};
+use super::meta::Meta;
+use super::page::Report;
 use crate::ScreenResult;
 use std::fmt::Write as _;
 
@@ -113,7 +114,7 @@ mod tests {
             csv.starts_with("rank,seed,d,g,f,offered_value,flag\n1,"),
             "{csv}"
         );
-        let html = page(&r, crate::report::test_meta(), "<svg></svg>").html();
+        let html = page(&r, crate::report::meta::test_meta(), "<svg></svg>").html();
         assert!(html.contains("<h2>Ranking</h2>"), "{html}");
         assert_eq!(
             partial_line("SIGINT", 2, 8),

@@ -2,7 +2,8 @@
 //! rows), the run's load in a header, why it is invalid, and the small number formats the other
 //! renderings share. Pure: a summary in, text out.
 
-use super::{Meta, Report};
+use super::meta::Meta;
+use super::page::Report;
 use serverbench_sim::{Deployment, RunConfig, Summary};
 
 /// How a run's load is described in headers: `c = N` for the closed loop; the arrival mode (and its

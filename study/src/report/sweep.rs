@@ -2,7 +2,8 @@
 //! recommendation under the cost model's error, `--band`'s picks and `--windows`' table; sweep.csv; and
 //! the HTML page. Pure: a sweep's result in, text out.
 
-use super::Report;
+use super::meta::Meta;
+use super::page::Report;
 use crate::{BandPicks, Level, RateSweep, SweepReport, SweepResult, UnderError};
 use serverbench_sim::Deployment;
 use std::fmt::Write as _;
@@ -143,7 +144,7 @@ impl SweepTable {
 }
 
 /// The sweep's HTML page: the printed table, the plot and sweep.csv's rows.
-pub fn page(d: &Deployment, meta: super::Meta, table: &SweepTable, svg: &str, csv: &str) -> Report {
+pub fn page(d: &Deployment, meta: Meta, table: &SweepTable, svg: &str, csv: &str) -> Report {
     let title = format!("serverbench sweep — {}", d.name);
     let mut r = Report::new(&title, meta);
     r.section("Result", "The table the command printed.");
@@ -407,7 +408,7 @@ mod tests {
         );
         let html = page(
             &d,
-            crate::report::test_meta(),
+            crate::report::meta::test_meta(),
             &SweepTable::levels(&r, &d),
             "<svg></svg>",
             &csv,
