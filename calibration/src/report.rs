@@ -2,6 +2,7 @@
 //! per-class tables of `--check` and `--from-ops`, `--per-step`'s CSV, the profile file's text, what the
 //! cost model derives from a model, and the GPU catalog. Pure: values in, text out.
 
+use crate::calibrate::ProbeFit;
 use crate::fit::{check_profile, Fit};
 use crate::ops::ClassFit;
 use crate::{AttentionLayers, HardwareSpec, ModelSpec, Profile, StepSample};
@@ -93,6 +94,33 @@ pub fn fit_text(fit: &Fit) -> String {
         100.0 * fit.held_out.p90_ape,
         100.0 * fit.train.median_ape,
         100.0 * fit.train.p90_ape
+    ));
+    t
+}
+
+/// How each attention layout fitted the endpoint's probes, and the one kept (`frontend`: the front
+/// end's time per prompt token was fitted too).
+pub fn probe_fit_text(p: &ProbeFit, frontend: bool) -> String {
+    let mut t = String::new();
+    for trial in &p.trials {
+        t.push_str(&format!(
+            "attention {:?}: request latency {:.2} ms{}, RMS error over the probes {:.2} %\n",
+            trial.layout,
+            trial.request_latency_s * 1e3,
+            if frontend {
+                format!(
+                    " + {:.3} µs per prompt token",
+                    trial.frontend_s_per_token * 1e6
+                )
+            } else {
+                String::new()
+            },
+            100.0 * trial.error.sqrt()
+        ));
+    }
+    t.push_str(&format!(
+        "kept attention {:?}\n",
+        p.fit.profile.attention_layout
     ));
     t
 }
@@ -252,6 +280,43 @@ mod tests {
             decode_kv_distinct: None,
             seconds,
         }
+    }
+
+    #[test]
+    fn a_fit_and_a_probe_fit_read_as_printed() {
+        use crate::calibrate::{LayoutTrial, ProbeFit};
+        use crate::fit::FitAccuracy;
+        let accuracy = FitAccuracy {
+            steps: 10,
+            median_ape: 0.008,
+            p90_ape: 0.023,
+        };
+        let fit = Fit {
+            profile: Profile::preset("h200-qwen3-8b-vllm").unwrap(),
+            train: accuracy,
+            held_out: accuracy,
+        };
+        let text = fit_text(&fit);
+        assert!(
+            text.starts_with("fitted 10 steps, held out 10: GEMM "),
+            "{text}"
+        );
+        assert!(text.ends_with("step-time error: held out median 0.80 %, p90 2.30 %; fitted median 0.80 %, p90 2.30 %\n"), "{text}");
+        let layout = fit.profile.attention_layout;
+        let trial = LayoutTrial {
+            layout,
+            request_latency_s: 0.004,
+            frontend_s_per_token: 2e-7,
+            error: 0.0004,
+        };
+        let p = ProbeFit {
+            trials: vec![trial],
+            fit,
+        };
+        assert_eq!(
+            probe_fit_text(&p, true),
+            format!("attention {layout:?}: request latency 4.00 ms + 0.200 µs per prompt token, RMS error over the probes 2.00 %\nkept attention {layout:?}\n")
+        );
     }
 
     #[test]
