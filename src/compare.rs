@@ -14,7 +14,7 @@ use std::process::Command;
 
 /// Runs the command.
 pub fn run(a: CompareArgs) -> Result<()> {
-    let study = inputs::study(&a.deployment, &a.workload, &a.replay)?;
+    let study = inputs::study(&a.run)?;
     let d = &study.deployment;
     if a.engine.step_log.is_some() {
         bail!(
@@ -34,9 +34,9 @@ pub fn run(a: CompareArgs) -> Result<()> {
     )?;
     let setting = Setting {
         deployment: &d.name,
-        window_s: a.replay.window,
-        arrivals: &a.replay.arrivals,
-        protocol: a.replay.protocol(),
+        window_s: a.run.replay.window,
+        arrivals: &a.run.replay.arrivals,
+        protocol: a.run.replay.protocol(),
     };
     let table = render::markdown(&setting, &rows, &rankings);
     out!("{table}")?;
@@ -49,8 +49,8 @@ pub fn run(a: CompareArgs) -> Result<()> {
         &a.out,
         "compare.json",
         &meta,
-        &serde_json::json!({ "deployment": d.name, "profile": d.profile.name, "window_s": a.replay.window,
-            "protocol": a.replay.protocol(), "rows": rows, "seed_rankings": rankings }),
+        &serde_json::json!({ "deployment": d.name, "profile": d.profile.name, "window_s": a.run.replay.window,
+            "protocol": a.run.replay.protocol(), "rows": rows, "seed_rankings": rankings }),
     )?;
     let svg = render::plot(&d.name, &rows)?;
     write_file(&a.out, "compare.svg", |w| w.write_all(svg.as_bytes()))?;
@@ -97,27 +97,27 @@ fn replay_child(a: &CompareArgs, dir: &Path, c: u32, seed: u64) -> Result<()> {
         ),
         (Some(_), _) => bail!("--url and --engine cuda exclude each other"),
     }
-    cmd.args(["-d", &a.deployment.deployment]);
-    if let Some(e) = &a.deployment.engine_config {
+    cmd.args(["-d", &a.run.deployment.deployment]);
+    if let Some(e) = &a.run.deployment.engine_config {
         cmd.arg("--engine-config").arg(e);
     }
-    add_path(&mut cmd, "--workload", &a.workload.workload);
-    add_path(&mut cmd, "--trace", &a.workload.trace);
-    if let Some(f) = a.workload.trace_format {
+    add_path(&mut cmd, "--workload", &a.run.workload.workload);
+    add_path(&mut cmd, "--trace", &a.run.workload.trace);
+    if let Some(f) = a.run.workload.trace_format {
         cmd.args(["--trace-format", f.name()]);
     }
-    if let Some(n) = a.workload.max_context_length {
+    if let Some(n) = a.run.workload.max_context_length {
         cmd.args(["--max-context-length", &n.to_string()]);
     }
-    if a.workload.trace.is_some() {
-        cmd.args(["--trace-repeat", a.workload.trace_repeat.name()]);
+    if a.run.workload.trace.is_some() {
+        cmd.args(["--trace-repeat", a.run.workload.trace_repeat.name()]);
     }
-    cmd.args(["-w", &a.replay.window.to_string()])
-        .args(["--idle-gap-cap", &a.replay.idle_gap_cap.to_string()])
-        .args(["--protocol", a.replay.protocol()])
-        .args(["--arrivals", &a.replay.arrivals]);
-    crate::inputs::forward_agentx_flags(&mut cmd, &a.replay);
-    if let Some(n) = a.replay.max_open {
+    cmd.args(["-w", &a.run.replay.window.to_string()])
+        .args(["--idle-gap-cap", &a.run.replay.idle_gap_cap.to_string()])
+        .args(["--protocol", a.run.replay.protocol()])
+        .args(["--arrivals", &a.run.replay.arrivals]);
+    crate::inputs::forward_agentx_flags(&mut cmd, &a.run.replay);
+    if let Some(n) = a.run.replay.max_open {
         cmd.args(["--max-open", &n.to_string()]);
     }
     cmd.args(["-c", &c.to_string(), "-s", &seed.to_string(), "--no-probe"])
@@ -138,10 +138,10 @@ fn replay_child(a: &CompareArgs, dir: &Path, c: u32, seed: u64) -> Result<()> {
 /// The prompt salt of one measured run (`serverbench_backends::compare::run_salt`).
 fn run_salt(a: &CompareArgs, c: u32, seed: u64) -> u64 {
     let scenario = RunScenario {
-        protocol: a.replay.protocol(),
-        deployment: &a.deployment.deployment,
-        workload: a.workload.workload.as_deref(),
-        trace: a.workload.trace.as_deref(),
+        protocol: a.run.replay.protocol(),
+        deployment: &a.run.deployment.deployment,
+        workload: a.run.workload.workload.as_deref(),
+        trace: a.run.workload.trace.as_deref(),
     };
     serverbench_backends::compare::run_salt(&scenario, c, seed)
 }

@@ -2,7 +2,7 @@
 //! replay options (and reads the files they name); plus what only the binary does with them: print
 //! the effective deployment, pass AgentX flags on to a child `replay`, and parse `--api`/`--server`.
 
-use crate::cli::{DeploymentArgs, ReplayArgs, WorkloadArgs};
+use crate::cli::{DeploymentArgs, ReplayArgs, RunArgs, WorkloadArgs};
 use anyhow::{anyhow, Result};
 use serverbench_sim::{Deployment, RunConfig};
 use serverbench_study::inputs::{self as lib, DeploymentChoice, ReplayChoice, WorkloadChoice};
@@ -58,26 +58,21 @@ pub fn resolved(args: &DeploymentArgs) -> Result<Deployment> {
 }
 
 /// The study the arguments describe.
-pub fn study(d: &DeploymentArgs, w: &WorkloadArgs, r: &ReplayArgs) -> Result<Study> {
+pub fn study(run: &RunArgs) -> Result<Study> {
     lib::study(
-        &deployment_choice(d),
-        &workload_choice(w),
-        &replay_choice(r),
+        &deployment_choice(&run.deployment),
+        &workload_choice(&run.workload),
+        &replay_choice(&run.replay),
     )
 }
 
-/// The study of deployment `d` (resolved from `d_args`, perhaps changed since).
-pub fn study_on(
-    d: Deployment,
-    d_args: &DeploymentArgs,
-    w: &WorkloadArgs,
-    r: &ReplayArgs,
-) -> Result<Study> {
+/// The study of deployment `d` (resolved from `run`'s deployment flags, perhaps changed since).
+pub fn study_on(d: Deployment, run: &RunArgs) -> Result<Study> {
     lib::study_on(
         d,
-        &deployment_choice(d_args),
-        &workload_choice(w),
-        &replay_choice(r),
+        &deployment_choice(&run.deployment),
+        &workload_choice(&run.workload),
+        &replay_choice(&run.replay),
     )
 }
 

@@ -112,7 +112,7 @@ fn client_config(
             if api != serverbench_backends::Api::CompletionsTokens {
                 eprintln!(
                 "note: --protocol {} sends chat completions with messages, as AgentX does (not --api {})",
-                a.replay.protocol(), a.api
+                a.run.replay.protocol(), a.api
             );
             }
             serverbench_backends::Api::Chat
@@ -167,15 +167,15 @@ fn client_config(
 }
 
 pub fn replay(a: ReplayRealArgs) -> Result<()> {
-    let d = inputs::resolved(&a.deployment)?;
-    if inputs::print_config(&a.deployment, &d)? {
+    let d = inputs::resolved(&a.run.deployment)?;
+    if inputs::print_config(&a.run.deployment, &d)? {
         return Ok(());
     }
     inputs::time_scale(a.time_scale)?;
-    let run = inputs::run_config(&a.replay, a.concurrency, a.seed)?;
+    let run = inputs::run_config(&a.run.replay, a.concurrency, a.seed)?;
     let source = inputs::source(
-        &a.deployment.deployment,
-        &a.workload,
+        &a.run.deployment.deployment,
+        &a.run.workload,
         a.seed,
         &d,
         run.protocol,
@@ -304,7 +304,7 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
     }
     let probe = probe.flatten();
     let shown = Shown {
-        protocol: a.replay.protocol(),
+        protocol: a.run.replay.protocol(),
         api: &a.api,
         output_tokenizer: a.output_tokenizer.is_some(),
     };

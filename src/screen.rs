@@ -10,8 +10,8 @@ use anyhow::Result;
 use serverbench_study::report::screen as render;
 
 pub fn run(a: ScreenArgs) -> Result<()> {
-    let d = inputs::resolved(&a.deployment)?;
-    if inputs::print_config(&a.deployment, &d)? {
+    let d = inputs::resolved(&a.run.deployment)?;
+    if inputs::print_config(&a.run.deployment, &d)? {
         return Ok(());
     }
     let all = inputs::seeds(&a.seeds)?.len();
@@ -21,7 +21,7 @@ pub fn run(a: ScreenArgs) -> Result<()> {
     }
     let stop = StudyStop::install()?;
     let started = std::time::Instant::now();
-    let mut study = inputs::study(&a.deployment, &a.workload, &a.replay)?;
+    let mut study = inputs::study(&a.run)?;
     study.threads = inputs::threads(a.threads)?;
     let seeds = inputs::seeds(&a.seeds)?;
     let r = serverbench_study::run_screen(study, a.concurrency, &seeds, &stop.executor())?;

@@ -11,19 +11,19 @@ use serverbench_study::report::summary::{
 use serverbench_study::report::timeline;
 
 pub fn run(a: SimulateArgs) -> Result<()> {
-    let d = inputs::resolved(&a.deployment)?;
+    let d = inputs::resolved(&a.run.deployment)?;
     let cost = d.cost_model();
-    if inputs::print_config(&a.deployment, &d)? {
+    if inputs::print_config(&a.run.deployment, &d)? {
         return Ok(());
     }
     if a.timeline && a.out.is_none() && a.report.is_none() {
         bail!("--timeline: give --out DIR (timeline.csv, timeline.svg) or --report FILE (the plot), or both");
     }
-    let mut cfg = inputs::run_config(&a.replay, a.concurrency, a.seed)?;
+    let mut cfg = inputs::run_config(&a.run.replay, a.concurrency, a.seed)?;
     cfg.timeline = a.timeline;
     let source = inputs::source(
-        &a.deployment.deployment,
-        &a.workload,
+        &a.run.deployment.deployment,
+        &a.run.workload,
         a.seed,
         &d,
         cfg.protocol,
@@ -53,7 +53,7 @@ pub fn run(a: SimulateArgs) -> Result<()> {
         &out.summary,
         d.gpus(),
         d.gpu_hour_dollars,
-        a.replay.protocol(),
+        a.run.replay.protocol(),
         SeenBy::Engine,
     );
     for (k, v) in &rows {

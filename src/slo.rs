@@ -10,23 +10,23 @@ use serverbench_study::report::slo::{frozen_yaml, text};
 use serverbench_study::{slo_reference, with_frozen_slo};
 
 pub fn run(a: SloArgs) -> Result<()> {
-    let d = inputs::resolved(&a.deployment)?;
-    let own_engine = a.as_deployed || a.deployment.engine_config.is_some();
+    let d = inputs::resolved(&a.run.deployment)?;
+    let own_engine = a.as_deployed || a.run.deployment.engine_config.is_some();
     let reference = slo_reference(&d, a.concurrency, own_engine)?;
-    if inputs::print_config(&a.deployment, &reference.deployment)? {
+    if inputs::print_config(&a.run.deployment, &reference.deployment)? {
         return Ok(());
     }
     let on = reference.deployment.clone();
-    let study = inputs::study_on(on, &a.deployment, &a.workload, &a.replay)?;
+    let study = inputs::study_on(on, &a.run)?;
     let seeds = inputs::seeds(&a.seeds)?;
     let bar = replays_bar(seeds.len(), true);
     let c = reference.concurrency;
     let (rows, slo) = serverbench_study::freeze_slo(&study, c, &seeds, &|| bar.inc(1))?;
     bar.finish_and_clear();
-    out!("{}", text(&d, &reference, &rows, a.replay.window, &slo))?;
+    out!("{}", text(&d, &reference, &rows, a.run.replay.window, &slo))?;
     if let Some(path) = &a.out {
         let frozen = with_frozen_slo(&d, slo);
-        let yaml = frozen_yaml(&d.name, &frozen, c, &seeds, a.replay.window);
+        let yaml = frozen_yaml(&d.name, &frozen, c, &seeds, a.run.replay.window);
         std::fs::write(path, yaml).with_context(|| format!("{}: cannot write", path.display()))?;
         outln!("  wrote {} (use it with --deployment)", path.display())?;
     }

@@ -47,21 +47,21 @@ fn stopped(stop: &StudyStop, finished: Option<usize>, all: usize) -> anyhow::Err
 }
 
 pub fn run(a: SweepArgs) -> Result<()> {
-    let d = inputs::resolved(&a.deployment)?;
-    if inputs::print_config(&a.deployment, &d)? {
+    let d = inputs::resolved(&a.run.deployment)?;
+    if inputs::print_config(&a.run.deployment, &d)? {
         return Ok(());
     }
     let stop = StudyStop::install()?;
     if let Some(rates) = &a.rates {
         return rates_run(&a, &d, rates, &stop);
     }
-    if a.replay.arrivals != "closed" {
+    if a.run.replay.arrivals != "closed" {
         bail!("--arrivals: sweep varies concurrency in the closed loop; for an open-loop sweep give --rates R1,R2,… (Poisson trees per second), and replay a trace once with simulate --arrivals trace");
     }
     let seeds = inputs::seeds(&a.seeds)?;
     prepare(&a)?;
     let started = std::time::Instant::now();
-    let mut study = inputs::study(&a.deployment, &a.workload, &a.replay)?;
+    let mut study = inputs::study(&a.run)?;
     study.threads = inputs::threads(a.threads)?;
     let windows = match &a.windows {
         Some(w) => inputs::windows(w)?,
@@ -78,7 +78,7 @@ pub fn run(a: SweepArgs) -> Result<()> {
         }
         return Err(stopped(&stop, Some(0), all));
     }
-    let (levels, protocol) = (a.concurrency.len(), a.replay.protocol());
+    let (levels, protocol) = (a.concurrency.len(), a.run.replay.protocol());
     let header = render::header(&d, levels, seeds.len(), r.window_s, protocol);
     outln!("{header}")?;
     if let Some(note) = unfitted_profile_note(&d) {
@@ -165,9 +165,9 @@ impl Outputs<'_> {
 /// replays under way and writes the rates that have one, marked partial.
 fn rates_run(a: &SweepArgs, d: &Deployment, rates: &[f64], stop: &StudyStop) -> Result<()> {
     inputs::check_rates(rates)?;
-    let mut replay = a.replay.clone();
-    replay.arrivals = format!("poisson:{}", rates[0]);
-    let mut study = inputs::study(&a.deployment, &a.workload, &replay)?;
+    let mut run = a.run.clone();
+    run.replay.arrivals = format!("poisson:{}", rates[0]);
+    let mut study = inputs::study(&run)?;
     study.threads = inputs::threads(a.threads)?;
     let seeds = inputs::seeds(&a.seeds)?;
     prepare(a)?;

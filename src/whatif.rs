@@ -10,8 +10,8 @@ use serverbench_study::KNOBS;
 
 pub fn run(a: WhatIfArgs) -> Result<()> {
     // A level no run can have is the command line's error, not a row of the table.
-    inputs::check_levels(&a.replay, &a.concurrency)?;
-    let study = inputs::study(&a.deployment, &a.workload, &a.replay)?;
+    inputs::check_levels(&a.run.replay, &a.concurrency)?;
+    let study = inputs::study(&a.run)?;
     let d = &study.deployment;
     let seeds = inputs::seeds(&a.seeds)?;
     let bar = replays_bar(KNOBS.len() * a.concurrency.len() * seeds.len(), true);
