@@ -66,24 +66,7 @@ pub fn bench(a: CudaBenchArgs) -> Result<()> {
     };
     let mut model = model_for(&cases, cfg, a.engine.gpu, &weights(&a.engine))?;
     let (results, records) = bench::run(&mut model, &cases, a.reps.max(1), Ceilings::default())?;
-    outln!(
-        "  {:<28} {:>10} {:>10} {:>7} {:>9}",
-        "case",
-        "median ms",
-        "floor ms",
-        "ratio",
-        "TFLOP/s"
-    )?;
-    for r in &results {
-        outln!(
-            "  {:<28} {:>10.3} {:>10.3} {:>7.2} {:>9.1}",
-            r.name,
-            r.median_ms,
-            r.floor_ms,
-            r.ratio,
-            r.tflops
-        )?;
-    }
+    out!("{}", bench::results_table(&results))?;
     if let Some(dir) = &a.out {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("{}: cannot create directory", dir.display()))?;

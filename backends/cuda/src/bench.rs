@@ -108,6 +108,21 @@ pub fn capacity_for(cases: &[BenchCase]) -> Capacity {
     }
 }
 
+/// `cuda-bench`'s table: each case's median time against its floor, and the FLOP/s it reached.
+pub fn results_table(results: &[BenchResult]) -> String {
+    let mut t = format!(
+        "  {:<28} {:>10} {:>10} {:>7} {:>9}\n",
+        "case", "median ms", "floor ms", "ratio", "TFLOP/s"
+    );
+    for r in results {
+        t.push_str(&format!(
+            "  {:<28} {:>10.3} {:>10.3} {:>7.2} {:>9.1}\n",
+            r.name, r.median_ms, r.floor_ms, r.ratio, r.tflops
+        ));
+    }
+    t
+}
+
 /// Rates the floors are computed against.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Ceilings {
@@ -285,6 +300,23 @@ mod tests {
         assert_eq!(cap.max_context, 34817);
         assert_eq!(cap.num_blocks, (32768 + 2048) / 16);
         assert_eq!(capacity_for(&[BenchCase::decode(1, 15)]).num_blocks, 1);
+    }
+
+    #[test]
+    fn the_table_has_a_line_per_case() {
+        let r = BenchResult {
+            name: "decode b=1 ctx=4096".into(),
+            median_ms: 4.1234,
+            bytes: 0.0,
+            flops: 0.0,
+            floor_ms: 3.9,
+            ratio: 1.057,
+            tflops: 4.06,
+        };
+        assert_eq!(
+            results_table(&[r]),
+            "  case                          median ms   floor ms   ratio   TFLOP/s\n  decode b=1 ctx=4096               4.123      3.900    1.06       4.1\n"
+        );
     }
 
     #[test]
