@@ -7,7 +7,7 @@ use anyhow::{anyhow, Result};
 use serverbench_sim::{Deployment, RunConfig};
 use serverbench_study::inputs::{self as lib, DeploymentChoice, ReplayChoice, WorkloadChoice};
 use serverbench_study::Study;
-use serverbench_workloads::{Imported, Trace, TraceFormat, TreeSource, Workload};
+use serverbench_workloads::{Imported, SessionTree, TraceFormat, TreeSource, Workload};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -92,18 +92,14 @@ pub fn source(
     lib::source(deployment, &workload_choice(args), seed, d, protocol)
 }
 
-/// A source of trees for a context limit alone.
-pub fn source_at(
+/// The trees `workload stats` and `export` cover: a trace's, or the generator's first `n` for `seed`.
+pub fn trees_of(
     args: &WorkloadArgs,
     seed: u64,
+    n: u64,
     context_limit: u32,
-) -> Result<Arc<dyn TreeSource>> {
-    lib::source_at(&workload_choice(args), seed, context_limit)
-}
-
-/// The trace, if one was given.
-pub fn trace(args: &WorkloadArgs) -> Result<Option<Trace>> {
-    lib::trace(&workload_choice(args))
+) -> Result<Box<dyn Iterator<Item = Arc<SessionTree>>>> {
+    lib::trees_of(&workload_choice(args), seed, n, context_limit)
 }
 
 /// Reads inputs of one format, saying on standard error what was left out.

@@ -9,8 +9,7 @@ use crate::output::{write_file, write_json, write_path};
 use anyhow::{Context, Result};
 use serverbench_study::report::scan::{self as render_scan, Scanned};
 use serverbench_workloads::fit_corpus::{fit_corpus, FitRequest};
-use serverbench_workloads::{workload_stats, write_corpus, write_native, Session, SessionTree};
-use std::sync::Arc;
+use serverbench_workloads::{workload_stats, write_corpus, write_native, Session};
 
 pub fn run(c: WorkloadCommand) -> Result<()> {
     match c {
@@ -62,23 +61,8 @@ fn fit(a: WorkloadFitArgs) -> Result<()> {
     Ok(())
 }
 
-/// The trees a stats/export command covers, one at a time: a whole trace, or `n` generated trees.
-fn trees(
-    w: &crate::cli::WorkloadArgs,
-    seed: u64,
-    n: u64,
-    context_limit: u32,
-) -> Result<Box<dyn Iterator<Item = Arc<SessionTree>>>> {
-    if let Some(t) = inputs::trace(w)? {
-        return Ok(Box::new(t.trees().to_vec().into_iter()));
-    }
-    let n = inputs::trees(n)?;
-    let source = inputs::source_at(w, seed, context_limit)?;
-    Ok(Box::new((0..n).map(move |k| source.tree(k))))
-}
-
 fn stats(a: WorkloadStatsArgs) -> Result<()> {
-    let trees = trees(&a.workload, a.seed, a.trees, a.context_limit)?;
+    let trees = inputs::trees_of(&a.workload, a.seed, a.trees, a.context_limit)?;
     let s = workload_stats(trees);
     let what = match &a.workload.trace {
         Some(p) => format!("trace {}", p.display()),
@@ -108,7 +92,7 @@ fn export(a: WorkloadExportArgs) -> Result<()> {
         }
         return write_out(a.out.as_deref(), |w| write_corpus(&sessions, w));
     }
-    let trees = trees(&a.workload, a.seed, a.trees, a.context_limit)?;
+    let trees = inputs::trees_of(&a.workload, a.seed, a.trees, a.context_limit)?;
     let write = |w: &mut dyn std::io::Write| match a.format.as_str() {
         "native" => write_native(trees, w),
         "aiperf" => serverbench_workloads::write_aiperf(trees, w),
@@ -137,7 +121,7 @@ fn corpus_sessions(a: &WorkloadExportArgs) -> Result<(Vec<Session>, Vec<Vec<Stri
         let i = inputs::import(&[path.as_path()], a.workload.trace_format, a.keep_going)?;
         return Ok(i.into_corpus());
     }
-    let trees = trees(&a.workload, a.seed, a.trees, a.context_limit)?;
+    let trees = inputs::trees_of(&a.workload, a.seed, a.trees, a.context_limit)?;
     let sessions: Vec<Session> = trees.map(|t| Session::from_tree(&t, "generator")).collect();
     let n = sessions.len();
     Ok((sessions, vec![Vec::new(); n]))

@@ -184,7 +184,7 @@ mod tests {
         );
         assert!(text.starts_with(&first), "{text}");
         let labelled = |label: &str| text.lines().filter(|l| l.contains(label)).count();
-        assert_eq!(labelled(" fitted on "), f.report.rows.len(), "{text}");
+        assert_eq!(labelled(" fitted on  "), f.report.rows.len(), "{text}");
         assert_eq!(labelled(" generator  "), f.report.rows.len(), "{text}");
         assert!(
             text.contains("\n  tokens per session, generator against held out: p50 "),
