@@ -7,7 +7,7 @@ use anyhow::{anyhow, Result};
 use serverbench_sim::{Deployment, RunConfig};
 use serverbench_study::inputs::{self as lib, DeploymentChoice, ReplayChoice, WorkloadChoice};
 use serverbench_study::Study;
-use serverbench_workloads::{Imported, SessionTree, TraceFormat, TreeSource, Workload};
+use serverbench_workloads::{Imported, Session, SessionTree, TraceFormat, TreeSource, Workload};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -100,6 +100,17 @@ pub fn trees_of(
     context_limit: u32,
 ) -> Result<Box<dyn Iterator<Item = Arc<SessionTree>>>> {
     lib::trees_of(&workload_choice(args), seed, n, context_limit)
+}
+
+/// The sessions `workload export --format corpus` writes, with the files each was read from.
+pub fn corpus_sessions(
+    args: &WorkloadArgs,
+    seed: u64,
+    n: u64,
+    context_limit: u32,
+    lenient: bool,
+) -> Result<(Vec<Session>, Vec<Vec<String>>)> {
+    lib::corpus_sessions(&workload_choice(args), seed, n, context_limit, lenient)
 }
 
 /// Reads inputs of one format, saying on standard error what was left out.

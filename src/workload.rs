@@ -9,7 +9,7 @@ use crate::output::{write_file, write_json, write_path};
 use anyhow::{Context, Result};
 use serverbench_study::report::scan::{self as render_scan, Scanned};
 use serverbench_workloads::fit_corpus::{fit_corpus, FitRequest};
-use serverbench_workloads::{workload_stats, write_corpus, write_native, Session};
+use serverbench_workloads::{workload_stats, write_corpus, write_native};
 
 pub fn run(c: WorkloadCommand) -> Result<()> {
     match c {
@@ -77,7 +77,8 @@ fn stats(a: WorkloadStatsArgs) -> Result<()> {
 
 fn export(a: WorkloadExportArgs) -> Result<()> {
     if a.format == "corpus" {
-        let (sessions, origins) = corpus_sessions(&a)?;
+        let (sessions, origins) =
+            inputs::corpus_sessions(&a.workload, a.seed, a.trees, a.context_limit, a.keep_going)?;
         if let Some(path) = &a.origins {
             write_out(Some(path), |w| {
                 for (s, files) in sessions.iter().zip(&origins) {
@@ -112,19 +113,6 @@ fn write_out(
         Some(path) => write_path(path, write),
         None => write(&mut std::io::stdout().lock()).context("cannot write to standard output"),
     }
-}
-
-/// The sessions `export --format corpus` writes, with the files each was read from: a trace's (as
-/// `Imported::into_corpus` gives them), or the generated trees'.
-fn corpus_sessions(a: &WorkloadExportArgs) -> Result<(Vec<Session>, Vec<Vec<String>>)> {
-    if let Some(path) = &a.workload.trace {
-        let i = inputs::import(&[path.as_path()], a.workload.trace_format, a.keep_going)?;
-        return Ok(i.into_corpus());
-    }
-    let trees = inputs::trees_of(&a.workload, a.seed, a.trees, a.context_limit)?;
-    let sessions: Vec<Session> = trees.map(|t| Session::from_tree(&t, "generator")).collect();
-    let n = sessions.len();
-    Ok((sessions, vec![Vec::new(); n]))
 }
 
 fn scan(a: WorkloadScanArgs) -> Result<()> {

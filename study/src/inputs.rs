@@ -12,8 +12,8 @@ use serverbench_sim::{
     AgentxParams, Arrivals, Deployment, Protocol, Referenced, RunConfig, MAX_CONCURRENCY,
 };
 use serverbench_workloads::{
-    read_spec, Imported, SessionTree, Trace, TraceFormat, TraceRepeat, TreeSource, Workload,
-    WorkloadSpec,
+    read_spec, Imported, Session, SessionTree, Trace, TraceFormat, TraceRepeat, TreeSource,
+    Workload, WorkloadSpec,
 };
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -336,6 +336,26 @@ pub fn trees_of(
     let n = trees(n)?;
     let source = source_at(args, seed, context_limit)?;
     Ok(Box::new((0..n).map(move |k| source.tree(k))))
+}
+
+/// The sessions `workload export --format corpus` writes, with the files each was read from: a
+/// trace's (as `Imported::into_corpus` gives them; `lenient` leaves out what cannot be reduced), or the
+/// generated trees' (from no file).
+pub fn corpus_sessions(
+    args: &WorkloadChoice,
+    seed: u64,
+    n: u64,
+    context_limit: u32,
+    lenient: bool,
+) -> Result<(Vec<Session>, Vec<Vec<String>>)> {
+    if let Some(path) = &args.trace {
+        let i = import(&[path.as_path()], args.trace_format, lenient, args.note)?;
+        return Ok(i.into_corpus());
+    }
+    let trees = trees_of(args, seed, n, context_limit)?;
+    let sessions: Vec<Session> = trees.map(|t| Session::from_tree(&t, "generator")).collect();
+    let n = sessions.len();
+    Ok((sessions, vec![Vec::new(); n]))
 }
 
 /// How errors name the workload: the spec's name or file, or the trace.
@@ -665,6 +685,9 @@ mod tests {
         assert_eq!(trees.len(), 4);
         assert_eq!(*trees[2], *source.tree(2));
         assert!(error(trees_of(&choice, 3, 0, 131_072).map(|_| ())).contains("--trees"));
+        let (sessions, files) = corpus_sessions(&choice, 3, 4, 131_072, false).unwrap();
+        assert_eq!((sessions.len(), files.len()), (4, 4));
+        assert!(files.iter().all(|f| f.is_empty()));
     }
 
     /// Counts, ranges and lists are read as the flags document them, and refused naming the flag.
