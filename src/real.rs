@@ -105,20 +105,16 @@ fn client_config(
     agentx: bool,
 ) -> Result<ClientConfig> {
     let timeout = inputs::timeout("timeout", a.timeout)?;
-    let api = match inputs::api(&a.api)? {
-        // AgentX sends chat completions: so does its protocol (a note when --api asked for text;
-        // `tokens` is the default, not a choice).
-        api if agentx && api != serverbench_backends::Api::Chat => {
-            if api != serverbench_backends::Api::CompletionsTokens {
-                eprintln!(
-                "note: --protocol {} sends chat completions with messages, as AgentX does (not --api {})",
-                a.run.replay.protocol(), a.api
-            );
-            }
-            serverbench_backends::Api::Chat
-        }
-        api => api,
-    };
+    let asked = inputs::api(&a.api)?;
+    let api = asked.under_protocol(agentx);
+    // A note when --api asked for text (`tokens` is the default, not a choice).
+    if api != asked && asked != serverbench_backends::Api::CompletionsTokens {
+        eprintln!(
+            "note: --protocol {} sends chat completions with messages, as AgentX does (not --api {})",
+            a.run.replay.protocol(),
+            a.api
+        );
+    }
     let server = inputs::server(&a.server)?;
     let headers = a
         .headers

@@ -131,7 +131,7 @@ fn replay_child(r: &HeldOutReplay<'_>, a: &VerifyArgs) -> Result<()> {
             "--protocol",
             &f.protocol,
             "--prompt-salt",
-            &(seed ^ 0x5EA1).to_string(),
+            &r.prompt_salt().to_string(),
         ])
         .args(["--time-scale", &a.time_scale.to_string()])
         .arg("--out")
