@@ -255,6 +255,53 @@ mod tests {
     }
 
     #[test]
+    fn a_run_s_table_says_what_its_engine_saw_and_its_page_shows_the_rows() {
+        let d = Deployment::preset("qwen3-8b-1xh200").unwrap();
+        let w = serverbench_workloads::Workload::builtin(d.workload.as_deref());
+        let cfg = RunConfig::new(2, 0, 60.0);
+        let out = crate::Study::new(d.clone(), w, cfg).run(&cfg).unwrap();
+        let rows = summary_rows(
+            &out.summary,
+            d.gpus(),
+            d.gpu_hour_dollars,
+            "cold",
+            SeenBy::Engine,
+        );
+        let keys: Vec<&str> = rows.iter().map(|(k, _)| *k).collect();
+        assert_eq!(
+            keys,
+            [
+                "score",
+                "value",
+                "requests",
+                "TTFT",
+                "TPOT",
+                "ITL",
+                "throughput",
+                "KV cache",
+                "run"
+            ]
+        );
+        let client = summary_table(&out.summary, 1, 3.5, "cold", SeenBy::Client);
+        assert!(
+            client.contains("  KV cache     not measured by a client\n"),
+            "{client}"
+        );
+        assert!(client.starts_with("  score        D = "), "{client}");
+        let title = simulate_title(&d, &cfg);
+        assert_eq!(
+            title,
+            "serverbench simulate — qwen3-8b-1xh200, c = 2, seed 0, window 60 s"
+        );
+        let html = simulate_page(&title, super::super::meta::test_meta(), &rows, None).html();
+        assert!(
+            html.contains("<h2>Summary</h2>") && !html.contains("Timeline"),
+            "{html}"
+        );
+        assert!(unfitted_profile_note(&d).is_none() == d.profile.fitted);
+    }
+
+    #[test]
     fn the_load_is_lanes_in_the_closed_loop_and_arrivals_in_the_open() {
         let closed = RunConfig::new(16, 0, 60.0);
         assert_eq!(load_label(&closed), "c = 16");

@@ -421,6 +421,31 @@ mod tests {
     }
 
     #[test]
+    fn a_rate_sweep_prints_a_row_per_rate() {
+        let d = Deployment::preset("qwen3-8b-1xh200").unwrap();
+        let w = Workload::builtin(d.workload.as_deref());
+        let open = RunConfig {
+            arrivals: serverbench_sim::Arrivals::Poisson { rate: 0.1 },
+            ..RunConfig::new(serverbench_sim::MAX_CONCURRENCY, 0, 120.0)
+        };
+        let study = Study::new(d.clone(), w, open);
+        let r = crate::sweep_rates(&study, &[0.1, 0.2], &[0], &|| {}).unwrap();
+        let text = SweepTable::rates(&r, &d).text();
+        assert!(text.starts_with("   trees/s      D mean ± std"), "{text}");
+        assert!(
+            text.contains("  Open loop: the rate is offered load"),
+            "{text}"
+        );
+        let csv = rate_csv(&r);
+        assert_eq!(csv.lines().count(), 3);
+        assert!(csv.lines().nth(1).unwrap().starts_with("0.1,"), "{csv}");
+        assert!(rates_header(&d, &r, 2, 1)
+            .starts_with("serverbench sweep — qwen3-8b-1xh200 (1 × h200 GPU, $"));
+        assert!(header(&d, 2, 1, 120.0, "cold")
+            .ends_with("2 concurrency levels × 1 seeds, window 120 s, protocol cold\n"));
+    }
+
+    #[test]
     fn a_partial_sweep_says_how_far_it_got() {
         assert_eq!(
             partial_line("SIGTERM", Some(3), 8),

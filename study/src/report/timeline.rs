@@ -103,6 +103,26 @@ mod tests {
     }
 
     #[test]
+    fn a_run_with_its_timeline_has_a_plot_and_one_without_none() {
+        let d = Deployment::preset("qwen3-8b-1xh200").unwrap();
+        let w = serverbench_workloads::Workload::builtin(d.workload.as_deref());
+        let cfg = RunConfig {
+            timeline: true,
+            ..RunConfig::new(2, 0, 60.0)
+        };
+        let study = crate::Study::new(d.clone(), w, cfg);
+        let out = study.run(&cfg).unwrap();
+        let svg = plot(&d, &cfg, &out).unwrap().expect("a timeline");
+        assert!(svg.contains("<svg"), "{svg}");
+        let steps = out.timeline.as_ref().unwrap();
+        assert_eq!(csv(steps).lines().count(), steps.len() + 1);
+        let plain = RunConfig::new(2, 0, 60.0);
+        assert!(plot(&d, &plain, &study.run(&plain).unwrap())
+            .unwrap()
+            .is_none());
+    }
+
+    #[test]
     fn the_csv_has_a_row_per_step() {
         let csv = csv(&[step(1500, 3)]);
         assert_eq!(
