@@ -63,21 +63,31 @@ pub enum Command {
 }
 
 impl Command {
+    /// The deployment, workload and replay flags of a command that has them.
+    fn run_mut(&mut self) -> Option<&mut RunArgs> {
+        match self {
+            Command::Simulate(a) => Some(&mut a.run),
+            Command::Sweep(a) => Some(&mut a.run),
+            Command::Screen(a) => Some(&mut a.run),
+            Command::Slo(a) => Some(&mut a.run),
+            Command::WhatIf(a) => Some(&mut a.run),
+            Command::Replay(a) => Some(&mut a.run),
+            Command::Compare(a) => Some(&mut a.run),
+            _ => None,
+        }
+    }
+
     /// Fills an unnamed `--protocol` with the deployment's own (`protocol_of` reads it from a
     /// deployment name or file; `None`, as for a file that does not load, leaves cold, and the
     /// command reports the file).
     pub fn settle_protocol(&mut self, protocol_of: impl Fn(&str) -> Option<String>) {
         let (d, p, arrivals) = match self {
-            Command::Simulate(a) => (&a.deployment, &mut a.replay.protocol, &a.replay.arrivals),
             Command::Sweep(a) if a.rates.is_some() => return,
-            Command::Sweep(a) => (&a.deployment, &mut a.replay.protocol, &a.replay.arrivals),
-            Command::Screen(a) => (&a.deployment, &mut a.replay.protocol, &a.replay.arrivals),
-            Command::Slo(a) => (&a.deployment, &mut a.replay.protocol, &a.replay.arrivals),
-            Command::WhatIf(a) => (&a.deployment, &mut a.replay.protocol, &a.replay.arrivals),
-            Command::Replay(a) => (&a.deployment, &mut a.replay.protocol, &a.replay.arrivals),
-            Command::Compare(a) => (&a.deployment, &mut a.replay.protocol, &a.replay.arrivals),
             Command::Freeze(a) => (&a.deployment, &mut a.protocol, &String::new()),
-            _ => return,
+            other => match other.run_mut() {
+                Some(r) => (&r.deployment, &mut r.replay.protocol, &r.replay.arrivals),
+                None => return,
+            },
         };
         // An open-loop replay (`--arrivals` other than closed) is not a lane protocol: the
         // deployment's own protocol, a closed-loop one, does not apply to it.
@@ -86,6 +96,17 @@ impl Command {
             *p = protocol_of(&d.deployment);
         }
     }
+}
+
+/// What a run is: the deployment, where its session trees come from, and how they are replayed.
+#[derive(Args, Debug, Clone)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub deployment: DeploymentArgs,
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
+    #[command(flatten)]
+    pub replay: ReplayArgs,
 }
 
 /// Where the deployment comes from and how it is modified.
@@ -204,11 +225,7 @@ impl ReplayArgs {
 #[derive(Args, Debug)]
 pub struct SimulateArgs {
     #[command(flatten)]
-    pub deployment: DeploymentArgs,
-    #[command(flatten)]
-    pub workload: WorkloadArgs,
-    #[command(flatten)]
-    pub replay: ReplayArgs,
+    pub run: RunArgs,
     /// Lanes (concurrent sessions).
     #[arg(long, short = 'c', default_value_t = 16)]
     pub concurrency: u32,
@@ -230,11 +247,7 @@ pub struct SimulateArgs {
 #[derive(Args, Debug)]
 pub struct SweepArgs {
     #[command(flatten)]
-    pub deployment: DeploymentArgs,
-    #[command(flatten)]
-    pub workload: WorkloadArgs,
-    #[command(flatten)]
-    pub replay: ReplayArgs,
+    pub run: RunArgs,
     /// Concurrency levels, comma-separated.
     #[arg(
         long,
@@ -272,11 +285,7 @@ pub struct SweepArgs {
 #[derive(Args, Debug)]
 pub struct ScreenArgs {
     #[command(flatten)]
-    pub deployment: DeploymentArgs,
-    #[command(flatten)]
-    pub workload: WorkloadArgs,
-    #[command(flatten)]
-    pub replay: ReplayArgs,
+    pub run: RunArgs,
     /// Lanes.
     #[arg(long, short = 'c', default_value_t = 16)]
     pub concurrency: u32,
@@ -297,11 +306,7 @@ pub struct ScreenArgs {
 #[derive(Args, Debug)]
 pub struct SloArgs {
     #[command(flatten)]
-    pub deployment: DeploymentArgs,
-    #[command(flatten)]
-    pub workload: WorkloadArgs,
-    #[command(flatten)]
-    pub replay: ReplayArgs,
+    pub run: RunArgs,
     /// Lanes of the reference configuration (default: the deployment's reference arm's, else 1).
     #[arg(long, short = 'c')]
     pub concurrency: Option<u32>,
@@ -468,11 +473,7 @@ pub struct WorkloadScanArgs {
 #[derive(Args, Debug)]
 pub struct WhatIfArgs {
     #[command(flatten)]
-    pub deployment: DeploymentArgs,
-    #[command(flatten)]
-    pub workload: WorkloadArgs,
-    #[command(flatten)]
-    pub replay: ReplayArgs,
+    pub run: RunArgs,
     /// Concurrency levels, comma-separated.
     #[arg(long, short = 'c', value_delimiter = ',', default_value = "8,16")]
     pub concurrency: Vec<u32>,
@@ -510,11 +511,7 @@ pub struct ReplayRealArgs {
     #[command(flatten)]
     pub engine: EngineArgs,
     #[command(flatten)]
-    pub deployment: DeploymentArgs,
-    #[command(flatten)]
-    pub workload: WorkloadArgs,
-    #[command(flatten)]
-    pub replay: ReplayArgs,
+    pub run: RunArgs,
     /// Lanes (concurrent sessions).
     #[arg(long, short = 'c', default_value_t = 16)]
     pub concurrency: u32,
@@ -644,11 +641,7 @@ pub struct CudaBenchArgs {
 #[derive(Args, Debug)]
 pub struct CompareArgs {
     #[command(flatten)]
-    pub deployment: DeploymentArgs,
-    #[command(flatten)]
-    pub workload: WorkloadArgs,
-    #[command(flatten)]
-    pub replay: ReplayArgs,
+    pub run: RunArgs,
     /// Concurrency levels, comma-separated.
     #[arg(long, short = 'c', value_delimiter = ',', default_value = "4")]
     pub concurrency: Vec<u32>,

@@ -1,19 +1,20 @@
 //! `serverbench compare`: the same runs in the simulator and against a real backend, side by side
-//! (`serverbench_backends::compare`), rendered as a Markdown table, JSON, an SVG plot and a report.
+//! (`serverbench_backends::compare`), rendered (`serverbench_study::report::compare`) as a Markdown table,
+//! JSON, an SVG plot and a report.
 //! Each real run it measures is a `serverbench replay` child process (a fresh engine and cache).
 
 use crate::cli::CompareArgs;
 use crate::inputs;
-use crate::output::{write_file, write_json};
+use crate::output::{write_file, write_json, write_report};
 use anyhow::{bail, Context, Result};
-use serverbench_backends::compare::Comparison;
-use serverbench_study::compare::{Row, SeedRanking, METRICS};
+use serverbench_backends::compare::{Comparison, RunScenario};
+use serverbench_study::report::compare::{self as render, Setting};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Runs the command.
 pub fn run(a: CompareArgs) -> Result<()> {
-    let study = inputs::study(&a.deployment, &a.workload, &a.replay)?;
+    let study = inputs::study(&a.run)?;
     let d = &study.deployment;
     if a.engine.step_log.is_some() {
         bail!(
@@ -31,10 +32,16 @@ pub fn run(a: CompareArgs) -> Result<()> {
         a.reuse,
         &mut |dir, c, seed| replay_child(&a, dir, c, seed),
     )?;
-    let table = markdown(&d.name, &a, &rows, &rankings);
+    let setting = Setting {
+        deployment: &d.name,
+        window_s: a.run.replay.window,
+        arrivals: &a.run.replay.arrivals,
+        protocol: a.run.replay.protocol(),
+    };
+    let table = render::markdown(&setting, &rows, &rankings);
     out!("{table}")?;
     write_file(&a.out, "compare.md", |w| w.write_all(table.as_bytes()))?;
-    let meta = crate::meta::Meta::now(Some(d)).with_server(
+    let meta = crate::meta::now(Some(d)).with_server(
         a.url.as_deref(),
         &a.model.clone().unwrap_or_else(|| d.model.name.clone()),
     );
@@ -42,36 +49,17 @@ pub fn run(a: CompareArgs) -> Result<()> {
         &a.out,
         "compare.json",
         &meta,
-        &serde_json::json!({ "deployment": d.name, "profile": d.profile.name, "window_s": a.replay.window,
-            "protocol": a.replay.protocol(), "rows": rows, "seed_rankings": rankings }),
+        &serde_json::json!({ "deployment": d.name, "profile": d.profile.name, "window_s": a.run.replay.window,
+            "protocol": a.run.replay.protocol(), "rows": rows, "seed_rankings": rankings }),
     )?;
-    let svg = serverbench_study::plot::compare_svg(
-        &format!("{}: simulated against measured, one point per run", d.name),
-        &METRICS
-            .iter()
-            .enumerate()
-            .map(|(i, (name, _))| {
-                (
-                    *name,
-                    rows.iter()
-                        .map(|r| (r.metrics[i].real, r.metrics[i].sim))
-                        .collect(),
-                )
-            })
-            .collect::<Vec<_>>(),
-    )?;
+    let svg = render::plot(&d.name, &rows)?;
     write_file(&a.out, "compare.svg", |w| w.write_all(svg.as_bytes()))?;
     outln!(
         "\n  wrote {}/compare.md, compare.json and compare.svg",
         a.out.display()
     )?;
     if let Some(path) = &a.report {
-        let mut r = crate::report::Report::new(&format!("serverbench compare — {}", d.name), meta);
-        r.markdown(&table).svg(
-            "simulated (y) against measured (x), one point per run; the line is y = x",
-            &svg,
-        );
-        r.write(path)?;
+        write_report(&render::page(&d.name, meta, &table, &svg), path)?;
         outln!("  wrote the report {}", path.display())?;
     }
     Ok(())
@@ -109,27 +97,27 @@ fn replay_child(a: &CompareArgs, dir: &Path, c: u32, seed: u64) -> Result<()> {
         ),
         (Some(_), _) => bail!("--url and --engine cuda exclude each other"),
     }
-    cmd.args(["-d", &a.deployment.deployment]);
-    if let Some(e) = &a.deployment.engine_config {
+    cmd.args(["-d", &a.run.deployment.deployment]);
+    if let Some(e) = &a.run.deployment.engine_config {
         cmd.arg("--engine-config").arg(e);
     }
-    add_path(&mut cmd, "--workload", &a.workload.workload);
-    add_path(&mut cmd, "--trace", &a.workload.trace);
-    if let Some(f) = a.workload.trace_format {
+    add_path(&mut cmd, "--workload", &a.run.workload.workload);
+    add_path(&mut cmd, "--trace", &a.run.workload.trace);
+    if let Some(f) = a.run.workload.trace_format {
         cmd.args(["--trace-format", f.name()]);
     }
-    if let Some(n) = a.workload.max_context_length {
+    if let Some(n) = a.run.workload.max_context_length {
         cmd.args(["--max-context-length", &n.to_string()]);
     }
-    if a.workload.trace.is_some() {
-        cmd.args(["--trace-repeat", a.workload.trace_repeat.name()]);
+    if a.run.workload.trace.is_some() {
+        cmd.args(["--trace-repeat", a.run.workload.trace_repeat.name()]);
     }
-    cmd.args(["-w", &a.replay.window.to_string()])
-        .args(["--idle-gap-cap", &a.replay.idle_gap_cap.to_string()])
-        .args(["--protocol", a.replay.protocol()])
-        .args(["--arrivals", &a.replay.arrivals]);
-    crate::inputs::forward_agentx_flags(&mut cmd, &a.replay);
-    if let Some(n) = a.replay.max_open {
+    cmd.args(["-w", &a.run.replay.window.to_string()])
+        .args(["--idle-gap-cap", &a.run.replay.idle_gap_cap.to_string()])
+        .args(["--protocol", a.run.replay.protocol()])
+        .args(["--arrivals", &a.run.replay.arrivals]);
+    crate::inputs::forward_agentx_flags(&mut cmd, &a.run.replay);
+    if let Some(n) = a.run.replay.max_open {
         cmd.args(["--max-open", &n.to_string()]);
     }
     cmd.args(["-c", &c.to_string(), "-s", &seed.to_string(), "--no-probe"])
@@ -147,101 +135,19 @@ fn replay_child(a: &CompareArgs, dir: &Path, c: u32, seed: u64) -> Result<()> {
     Ok(())
 }
 
-/// The prompt salt of one measured run: its level and seed, and (from 2026-12-02) its start mode,
-/// deployment and workload, so that a cold run finds nothing that a steady run of the same level and
-/// seed left in the server's cache. A run of the steady start on the deployment's own workload keeps
-/// the salt the stored sets were measured with, `1 + c × 10⁶ + seed`.
+/// The prompt salt of one measured run (`serverbench_backends::compare::run_salt`).
 fn run_salt(a: &CompareArgs, c: u32, seed: u64) -> u64 {
-    let base = 1 + c as u64 * 1_000_000 + seed;
-    let workload = [&a.workload.workload, &a.workload.trace].map(|p| {
-        p.as_ref()
-            .map_or(String::new(), |p| p.display().to_string())
-    });
-    let what = format!(
-        "{}|{}|{}|{}",
-        a.replay.protocol(),
-        a.deployment.deployment,
-        workload[0],
-        workload[1]
-    );
-    if a.replay.protocol() == "steady" && workload.iter().all(|w| w.is_empty()) {
-        return base;
-    }
-    let h = what.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
-    });
-    base ^ (h << 32)
+    let scenario = RunScenario {
+        protocol: a.run.replay.protocol(),
+        deployment: &a.run.deployment.deployment,
+        workload: a.run.workload.workload.as_deref(),
+        trace: a.run.workload.trace.as_deref(),
+    };
+    serverbench_backends::compare::run_salt(&scenario, c, seed)
 }
 
 fn add_path(cmd: &mut Command, flag: &str, p: &Option<PathBuf>) {
     if let Some(p) = p {
         cmd.arg(flag).arg(p);
-    }
-}
-
-fn fmt_err(e: Option<f64>) -> String {
-    e.map_or("n/a".into(), |e| format!("{:+.1} %", 100.0 * e))
-}
-
-fn markdown(name: &str, a: &CompareArgs, rows: &[Row], rankings: &[SeedRanking]) -> String {
-    let mut s = format!(
-        "serverbench compare — {name}, window {} s, {}; each cell: simulated / measured (error)\n\n",
-        a.replay.window,
-        match a.replay.arrivals.as_str() {
-            "closed" => format!("protocol {}", a.replay.protocol()),
-            open => format!("arrivals {open}"),
-        }
-    );
-    s.push_str("| c | seed | completed |");
-    for (m, _) in METRICS {
-        s.push_str(&format!(" {m} |"));
-    }
-    s.push_str("\n|---|---|---|");
-    s.push_str(&"---|".repeat(METRICS.len()));
-    s.push('\n');
-    for r in rows {
-        s.push_str(&format!(
-            "| {} | {} | {} / {} |",
-            r.concurrency, r.seed, r.completed.0, r.completed.1
-        ));
-        for p in &r.metrics {
-            s.push_str(&format!(
-                " {} / {} ({}) |",
-                short(p.sim),
-                short(p.real),
-                fmt_err(p.rel_error)
-            ));
-        }
-        s.push('\n');
-    }
-    for k in rankings {
-        s.push_str(&format!(
-            "\nSeed ranking at c = {}: Spearman correlation of per-seed D over {} seeds = {:.3}\n",
-            k.concurrency, k.seeds, k.spearman_d
-        ));
-    }
-    s
-}
-
-fn short(v: f64) -> String {
-    if v == 0.0 {
-        "0".into()
-    } else if v.abs() >= 100.0 {
-        format!("{v:.0}")
-    } else if v.abs() >= 1.0 {
-        format!("{v:.2}")
-    } else {
-        format!("{v:.3}")
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn relative_errors_print_with_a_sign_or_as_n_a() {
-        assert_eq!(fmt_err(None), "n/a");
-        assert_eq!(fmt_err(Some(-0.0432)), "-4.3 %");
     }
 }

@@ -2,12 +2,12 @@
 //! replay options (and reads the files they name); plus what only the binary does with them: print
 //! the effective deployment, pass AgentX flags on to a child `replay`, and parse `--api`/`--server`.
 
-use crate::cli::{DeploymentArgs, ReplayArgs, WorkloadArgs};
+use crate::cli::{DeploymentArgs, ReplayArgs, RunArgs, WorkloadArgs};
 use anyhow::{anyhow, Result};
 use serverbench_sim::{Deployment, RunConfig};
 use serverbench_study::inputs::{self as lib, DeploymentChoice, ReplayChoice, WorkloadChoice};
 use serverbench_study::Study;
-use serverbench_workloads::{Imported, Trace, TraceFormat, TreeSource, Workload};
+use serverbench_workloads::{Imported, Session, SessionTree, TraceFormat, TreeSource, Workload};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -58,26 +58,21 @@ pub fn resolved(args: &DeploymentArgs) -> Result<Deployment> {
 }
 
 /// The study the arguments describe.
-pub fn study(d: &DeploymentArgs, w: &WorkloadArgs, r: &ReplayArgs) -> Result<Study> {
+pub fn study(run: &RunArgs) -> Result<Study> {
     lib::study(
-        &deployment_choice(d),
-        &workload_choice(w),
-        &replay_choice(r),
+        &deployment_choice(&run.deployment),
+        &workload_choice(&run.workload),
+        &replay_choice(&run.replay),
     )
 }
 
-/// The study of deployment `d` (resolved from `d_args`, perhaps changed since).
-pub fn study_on(
-    d: Deployment,
-    d_args: &DeploymentArgs,
-    w: &WorkloadArgs,
-    r: &ReplayArgs,
-) -> Result<Study> {
+/// The study of deployment `d` (resolved from `run`'s deployment flags, perhaps changed since).
+pub fn study_on(d: Deployment, run: &RunArgs) -> Result<Study> {
     lib::study_on(
         d,
-        &deployment_choice(d_args),
-        &workload_choice(w),
-        &replay_choice(r),
+        &deployment_choice(&run.deployment),
+        &workload_choice(&run.workload),
+        &replay_choice(&run.replay),
     )
 }
 
@@ -97,18 +92,25 @@ pub fn source(
     lib::source(deployment, &workload_choice(args), seed, d, protocol)
 }
 
-/// A source of trees for a context limit alone.
-pub fn source_at(
+/// The trees `workload stats` and `export` cover: a trace's, or the generator's first `n` for `seed`.
+pub fn trees_of(
     args: &WorkloadArgs,
     seed: u64,
+    n: u64,
     context_limit: u32,
-) -> Result<Arc<dyn TreeSource>> {
-    lib::source_at(&workload_choice(args), seed, context_limit)
+) -> Result<Box<dyn Iterator<Item = Arc<SessionTree>>>> {
+    lib::trees_of(&workload_choice(args), seed, n, context_limit)
 }
 
-/// The trace, if one was given.
-pub fn trace(args: &WorkloadArgs) -> Result<Option<Trace>> {
-    lib::trace(&workload_choice(args))
+/// The sessions `workload export --format corpus` writes, with the files each was read from.
+pub fn corpus_sessions(
+    args: &WorkloadArgs,
+    seed: u64,
+    n: u64,
+    context_limit: u32,
+    lenient: bool,
+) -> Result<(Vec<Session>, Vec<Vec<String>>)> {
+    lib::corpus_sessions(&workload_choice(args), seed, n, context_limit, lenient)
 }
 
 /// Reads inputs of one format, saying on standard error what was left out.

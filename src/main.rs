@@ -15,7 +15,6 @@ mod inputs;
 mod meta;
 mod model;
 mod real;
-mod report;
 mod screen;
 mod signals;
 mod simulate;

@@ -2,15 +2,18 @@
 
 use crate::cli::{ReplayRealArgs, ServeArgs};
 use crate::inputs;
-use crate::output::{prepare_out, summary_table, write_json};
+use crate::output::{prepare_out, write_json};
 use crate::signals;
 use anyhow::{anyhow, bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
+use serverbench_backends::client::{check_model, ServerFlags};
+use serverbench_backends::report::{replay_text, Shown};
 use serverbench_backends::{
     natural_stop_probe, run_real, serve_until_interrupted, unless_interrupted, ClientConfig, Fault,
-    Generation, HttpClient, Interrupt, ModelsError, NaturalStop, RealConfig, RealOutput,
-    RecordSink, Runtime, ServeConfig, ServeLimits, NATURAL_STOP_TOKENS,
+    Generation, HttpClient, Interrupt, NaturalStop, RealConfig, RealOutput, RecordSink, Runtime,
+    ServeConfig, ServeLimits,
 };
+use serverbench_study::report::summary::load_label;
 use serverbench_workloads::tokens::{Vocab, FIRST_PROMPT_TOKEN};
 use std::sync::Arc;
 
@@ -102,20 +105,16 @@ fn client_config(
     agentx: bool,
 ) -> Result<ClientConfig> {
     let timeout = inputs::timeout("timeout", a.timeout)?;
-    let api = match inputs::api(&a.api)? {
-        // AgentX sends chat completions: so does its protocol (a note when --api asked for text;
-        // `tokens` is the default, not a choice).
-        api if agentx && api != serverbench_backends::Api::Chat => {
-            if api != serverbench_backends::Api::CompletionsTokens {
-                eprintln!(
-                "note: --protocol {} sends chat completions with messages, as AgentX does (not --api {})",
-                a.replay.protocol(), a.api
-            );
-            }
-            serverbench_backends::Api::Chat
-        }
-        api => api,
-    };
+    let asked = inputs::api(&a.api)?;
+    let api = asked.under_protocol(agentx);
+    // A note when --api asked for text (`tokens` is the default, not a choice).
+    if api != asked && asked != serverbench_backends::Api::CompletionsTokens {
+        eprintln!(
+            "note: --protocol {} sends chat completions with messages, as AgentX does (not --api {})",
+            a.run.replay.protocol(),
+            a.api
+        );
+    }
     let server = inputs::server(&a.server)?;
     let headers = a
         .headers
@@ -164,15 +163,15 @@ fn client_config(
 }
 
 pub fn replay(a: ReplayRealArgs) -> Result<()> {
-    let d = inputs::resolved(&a.deployment)?;
-    if inputs::print_config(&a.deployment, &d)? {
+    let d = inputs::resolved(&a.run.deployment)?;
+    if inputs::print_config(&a.run.deployment, &d)? {
         return Ok(());
     }
     inputs::time_scale(a.time_scale)?;
-    let run = inputs::run_config(&a.replay, a.concurrency, a.seed)?;
+    let run = inputs::run_config(&a.run.replay, a.concurrency, a.seed)?;
     let source = inputs::source(
-        &a.deployment.deployment,
-        &a.workload,
+        &a.run.deployment.deployment,
+        &a.run.workload,
         a.seed,
         &d,
         run.protocol,
@@ -224,6 +223,7 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
                 },
                 &model,
                 a.timeout,
+                &|warning| eprintln!("{warning}"),
             ),
         )) {
             checked?;
@@ -253,7 +253,7 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
         "serverbench replay — {} at {}, {}, seed {}, window {} s{}\n",
         d.name,
         url,
-        crate::output::load_label(&run),
+        load_label(&run),
         run.seed,
         run.window_s,
         if a.time_scale != 1.0 {
@@ -299,7 +299,12 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
         rt.block_on(server.stop());
     }
     let probe = probe.flatten();
-    report(&a, &d, &out, probe.as_ref())?;
+    let shown = Shown {
+        protocol: a.run.replay.protocol(),
+        api: &a.api,
+        output_tokenizer: a.output_tokenizer.is_some(),
+    };
+    out!("{}", replay_text(&out, &d, probe.as_ref(), &shown))?;
     let written = write_summary(&a, &d, &model, &out, probe);
     if let Some(e) = &out.client.write_error {
         // The table above scores what was measured; the records file holds every record before the
@@ -322,7 +327,7 @@ fn write_summary(
     probe: Option<NaturalStop>,
 ) -> Result<()> {
     if let Some(dir) = &a.out {
-        let meta = crate::meta::Meta::now(Some(d)).with_server(a.url.as_deref(), model);
+        let meta = crate::meta::now(Some(d)).with_server(a.url.as_deref(), model);
         write_json(
             dir,
             "summary.json",
@@ -374,154 +379,6 @@ fn backend(
         (Some(_), "cuda") => bail!("--url and --engine cuda exclude each other"),
         (_, other) => bail!("--engine: expected emulated or cuda, got {other:?}"),
     }
-}
-
-/// Asks the server which models it serves: a server that cannot be reached, does not answer within
-/// the timeout, or answers something other than JSON (an HTML page) stops the replay at once, saying
-/// which; one that does not serve `model` says which it does. A server without `/v1/models` (an error
-/// status) is let be.
-pub(crate) async fn check_model(
-    client: &HttpClient,
-    server: &ServerFlags<'_>,
-    model: &str,
-    timeout_s: f64,
-) -> Result<()> {
-    let (url, url_flag, model_flag) = (server.url, server.url_flag, server.model_flag);
-    match client.models().await {
-        Ok(models) if !models.is_empty() && !models.iter().any(|m| m == model) => bail!(
-            "{model_flag} {model:?}: the server at {url} serves {}",
-            listed(&models)
-        ),
-        Ok(_) => Ok(()),
-        Err(ModelsError::Status(status, text)) => {
-            eprintln!("warning: {url}/v1/models answered HTTP {status} ({text}); the model name is not checked");
-            Ok(())
-        }
-        Err(ModelsError::Unreachable(e)) => bail!("cannot reach the server at {url} ({url_flag}): {e}"),
-        Err(ModelsError::Timeout(waited, e)) => bail!(
-            "the server at {url} did not answer /v1/models within {} s (--timeout {timeout_s} s, at most 30 s for this check): {e}",
-            waited.as_secs_f64()
-        ),
-        Err(e @ ModelsError::NotJson { .. }) => bail!(
-            "the server at {url} answered /v1/models with something other than the OpenAI API's JSON — is {url_flag} the API's address? {e}"
-        ),
-        Err(e @ ModelsError::TooLarge(_)) => bail!("the server at {url}: /v1/models: {e}"),
-    }
-}
-
-/// The server a command talks to, and the flags that named it and its model (for the errors).
-pub(crate) struct ServerFlags<'a> {
-    pub url: &'a str,
-    pub url_flag: &'a str,
-    pub model_flag: &'a str,
-}
-
-/// At most [`LISTED`] model names, and how many more the server lists.
-fn listed(models: &[String]) -> String {
-    let shown = models
-        .iter()
-        .take(LISTED)
-        .cloned()
-        .collect::<Vec<_>>()
-        .join(", ");
-    match models.len().saturating_sub(LISTED) {
-        0 => shown,
-        more => format!("{shown} and {more} more"),
-    }
-}
-
-/// Model names an error lists before it counts the rest.
-const LISTED: usize = 8;
-
-/// The summary table and the behaviour checks.
-fn report(
-    a: &ReplayRealArgs,
-    d: &serverbench_sim::Deployment,
-    out: &RealOutput,
-    probe: Option<&NaturalStop>,
-) -> Result<()> {
-    if let Some(why) = &out.summary.ended_early {
-        outln!(
-            "  {why}: scored the {:.0} s measured so far\n",
-            out.summary.window_s
-        )?;
-    }
-    out!(
-        "{}",
-        summary_table(
-            &out.summary,
-            d.gpus(),
-            d.gpu_hour_dollars,
-            a.replay.protocol(),
-            crate::output::SeenBy::Client,
-        )
-    )?;
-    let c = &out.client;
-    outln!("\n  behaviour checks")?;
-    outln!(
-        "    exact output length   {} of {} completed requests differ from the requested length",
-        c.length_mismatches,
-        out.summary.completed
-    )?;
-    outln!("    stream vs usage       {} without a usage block, {} whose usage counts fewer tokens than the output chunks (the chunks are what counts), {} with several tokens in a chunk (the usage counts){}", c.usage_missing, c.chunk_usage_mismatches, c.coalesced_streams, if a.output_tokenizer.is_some() { format!("; the text of {} of them backs the usage", c.coalesced_streams - c.coalesced_unconfirmed) } else { String::new() })?;
-    match &c.first_unrecognised_field {
-        None => outln!("    output fields         every chunk's output was in a field counted as tokens")?,
-        Some(f) => outln!(
-            "    output fields         WARNING: {} requests streamed a delta field `{f}` that is not counted as output: TTFT and TPOT are not measured from it",
-            c.unrecognised_output_streams
-        )?,
-    }
-    if a.api == "chat" || a.replay.protocol().starts_with("agentx") {
-        outln!(
-            "    full prompt           not checked (a chat template adds tokens to every prompt)"
-        )?;
-    } else {
-        let first = c
-            .first_prompt_mismatch
-            .map_or(String::new(), |(sent, counted)| {
-                format!(" (the first: {sent} tokens sent, the server counted {counted})")
-            });
-        outln!(
-            "    full prompt           {} of {} completed requests with usage counted another prompt length than was sent{first}",
-            c.prompt_mismatches,
-            out.summary.completed.saturating_sub(c.usage_missing)
-        )?;
-    }
-    match probe {
-        Some(p @ NaturalStop { error: None, .. }) => {
-            outln!("    natural stop          {} (finish_reason {:?} after {} of {NATURAL_STOP_TOKENS} tokens without ignore_eos)", if p.honoured() { "ok" } else { "NOT honoured" }, p.finish_reason.as_deref().unwrap_or("none"), p.tokens)?;
-        }
-        Some(NaturalStop { error: Some(e), .. }) => {
-            outln!("    natural stop          probe failed: {e}")?
-        }
-        None => outln!("    natural stop          skipped")?,
-    }
-    let errors: Vec<String> = c
-        .errors_by_kind
-        .iter()
-        .map(|(k, v)| format!("{k} {v}"))
-        .collect();
-    outln!(
-        "    errors by kind        {}",
-        if errors.is_empty() {
-            "none".into()
-        } else {
-            errors.join(", ")
-        }
-    )?;
-    if let Some(first) = &c.first_error {
-        outln!("    first error           {first}")?;
-    }
-    if c.warmup_errors > 0 {
-        outln!(
-            "    warm-up               {} of {} requests failed: {}",
-            c.warmup_errors,
-            c.warmup_requests,
-            c.warmup_error.as_deref().unwrap_or("")
-        )?;
-    }
-    outln!("    dispatch drift        p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms (send time after the intended time)", c.dispatch_drift_ms.p50, c.dispatch_drift_ms.p99, c.dispatch_drift_ms.max)?;
-    Ok(())
 }
 
 /// The process's verdict on the run: interrupted (exit 130) or invalid (exit 3) after writing what was

@@ -1,27 +1,29 @@
-//! `serverbench simulate`.
+//! `serverbench simulate`: one `serverbench_sim::simulate`, its summary printed and its records,
+//! summary, timeline and page written (rendered by `serverbench_study::report`).
 
 use crate::cli::SimulateArgs;
 use crate::inputs;
-use crate::output::{prepare_out, summary_rows, write_file, write_json};
-use crate::report::Report;
+use crate::output::{prepare_out, write_file, write_json, write_report};
 use anyhow::{bail, Result};
-use serverbench_sim::{Deployment, RunConfig, RunOutput};
-use serverbench_study::plot::{timeline_svg, Timeline};
+use serverbench_study::report::summary::{
+    simulate_page, simulate_title, summary_rows, unfitted_profile_note, SeenBy,
+};
+use serverbench_study::report::timeline;
 
 pub fn run(a: SimulateArgs) -> Result<()> {
-    let d = inputs::resolved(&a.deployment)?;
+    let d = inputs::resolved(&a.run.deployment)?;
     let cost = d.cost_model();
-    if inputs::print_config(&a.deployment, &d)? {
+    if inputs::print_config(&a.run.deployment, &d)? {
         return Ok(());
     }
     if a.timeline && a.out.is_none() && a.report.is_none() {
         bail!("--timeline: give --out DIR (timeline.csv, timeline.svg) or --report FILE (the plot), or both");
     }
-    let mut cfg = inputs::run_config(&a.replay, a.concurrency, a.seed)?;
+    let mut cfg = inputs::run_config(&a.run.replay, a.concurrency, a.seed)?;
     cfg.timeline = a.timeline;
     let source = inputs::source(
-        &a.deployment.deployment,
-        &a.workload,
+        &a.run.deployment.deployment,
+        &a.run.workload,
         a.seed,
         &d,
         cfg.protocol,
@@ -42,22 +44,17 @@ pub fn run(a: SimulateArgs) -> Result<()> {
     let started = std::time::Instant::now();
     let out = serverbench_sim::simulate(&d, &cost, source.as_ref(), &cfg)?;
     let elapsed = started.elapsed();
-    outln!(
-        "serverbench simulate — {}, {}, seed {}, window {} s\n",
-        d.name,
-        crate::output::load_label(&cfg),
-        cfg.seed,
-        cfg.window_s
-    )?;
-    if let Some(note) = crate::output::unfitted_profile_note(&d) {
+    let title = simulate_title(&d, &cfg);
+    outln!("{title}\n")?;
+    if let Some(note) = unfitted_profile_note(&d) {
         outln!("{note}")?;
     }
     let rows = summary_rows(
         &out.summary,
         d.gpus(),
         d.gpu_hour_dollars,
-        a.replay.protocol(),
-        crate::output::SeenBy::Engine,
+        a.run.replay.protocol(),
+        SeenBy::Engine,
     );
     for (k, v) in &rows {
         outln!("  {k:<13}{v}")?;
@@ -78,7 +75,7 @@ pub fn run(a: SimulateArgs) -> Result<()> {
         write_json(
             dir,
             "summary.json",
-            &crate::meta::Meta::now(Some(&d)),
+            &crate::meta::now(Some(&d)),
             &serde_json::json!({ "summary": out.summary }),
         )?;
         outln!(
@@ -89,7 +86,7 @@ pub fn run(a: SimulateArgs) -> Result<()> {
             write_json(
                 dir,
                 "agentx_lanes.json",
-                &crate::meta::Meta::now(Some(&d)),
+                &crate::meta::now(Some(&d)),
                 &serde_json::json!({ "lanes": a.lanes }),
             )?;
             outln!(
@@ -98,27 +95,9 @@ pub fn run(a: SimulateArgs) -> Result<()> {
             )?;
         }
         if let Some(steps) = &out.timeline {
-            write_file(dir, "timeline.csv", |w| {
-                writeln!(
-                    w,
-                    "start_s,step_ms,running,waiting,prefill_tokens,decode_seqs,kv_occupancy"
-                )?;
-                for s in steps {
-                    writeln!(
-                        w,
-                        "{},{},{},{},{},{},{}",
-                        s.start_ns as f64 / 1e9,
-                        s.step_ns as f64 / 1e6,
-                        s.running,
-                        s.waiting,
-                        s.prefill_tokens,
-                        s.decode_seqs,
-                        s.kv_occupancy
-                    )?;
-                }
-                Ok(())
-            })?;
-            let svg = timeline(&d, &cfg, &out)?.unwrap_or_default();
+            let csv = timeline::csv(steps);
+            write_file(dir, "timeline.csv", |w| w.write_all(csv.as_bytes()))?;
+            let svg = timeline::plot(&d, &cfg, &out)?.unwrap_or_default();
             write_file(dir, "timeline.svg", |w| w.write_all(svg.as_bytes()))?;
             outln!(
                 "  wrote {} and timeline.svg",
@@ -127,77 +106,10 @@ pub fn run(a: SimulateArgs) -> Result<()> {
         }
     }
     if let Some(path) = &a.report {
-        let title = format!(
-            "serverbench simulate — {}, {}, seed {}, window {} s",
-            d.name,
-            crate::output::load_label(&cfg),
-            cfg.seed,
-            cfg.window_s
-        );
-        let mut r = Report::new(&title, crate::meta::Meta::now(Some(&d)));
-        r.section("Summary", "").labelled(&rows);
-        if let Some(svg) = timeline(&d, &cfg, &out)? {
-            r.section(
-                "Timeline",
-                "Sequences running and waiting, KV occupancy, and each request's TTFT and TPOT at its send time.",
-            )
-            .svg("load, KV and latency over the window", &svg);
-        }
-        r.write(path)?;
+        let svg = timeline::plot(&d, &cfg, &out)?;
+        let page = simulate_page(&title, crate::meta::now(Some(&d)), &rows, svg.as_deref());
+        write_report(&page, path)?;
         outln!("  wrote the report {}", path.display())?;
     }
     Ok(())
-}
-
-/// The timeline plot of a run simulated with its timeline (`None` without one).
-fn timeline(d: &Deployment, cfg: &RunConfig, out: &RunOutput) -> Result<Option<String>> {
-    let Some(steps) = &out.timeline else {
-        return Ok(None);
-    };
-    let t = Timeline {
-        title: &format!(
-            "{} at c = {}, seed {}: load, KV and latency over time",
-            d.name, cfg.concurrency, cfg.seed
-        ),
-        steps: bucket_max(steps, cfg.window_s, 1500),
-        ttft: out
-            .records
-            .iter()
-            .filter_map(|r| r.ttft_s().map(|t| (r.send_ns as f64 / 1e9, t)))
-            .collect(),
-        ttft_target: d.slo.ttft_s,
-        tpot: out
-            .records
-            .iter()
-            .filter(|r| r.output_tokens > 1)
-            .filter_map(|r| r.tpot_s().map(|t| (r.send_ns as f64 / 1e9, t)))
-            .collect(),
-        tpot_target: d.slo.tpot_s,
-        window_s: cfg.window_s,
-    };
-    Ok(Some(timeline_svg(&t)?))
-}
-
-/// At most `buckets` points: the largest running, waiting and occupancy of the steps in each time bucket
-/// (so the SVG stays small and no peak is lost).
-fn bucket_max(
-    steps: &[serverbench_sim::StepSample],
-    window_s: f64,
-    buckets: usize,
-) -> Vec<(f64, f64, f64, f64)> {
-    let width = window_s / buckets as f64;
-    let mut out: Vec<(f64, f64, f64, f64)> = Vec::new();
-    for s in steps {
-        let t = s.start_ns as f64 / 1e9;
-        let x = (t / width).floor() * width;
-        match out.last_mut() {
-            Some(p) if p.0 == x => {
-                p.1 = p.1.max(s.running as f64);
-                p.2 = p.2.max(s.waiting as f64);
-                p.3 = p.3.max(s.kv_occupancy);
-            }
-            _ => out.push((x, s.running as f64, s.waiting as f64, s.kv_occupancy)),
-        }
-    }
-    out
 }

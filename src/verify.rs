@@ -4,12 +4,11 @@
 
 use crate::cli::{FreezeArgs, KeygenArgs, VerifyArgs};
 use crate::inputs;
-use crate::meta::Meta;
+
 use crate::output::write_json;
 use anyhow::{anyhow, bail, Context, Result};
-use serverbench_backends::verify::{
-    self, FreezeOptions, HeldOutReplay, Verification, VerifyOptions,
-};
+use serverbench_backends::report::verification_text;
+use serverbench_backends::verify::{self, FreezeOptions, HeldOutReplay, VerifyOptions};
 use std::path::Path;
 use std::process::Command;
 
@@ -55,7 +54,7 @@ pub fn freeze(a: FreezeArgs) -> Result<()> {
         .ok_or_else(|| anyhow!("--out: {} names no file", a.out.display()))?
         .to_string_lossy()
         .into_owned();
-    write_json(dir, &name, &Meta::now(Some(&d)), &file)?;
+    write_json(dir, &name, &crate::meta::now(Some(&d)), &file)?;
     outln!(
         "froze {} (sha256 {}…) at c = {}, {} s; held-out seeds {:?}; wrote {}",
         d.name,
@@ -87,8 +86,9 @@ pub fn verify(a: VerifyArgs) -> Result<()> {
     let v = verify::verify(&options, &mut |r| replay_child(r, &a), &|note| {
         eprintln!("{note}")
     })?;
-    print_verification(&v)?;
-    let meta = Meta::now(Some(&v.deployment)).with_server(Some(&v.url), &v.frozen.server.model);
+    out!("{}", verification_text(&v))?;
+    let meta =
+        crate::meta::now(Some(&v.deployment)).with_server(Some(&v.url), &v.frozen.server.model);
     write_json(&a.out, "verify.json", &meta, &v.to_json())?;
     outln!(
         "  wrote {}/verify.json and each run's records",
@@ -99,58 +99,6 @@ pub fn verify(a: VerifyArgs) -> Result<()> {
     } else {
         Err(crate::Exit::new(3, "verification failed: the final score does not count").into())
     }
-}
-
-/// The gates' table, each run's score and the verdict.
-fn print_verification(v: &Verification) -> Result<()> {
-    let f = &v.frozen;
-    outln!(
-        "serverbench verify — {} at c = {}, {} s, held-out seeds {:?}, against {}\n",
-        v.deployment.name,
-        f.concurrency,
-        f.window_s,
-        f.held_out_seeds,
-        v.url
-    )?;
-    outln!("  {:<28} {:<6} detail", "gate", "")?;
-    for gate in &v.gates {
-        outln!(
-            "  {:<28} {:<6} {}",
-            gate.name,
-            if gate.passed { "pass" } else { "FAIL" },
-            gate.detail
-        )?;
-    }
-    outln!()?;
-    for r in &v.runs {
-        outln!(
-            "  seed {:>8}: D = {:.3}  G = {:.3}  f = {:.1} %  ({} requests, {} completed)",
-            r.seed,
-            r.summary.score.d,
-            r.summary.score.g,
-            100.0 * r.summary.score.f,
-            r.summary.requests,
-            r.summary.completed
-        )?;
-    }
-    let (dd, g, ff) = v.measured;
-    if v.passed && v.rehearsal {
-        outln!("\n  REHEARSED (--unsigned: the file's signature was not checked, so this is not a verification). The held-out runs measured D = {dd:.3}, G = {g:.3}, f = {:.1} %", 100.0 * ff)?;
-    } else if v.passed {
-        outln!("\n  VERIFIED. Final score over the held-out seeds: D = {dd:.3}, G = {g:.3}, f = {:.1} %", 100.0 * ff)?;
-    } else {
-        let reasons: Vec<&str> = v
-            .gates
-            .iter()
-            .filter(|g| !g.passed)
-            .map(|g| g.name)
-            .collect();
-        outln!(
-            "\n  FAILED: {} (the held-out runs measured D = {dd:.3}, which does not count)",
-            reasons.join(", ")
-        )?;
-    }
-    Ok(())
 }
 
 fn replay_child(r: &HeldOutReplay<'_>, a: &VerifyArgs) -> Result<()> {
@@ -183,7 +131,7 @@ fn replay_child(r: &HeldOutReplay<'_>, a: &VerifyArgs) -> Result<()> {
             "--protocol",
             &f.protocol,
             "--prompt-salt",
-            &(seed ^ 0x5EA1).to_string(),
+            &r.prompt_salt().to_string(),
         ])
         .args(["--time-scale", &a.time_scale.to_string()])
         .arg("--out")

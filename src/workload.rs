@@ -1,16 +1,15 @@
-//! `serverbench workload stats | export | scan`.
+//! `serverbench workload stats | export | scan | fit`: each one library call, its text rendered by
+//! `serverbench_workloads::report` and `serverbench_study::report::scan`.
 
 use crate::cli::{
     WorkloadCommand, WorkloadExportArgs, WorkloadFitArgs, WorkloadScanArgs, WorkloadStatsArgs,
 };
 use crate::inputs;
-use crate::output::{thousands, write_file, write_json, write_path};
+use crate::output::{write_file, write_json, write_path};
 use anyhow::{Context, Result};
+use serverbench_study::report::scan::{self as render_scan, Scanned};
 use serverbench_workloads::fit_corpus::{fit_corpus, FitRequest};
-use serverbench_workloads::{
-    workload_stats, write_corpus, write_native, Quantiles, Session, SessionTree,
-};
-use std::sync::Arc;
+use serverbench_workloads::{workload_stats, write_corpus, write_native};
 
 pub fn run(c: WorkloadCommand) -> Result<()> {
     match c {
@@ -49,13 +48,7 @@ fn fit(a: WorkloadFitArgs) -> Result<()> {
     if let Some(path) = &a.held_out {
         write_out(Some(path), |w| write_corpus(&f.held_out, w))?;
     }
-    print_fit(&f.report)?;
-    for (name, why) in &f.left_out {
-        outln!("  left out of the fit: {name}: {why}")?;
-    }
-    if let Some(r) = &f.aimed {
-        print_aim(r)?;
-    }
+    out!("{}", serverbench_workloads::report::fitted_text(&f))?;
     outln!("\n  fitted in {:.1} s", started.elapsed().as_secs_f64())?;
     if let Some(path) = &a.out {
         let text = f.spec_yaml().context("the fitted spec as YAML")?;
@@ -68,139 +61,8 @@ fn fit(a: WorkloadFitArgs) -> Result<()> {
     Ok(())
 }
 
-fn print_aim(r: &serverbench_workloads::aim::AimReport) -> Result<()> {
-    outln!(
-        "\naimed at {} — {} rounds of moves, {} sessions generated (seed 0)\n",
-        r.targets,
-        r.rounds,
-        r.sessions
-    )?;
-    outln!(
-        "  {:<30} {:<14} {:>12} {:>12} {:>12} {:>9}  moved",
-        "quantity",
-        "statistic",
-        "published",
-        "fitted",
-        "aimed",
-        "error"
-    )?;
-    for row in &r.rows {
-        let t = &row.target;
-        let stat = match (t.stat, t.above) {
-            (serverbench_workloads::aim::Stat::ShareAbove, Some(a)) => format!("share > {a}"),
-            (s, _) => format!("{s:?}").to_lowercase(),
-        };
-        let err = match t.stat {
-            serverbench_workloads::aim::Stat::Value
-            | serverbench_workloads::aim::Stat::ShareAbove => {
-                format!("{:+.3}", row.error)
-            }
-            _ => format!("{:+.1} %", 100.0 * row.error),
-        };
-        outln!(
-            "  {:<30} {:<14} {:>12.4} {:>12.4} {:>12.4} {:>9}  {}",
-            format!("{:?} ({})", t.quantity, t.quantity.unit()),
-            stat,
-            t.value,
-            row.fitted,
-            row.aimed,
-            err,
-            if row.moved { "yes" } else { "" }
-        )?;
-    }
-    Ok(())
-}
-
-fn print_fit(r: &serverbench_workloads::fit::FitReport) -> Result<()> {
-    outln!(
-        "workload fit — fitted on {} sessions, {} held out (every {}th), against {} generated\n",
-        r.fitted_sessions,
-        r.held_out_sessions,
-        serverbench_workloads::fit::HOLD_OUT_EVERY,
-        r.generated_sessions
-    )?;
-    outln!(
-        "  {:<28} {:<10} {:>10} {:>10} {:>10} {:>10} {:>10}  {:>5}",
-        "quantity",
-        "",
-        "mean",
-        "p10",
-        "p50",
-        "p90",
-        "p99",
-        "KS"
-    )?;
-    for row in &r.rows {
-        let mut lines = vec![
-            ("fitted on", &row.fitted_on, None),
-            ("held out", &row.held_out, None),
-            ("generator", &row.generator, Some(row.ks)),
-        ];
-        if let Some(c) = &row.check {
-            lines.push(("check", c, row.check_ks));
-        }
-        for (label, q, ks) in lines {
-            let name = if label == "fitted on" {
-                format!("{} ({})", row.quantity, row.unit)
-            } else {
-                String::new()
-            };
-            let ks = ks.map_or(String::new(), |k| format!("{k:.3}"));
-            outln!(
-                "  {:<28} {:<10} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1}  {:>5}",
-                name,
-                label,
-                q.mean,
-                q.p10,
-                q.p50,
-                q.p90,
-                q.p99,
-                ks
-            )?;
-        }
-    }
-    outln!(
-        "\n  tokens per session, generator against held out: p50 {:+.1} %, p90 {:+.1} %",
-        100.0 * r.session_tokens_error_p50,
-        100.0 * r.session_tokens_error_p90
-    )?;
-    if let Some([p50, p90]) = r.check_tokens_error {
-        outln!(
-            "  tokens per session, generator against the {} check sessions: p50 {:+.1} %, p90 {:+.1} %",
-            r.checked_sessions,
-            100.0 * p50,
-            100.0 * p90
-        )?;
-    }
-    outln!(
-        "  sub-agents per session {:.3}; nested below another sub-agent: {} (the generator spawns from the root only)",
-        r.subagents_per_session,
-        r.nested_subagents
-    )?;
-    Ok(())
-}
-
-/// The trees a stats/export command covers, one at a time: a whole trace, or `n` generated trees.
-fn trees(
-    w: &crate::cli::WorkloadArgs,
-    seed: u64,
-    n: u64,
-    context_limit: u32,
-) -> Result<Box<dyn Iterator<Item = Arc<SessionTree>>>> {
-    if let Some(t) = inputs::trace(w)? {
-        return Ok(Box::new(t.trees().to_vec().into_iter()));
-    }
-    let n = inputs::trees(n)?;
-    let source = inputs::source_at(w, seed, context_limit)?;
-    Ok(Box::new((0..n).map(move |k| source.tree(k))))
-}
-
-fn q_row(name: &str, q: &Quantiles, unit: &str) -> String {
-    format!("  {name:<22}mean {:>10.1}  p50 {:>10.1}  p90 {:>10.1}  p99 {:>10.1}  max {:>10.1} {unit}\n", q.mean, q.p50, q.p90, q.p99, q.max)
-}
-
 fn stats(a: WorkloadStatsArgs) -> Result<()> {
-    let trees = trees(&a.workload, a.seed, a.trees, a.context_limit)?;
+    let trees = inputs::trees_of(&a.workload, a.seed, a.trees, a.context_limit)?;
     let s = workload_stats(trees);
     let what = match &a.workload.trace {
         Some(p) => format!("trace {}", p.display()),
@@ -209,31 +71,14 @@ fn stats(a: WorkloadStatsArgs) -> Result<()> {
             a.seed, a.trees
         ),
     };
-    outln!("workload stats — {what}\n")?;
-    outln!(
-        "  trees {} · requests {} · sub-agents {} ({} in the background) · compactions {}",
-        s.trees,
-        s.requests,
-        s.subagents,
-        s.background_subagents,
-        s.compactions
-    )?;
-    out!("{}", q_row("root turns per tree", &s.root_turns, ""))?;
-    out!("{}", q_row("requests per tree", &s.requests_per_tree, ""))?;
-    out!("{}", q_row("input tokens", &s.input_tokens, "tok"))?;
-    out!("{}", q_row("output tokens", &s.output_tokens, "tok"))?;
-    out!("{}", q_row("think time (uncapped)", &s.think_time_s, "s"))?;
-    out!("{}", q_row("uncached prompt", &s.uncached_tokens, "tok"))?;
-    outln!(
-        "  prefix reuse with an infinite cache: {:.1} % of prompt tokens",
-        s.prefix_reuse_ratio * 100.0
-    )?;
+    out!("{}", serverbench_workloads::report::stats_text(&what, &s))?;
     Ok(())
 }
 
 fn export(a: WorkloadExportArgs) -> Result<()> {
     if a.format == "corpus" {
-        let (sessions, origins) = corpus_sessions(&a)?;
+        let (sessions, origins) =
+            inputs::corpus_sessions(&a.workload, a.seed, a.trees, a.context_limit, a.keep_going)?;
         if let Some(path) = &a.origins {
             write_out(Some(path), |w| {
                 for (s, files) in sessions.iter().zip(&origins) {
@@ -248,7 +93,7 @@ fn export(a: WorkloadExportArgs) -> Result<()> {
         }
         return write_out(a.out.as_deref(), |w| write_corpus(&sessions, w));
     }
-    let trees = trees(&a.workload, a.seed, a.trees, a.context_limit)?;
+    let trees = inputs::trees_of(&a.workload, a.seed, a.trees, a.context_limit)?;
     let write = |w: &mut dyn std::io::Write| match a.format.as_str() {
         "native" => write_native(trees, w),
         "aiperf" => serverbench_workloads::write_aiperf(trees, w),
@@ -270,19 +115,6 @@ fn write_out(
     }
 }
 
-/// The sessions `export --format corpus` writes, with the files each was read from: a trace's (as
-/// `Imported::into_corpus` gives them), or the generated trees'.
-fn corpus_sessions(a: &WorkloadExportArgs) -> Result<(Vec<Session>, Vec<Vec<String>>)> {
-    if let Some(path) = &a.workload.trace {
-        let i = inputs::import(&[path.as_path()], a.workload.trace_format, a.keep_going)?;
-        return Ok(i.into_corpus());
-    }
-    let trees = trees(&a.workload, a.seed, a.trees, a.context_limit)?;
-    let sessions: Vec<Session> = trees.map(|t| Session::from_tree(&t, "generator")).collect();
-    let n = sessions.len();
-    Ok((sessions, vec![Vec::new(); n]))
-}
-
 fn scan(a: WorkloadScanArgs) -> Result<()> {
     let d = inputs::deployment(&a.deployment)?;
     let seeds = inputs::seeds(&a.seeds)?;
@@ -300,59 +132,18 @@ fn scan(a: WorkloadScanArgs) -> Result<()> {
         a.window,
         a.idle_gap_cap,
     )?;
-    let elapsed = started.elapsed();
-    let (offers, q) = (&scan.offers, &scan.value);
-    outln!(
-        "workload scan — {} seeds, c = {}, window {} s, prices of {} (an infinitely fast server)\n",
-        offers.len(),
-        a.concurrency,
-        a.window,
-        d.name
-    )?;
-    outln!(
-        "  {:>6}  {:>10}  {:>14}  {:>12}  {:>10}  {:>6}",
-        "seed",
-        "requests",
-        "input tok",
-        "output tok",
-        "value $",
-        "trees"
-    )?;
-    for o in offers {
-        outln!(
-            "  {:>6}  {:>10}  {:>14}  {:>12}  {:>10.4}  {:>6}",
-            o.seed,
-            o.requests,
-            thousands(o.input_tokens),
-            thousands(o.output_tokens),
-            o.value,
-            o.trees
-        )?;
-    }
-    outln!(
-        "\n  value offered: mean ${:.4}  p50 ${:.4}  p90 ${:.4}  max ${:.4} per window (computed in {:.2} s)",
-        q.mean,
-        q.p50,
-        q.p90,
-        q.max,
-        elapsed.as_secs_f64()
-    )?;
+    let scanned = Scanned {
+        deployment: &d.name,
+        concurrency: a.concurrency,
+        window_s: a.window,
+        elapsed_s: started.elapsed().as_secs_f64(),
+    };
+    out!("{}", render_scan::text(&scan, &scanned))?;
     if let Some(dir) = &a.out {
         write_file(dir, "scan.csv", |w| {
-            writeln!(
-                w,
-                "seed,requests,input_tokens,output_tokens,value_dollars,trees"
-            )?;
-            for o in offers {
-                writeln!(
-                    w,
-                    "{},{},{},{},{},{}",
-                    o.seed, o.requests, o.input_tokens, o.output_tokens, o.value, o.trees
-                )?;
-            }
-            Ok(())
+            w.write_all(render_scan::csv(&scan).as_bytes())
         })?;
-        write_json(dir, "scan.json", &crate::meta::Meta::now(Some(&d)), offers)?;
+        write_json(dir, "scan.json", &crate::meta::now(Some(&d)), &scan.offers)?;
     }
     Ok(())
 }

@@ -743,6 +743,67 @@ fn classify(e: &reqwest::Error) -> String {
     }
 }
 
+/// Asks the server which models it serves: a server that cannot be reached, does not answer within
+/// the timeout, or answers something other than JSON (an HTML page) stops the replay at once, saying
+/// which; one that does not serve `model` says which it does. A server without `/v1/models` (an error
+/// status) is let be, with a warning handed to `warn`.
+pub async fn check_model(
+    client: &HttpClient,
+    server: &ServerFlags<'_>,
+    model: &str,
+    timeout_s: f64,
+    warn: &(dyn Fn(String) + Sync),
+) -> anyhow::Result<()> {
+    let (url, url_flag, model_flag) = (server.url, server.url_flag, server.model_flag);
+    match client.models().await {
+        Ok(models) if !models.is_empty() && !models.iter().any(|m| m == model) => anyhow::bail!(
+            "{model_flag} {model:?}: the server at {url} serves {}",
+            listed(&models)
+        ),
+        Ok(_) => Ok(()),
+        Err(ModelsError::Status(status, text)) => {
+            warn(format!("warning: {url}/v1/models answered HTTP {status} ({text}); the model name is not checked"));
+            Ok(())
+        }
+        Err(ModelsError::Unreachable(e)) => anyhow::bail!("cannot reach the server at {url} ({url_flag}): {e}"),
+        Err(ModelsError::Timeout(waited, e)) => anyhow::bail!(
+            "the server at {url} did not answer /v1/models within {} s (--timeout {timeout_s} s, at most 30 s for this check): {e}",
+            waited.as_secs_f64()
+        ),
+        Err(e @ ModelsError::NotJson { .. }) => anyhow::bail!(
+            "the server at {url} answered /v1/models with something other than the OpenAI API's JSON — is {url_flag} the API's address? {e}"
+        ),
+        Err(e @ ModelsError::TooLarge(_)) => anyhow::bail!("the server at {url}: /v1/models: {e}"),
+    }
+}
+
+/// The server a command talks to, and the flags that named it and its model (for the errors).
+pub struct ServerFlags<'a> {
+    /// The server's URL.
+    pub url: &'a str,
+    /// The flag that gave it (`--url`, `--endpoint`).
+    pub url_flag: &'a str,
+    /// The flag that named the model.
+    pub model_flag: &'a str,
+}
+
+/// At most [`LISTED`] model names, and how many more the server lists.
+fn listed(models: &[String]) -> String {
+    let shown = models
+        .iter()
+        .take(LISTED)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    match models.len().saturating_sub(LISTED) {
+        0 => shown,
+        more => format!("{shown} and {more} more"),
+    }
+}
+
+/// Model names an error lists before it counts the rest.
+const LISTED: usize = 8;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -762,6 +823,33 @@ mod tests {
             output_counter: None,
         })
         .unwrap()
+    }
+
+    /// A server that cannot be reached stops the command, naming the flag that gave its address; a long
+    /// list of models is cut short.
+    #[test]
+    fn the_model_check_names_the_flag_and_lists_a_few_models() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let flags = ServerFlags {
+            url: "http://127.0.0.1:1",
+            url_flag: "--endpoint",
+            model_flag: "--model",
+        };
+        let c = client(flags.url, false);
+        let e = rt
+            .block_on(check_model(&c, &flags, "m", 1.0, &|_| {}))
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("cannot reach the server at http://127.0.0.1:1 (--endpoint): "),
+            "{e}"
+        );
+        let names: Vec<String> = (0..10).map(|i| format!("m{i}")).collect();
+        assert_eq!(listed(&names[..2]), "m0, m1");
+        assert_eq!(listed(&names), "m0, m1, m2, m3, m4, m5, m6, m7 and 2 more");
     }
 
     /// A stream of three tokens in two chunks: the usage counts them; the streamed text backs that

@@ -118,9 +118,66 @@ fn rescored(d: &Deployment, dir: &Path, stored: Summary) -> Result<Summary> {
     Ok(s)
 }
 
+/// What a measured run replays, as far as its prompt salt tells runs apart.
+pub struct RunScenario<'a> {
+    /// The protocol's name.
+    pub protocol: &'a str,
+    /// `--deployment` as given (a preset name or a file).
+    pub deployment: &'a str,
+    /// `--workload`, when given.
+    pub workload: Option<&'a Path>,
+    /// `--trace`, when given.
+    pub trace: Option<&'a Path>,
+}
+
+/// The prompt salt of one measured run: its level and seed, and (from 2026-12-02) its protocol,
+/// deployment and workload, so that a cold run finds nothing that a steady run of the same level and
+/// seed left in the server's cache. A run of the steady start on the deployment's own workload keeps
+/// the salt the stored sets were measured with, `1 + c × 10⁶ + seed`.
+pub fn run_salt(r: &RunScenario<'_>, c: u32, seed: u64) -> u64 {
+    let base = 1 + c as u64 * 1_000_000 + seed;
+    let workload =
+        [r.workload, r.trace].map(|p| p.map_or(String::new(), |p| p.display().to_string()));
+    let what = format!(
+        "{}|{}|{}|{}",
+        r.protocol, r.deployment, workload[0], workload[1]
+    );
+    if r.protocol == "steady" && workload.iter().all(|w| w.is_empty()) {
+        return base;
+    }
+    let h = what.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+    });
+    base ^ (h << 32)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The steady start on the deployment's own workload keeps the stored sets' salt; anything else
+    /// mixes in a hash of what the run replays.
+    #[test]
+    fn a_salt_tells_runs_of_one_level_and_seed_apart() {
+        let steady = RunScenario {
+            protocol: "steady",
+            deployment: "qwen3-8b-1xh200",
+            workload: None,
+            trace: None,
+        };
+        assert_eq!(run_salt(&steady, 4, 3), 4_000_004);
+        let cold = RunScenario {
+            protocol: "cold",
+            ..steady
+        };
+        // FNV-1a of "cold|qwen3-8b-1xh200||" in the high half.
+        assert_eq!(run_salt(&cold, 4, 3), 13_419_667_183_697_201_412);
+        let traced = RunScenario {
+            trace: Some(Path::new("t.jsonl")),
+            ..steady
+        };
+        assert_ne!(run_salt(&traced, 4, 3), 4_000_004);
+    }
     use serverbench_sim::{Protocol, RunConfig};
     use serverbench_workloads::Workload;
 

@@ -13,6 +13,8 @@ pub mod client;
 pub mod clock;
 pub mod compare;
 pub mod count;
+#[cfg(feature = "cuda")]
+pub mod cuda_check;
 pub mod driver;
 pub mod engine;
 pub mod fidelity;
@@ -20,6 +22,7 @@ pub mod interrupt;
 pub mod natural_stop;
 pub mod openai;
 pub mod probe;
+pub mod report;
 pub mod runtime;
 pub mod server;
 pub mod sse;

@@ -15,6 +15,15 @@ pub enum Api {
 }
 
 impl Api {
+    /// The API a replay under an AgentX protocol (`agentx`) uses: chat completions with messages, as
+    /// AgentX sends them, whatever was asked for; otherwise `self`.
+    pub fn under_protocol(self, agentx: bool) -> Api {
+        match agentx {
+            true => Api::Chat,
+            false => self,
+        }
+    }
+
     /// Parses `tokens`, `text` or `chat`.
     pub fn parse(s: &str) -> Option<Api> {
         match s {
@@ -411,6 +420,16 @@ mod tests {
         model: "m",
         words: None,
     };
+
+    #[test]
+    fn agentx_replays_send_chat_completions() {
+        assert_eq!(Api::CompletionsTokens.under_protocol(true), Api::Chat);
+        assert_eq!(Api::CompletionsText.under_protocol(true), Api::Chat);
+        assert_eq!(
+            Api::CompletionsText.under_protocol(false),
+            Api::CompletionsText
+        );
+    }
 
     #[test]
     fn bodies_ask_for_exact_lengths_and_usage() {

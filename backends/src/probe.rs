@@ -115,6 +115,24 @@ impl RaggedProbe {
 }
 
 impl ProbePlan {
+    /// The probes of `url` as a fitted profile's provenance names them: `measured` probes, their
+    /// prompt lengths, prefixes and streams.
+    pub fn describe(&self, url: &str, measured: usize) -> String {
+        format!(
+            "{measured} probes of {url}: TTFT of fresh prompts {:?}, of suffixes {:?} over {:?} cached tokens; TPOT of {:?} streams over {} tokens and {:?} over {}; {} mixed steps; {} ragged and {} shared-prefix batches",
+            self.prompt_lengths,
+            self.suffixes,
+            self.cached_prefixes,
+            self.streams,
+            self.decode_prompt,
+            self.long_streams,
+            self.long_context,
+            self.mixed.len(),
+            self.ragged.len(),
+            self.shared.len()
+        )
+    }
+
     /// The default plan: prompts of 64–2,048 tokens, suffixes of 16–512 over an 8,192-token prefix,
     /// 1–32 streams of 64 tokens (prompts over 32,768 tokens once each, and an 8,192-token chunk over
     /// cached prefixes of 32,768 or more, where a plan asks for such lengths).
@@ -575,6 +593,17 @@ async fn ttft(client: &HttpClient, prompt: &[u32], what: &str) -> Result<f64, St
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_plan_names_its_probes_for_the_provenance() {
+        let plan = ProbePlan::standard(Vocab::new(100, 1000).unwrap(), 0);
+        let d = plan.describe("http://h:1", 3);
+        assert!(
+            d.starts_with("3 probes of http://h:1: TTFT of fresh prompts ["),
+            "{d}"
+        );
+        assert!(d.ends_with(" ragged and 0 shared-prefix batches"), "{d}");
+    }
 
     #[test]
     fn prompts_are_seeded_distinct_and_inside_the_vocabulary() {

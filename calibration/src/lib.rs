@@ -14,6 +14,7 @@ pub mod memory;
 pub mod model;
 pub mod ops;
 pub mod profile;
+pub mod report;
 pub mod splitkv;
 
 pub use cost::{BatchShape, CostInputs, CostModel, GraphRule, StepClock, StepParts};

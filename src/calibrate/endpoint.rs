@@ -7,8 +7,10 @@ use super::fit::{measured_on, options, read_step_log, report, write_profile};
 use crate::cli::CalibrateArgs;
 use anyhow::{anyhow, Context, Result};
 use serverbench_backends::calibrate::{probe_plan, run_probes, ProbeLog, ProbeOptions};
+use serverbench_backends::client::{check_model, ServerFlags};
 use serverbench_backends::{unless_interrupted, ClientConfig, HttpClient, Interrupt};
 use serverbench_calibration::calibrate::fit_probes;
+use serverbench_calibration::report::probe_fit_text;
 use serverbench_calibration::{FitTarget, ModelSpec, StepSample};
 use serverbench_workloads::tokens::Vocab;
 use std::path::Path;
@@ -54,7 +56,7 @@ pub fn calibrate(a: &CalibrateArgs, url: &str) -> Result<()> {
         crate::signals::exit_now,
     )?;
     let rt = serverbench_backends::Runtime::new().context("cannot start the async runtime")?;
-    let server = crate::real::ServerFlags {
+    let server = ServerFlags {
         url,
         url_flag: "--endpoint",
         model_flag: if a.served_model.is_some() {
@@ -65,7 +67,7 @@ pub fn calibrate(a: &CalibrateArgs, url: &str) -> Result<()> {
     };
     if let Some(checked) = rt.block_on(unless_interrupted(
         &stop,
-        crate::real::check_model(&client, &server, &served, a.timeout),
+        check_model(&client, &server, &served, a.timeout, &|w| eprintln!("{w}")),
     )) {
         checked?;
     }
@@ -111,20 +113,7 @@ pub fn calibrate(a: &CalibrateArgs, url: &str) -> Result<()> {
         );
     }
     let samples: Vec<StepSample> = run.steps.into_iter().map(|s| s.step).collect();
-    let inputs = vec![format!(
-        "{} probes of {url}: TTFT of fresh prompts {:?}, of suffixes {:?} over {:?} cached tokens; TPOT of {:?} streams over {} tokens and {:?} over {}; {} mixed steps; {} ragged and {} shared-prefix batches",
-        samples.len(),
-        plan.prompt_lengths,
-        plan.suffixes,
-        plan.cached_prefixes,
-        plan.streams,
-        plan.decode_prompt,
-        plan.long_streams,
-        plan.long_context,
-        plan.mixed.len(),
-        plan.ragged.len(),
-        plan.shared.len()
-    )];
+    let inputs = vec![plan.describe(url, samples.len())];
     let on = measured_on(a, format!("the server at {url} (black box)"));
     fit_and_write(a, &samples, inputs, &on)
 }
@@ -159,20 +148,7 @@ fn fit_and_write(
     measured_on: &str,
 ) -> Result<()> {
     let probes = fit_probes(&options(a), samples, inputs, measured_on)?;
-    for t in &probes.trials {
-        eprintln!(
-            "attention {:?}: request latency {:.2} ms{}, RMS error over the probes {:.2} %",
-            t.layout,
-            t.request_latency_s * 1e3,
-            if a.fit_frontend {
-                format!(" + {:.3} µs per prompt token", t.frontend_s_per_token * 1e6)
-            } else {
-                String::new()
-            },
-            100.0 * t.error.sqrt()
-        );
-    }
-    eprintln!("kept attention {:?}", probes.fit.profile.attention_layout);
+    eprint!("{}", probe_fit_text(&probes, a.fit_frontend));
     report(&probes.fit);
     write_profile(&probes.fit.profile, a.out.as_deref())
 }

@@ -54,42 +54,12 @@ pub fn options(a: &CalibrateArgs) -> FitOptions {
 
 /// Prints the coefficients and the fit's error to stderr.
 pub fn report(fit: &Fit) {
-    let c = &fit.profile;
-    eprintln!(
-        "fitted {} steps, held out {}: GEMM {:.1} %, weight streaming {:.1} % ({:.1} % at one token), attention {:.1} %, KV {:.1} % ({:.1} % for shared re-reads) of peak; \
-         step overhead {:.3} ms, per sequence {:.1} µs; prefill attention {:.2} µs per token of span + {:.2} per round of {:.0} tiles",
-        fit.train.steps,
-        fit.held_out.steps,
-        100.0 * c.gemm_efficiency,
-        100.0 * c.memory_efficiency,
-        100.0 * c.single_row_memory_efficiency.unwrap_or(c.memory_efficiency),
-        100.0 * c.attention_efficiency,
-        100.0 * c.kv_efficiency.unwrap_or(c.memory_efficiency),
-        100.0
-            * c.shared_kv_efficiency
-                .or(c.kv_efficiency)
-                .unwrap_or(c.memory_efficiency),
-        1e3 * c.step_overhead_s,
-        1e6 * c.per_sequence_overhead_s,
-        1e6 * c.attention_span_s_per_token,
-        1e6 * c.attention_sweep_s_per_token,
-        c.attention_parallel_tiles
-    );
-    eprintln!(
-        "step-time error: held out median {:.2} %, p90 {:.2} %; fitted median {:.2} %, p90 {:.2} %",
-        100.0 * fit.held_out.median_ape,
-        100.0 * fit.held_out.p90_ape,
-        100.0 * fit.train.median_ape,
-        100.0 * fit.train.p90_ape
-    );
+    eprint!("{}", serverbench_calibration::report::fit_text(fit));
 }
 
 /// Writes (or prints) a profile as YAML.
 pub fn write_profile(p: &Profile, out: Option<&Path>) -> Result<()> {
-    let text = format!(
-        "# Cost-model profile written by `serverbench calibrate`; see docs/calibration.md.\n{}",
-        serde_yaml::to_string(p)?
-    );
+    let text = serverbench_calibration::report::profile_yaml(p)?;
     match out {
         Some(path) => {
             std::fs::write(path, text)

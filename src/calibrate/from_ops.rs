@@ -6,7 +6,7 @@ use super::load_profile;
 use crate::cli::CalibrateArgs;
 use anyhow::{bail, Context, Result};
 use serverbench_calibration::calibrate::{self as fits, OpsOptions, OpsTable};
-use std::collections::BTreeMap;
+use serverbench_calibration::report::ops_table;
 use std::path::PathBuf;
 
 /// The CSV files `paths` name: files as given, directories' `.csv` files in name order.
@@ -53,53 +53,6 @@ pub fn calibrate(a: &CalibrateArgs, paths: &[PathBuf]) -> Result<()> {
         measured_on: a.measured_on.clone(),
     };
     let c = fits::fit_op_tables(&options(a), &ops, &base, &tables)?;
-    eprintln!("{}", report(&c.fits, &c.used, &c.skipped));
+    eprintln!("{}", ops_table(&c.fits, &c.used, &c.skipped));
     write_profile(&c.profile, a.out.as_deref())
-}
-
-/// The per-class table on standard error: every class fitted on every GPU, the ones the profile uses
-/// marked with their field.
-fn report(
-    fits: &[serverbench_calibration::ops::ClassFit],
-    used: &[(&'static str, serverbench_calibration::ops::ClassFit)],
-    skipped: &BTreeMap<String, usize>,
-) -> String {
-    let mut t = String::from(
-        "| class | GPU | value | rows fitted | fitted median abs error | rows held out | held-out median error | held-out median abs error | profile field |\n|---|---|---:|---:|---:|---:|---:|---:|---|\n",
-    );
-    let pct = |x: Option<f64>, signed: bool| match (x, signed) {
-        (Some(x), true) => format!("{:+.1} %", 100.0 * x),
-        (Some(x), false) => format!("{:.1} %", 100.0 * x),
-        (None, _) => "—".into(),
-    };
-    for f in fits {
-        let field = used
-            .iter()
-            .find(|(_, u)| u.class == f.class && u.gpu == f.gpu)
-            .map_or("", |(name, _)| name);
-        t.push_str(&format!(
-            "| {} | {} | {:.4} | {} | {} | {} | {} | {} | {} |\n",
-            f.class.label(),
-            f.gpu,
-            f.value,
-            f.fitted,
-            pct(Some(f.fitted_median_ape), false),
-            f.held_out,
-            pct(f.held_out_median_error, true),
-            pct(f.held_out_median_ape, false),
-            field
-        ));
-    }
-    if !skipped.is_empty() {
-        t.push_str("\nrows of operators no profile term prices (not fitted): ");
-        t.push_str(
-            &skipped
-                .iter()
-                .map(|(k, v)| format!("{k} {v}"))
-                .collect::<Vec<_>>()
-                .join(", "),
-        );
-        t.push('\n');
-    }
-    t
 }

@@ -83,7 +83,7 @@ pub fn calibrate(a: &CalibrateArgs) -> Result<()> {
         crate::output::write_json(
             dir,
             "microbench.json",
-            &crate::meta::Meta::now(None),
+            &crate::meta::now(None),
             &serde_json::json!({ "device": model.dev.name, "copy_bytes_per_s": copy, "gemm": gemms, "steps": results }),
         )?;
     }

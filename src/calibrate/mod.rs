@@ -21,7 +21,8 @@ use fit::{options, read_step_log, report, write_profile};
 use crate::cli::CalibrateArgs;
 use anyhow::{Context, Result};
 use serverbench_calibration::calibrate::{self as fits, Provenance};
-use serverbench_calibration::{check_profile, predict_steps_with, Profile, StepSample};
+use serverbench_calibration::report::{check_table, per_step_csv};
+use serverbench_calibration::{predict_steps_with, Profile, StepSample};
 use std::path::Path;
 
 /// Runs the command.
@@ -79,54 +80,17 @@ fn load_profile(flag: &str, name: &str) -> Result<Profile> {
 fn check(a: &CalibrateArgs, name: &str, samples: &[StepSample]) -> Result<()> {
     let profile = load_profile("--check", name)?;
     let (model, hardware) = fits::model_and_hardware(&options(a))?;
-    outln!(
-        "profile {} against {} steps ({} time)\n",
-        profile.name,
-        samples.len(),
-        a.target
-    )?;
-    outln!("| steps | count | median error | median abs error | p90 abs error |")?;
-    outln!("|---|---:|---:|---:|---:|")?;
     let predicted = predict_steps_with(samples, &model, &hardware, &profile, a.split_kv);
-    for c in check_profile(samples, &predicted) {
-        outln!(
-            "| {} | {} | {:+.2} % | {:.2} % | {:.2} % |",
-            c.class,
-            c.steps,
-            100.0 * c.median_error,
-            100.0 * c.abs.median_ape,
-            100.0 * c.abs.p90_ape
-        )?;
-    }
+    out!(
+        "{}",
+        check_table(&profile.name, &a.target, samples, &predicted)
+    )?;
     if let Some(path) = &a.per_step {
         std::fs::write(path, per_step_csv(samples, &predicted))
             .with_context(|| format!("--per-step: cannot write {}", path.display()))?;
         eprintln!("wrote {}", path.display());
     }
     Ok(())
-}
-
-/// One CSV row per step: its features, the measured and the predicted time and the relative error.
-fn per_step_csv(samples: &[StepSample], predicted: &[f64]) -> String {
-    let mut out = String::from(
-        "index,prefill_chunks,prefill_new_tokens,prefill_cached_max,decode_seqs,decode_context,decode_shared,measured_ms,predicted_ms,error_pct\n",
-    );
-    for (i, (s, p)) in samples.iter().zip(predicted).enumerate() {
-        let b = s.shape(None);
-        let cached = s.prefill.iter().map(|&(_, c)| c).max().unwrap_or(0);
-        out += &format!(
-            "{i},{},{},{cached},{},{},{},{:.4},{:.4},{:.3}\n",
-            s.prefill.len(),
-            b.prefill_tokens,
-            b.decode_seqs,
-            b.decode_context,
-            b.decode_shared,
-            1e3 * s.seconds,
-            1e3 * p,
-            100.0 * (p - s.seconds) / s.seconds
-        );
-    }
-    out
 }
 
 /// `--derive-from`: a measured profile's efficiencies and overheads on `--hardware`.

@@ -12,7 +12,8 @@ use serverbench_sim::{
     AgentxParams, Arrivals, Deployment, Protocol, Referenced, RunConfig, MAX_CONCURRENCY,
 };
 use serverbench_workloads::{
-    read_spec, Imported, Trace, TraceFormat, TraceRepeat, TreeSource, Workload, WorkloadSpec,
+    read_spec, Imported, Session, SessionTree, Trace, TraceFormat, TraceRepeat, TreeSource,
+    Workload, WorkloadSpec,
 };
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -319,6 +320,42 @@ pub fn source_at(
     let w = workload_or(args, None)?;
     w.source(seed, context_limit)
         .map_err(|e| anyhow!("{}: {e}", workload_name(args, &w)))
+}
+
+/// The trees `workload stats` and `export` cover, one at a time: a trace's, whole, or the first `n`
+/// trees of the generator's stream for `seed` (`n` checked as `--trees`).
+pub fn trees_of(
+    args: &WorkloadChoice,
+    seed: u64,
+    n: u64,
+    context_limit: u32,
+) -> Result<Box<dyn Iterator<Item = Arc<SessionTree>>>> {
+    if let Some(t) = trace(args)? {
+        return Ok(Box::new(t.trees().to_vec().into_iter()));
+    }
+    let n = trees(n)?;
+    let source = source_at(args, seed, context_limit)?;
+    Ok(Box::new((0..n).map(move |k| source.tree(k))))
+}
+
+/// The sessions `workload export --format corpus` writes, with the files each was read from: a
+/// trace's (as `Imported::into_corpus` gives them; `lenient` leaves out what cannot be reduced), or the
+/// generated trees' (from no file).
+pub fn corpus_sessions(
+    args: &WorkloadChoice,
+    seed: u64,
+    n: u64,
+    context_limit: u32,
+    lenient: bool,
+) -> Result<(Vec<Session>, Vec<Vec<String>>)> {
+    if let Some(path) = &args.trace {
+        let i = import(&[path.as_path()], args.trace_format, lenient, args.note)?;
+        return Ok(i.into_corpus());
+    }
+    let trees = trees_of(args, seed, n, context_limit)?;
+    let sessions: Vec<Session> = trees.map(|t| Session::from_tree(&t, "generator")).collect();
+    let n = sessions.len();
+    Ok((sessions, vec![Vec::new(); n]))
 }
 
 /// How errors name the workload: the spec's name or file, or the trace.
@@ -629,6 +666,28 @@ mod tests {
 
     fn error<T: std::fmt::Debug>(r: Result<T>) -> String {
         format!("{:#}", r.unwrap_err())
+    }
+
+    /// `workload stats` and `export` take the first `n` trees of a seed's stream, the same trees
+    /// `simulate` replays, and refuse a count out of range.
+    #[test]
+    fn the_generated_trees_are_the_seed_s_stream() {
+        let choice = WorkloadChoice {
+            workload: None,
+            trace: None,
+            trace_format: None,
+            max_context_length: None,
+            trace_repeat: TraceRepeat::Fresh,
+            note: |_| {},
+        };
+        let trees: Vec<_> = trees_of(&choice, 3, 4, 131_072).unwrap().collect();
+        let source = source_at(&choice, 3, 131_072).unwrap();
+        assert_eq!(trees.len(), 4);
+        assert_eq!(*trees[2], *source.tree(2));
+        assert!(error(trees_of(&choice, 3, 0, 131_072).map(|_| ())).contains("--trees"));
+        let (sessions, files) = corpus_sessions(&choice, 3, 4, 131_072, false).unwrap();
+        assert_eq!((sessions.len(), files.len()), (4, 4));
+        assert!(files.iter().all(|f| f.is_empty()));
     }
 
     /// Counts, ranges and lists are read as the flags document them, and refused naming the flag.

@@ -28,6 +28,7 @@ mod execute;
 mod grid;
 pub mod inputs;
 pub mod plot;
+pub mod report;
 mod result_plots;
 mod robust;
 mod scan;
@@ -44,7 +45,7 @@ pub use result_plots::{rate_sweep_plot, screen_plot, sweep_plot, QUALIFIED_F};
 pub use robust::{under_model_error, LevelUnderError, UnderError, DEFAULT_BAND};
 pub use scan::{scan_seeds, SeedScan};
 pub use screen::{run_screen, screen, ScreenPlan, ScreenResult, SeedRow};
-pub use slo::{freeze_slo, SeedP90};
+pub use slo::{freeze_slo, slo_reference, with_frozen_slo, SeedP90, SloReference};
 pub use sweep::{
     sweep, sweep_rates, sweep_rates_until, Cell, Level, RateLevel, RateSweep, SweepPlan,
     SweepResult, WindowD,

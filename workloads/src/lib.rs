@@ -24,6 +24,7 @@ pub mod hash;
 pub mod import;
 pub mod recorded;
 pub mod repeat;
+pub mod report;
 pub mod spec;
 pub mod stats;
 pub mod tokens;

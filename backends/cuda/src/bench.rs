@@ -6,7 +6,7 @@ use crate::batch::{pack, Entry, StepFeatures};
 use crate::config::ModelConfig;
 use crate::engine::StepRecord;
 use crate::error::{CudaError, Result};
-use crate::model::Model;
+use crate::model::{Capacity, Model};
 use serde::Serialize;
 
 /// One synthetic step.
@@ -42,6 +42,85 @@ impl BenchCase {
             },
         }
     }
+
+    /// `decode:B:CTX` or `prefill:LEN:CACHED` (`cuda-bench --cases`); `None` for anything else.
+    pub fn parse(s: &str) -> Option<BenchCase> {
+        let parts: Vec<&str> = s.split(':').collect();
+        let num = |i: usize| parts.get(i).and_then(|x| x.parse::<u32>().ok());
+        match parts.first() {
+            Some(&"decode") => Some(BenchCase::decode(num(1)?, num(2)?)),
+            Some(&"prefill") => Some(BenchCase::prefill(num(1)?, num(2)?)),
+            _ => None,
+        }
+    }
+}
+
+/// The engine's speed table: decode at batch 1–64 over 4K and 32K contexts, prefill 512, 2K and 8K,
+/// and 2K over 32K cached.
+pub fn default_cases() -> Vec<BenchCase> {
+    let mut v = Vec::new();
+    for b in [1, 4, 8, 16, 32, 64] {
+        v.push(BenchCase::decode(b, 4096));
+    }
+    for b in [1, 4, 16] {
+        v.push(BenchCase::decode(b, 32768));
+    }
+    for (l, p) in [(512, 0), (2048, 0), (8192, 0), (2048, 32768)] {
+        v.push(BenchCase::prefill(l, p));
+    }
+    v
+}
+
+/// A KV pool (blocks of 16) and batch limits that fit the largest of `cases`.
+pub fn capacity_for(cases: &[BenchCase]) -> Capacity {
+    let largest = |per_case: &dyn Fn(&StepFeatures) -> u32| {
+        cases
+            .iter()
+            .map(|c| per_case(&c.features))
+            .max()
+            .unwrap_or(1)
+    };
+    let tokens = largest(&|f| f.prefill.iter().map(|p| p.0).sum::<u32>() + f.decode.len() as u32);
+    let seqs = largest(&|f| (f.prefill.len() + f.decode.len()) as u32);
+    let ctx = cases
+        .iter()
+        .flat_map(|c| {
+            let prefill = c.features.prefill.iter().map(|p| p.0 + p.1);
+            c.features.decode.iter().copied().chain(prefill)
+        })
+        .max()
+        .unwrap_or(1)
+        + 1;
+    let blocks = largest(&|f| {
+        let decode: u32 = f.decode.iter().map(|&x| (x + 1).div_ceil(16)).sum();
+        decode
+            + f.prefill
+                .iter()
+                .map(|p| (p.0 + p.1).div_ceil(16))
+                .sum::<u32>()
+    });
+    Capacity {
+        num_blocks: blocks,
+        block_size: 16,
+        max_tokens: tokens,
+        max_seqs: seqs,
+        max_context: ctx,
+    }
+}
+
+/// `cuda-bench`'s table: each case's median time against its floor, and the FLOP/s it reached.
+pub fn results_table(results: &[BenchResult]) -> String {
+    let mut t = format!(
+        "  {:<28} {:>10} {:>10} {:>7} {:>9}\n",
+        "case", "median ms", "floor ms", "ratio", "TFLOP/s"
+    );
+    for r in results {
+        t.push_str(&format!(
+            "  {:<28} {:>10.3} {:>10.3} {:>7.2} {:>9.1}\n",
+            r.name, r.median_ms, r.floor_ms, r.ratio, r.tflops
+        ));
+    }
+    t
 }
 
 /// Rates the floors are computed against.
@@ -201,6 +280,44 @@ pub fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cases_parse_and_the_pool_fits_the_largest() {
+        assert_eq!(
+            BenchCase::parse("decode:4:4096"),
+            Some(BenchCase::decode(4, 4096))
+        );
+        assert_eq!(
+            BenchCase::parse("prefill:2048:0"),
+            Some(BenchCase::prefill(2048, 0))
+        );
+        assert_eq!(BenchCase::parse("decode:4"), None);
+        assert_eq!(BenchCase::parse("mixed:1:2"), None);
+        assert_eq!(default_cases().len(), 13);
+        let cap = capacity_for(&[BenchCase::decode(4, 4096), BenchCase::prefill(2048, 32768)]);
+        assert_eq!(cap.max_tokens, 2048);
+        assert_eq!(cap.max_seqs, 4);
+        assert_eq!(cap.max_context, 34817);
+        assert_eq!(cap.num_blocks, (32768 + 2048) / 16);
+        assert_eq!(capacity_for(&[BenchCase::decode(1, 15)]).num_blocks, 1);
+    }
+
+    #[test]
+    fn the_table_has_a_line_per_case() {
+        let r = BenchResult {
+            name: "decode b=1 ctx=4096".into(),
+            median_ms: 4.1234,
+            bytes: 0.0,
+            flops: 0.0,
+            floor_ms: 3.9,
+            ratio: 1.057,
+            tflops: 4.06,
+        };
+        assert_eq!(
+            results_table(&[r]),
+            "  case                          median ms   floor ms   ratio   TFLOP/s\n  decode b=1 ctx=4096               4.123      3.900    1.06       4.1\n"
+        );
+    }
 
     #[test]
     fn the_decode_floor_of_qwen3_8b_at_4k_is_about_4_ms() {

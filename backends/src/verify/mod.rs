@@ -370,6 +370,14 @@ pub struct HeldOutReplay<'a> {
     pub dir: &'a Path,
 }
 
+impl HeldOutReplay<'_> {
+    /// The prompt salt of this seed's replay (`replay --prompt-salt`): the server may live across the
+    /// held-out runs, and no run may be served from another's cache.
+    pub fn prompt_salt(&self) -> u64 {
+        self.seed ^ 0x5EA1
+    }
+}
+
 /// Everything `verify` found: the decisions, the runs, the gates and the measured score.
 #[derive(Clone, Debug)]
 pub struct Verification {
@@ -607,6 +615,37 @@ mod tests {
         // A rehearsal reads it, but the decisions are still checked.
         assert!(read_frozen(&dir.join("other.json"), &Trust::Unsigned).is_ok());
         assert!(read_frozen(&dir.join("empty"), &Trust::Unsigned).is_err());
+    }
+
+    #[test]
+    fn each_held_out_seed_salts_its_prompts_apart() {
+        let frozen = Frozen {
+            deployment_yaml: String::new(),
+            deployment_sha256: String::new(),
+            slo: Deployment::preset("qwen3-8b-1xh200").unwrap().slo,
+            concurrency: 1,
+            window_s: 60.0,
+            protocol: "cold".into(),
+            dev_seeds: Vec::new(),
+            held_out_seeds: vec![1_000_007],
+            server: Server {
+                url: "http://h:1".into(),
+                kind: "vllm".into(),
+                api: "tokens".into(),
+                model: "m".into(),
+            },
+            gates: Gates::default(),
+        };
+        let replay = |seed| HeldOutReplay {
+            frozen: &frozen,
+            url: "http://h:1",
+            deployment: Path::new("d.yaml"),
+            seed,
+            probe: false,
+            dir: Path::new("."),
+        };
+        assert_eq!(replay(1_000_007).prompt_salt(), 1_000_007 ^ 0x5EA1);
+        assert_ne!(replay(1).prompt_salt(), replay(2).prompt_salt());
     }
 
     #[test]

@@ -1,11 +1,9 @@
 //! `--report FILE.html`: one self-contained HTML page of a command's results — its tables, its SVG plots
 //! inline and the run's metadata — that a person opens in a browser. It formats what the command already
-//! computed and writes one file; it computes no result and loads nothing from elsewhere.
+//! computed into one text; it computes no result, writes no file and loads nothing from elsewhere.
 
-use crate::meta::Meta;
-use anyhow::{Context, Result};
+use super::meta::Meta;
 use std::fmt::Write as _;
-use std::path::Path;
 
 /// A report being assembled, section by section.
 pub struct Report {
@@ -194,16 +192,6 @@ impl Report {
             meta = escape(&meta),
         )
     }
-
-    /// Writes the page to `path`.
-    pub fn write(&self, path: &Path) -> Result<()> {
-        if let Some(dir) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("{}: cannot create directory", dir.display()))?;
-        }
-        std::fs::write(path, self.html())
-            .with_context(|| format!("{}: cannot write the report", path.display()))
-    }
 }
 
 const STYLE: &str = "body{font-family:sans-serif;margin:2em auto;max-width:1100px;color:#222}\
@@ -243,7 +231,7 @@ mod tests {
 
     #[test]
     fn text_is_escaped_and_tables_come_from_csv_and_markdown() {
-        let mut r = Report::new("a <b> & c", Meta::now(None));
+        let mut r = Report::new("a <b> & c", crate::report::meta::test_meta());
         r.csv_table("levels", "c,d\n1,0.123456789\n2,12.5\n")
             .markdown("# Title\n| a | b |\n|---|---|\n| x<y | 2 |\n\nafter")
             .svg("plot", "<?xml version=\"1.0\"?><svg width=\"10\"></svg>");

@@ -1,0 +1,375 @@
+//! The text `calibrate`, `model show` and `hardware list` print: a fit's coefficients and error, the
+//! per-class tables of `--check` and `--from-ops`, `--per-step`'s CSV, the profile file's text, what the
+//! cost model derives from a model, and the GPU catalog. Pure: values in, text out.
+
+use crate::calibrate::ProbeFit;
+use crate::fit::{check_profile, Fit};
+use crate::ops::ClassFit;
+use crate::{AttentionLayers, HardwareSpec, ModelSpec, Profile, StepSample};
+use std::collections::BTreeMap;
+
+/// The profile file `calibrate` writes: a comment naming the command, then the profile as YAML.
+pub fn profile_yaml(p: &Profile) -> Result<String, serde_yaml::Error> {
+    Ok(format!(
+        "# Cost-model profile written by `serverbench calibrate`; see docs/calibration.md.\n{}",
+        serde_yaml::to_string(p)?
+    ))
+}
+
+/// `calibrate --check`'s table: the profile's error on the steps, per class of step.
+pub fn check_table(
+    profile: &str,
+    target: &str,
+    samples: &[StepSample],
+    predicted: &[f64],
+) -> String {
+    let mut t = format!(
+        "profile {profile} against {} steps ({target} time)\n\n",
+        samples.len()
+    );
+    t.push_str("| steps | count | median error | median abs error | p90 abs error |\n");
+    t.push_str("|---|---:|---:|---:|---:|\n");
+    for c in check_profile(samples, predicted) {
+        t.push_str(&format!(
+            "| {} | {} | {:+.2} % | {:.2} % | {:.2} % |\n",
+            c.class,
+            c.steps,
+            100.0 * c.median_error,
+            100.0 * c.abs.median_ape,
+            100.0 * c.abs.p90_ape
+        ));
+    }
+    t
+}
+
+/// One CSV row per step: its features, the measured and the predicted time and the relative error.
+pub fn per_step_csv(samples: &[StepSample], predicted: &[f64]) -> String {
+    let mut out = String::from(
+        "index,prefill_chunks,prefill_new_tokens,prefill_cached_max,decode_seqs,decode_context,decode_shared,measured_ms,predicted_ms,error_pct\n",
+    );
+    for (i, (s, p)) in samples.iter().zip(predicted).enumerate() {
+        let b = s.shape(None);
+        let cached = s.prefill.iter().map(|&(_, c)| c).max().unwrap_or(0);
+        out += &format!(
+            "{i},{},{},{cached},{},{},{},{:.4},{:.4},{:.3}\n",
+            s.prefill.len(),
+            b.prefill_tokens,
+            b.decode_seqs,
+            b.decode_context,
+            b.decode_shared,
+            1e3 * s.seconds,
+            1e3 * p,
+            100.0 * (p - s.seconds) / s.seconds
+        );
+    }
+    out
+}
+
+/// The fitted coefficients and the fit's error, two lines (`calibrate` prints them on standard error).
+pub fn fit_text(fit: &Fit) -> String {
+    let c = &fit.profile;
+    let mut t = format!(
+        "fitted {} steps, held out {}: GEMM {:.1} %, weight streaming {:.1} % ({:.1} % at one token), attention {:.1} %, KV {:.1} % ({:.1} % for shared re-reads) of peak; \
+         step overhead {:.3} ms, per sequence {:.1} µs; prefill attention {:.2} µs per token of span + {:.2} per round of {:.0} tiles\n",
+        fit.train.steps,
+        fit.held_out.steps,
+        100.0 * c.gemm_efficiency,
+        100.0 * c.memory_efficiency,
+        100.0 * c.single_row_memory_efficiency.unwrap_or(c.memory_efficiency),
+        100.0 * c.attention_efficiency,
+        100.0 * c.kv_efficiency.unwrap_or(c.memory_efficiency),
+        100.0
+            * c.shared_kv_efficiency
+                .or(c.kv_efficiency)
+                .unwrap_or(c.memory_efficiency),
+        1e3 * c.step_overhead_s,
+        1e6 * c.per_sequence_overhead_s,
+        1e6 * c.attention_span_s_per_token,
+        1e6 * c.attention_sweep_s_per_token,
+        c.attention_parallel_tiles
+    );
+    t.push_str(&format!(
+        "step-time error: held out median {:.2} %, p90 {:.2} %; fitted median {:.2} %, p90 {:.2} %\n",
+        100.0 * fit.held_out.median_ape,
+        100.0 * fit.held_out.p90_ape,
+        100.0 * fit.train.median_ape,
+        100.0 * fit.train.p90_ape
+    ));
+    t
+}
+
+/// How each attention layout fitted the endpoint's probes, and the one kept (`frontend`: the front
+/// end's time per prompt token was fitted too).
+pub fn probe_fit_text(p: &ProbeFit, frontend: bool) -> String {
+    let mut t = String::new();
+    for trial in &p.trials {
+        t.push_str(&format!(
+            "attention {:?}: request latency {:.2} ms{}, RMS error over the probes {:.2} %\n",
+            trial.layout,
+            trial.request_latency_s * 1e3,
+            if frontend {
+                format!(
+                    " + {:.3} µs per prompt token",
+                    trial.frontend_s_per_token * 1e6
+                )
+            } else {
+                String::new()
+            },
+            100.0 * trial.error.sqrt()
+        ));
+    }
+    t.push_str(&format!(
+        "kept attention {:?}\n",
+        p.fit.profile.attention_layout
+    ));
+    t
+}
+
+/// `calibrate --from-ops`' per-class table (on standard error): every class fitted on every GPU, the ones the profile uses
+/// marked with their field.
+pub fn ops_table(
+    fits: &[ClassFit],
+    used: &[(&'static str, ClassFit)],
+    skipped: &BTreeMap<String, usize>,
+) -> String {
+    let mut t = String::from(
+        "| class | GPU | value | rows fitted | fitted median abs error | rows held out | held-out median error | held-out median abs error | profile field |\n|---|---|---:|---:|---:|---:|---:|---:|---|\n",
+    );
+    let pct = |x: Option<f64>, signed: bool| match (x, signed) {
+        (Some(x), true) => format!("{:+.1} %", 100.0 * x),
+        (Some(x), false) => format!("{:.1} %", 100.0 * x),
+        (None, _) => "—".into(),
+    };
+    for f in fits {
+        let field = used
+            .iter()
+            .find(|(_, u)| u.class == f.class && u.gpu == f.gpu)
+            .map_or("", |(name, _)| name);
+        t.push_str(&format!(
+            "| {} | {} | {:.4} | {} | {} | {} | {} | {} | {} |\n",
+            f.class.label(),
+            f.gpu,
+            f.value,
+            f.fitted,
+            pct(Some(f.fitted_median_ape), false),
+            f.held_out,
+            pct(f.held_out_median_error, true),
+            pct(f.held_out_median_ape, false),
+            field
+        ));
+    }
+    if !skipped.is_empty() {
+        t.push_str("\nrows of operators no profile term prices (not fitted): ");
+        t.push_str(
+            &skipped
+                .iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        );
+        t.push('\n');
+    }
+    t
+}
+
+/// The catalog's table: one row per GPU, its profiles last (fitted ones marked).
+pub fn catalog(gpus: &[HardwareSpec], profiles: &[Profile]) -> String {
+    let mut out = format!(
+        "{:<14} {:>9} {:>9} {:>10} {:>10} {:>11} {:>7}  profiles (* fitted to measurements)\n",
+        "gpu", "memory GB", "TB/s", "bf16 TF/s", "fp8 TF/s", "link GB/s", "$/GPU-h"
+    );
+    for h in gpus {
+        let mut names: Vec<String> = profiles
+            .iter()
+            .filter(|p| p.hardware == h.name)
+            .map(|p| format!("{}{}", p.name, if p.fitted { "*" } else { "" }))
+            .collect();
+        names.sort();
+        out.push_str(&format!(
+            "{:<14} {:>9.1} {:>9.2} {:>10.0} {:>10.0} {:>11.0} {:>7.2}  {}\n",
+            h.name,
+            h.memory_bytes / 1e9,
+            h.memory_bandwidth / 1e12,
+            h.bf16_flops / 1e12,
+            h.fp8_flops / 1e12,
+            h.link_bandwidth / 1e9,
+            h.dollars_per_hour,
+            names.join(", ")
+        ));
+    }
+    out
+}
+
+fn billions(x: f64) -> String {
+    format!("{:.3} B", x / 1e9)
+}
+
+fn group(label: &str, g: &AttentionLayers) -> String {
+    let window = g
+        .window
+        .map_or_else(String::new, |w| format!(", window {w}"));
+    format!(
+        "  {label:<22} {} layers ({} with their own KV), {} query / {} KV heads of {}{window}; {:.0} FLOPs per (query, key) pair\n",
+        g.layers,
+        g.kv_layers,
+        g.q_heads,
+        g.kv_heads,
+        g.head_dim,
+        g.flops_per_pair()
+    )
+}
+
+/// The text `model show` prints: what the cost model derives from a model.
+pub fn model_text(m: &ModelSpec) -> String {
+    let mut out = format!(
+        "{}: {} layers, hidden {}, vocabulary {}, context {}\n",
+        m.name, m.layers, m.hidden, m.vocab, m.native_context
+    );
+    out.push_str(&format!(
+        "  parameters             {} held, {} multiplied per token (2 × that = {:.2} GFLOPs of matmuls per token), {} quantizable\n",
+        billions(m.total_params),
+        billions(m.matmul_params),
+        2.0 * m.matmul_params / 1e9,
+        billions(m.quantizable_params)
+    ));
+    if m.full_attention.layers > 0 {
+        out.push_str(&group("full attention", &m.full_attention));
+    }
+    if let Some(s) = &m.sliding_attention {
+        out.push_str(&group("sliding attention", s));
+    }
+    if let Some(l) = &m.linear_attention {
+        out.push_str(&format!(
+            "  linear attention       {} layers, {} bytes of state per sequence per layer, {:.0} FLOPs per token per layer\n",
+            l.layers, l.state_bytes_per_layer, l.flops_per_token_per_layer
+        ));
+    }
+    out.push_str(&format!(
+        "  KV per token           {} bytes stored, {} read per decode step; {} bytes of fixed state per sequence\n",
+        m.kv_bytes_per_token(),
+        m.kv_read_bytes_per_token(),
+        m.state_bytes_per_seq()
+    ));
+    if let Some(e) = &m.experts {
+        out.push_str(&format!(
+            "  experts                {} of {} per token in {} layers, {:.2} M parameters each ({} active per token); a step of n tokens reads {} × (1 − (1 − {}/{})ⁿ) per layer (uniform routing): {:.1} at 1, {:.1} at 16, {:.1} at 256\n",
+            e.per_token,
+            e.count,
+            e.layers,
+            e.params_per_expert / 1e6,
+            billions(e.active_params()),
+            e.count,
+            e.per_token,
+            e.count,
+            e.distinct(1.0),
+            e.distinct(16.0),
+            e.distinct(256.0)
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode_step(seconds: f64) -> StepSample {
+        StepSample {
+            prefill: Vec::new(),
+            decode: vec![4096, 8192],
+            decode_kv_distinct: None,
+            seconds,
+        }
+    }
+
+    #[test]
+    fn a_fit_and_a_probe_fit_read_as_printed() {
+        use crate::calibrate::{LayoutTrial, ProbeFit};
+        use crate::fit::FitAccuracy;
+        let accuracy = FitAccuracy {
+            steps: 10,
+            median_ape: 0.008,
+            p90_ape: 0.023,
+        };
+        let fit = Fit {
+            profile: Profile::preset("h200-qwen3-8b-vllm").unwrap(),
+            train: accuracy,
+            held_out: accuracy,
+        };
+        let text = fit_text(&fit);
+        assert!(
+            text.starts_with("fitted 10 steps, held out 10: GEMM "),
+            "{text}"
+        );
+        assert!(text.ends_with("step-time error: held out median 0.80 %, p90 2.30 %; fitted median 0.80 %, p90 2.30 %\n"), "{text}");
+        let layout = fit.profile.attention_layout;
+        let trial = LayoutTrial {
+            layout,
+            request_latency_s: 0.004,
+            frontend_s_per_token: 2e-7,
+            error: 0.0004,
+        };
+        let p = ProbeFit {
+            trials: vec![trial],
+            fit,
+        };
+        assert_eq!(
+            probe_fit_text(&p, true),
+            format!("attention {layout:?}: request latency 4.00 ms + 0.200 µs per prompt token, RMS error over the probes 2.00 %\nkept attention {layout:?}\n")
+        );
+    }
+
+    #[test]
+    fn per_step_rows_and_the_check_table_read_as_printed() {
+        let steps = [decode_step(0.010)];
+        let csv = per_step_csv(&steps, &[0.011]);
+        assert_eq!(
+            csv.lines().nth(1),
+            Some("0,0,0,0,2,12288,0,10.0000,11.0000,10.000"),
+            "{csv}"
+        );
+        let table = check_table("p", "gpu", &steps, &[0.011]);
+        assert!(
+            table.starts_with("profile p against 1 steps (gpu time)\n\n| steps | count |"),
+            "{table}"
+        );
+        let yaml = profile_yaml(&Profile::preset("h200-qwen3-8b-vllm").unwrap()).unwrap();
+        assert!(yaml.starts_with("# Cost-model profile written by `serverbench calibrate`"));
+    }
+
+    /// Every GPU of the catalog has a profile to run on, and the table lists them all.
+    #[test]
+    fn every_catalog_gpu_has_a_profile() {
+        let (gpus, profiles) = (HardwareSpec::presets(), Profile::presets());
+        assert!(gpus.len() >= 12, "{} GPUs", gpus.len());
+        let table = catalog(&gpus, &profiles);
+        for h in &gpus {
+            let row = table
+                .lines()
+                .find(|l| l.starts_with(&format!("{} ", h.name)))
+                .unwrap();
+            assert!(
+                row.contains(&format!("{}-", h.name)) || row.contains("l40-"),
+                "{row}"
+            );
+        }
+        assert!(table.contains("h200-qwen3-8b-vllm*"), "{table}");
+    }
+
+    #[test]
+    fn a_mixture_of_experts_shows_its_experts_and_a_dense_model_none() {
+        let dense = model_text(&ModelSpec::preset("qwen3-8b").unwrap());
+        assert!(
+            dense.contains("8.190 B held") && !dense.contains("experts"),
+            "{dense}"
+        );
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/fixtures/hf/qwen3-30b-a3b.json"
+        ))
+        .unwrap();
+        let moe = model_text(&crate::hf::from_config("qwen3-30b-a3b", &text).unwrap());
+        assert!(moe.contains("8 of 128 per token in 48 layers"), "{moe}");
+        assert!(moe.contains("98304 bytes stored"), "{moe}");
+    }
+}

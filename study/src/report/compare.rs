@@ -1,0 +1,156 @@
+//! `compare`'s renderings: the Markdown table of simulated against measured runs (compare.md, which
+//! docs/fidelity.md quotes), the plot's points and the HTML page. Pure: rows in, text out.
+
+use super::meta::Meta;
+use super::page::Report;
+use crate::compare::{Row, SeedRanking, METRICS};
+use crate::plot::{compare_svg, PlotError};
+
+/// What the runs replayed, for the table's first line.
+pub struct Setting<'a> {
+    /// The deployment's name.
+    pub deployment: &'a str,
+    /// The window, seconds.
+    pub window_s: f64,
+    /// `--arrivals` (`closed` or an open mode).
+    pub arrivals: &'a str,
+    /// The protocol's name (shown for the closed loop).
+    pub protocol: &'a str,
+}
+
+/// compare.md: a line per run, each cell simulated / measured (relative error), then the Spearman
+/// correlation of per-seed D at each level with enough seeds.
+pub fn markdown(s: &Setting<'_>, rows: &[Row], rankings: &[SeedRanking]) -> String {
+    let mut t = format!(
+        "serverbench compare — {}, window {} s, {}; each cell: simulated / measured (error)\n\n",
+        s.deployment,
+        s.window_s,
+        match s.arrivals {
+            "closed" => format!("protocol {}", s.protocol),
+            open => format!("arrivals {open}"),
+        }
+    );
+    t.push_str("| c | seed | completed |");
+    for (m, _) in METRICS {
+        t.push_str(&format!(" {m} |"));
+    }
+    t.push_str("\n|---|---|---|");
+    t.push_str(&"---|".repeat(METRICS.len()));
+    t.push('\n');
+    for r in rows {
+        t.push_str(&format!(
+            "| {} | {} | {} / {} |",
+            r.concurrency, r.seed, r.completed.0, r.completed.1
+        ));
+        for p in &r.metrics {
+            t.push_str(&format!(
+                " {} / {} ({}) |",
+                short(p.sim),
+                short(p.real),
+                fmt_err(p.rel_error)
+            ));
+        }
+        t.push('\n');
+    }
+    for k in rankings {
+        t.push_str(&format!(
+            "\nSeed ranking at c = {}: Spearman correlation of per-seed D over {} seeds = {:.3}\n",
+            k.concurrency, k.seeds, k.spearman_d
+        ));
+    }
+    t
+}
+
+/// compare.svg: a panel per metric, one point per run (measured, simulated), with y = x.
+pub fn plot(deployment: &str, rows: &[Row]) -> Result<String, PlotError> {
+    let panels: Vec<(&str, Vec<(f64, f64)>)> = METRICS
+        .iter()
+        .enumerate()
+        .map(|(i, (name, _))| {
+            let points = rows
+                .iter()
+                .map(|r| (r.metrics[i].real, r.metrics[i].sim))
+                .collect();
+            (*name, points)
+        })
+        .collect();
+    compare_svg(
+        &format!("{deployment}: simulated against measured, one point per run"),
+        &panels,
+    )
+}
+
+/// The HTML page: compare.md's tables and the plot.
+pub fn page(deployment: &str, meta: Meta, table: &str, svg: &str) -> Report {
+    let mut r = Report::new(&format!("serverbench compare — {deployment}"), meta);
+    r.markdown(table).svg(
+        "simulated (y) against measured (x), one point per run; the line is y = x",
+        svg,
+    );
+    r
+}
+
+/// A relative error with its sign, or `n/a`.
+fn fmt_err(e: Option<f64>) -> String {
+    e.map_or("n/a".into(), |e| format!("{:+.1} %", 100.0 * e))
+}
+
+/// A value to three significant digits or so, as the table shows it.
+fn short(v: f64) -> String {
+    if v == 0.0 {
+        "0".into()
+    } else if v.abs() >= 100.0 {
+        format!("{v:.0}")
+    } else if v.abs() >= 1.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relative_errors_print_with_a_sign_or_as_n_a() {
+        assert_eq!(fmt_err(None), "n/a");
+        assert_eq!(fmt_err(Some(-0.0432)), "-4.3 %");
+    }
+
+    #[test]
+    fn values_keep_about_three_digits() {
+        assert_eq!(short(0.0), "0");
+        assert_eq!(short(123.4), "123");
+        assert_eq!(short(6.666), "6.67");
+        assert_eq!(short(0.1234), "0.123");
+    }
+
+    #[test]
+    fn the_table_has_a_column_per_metric_and_a_line_per_ranking() {
+        let s = Setting {
+            deployment: "x",
+            window_s: 35.0,
+            arrivals: "closed",
+            protocol: "steady",
+        };
+        let ranking = SeedRanking {
+            concurrency: 4,
+            seeds: 8,
+            spearman_d: 0.976,
+        };
+        let t = markdown(&s, &[], &[ranking]);
+        assert_eq!(
+            t,
+            "serverbench compare — x, window 35 s, protocol steady; each cell: simulated / measured (error)\n\n\
+             | c | seed | completed | D | G | f | TTFT p50 s | TTFT p90 s | TTFT p99 s | TPOT p50 ms | TPOT p90 ms | TPOT p99 ms |\n\
+             |---|---|---|---|---|---|---|---|---|---|---|---|\n\
+             \nSeed ranking at c = 4: Spearman correlation of per-seed D over 8 seeds = 0.976\n"
+        );
+        let open = Setting {
+            arrivals: "poisson:1",
+            ..s
+        };
+        assert!(markdown(&open, &[], &[]).contains("window 35 s, arrivals poisson:1;"));
+    }
+}
