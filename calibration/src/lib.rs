@@ -12,6 +12,7 @@ pub mod fit;
 pub mod hf;
 pub mod memory;
 pub mod model;
+pub mod moe;
 pub mod ops;
 pub mod profile;
 pub mod splitkv;
@@ -25,6 +26,9 @@ pub use memory::{memory_plan, MemoryPlan};
 pub use model::{
     streamed_weight_bytes, weight_bytes, AttentionLayers, Experts, HardwareSpec, LinearLayers,
     ModelSpec, StateDtype, WeightDtype, GIB, MIB,
+};
+pub use moe::{
+    fit_moe, merge_runs, parse_moe_probes, CannotFitMoe, MoeDecode, MoeFit, MoeFitSetup, MoeRow,
 };
 pub use profile::{AttentionLayout, Band, BandEnd, FitRecord, OpClassRecord, Profile, StepTime};
 pub use serverbench_config::{FieldError, InputError};
