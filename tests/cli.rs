@@ -1078,3 +1078,57 @@ fn moe_probes_fit_the_shipped_moe_profile() {
         "{err}"
     );
 }
+
+/// A DeepSeek-V3-shaped mixture of experts (DeepSeek-R1's `config.json`) over 8 H200s in fp8 with
+/// expert parallelism and data-parallel attention sweeps end to end and recommends; the field on a
+/// dense model is refused naming it (issue 40).
+#[test]
+fn deepseek_with_data_parallel_attention_sweeps_over_eight_gpus() {
+    let dir = tempdir("dp-attention");
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hf");
+    std::fs::copy(fixtures.join("deepseek-r1.json"), dir.join("ds.json")).unwrap();
+    let dep = dir.join("d.yaml");
+    std::fs::write(
+        &dep,
+        "base: qwen3-8b-1xh200-vllm\nmodel: ds.json\ntp: 8\nweights: fp8\nengine:\n  expert_parallel: true\n  data_parallel_attention: true\n",
+    )
+    .unwrap();
+    let o = serverbench([
+        "sweep",
+        "-d",
+        dep.to_str().unwrap(),
+        "-c",
+        "1,8",
+        "--seeds",
+        "1",
+        "-w",
+        "60",
+    ]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success() && text.contains("Recommendation"),
+        "{text}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let dense = dir.join("dense.yaml");
+    std::fs::write(
+        &dense,
+        "base: qwen3-8b-1xh200-vllm\ntp: 2\nengine:\n  data_parallel_attention: true\n",
+    )
+    .unwrap();
+    let o = serverbench([
+        "simulate",
+        "-d",
+        dense.to_str().unwrap(),
+        "-c",
+        "1",
+        "-w",
+        "60",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        o.status.code() == Some(2)
+            && err.contains("engine.data_parallel_attention: the model has no routed experts"),
+        "{err}"
+    );
+}

@@ -186,7 +186,7 @@ pub struct CostModel {
 /// variance `Σ p_e (1 − p_e)` over its experts) and the step waits for the largest over the GPUs of
 /// mean plus `spread` standard deviations, each never above the GPU's expert count.
 #[derive(Clone, Debug, PartialEq)]
-struct ExpertReads {
+pub(crate) struct ExpertReads {
     count: f64,
     /// `1 − per_token / count`: the chance that one token leaves a given expert out (uniform routing).
     keep: f64,
@@ -206,7 +206,7 @@ struct ExpertReads {
 }
 
 impl ExpertReads {
-    fn new(
+    pub(crate) fn new(
         experts: &crate::model::Experts,
         skew: f64,
         gpus: f64,
@@ -256,7 +256,7 @@ impl ExpertReads {
 
     /// Seconds of expert weights a step of `tokens` tokens streams.
     #[inline]
-    fn seconds(&self, tokens: f64) -> f64 {
+    pub(crate) fn seconds(&self, tokens: f64) -> f64 {
         let experts = self.experts(tokens);
         if tokens == 1.0 {
             experts * self.single_row_s_per_expert

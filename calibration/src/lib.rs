@@ -8,6 +8,7 @@
 
 pub mod calibrate;
 pub mod cost;
+pub mod dpattn;
 pub mod fit;
 pub mod hf;
 pub mod memory;
@@ -18,6 +19,7 @@ pub mod profile;
 pub mod splitkv;
 
 pub use cost::{BatchShape, CostInputs, CostModel, GraphRule, StepClock, StepParts};
+pub use dpattn::{dense_part, DpAttentionCost};
 pub use fit::{
     check_profile, fit_profile, parse_step_log, predict_steps, predict_steps_with, CannotFit,
     ClassError, Fit, FitAccuracy, FitSetup, FitTarget, StepSample,
