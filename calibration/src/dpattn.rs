@@ -50,16 +50,13 @@ pub fn dense_part(m: &ModelSpec) -> Option<ModelSpec> {
     })
 }
 
-/// Other GPUs one token's hidden state is sent to in a routed layer: under expert parallelism
-/// (`count ÷ gpus` experts whole on each GPU) the expected number of other GPUs holding at least one of
-/// its `per_token` experts (drawn without replacement): `(gpus − 1) · (1 − C(count − count/gpus,
-/// per_token) / C(count, per_token))`; with every expert split over the GPUs, every other GPU
-/// (an all-gather before the experts, a reduce-scatter after).
-pub fn a2a_destinations(count: u32, per_token: u32, gpus: u32, expert_parallel: bool) -> f64 {
+/// Other GPUs one token's hidden state is sent to in a routed layer under expert parallelism
+/// (`count ÷ gpus` experts whole on each GPU): the expected number of other GPUs holding at least one
+/// of its `per_token` experts (drawn without replacement), `(gpus − 1) · (1 − C(count − count/gpus,
+/// per_token) / C(count, per_token))`. With every expert split over the GPUs instead, a token goes to
+/// every other GPU (an all-gather before the experts, a reduce-scatter after): `gpus − 1`.
+pub fn expert_parallel_destinations(count: u32, per_token: u32, gpus: u32) -> f64 {
     let g = gpus.max(1) as f64;
-    if !expert_parallel {
-        return g - 1.0;
-    }
     let (e, k, local) = (count as f64, per_token as f64, count as f64 / g);
     // C(e − local, k) / C(e, k) = Π_{i<k} (e − local − i) / (e − i)
     let mut none_there = 1.0;
@@ -112,7 +109,11 @@ impl DpAttentionCost {
             WeightDtype::Int4 => p.int4_compute_penalty,
             WeightDtype::Fp8 => 1.0 / p.fp8_compute_speedup,
         };
-        let destinations = a2a_destinations(e.count, e.per_token, i.tp, i.expert_parallel);
+        let destinations = if i.expert_parallel {
+            expert_parallel_destinations(e.count, e.per_token, i.tp)
+        } else {
+            gpus - 1.0
+        };
         Some(DpAttentionCost {
             rank,
             experts,
@@ -141,7 +142,8 @@ impl DpAttentionCost {
 
     /// Seconds of the all-to-all exchanges of a step whose busiest rank holds `tokens` tokens: per
     /// routed layer a dispatch and a combine, each `link_latency + tokens × hidden × 2 bytes ×
-    /// destinations / (link_bandwidth × allreduce_efficiency)` ([`a2a_destinations`]).
+    /// destinations / (link_bandwidth × allreduce_efficiency)` ([`expert_parallel_destinations`] with
+    /// expert parallelism, every other GPU without).
     pub fn all_to_all_s(&self, tokens: u64) -> f64 {
         if tokens == 0 {
             return 0.0;
@@ -221,6 +223,10 @@ mod tests {
         .unwrap()
     }
 
+    fn c_ep_512(m: &ModelSpec, h: &HardwareSpec) -> f64 {
+        cost(m, h, 8, true).all_to_all_s(512)
+    }
+
     fn decode(batch: u32, ctx: u32) -> BatchShape {
         let mut b = BatchShape::default();
         for _ in 0..batch {
@@ -235,10 +241,12 @@ mod tests {
     fn all_to_all_grows_with_tokens_and_shrinks_with_link_bandwidth() {
         let m = deepseek();
         let h = HardwareSpec::preset("h200").unwrap();
-        let d = a2a_destinations(256, 8, 8, true);
+        let d = expert_parallel_destinations(256, 8, 8);
         assert!((4.6..4.66).contains(&d), "{d}");
-        assert_eq!(a2a_destinations(256, 8, 8, false), 7.0);
-        assert_eq!(a2a_destinations(256, 8, 1, true), 0.0);
+        assert_eq!(expert_parallel_destinations(256, 8, 1), 0.0);
+        // Every expert on every GPU's share: each token to all 7 others, more bytes than EP's 4.63.
+        let split = cost(&m, &h, 8, false);
+        assert!(split.all_to_all_s(512) > c_ep_512(&m, &h));
         let c = cost(&m, &h, 8, true);
         assert_eq!(c.all_to_all_s(0), 0.0);
         let (few, many) = (c.all_to_all_s(8), c.all_to_all_s(512));

@@ -409,6 +409,27 @@ mod tests {
             p.moe_layer_s
         );
         assert!(p.expert_memory_efficiency.unwrap() > base.memory_efficiency);
+        // The table of docs/models-and-hardware.md is these numbers.
+        let docs = include_str!("../../docs/models-and-hardware.md");
+        for (label, value) in [
+            (
+                "| measured ms |",
+                (|r: &MoeRow| r.measured_s) as fn(&MoeRow) -> f64,
+            ),
+            ("| dense profile ms |", |r| r.base_s),
+            ("| MoE profile ms |", |r| r.fitted_s),
+        ] {
+            let row: Vec<String> = fit
+                .rows
+                .iter()
+                .map(|r| format!("{:.2}", value(r) * 1e3))
+                .collect();
+            let want = format!("{label} {} |", row.join(" | "));
+            assert!(
+                docs.lines().any(|l| l == want),
+                "docs/models-and-hardware.md lacks the row\n{want}"
+            );
+        }
         let shipped = Profile::preset("h200-qwen3-30b-a3b-vllm").unwrap();
         assert_eq!(shipped.moe_layer_s, p.moe_layer_s);
         assert_eq!(shipped.expert_memory_efficiency, p.expert_memory_efficiency);
