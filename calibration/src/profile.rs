@@ -484,5 +484,22 @@ mod tests {
         let mut bad = p.clone();
         bad.band = Some(Band { compute: 1.5, ..b });
         assert_eq!(bad.check().unwrap_err().field, "band.compute");
+        // The mixture-of-experts terms move with the bandwidth and host halves.
+        let moe = Profile::preset("h200-qwen3-30b-a3b-vllm").unwrap();
+        let (b, slow) = (moe.band.unwrap(), moe.at_band_end(BandEnd::Slow));
+        let e = moe.expert_memory_efficiency.unwrap();
+        assert!((slow.expert_memory_efficiency.unwrap() - e * (1.0 - b.memory)).abs() < 1e-12);
+        assert!((slow.moe_layer_s - moe.moe_layer_s * (1.0 + b.overhead)).abs() < 1e-15);
+    }
+
+    #[test]
+    fn the_moe_terms_are_checked_by_name() {
+        let mut p = Profile::preset("h200-qwen3-30b-a3b-vllm").unwrap();
+        p.check().unwrap();
+        p.expert_memory_efficiency = Some(1.2);
+        assert_eq!(p.check().unwrap_err().field, "expert_memory_efficiency");
+        p.expert_memory_efficiency = None;
+        p.moe_layer_s = -1e-6;
+        assert_eq!(p.check().unwrap_err().field, "moe_layer_s");
     }
 }
