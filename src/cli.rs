@@ -683,7 +683,7 @@ pub struct CompareArgs {
 #[derive(Args, Debug)]
 pub struct CalibrateArgs {
     /// Step logs (JSONL, `.gz` accepted) written by the CUDA engine (`--step-log`, `cuda-bench --out`).
-    #[arg(long, num_args = 1.., required_unless_present_any = ["microbench", "endpoint", "derive_from", "from_probes", "from_ops"])]
+    #[arg(long, num_args = 1.., required_unless_present_any = ["microbench", "endpoint", "derive_from", "from_probes", "from_ops", "from_moe_probes"])]
     pub from_steps: Vec<PathBuf>,
     /// Fit a profile for `--hardware` from measured operator tables: CSV files, or directories whose
     /// every `.csv` is read (aiconfigurator's operator database or LLMServingSim's per-layer profile);
@@ -706,6 +706,16 @@ pub struct CalibrateArgs {
     /// estimated, the attention layout chosen; no server needed.
     #[arg(long, conflicts_with_all = ["from_steps", "microbench", "endpoint", "derive_from"])]
     pub from_probes: Option<PathBuf>,
+    /// Fit a mixture of experts' two profile terms (`moe_layer_s`, `expert_memory_efficiency`) over
+    /// `--base-profile` to decode probes written by `scripts/vllm/moe_probe.py` (JSON; several files
+    /// are repeats, their cases averaged); every second case is held out. `--model` is the mixture of
+    /// experts served (a preset or a `config.json`).
+    #[arg(long, num_args = 1.., conflicts_with_all = ["from_steps", "microbench", "endpoint", "derive_from", "from_probes", "from_ops"])]
+    pub from_moe_probes: Vec<PathBuf>,
+    /// `--from-moe-probes`: the engine's decode attention runs FlashAttention 3's split-KV schedule (vLLM
+    /// on Hopper), as the `vllm` engine presets say.
+    #[arg(long, requires = "from_moe_probes")]
+    pub moe_split_kv: bool,
     /// Derive a profile for `--hardware` from a measured one (preset name or YAML): its efficiencies and
     /// overheads on the new GPU's datasheet peaks.
     #[arg(long, conflicts_with_all = ["from_steps", "microbench", "endpoint"])]

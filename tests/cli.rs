@@ -1020,3 +1020,115 @@ fn twenty_public_configs_simulate_end_to_end() {
         );
     }
 }
+
+/// `calibrate --from-moe-probes` on the stored vLLM probes of Qwen3-30B-A3B (a `config.json` as the
+/// model) writes the shipped `h200-qwen3-30b-a3b-vllm` terms; a dense model is refused, naming why.
+#[test]
+fn moe_probes_fit_the_shipped_moe_profile() {
+    let dir = tempdir("moe-probes");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = dir.join("p.yaml");
+    let args = |model: &str| {
+        vec![
+            "calibrate".to_string(),
+            "--from-moe-probes".into(),
+            root.join("results/h200-vllm-moe/moe_probe.json")
+                .display()
+                .to_string(),
+            root.join("results/h200-vllm-moe/moe_probe_run2.json")
+                .display()
+                .to_string(),
+            "--moe-split-kv".into(),
+            "--model".into(),
+            model.into(),
+            "--base-profile".into(),
+            "h200-qwen3-8b-vllm".into(),
+            "--out".into(),
+            out.display().to_string(),
+        ]
+    };
+    let moe = root.join("tests/fixtures/hf/qwen3-30b-a3b.json");
+    let o = serverbench(args(moe.to_str().unwrap()));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("held out 5") && err.contains("held out"),
+        "{err}"
+    );
+    let text = std::fs::read_to_string(&out).unwrap();
+    let shipped =
+        std::fs::read_to_string(root.join("presets/profiles/h200-qwen3-30b-a3b-vllm.yaml"))
+            .unwrap();
+    for field in [
+        "moe_layer_s:",
+        "expert_memory_efficiency:",
+        "held_out_median_ape:",
+    ] {
+        let line = |t: &str| {
+            t.lines()
+                .find(|l| l.trim_start().starts_with(field))
+                .map(str::to_string)
+        };
+        assert_eq!(line(&text), line(&shipped), "{field}");
+    }
+    let o = serverbench(args("qwen3-8b"));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("has no routed experts"),
+        "{err}"
+    );
+}
+
+/// A DeepSeek-V3-shaped mixture of experts (DeepSeek-R1's `config.json`) over 8 H200s in fp8 with
+/// expert parallelism and data-parallel attention sweeps end to end and recommends; the field on a
+/// dense model is refused naming it (issue 40).
+#[test]
+fn deepseek_with_data_parallel_attention_sweeps_over_eight_gpus() {
+    let dir = tempdir("dp-attention");
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hf");
+    std::fs::copy(fixtures.join("deepseek-r1.json"), dir.join("ds.json")).unwrap();
+    let dep = dir.join("d.yaml");
+    std::fs::write(
+        &dep,
+        "base: qwen3-8b-1xh200-vllm\nmodel: ds.json\ntp: 8\nweights: fp8\nengine:\n  expert_parallel: true\n  data_parallel_attention: true\n",
+    )
+    .unwrap();
+    let o = serverbench([
+        "sweep",
+        "-d",
+        dep.to_str().unwrap(),
+        "-c",
+        "1,8",
+        "--seeds",
+        "1",
+        "-w",
+        "60",
+    ]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success() && text.contains("Recommendation"),
+        "{text}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let dense = dir.join("dense.yaml");
+    std::fs::write(
+        &dense,
+        "base: qwen3-8b-1xh200-vllm\ntp: 2\nengine:\n  data_parallel_attention: true\n",
+    )
+    .unwrap();
+    let o = serverbench([
+        "simulate",
+        "-d",
+        dense.to_str().unwrap(),
+        "-c",
+        "1",
+        "-w",
+        "60",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        o.status.code() == Some(2)
+            && err.contains("engine.data_parallel_attention: the model has no routed experts"),
+        "{err}"
+    );
+}

@@ -567,3 +567,53 @@ fn the_front_end_takes_requests_one_at_a_time() {
     assert!(same(r0, r1));
     assert!(r0.first_token_ns.unwrap() + 1_000_000 < r1.first_token_ns.unwrap());
 }
+
+/// Data-parallel attention (`engine.data_parallel_attention`) on a DeepSeek-V3-shaped mixture of
+/// experts (DeepSeek-R1's config: 61 layers, 58 of them routed over 256 experts, 8 per token; latent
+/// attention) over 8 H200s with expert parallelism: the requests are dealt round robin to the 8
+/// attention ranks, whose steps start together and last alike (the slowest rank and the routed
+/// layers over all their tokens), the KV bookkeeping holds, every run keeps the invariants, and the
+/// same seed gives the same records. Off, the run is the tensor-parallel one.
+#[test]
+fn data_parallel_attention_steps_its_ranks_in_lockstep() {
+    let mut d = Deployment::preset("qwen3-8b-1xh200-vllm").unwrap();
+    d.model = serverbench_calibration::hf::from_config(
+        "deepseek-r1",
+        include_str!("fixtures/hf/deepseek-r1.json"),
+    )
+    .unwrap();
+    d.weights = serverbench_calibration::WeightDtype::Fp8;
+    d.tp = 8;
+    d.engine.expert_parallel = true;
+    d.engine.data_parallel_attention = true;
+    d.check().unwrap();
+    let mut cfg = RunConfig::new(16, 1, 200.0);
+    cfg.timeline = true;
+    cfg.audit = true;
+    let g = Generator::new(WorkloadSpec::synthetic_v1(), cfg.seed, d.context_limit).unwrap();
+    let out = simulate(&d, &d.cost_model(), &g, &cfg).unwrap();
+    check_invariants(&out, &cfg, &g);
+    assert!(out.summary.completed > 20, "{}", out.summary.completed);
+    let ranks: std::collections::BTreeSet<u32> = out.records.iter().map(|r| r.replica).collect();
+    assert_eq!(ranks.len(), 8, "{ranks:?}");
+    let timeline = out.timeline.as_ref().unwrap();
+    let mut by_start: HashMap<u64, Vec<u64>> = HashMap::new();
+    for s in timeline {
+        by_start.entry(s.start_ns).or_default().push(s.step_ns);
+    }
+    assert!(
+        by_start.values().any(|v| v.len() > 1),
+        "ranks step together"
+    );
+    for steps in by_start.values() {
+        assert!(steps.iter().all(|&t| t == steps[0]), "{steps:?}");
+    }
+    let again = simulate(&d, &d.cost_model(), &g, &cfg).unwrap();
+    assert_eq!(
+        serde_json::to_string(&out.records).unwrap(),
+        serde_json::to_string(&again.records).unwrap()
+    );
+    d.engine.data_parallel_attention = false;
+    let tp = simulate(&d, &d.cost_model(), &g, &cfg).unwrap();
+    assert!(tp.records.iter().all(|r| r.replica == 0));
+}

@@ -186,7 +186,7 @@ pub struct CostModel {
 /// variance `Σ p_e (1 − p_e)` over its experts) and the step waits for the largest over the GPUs of
 /// mean plus `spread` standard deviations, each never above the GPU's expert count.
 #[derive(Clone, Debug, PartialEq)]
-struct ExpertReads {
+pub(crate) struct ExpertReads {
     count: f64,
     /// `1 − per_token / count`: the chance that one token leaves a given expert out (uniform routing).
     keep: f64,
@@ -206,7 +206,7 @@ struct ExpertReads {
 }
 
 impl ExpertReads {
-    fn new(
+    pub(crate) fn new(
         experts: &crate::model::Experts,
         skew: f64,
         gpus: f64,
@@ -256,7 +256,7 @@ impl ExpertReads {
 
     /// Seconds of expert weights a step of `tokens` tokens streams.
     #[inline]
-    fn seconds(&self, tokens: f64) -> f64 {
+    pub(crate) fn seconds(&self, tokens: f64) -> f64 {
         let experts = self.experts(tokens);
         if tokens == 1.0 {
             experts * self.single_row_s_per_expert
@@ -396,20 +396,37 @@ impl CostModel {
             * p.single_row_memory_efficiency
                 .map_or(1.0, |e| e / p.memory_efficiency);
         // A mixture of experts streams its dense part every step and each expert a token chose; the
-        // bytes per parameter are the model's average at this format.
+        // bytes per parameter are the model's average at this format. The profile may give the experts
+        // their own streaming efficiency (the fused-MoE kernel), one for steps of any size.
         let experts = m.experts.as_ref().map(|e| {
             let per_param = weight_bytes / m.matmul_params;
             weight_bytes = (m.matmul_params - e.active_params()) * per_param;
             let gpus = if i.expert_parallel { tp } else { 1.0 };
             let expert_bytes = e.params_per_expert_all_layers() * per_param * gpus;
+            let (bw, single_row_bw) = match p.expert_memory_efficiency {
+                Some(eff) => {
+                    let int4 = match i.dtype {
+                        WeightDtype::Int4 => p.int4_bandwidth_efficiency,
+                        _ => 1.0,
+                    };
+                    let bw = hw.memory_bandwidth * eff * int4;
+                    (bw, bw)
+                }
+                None => (weight_bw, single_row_bw),
+            };
             ExpertReads::new(
                 e,
                 i.routing_skew,
                 gpus,
-                expert_bytes / weight_bw,
+                expert_bytes / bw,
                 expert_bytes / single_row_bw,
             )
         });
+        // Each routed layer's fixed time (router, top-k, the fused-MoE kernels' latency), once per step.
+        let moe_fixed_s = m
+            .experts
+            .as_ref()
+            .map_or(0.0, |e| e.layers as f64 * p.moe_layer_s);
         let fa = &m.full_attention;
         let full_shard = kv_shard(fa, i.tp);
         let per_layer = fa.kv_bytes_per_token_per_layer() as f64;
@@ -462,7 +479,7 @@ impl CostModel {
             allreduce_s: collective * hw.link_latency_s,
             allreduce_s_per_token: collective * m.hidden as f64 * 2.0 * ring
                 / (hw.link_bandwidth * p.allreduce_efficiency),
-            step_overhead_s: p.step_overhead_s,
+            step_overhead_s: p.step_overhead_s + moe_fixed_s,
             per_sequence_overhead_s: p.per_sequence_overhead_s,
             draft_weights_s: 2.0 * i.draft_params / tp / bw,
             draft_s_per_token: 2.0 * i.draft_params / tp / peak,

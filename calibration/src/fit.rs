@@ -287,6 +287,10 @@ fn unit_profile(base: &Profile) -> Profile {
         attention_tile_tokens: 0,
         attention_parallel_tiles: 0.0,
         step_time: StepTime::KernelSum,
+        // A mixture of experts' weights stream with the dense ones here: `calibrate --from-moe-probes`
+        // fits their own terms.
+        moe_layer_s: 0.0,
+        expert_memory_efficiency: None,
         fit: None,
         ..base.clone()
     }

@@ -8,16 +8,19 @@
 
 pub mod calibrate;
 pub mod cost;
+pub mod dpattn;
 pub mod fit;
 pub mod hf;
 pub mod memory;
 pub mod model;
+pub mod moe;
 pub mod ops;
 pub mod profile;
 pub mod report;
 pub mod splitkv;
 
 pub use cost::{BatchShape, CostInputs, CostModel, GraphRule, StepClock, StepParts};
+pub use dpattn::{dense_part, DpAttentionCost};
 pub use fit::{
     check_profile, fit_profile, parse_step_log, predict_steps, predict_steps_with, CannotFit,
     ClassError, Fit, FitAccuracy, FitSetup, FitTarget, StepSample,
@@ -26,6 +29,9 @@ pub use memory::{memory_plan, MemoryPlan};
 pub use model::{
     streamed_weight_bytes, weight_bytes, AttentionLayers, Experts, HardwareSpec, LinearLayers,
     ModelSpec, StateDtype, WeightDtype, GIB, MIB,
+};
+pub use moe::{
+    fit_moe, merge_runs, parse_moe_probes, CannotFitMoe, MoeDecode, MoeFit, MoeFitSetup, MoeRow,
 };
 pub use profile::{AttentionLayout, Band, BandEnd, FitRecord, OpClassRecord, Profile, StepTime};
 pub use serverbench_config::{FieldError, InputError};

@@ -90,6 +90,17 @@ pub struct Profile {
     /// graph is the engine's (`engine.cuda_graph_max_tokens`); 0 if absent: launches always hidden.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub eager_s_per_layer: f64,
+    /// Fixed time of one routed (mixture-of-experts) layer in a step, seconds: the router's small GEMM,
+    /// its top-k, the sort of the step's tokens by expert and the fused-MoE kernels' launch and tail —
+    /// latency a step of any size pays once per routed layer, on top of the expert bytes it reads. 0 if
+    /// absent; a model without routed experts never pays it.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub moe_layer_s: f64,
+    /// Fraction of peak memory bandwidth reached streaming the routed experts' weights (the engine's
+    /// fused-MoE kernel), in every step whatever its size. Absent: the experts stream as the dense
+    /// weights do (`memory_efficiency`, `single_row_memory_efficiency` in a one-token step).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expert_memory_efficiency: Option<f64>,
     /// The stated uncertainty of the figures, if the profile gives one (`sweep --band` runs both ends).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub band: Option<Band>,
@@ -105,10 +116,10 @@ pub struct Band {
     /// Compute-bound efficiencies: `gemm_efficiency`, `attention_efficiency`.
     pub compute: f64,
     /// Bandwidth-bound efficiencies: `memory_efficiency`, `kv_efficiency`, `single_row_memory_efficiency`,
-    /// `allreduce_efficiency`.
+    /// `expert_memory_efficiency`, `allreduce_efficiency`.
     pub memory: f64,
     /// Host costs: `step_overhead_s`, `per_sequence_overhead_s`, `request_latency_s`,
-    /// `frontend_s_per_token`, `eager_s_per_layer`.
+    /// `frontend_s_per_token`, `eager_s_per_layer`, `moe_layer_s`.
     pub overhead: f64,
 }
 
@@ -258,12 +269,14 @@ impl Profile {
         p.allreduce_efficiency = eff(p.allreduce_efficiency, b.memory);
         p.kv_efficiency = p.kv_efficiency.map(|e| eff(e, b.memory));
         p.single_row_memory_efficiency = p.single_row_memory_efficiency.map(|e| eff(e, b.memory));
+        p.expert_memory_efficiency = p.expert_memory_efficiency.map(|e| eff(e, b.memory));
         p.shared_kv_efficiency = p.shared_kv_efficiency.map(|e| e * (1.0 + sign * b.memory));
         p.step_overhead_s = cost(p.step_overhead_s);
         p.per_sequence_overhead_s = cost(p.per_sequence_overhead_s);
         p.request_latency_s = cost(p.request_latency_s);
         p.frontend_s_per_token = cost(p.frontend_s_per_token);
         p.eager_s_per_layer = cost(p.eager_s_per_layer);
+        p.moe_layer_s = cost(p.moe_layer_s);
         p.name = format!(
             "{} ({} end of its band)",
             p.name,
@@ -314,7 +327,12 @@ impl Profile {
             self.single_row_memory_efficiency
                 .unwrap_or(self.memory_efficiency),
         );
-        for (name, v) in fractions.into_iter().chain([kv, single_row]) {
+        let expert = (
+            "expert_memory_efficiency",
+            self.expert_memory_efficiency
+                .unwrap_or(self.memory_efficiency),
+        );
+        for (name, v) in fractions.into_iter().chain([kv, single_row, expert]) {
             if !(v > 0.0 && v <= 1.0) {
                 return Err(FieldError::new(name, format!("must be in (0, 1], got {v}")));
             }
@@ -326,6 +344,7 @@ impl Profile {
             ("frontend_s_per_token", self.frontend_s_per_token),
             ("per_sequence_overhead_s", self.per_sequence_overhead_s),
             ("eager_s_per_layer", self.eager_s_per_layer),
+            ("moe_layer_s", self.moe_layer_s),
             (
                 "attention_sweep_s_per_token",
                 self.attention_sweep_s_per_token,
@@ -465,5 +484,22 @@ mod tests {
         let mut bad = p.clone();
         bad.band = Some(Band { compute: 1.5, ..b });
         assert_eq!(bad.check().unwrap_err().field, "band.compute");
+        // The mixture-of-experts terms move with the bandwidth and host halves.
+        let moe = Profile::preset("h200-qwen3-30b-a3b-vllm").unwrap();
+        let (b, slow) = (moe.band.unwrap(), moe.at_band_end(BandEnd::Slow));
+        let e = moe.expert_memory_efficiency.unwrap();
+        assert!((slow.expert_memory_efficiency.unwrap() - e * (1.0 - b.memory)).abs() < 1e-12);
+        assert!((slow.moe_layer_s - moe.moe_layer_s * (1.0 + b.overhead)).abs() < 1e-15);
+    }
+
+    #[test]
+    fn the_moe_terms_are_checked_by_name() {
+        let mut p = Profile::preset("h200-qwen3-30b-a3b-vllm").unwrap();
+        p.check().unwrap();
+        p.expert_memory_efficiency = Some(1.2);
+        assert_eq!(p.check().unwrap_err().field, "expert_memory_efficiency");
+        p.expert_memory_efficiency = None;
+        p.moe_layer_s = -1e-6;
+        assert_eq!(p.check().unwrap_err().field, "moe_layer_s");
     }
 }

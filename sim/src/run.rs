@@ -9,8 +9,8 @@ use crate::engine::{
 };
 use crate::replay::{AgentxParams, Arrivals, Handle, Protocol, Ready, Replay, ReplayConfig};
 use crate::score::{agentx_window, apply_agentx, summarise, Outcome, Record, Summary};
-use serverbench_calibration::CostModel;
 use serverbench_calibration::FieldError;
+use serverbench_calibration::{BatchShape, CostModel, DpAttentionCost};
 use serverbench_workloads::hash::mix2;
 use serverbench_workloads::Request;
 use serverbench_workloads::TreeSource;
@@ -209,6 +209,11 @@ struct Sim<'a> {
     /// The longest request the engine accepts ([`Deployment::request_limit`]).
     request_limit: u32,
     cost: &'a CostModel,
+    /// Data-parallel attention: the replicas are attention ranks, `ranks()` to a group that steps in
+    /// lockstep at this cost (`engine.data_parallel_attention`); `None`: each replica steps alone.
+    lockstep: Option<&'a DpAttentionCost>,
+    /// The shapes of a lockstep group's step, one per rank (kept between steps).
+    group_shapes: Vec<BatchShape>,
     replay: Replay<'a>,
     replicas: Vec<Replica>,
     busy: Vec<bool>,
@@ -236,13 +241,20 @@ pub fn simulate(
     cfg: &RunConfig,
 ) -> Result<RunOutput, RunError> {
     cfg.check().map_err(RunError::Config)?;
+    // Under data-parallel attention each of a replica's tp GPUs is an attention rank with its own
+    // scheduler and KV pool, priced by the rank's cost model (its attention holds every KV head).
+    let lockstep = deployment.dp_attention_cost();
+    let (ranks, rank_cost) = match &lockstep {
+        Some(c) => (c.ranks(), c.rank()),
+        None => (1, cost),
+    };
     let mut replicas = Vec::new();
-    for r in 0..deployment.dp {
+    for r in 0..deployment.dp * ranks {
         let opts = ReplicaOptions {
             seed: mix2(cfg.seed, r as u64),
             report_tokens: false,
-            count_shared_reads: cost.prices_shared_reads(),
-            split_kv: cost.split_kv(),
+            count_shared_reads: rank_cost.prices_shared_reads(),
+            split_kv: rank_cost.split_kv(),
             timeline: cfg.timeline,
         };
         replicas.push(deployment.replica(opts)?);
@@ -258,6 +270,8 @@ pub fn simulate(
         deployment,
         request_limit: deployment.request_limit(),
         cost,
+        lockstep: lockstep.as_ref(),
+        group_shapes: Vec::new(),
         replay: Replay::new(source, cfg.replay())
             .map_err(|e| RunError::Config(FieldError::new("arrivals", e)))?,
         busy: vec![false; replicas.len()],
@@ -296,9 +310,13 @@ pub fn simulate(
             Event::StepEnd(r, _) => sim.step_end(r as usize, t),
         }
         if sim.queue.peek_time() != Some(t) {
-            for r in 0..sim.replicas.len() {
-                if !sim.busy[r] {
-                    sim.start_step(r, t);
+            if let Some(group) = sim.lockstep {
+                sim.start_group_steps(group, t);
+            } else {
+                for r in 0..sim.replicas.len() {
+                    if !sim.busy[r] {
+                        sim.start_step(r, t);
+                    }
                 }
             }
         }
@@ -518,6 +536,56 @@ impl Sim<'_> {
                 .schedule(t.plus(dt), Event::StepEnd(r as u32, self.generation[r]))
                 .expect("steps end in the future");
             self.busy[r] = true;
+        }
+    }
+
+    /// Data-parallel attention: every group of attention ranks none of which is mid-step starts one
+    /// step together if any rank has work; the step lasts what the slowest rank and the routed layers
+    /// over all the group's tokens take ([`DpAttentionCost::step_ns`]), for every rank that runs.
+    /// Decode runs are not merged: the ranks' steps differ.
+    fn start_group_steps(&mut self, cost: &DpAttentionCost, t: Time) {
+        let ranks = cost.ranks() as usize;
+        for g in 0..self.replicas.len() / ranks {
+            let group = g * ranks..(g + 1) * ranks;
+            if group.clone().any(|r| self.busy[r]) {
+                continue;
+            }
+            self.group_shapes.clear();
+            let mut ran = Vec::with_capacity(ranks);
+            for r in group.clone() {
+                let replica = &mut self.replicas[r];
+                let shape = if replica.has_work() {
+                    replica.schedule()
+                } else {
+                    None
+                };
+                ran.push(shape.is_some());
+                self.group_shapes.push(shape.unwrap_or_default());
+            }
+            if !ran.contains(&true) {
+                continue;
+            }
+            let mut dt = cost.step_ns(&self.group_shapes);
+            let mut transfer = 0;
+            for r in group.clone() {
+                transfer = transfer.max(self.replicas[r].take_transfer_ns());
+            }
+            dt += transfer;
+            for (i, r) in group.enumerate() {
+                if !ran[i] {
+                    continue;
+                }
+                let shape = self.group_shapes[i];
+                self.replicas[r].note_step(t, dt.max(1), &shape);
+                self.check(r);
+                self.queue
+                    .schedule(
+                        t.plus(dt.max(1)),
+                        Event::StepEnd(r as u32, self.generation[r]),
+                    )
+                    .expect("steps end in the future");
+                self.busy[r] = true;
+            }
         }
     }
 

@@ -7,6 +7,7 @@ mod fit;
 mod from_ops;
 #[cfg(feature = "cuda")]
 mod microbench;
+mod moe;
 #[cfg(not(feature = "cuda"))]
 mod microbench {
     //! `calibrate --microbench` runs on the CUDA engine, which this build leaves out.
@@ -35,6 +36,9 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
     }
     if let Some(path) = &a.from_probes {
         return endpoint::from_probe_log(&a, path);
+    }
+    if !a.from_moe_probes.is_empty() {
+        return moe::calibrate(&a, &a.from_moe_probes);
     }
     if !a.from_ops.is_empty() {
         return from_ops::calibrate(&a, &a.from_ops);

@@ -265,6 +265,9 @@ fn router(cfg: ServeConfig) -> Result<(Router, http::Closing), String> {
         (false, Fault::CorruptPrefixCache) => return Err("--fault corrupt-prefix-cache: only the CUDA engine reads real KV blocks (--engine cuda)".into()),
         _ => {}
     }
+    if cfg.deployment.engine.data_parallel_attention {
+        return Err("engine.data_parallel_attention: the served engine is one replica with tensor-parallel attention; its attention ranks in lockstep are simulated only (`simulate`, `sweep`)".into());
+    }
     let replica = cfg.deployment.replica(opts).map_err(|e| e.to_string())?;
     let engine = match cfg.cuda.clone() {
         None => {

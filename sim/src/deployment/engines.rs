@@ -385,4 +385,23 @@ mod tests {
             8192
         );
     }
+
+    /// Neither engine spreads a mixture of experts' experts whole or runs attention data-parallel
+    /// unless started with the flags for it (`--enable-expert-parallel`, `--enable-dp-attention`,
+    /// `--data-parallel-size`), DeepSeek-V3 included, so no engine preset turns either on, even for a
+    /// DeepSeek-V3-shaped model over 8 GPUs.
+    #[test]
+    fn no_engine_preset_turns_on_expert_parallelism_or_data_parallel_attention() {
+        let mut d = Deployment::preset("qwen3-8b-1xh200-vllm").unwrap();
+        d.model = serverbench_calibration::hf::from_config(
+            "deepseek-r1",
+            include_str!("../../../tests/fixtures/hf/deepseek-r1.json"),
+        )
+        .unwrap();
+        d.tp = 8;
+        for name in ENGINE_PRESETS {
+            let e = engine_preset(name, &d).unwrap();
+            assert!(!e.expert_parallel && !e.data_parallel_attention, "{name}");
+        }
+    }
 }

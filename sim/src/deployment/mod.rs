@@ -16,8 +16,8 @@ pub use file::{DeploymentFile, Referenced};
 
 use serde::{Deserialize, Serialize};
 use serverbench_calibration::{
-    memory_plan, CostInputs, CostModel, FieldError, HardwareSpec, MemoryPlan, ModelSpec, Profile,
-    StateDtype, WeightDtype, GIB,
+    memory_plan, weight_bytes, CostInputs, CostModel, DpAttentionCost, FieldError, HardwareSpec,
+    MemoryPlan, ModelSpec, Profile, StateDtype, WeightDtype, GIB,
 };
 
 pub use crate::engine::Policy;
@@ -286,6 +286,20 @@ impl Deployment {
                 );
             }
         }
+        if self.engine.data_parallel_attention {
+            if m.experts.is_none() {
+                return bad(
+                    "engine.data_parallel_attention",
+                    "the model has no routed experts: data-parallel attention spreads a mixture of experts' routed layers over the attention ranks (a dense model is served by `dp` replicas)".into(),
+                );
+            }
+            if self.tp < 2 {
+                return bad(
+                    "engine.data_parallel_attention",
+                    "needs tp of at least 2: each of the tp GPUs is an attention rank, and with one there is nothing to spread".into(),
+                );
+            }
+        }
         // vLLM and SGLang split each attention kind's query heads evenly, and its KV heads evenly or
         // by replicating each over tp ÷ kv GPUs.
         for a in std::iter::once(&m.full_attention).chain(m.sliding_attention.as_ref()) {
@@ -376,11 +390,32 @@ impl Deployment {
         self.model.clone().with_state_dtype(self.state_dtype)
     }
 
-    /// The memory plan of one GPU.
+    /// The memory plan of one GPU. Under data-parallel attention a GPU holds the model's dense part
+    /// whole (attention, dense layers, embeddings), `1 ÷ tp` of its routed experts, and every KV head
+    /// of its own requests.
     pub fn memory_plan(&self) -> MemoryPlan {
         let e = &self.engine;
+        let m = self.model_spec();
+        if e.data_parallel_attention {
+            if let Some(dense) = serverbench_calibration::dense_part(&m) {
+                let mut plan = memory_plan(
+                    &m,
+                    &self.hardware,
+                    self.weights,
+                    self.quant_group_size,
+                    1,
+                    e.gpu_memory_utilization,
+                    e.activation_reserve_gib * GIB,
+                );
+                let all = weight_bytes(&m, self.weights, self.quant_group_size);
+                let held = weight_bytes(&dense, self.weights, self.quant_group_size);
+                plan.weights_bytes = held + (all - held) / self.tp.max(1) as f64;
+                plan.kv_pool_bytes = plan.budget_bytes - plan.weights_bytes - plan.activation_bytes;
+                return plan;
+            }
+        }
         memory_plan(
-            &self.model_spec(),
+            &m,
             &self.hardware,
             self.weights,
             self.quant_group_size,
@@ -388,6 +423,16 @@ impl Deployment {
             e.gpu_memory_utilization,
             e.activation_reserve_gib * GIB,
         )
+    }
+
+    /// The lockstep step cost of the attention ranks under `engine.data_parallel_attention`; `None`
+    /// without it.
+    pub fn dp_attention_cost(&self) -> Option<DpAttentionCost> {
+        if !self.engine.data_parallel_attention {
+            return None;
+        }
+        let m = self.model_spec();
+        DpAttentionCost::new(self.cost_inputs(&m))
     }
 
     /// What one replica's KV pool is sized from.
@@ -429,8 +474,13 @@ impl Deployment {
     /// The cost model of the deployment's profile.
     pub fn cost_model(&self) -> CostModel {
         let m = self.model_spec();
-        CostModel::new(CostInputs {
-            model: &m,
+        CostModel::new(self.cost_inputs(&m))
+    }
+
+    /// What the cost model is built from, for the model `m` (the deployment's, with its state precision).
+    fn cost_inputs<'a>(&'a self, m: &'a ModelSpec) -> CostInputs<'a> {
+        CostInputs {
+            model: m,
             hardware: &self.hardware,
             profile: &self.profile,
             dtype: self.weights,
@@ -440,12 +490,12 @@ impl Deployment {
                 .engine
                 .speculative
                 .as_ref()
-                .map_or(0.0, |s| s.draft_params(&m)),
+                .map_or(0.0, |s| s.draft_params(m)),
             graphs: self.engine.graph_rule(),
             expert_parallel: self.engine.expert_parallel,
             routing_skew: self.engine.expert_routing_skew,
             split_kv_decode: self.engine.split_kv_decode,
-        })
+        }
     }
 }
 
@@ -605,5 +655,43 @@ mod tests {
         let e = Deployment::from_yaml("d.yaml", "tp: [\n").unwrap_err();
         assert_eq!(e.file, "d.yaml");
         assert!(e.line > 0);
+    }
+
+    /// `engine.data_parallel_attention`: refused naming the field on a dense model and at tp = 1; on a
+    /// mixture of experts over 8 GPUs each GPU holds the dense part whole, an eighth of the experts and
+    /// every KV head of its own requests, so a DeepSeek-V3-shaped model (latent KV, which tensor
+    /// parallelism copies to every GPU) gets a pool of its own on each; off, nothing changes.
+    #[test]
+    fn data_parallel_attention_is_checked_and_sizes_a_pool_per_rank() {
+        let e = Deployment::from_yaml("d.yaml", "engine:\n  data_parallel_attention: true\n")
+            .unwrap_err();
+        assert_eq!(e.field, "engine.data_parallel_attention", "{e}");
+        assert!(e.reason.contains("no routed experts"), "{e}");
+        let mut d = Deployment::preset("qwen3-8b-1xh200-vllm").unwrap();
+        d.model = serverbench_calibration::hf::from_config(
+            "deepseek-r1",
+            include_str!("../../../tests/fixtures/hf/deepseek-r1.json"),
+        )
+        .unwrap();
+        d.weights = WeightDtype::Fp8;
+        d.engine.data_parallel_attention = true;
+        let e = d.check().unwrap_err();
+        assert_eq!(e.field, "engine.data_parallel_attention", "{e}");
+        assert!(e.reason.contains("tp of at least 2"), "{e}");
+        d.tp = 8;
+        d.check().unwrap();
+        let (dpa, plan) = (d.dp_attention_cost().unwrap(), d.memory_plan());
+        assert_eq!(dpa.ranks(), 8);
+        d.engine.data_parallel_attention = false;
+        assert!(d.dp_attention_cost().is_none());
+        let tp = d.memory_plan();
+        // The same latent KV per token on each GPU; more weights (the dense part whole), so a smaller
+        // pool per GPU, but eight pools instead of one copied eight times.
+        assert_eq!(plan.kv_bytes_per_token, tp.kv_bytes_per_token);
+        assert!(plan.weights_bytes > tp.weights_bytes);
+        assert!(8.0 * plan.kv_pool_bytes > 4.0 * tp.kv_pool_bytes);
+        assert!(!serde_yaml::to_string(&d.engine)
+            .unwrap()
+            .contains("data_parallel_attention"));
     }
 }

@@ -225,6 +225,14 @@ pub struct EngineConfig {
     /// them; attention stays tensor-parallel. Off in both engines unless asked for.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub expert_parallel: bool,
+    /// Data-parallel attention for a mixture of experts (SGLang `--enable-dp-attention`, vLLM's
+    /// `--data-parallel-size` with its MoE layers spread over the ranks): each of the replica's `tp`
+    /// GPUs is an attention rank with its own requests (dealt by the deployment's `router`) and its own
+    /// KV pool holding every KV head of them; the routed layers run over all ranks' tokens, which move
+    /// by all-to-all dispatch and combine over the GPUs' link, and the ranks step together, each step
+    /// waiting for the slowest (`serverbench_calibration::dpattn`). Off in both engines unless asked for.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub data_parallel_attention: bool,
     /// How unevenly a mixture of experts' router picks its experts: expert popularity follows a Zipf law
     /// of this exponent (the expert of rank `r` is chosen in proportion to `r^−s`), so a step's tokens
     /// share more experts and, under `expert_parallel`, the GPUs holding the popular ones wait longer
@@ -302,6 +310,7 @@ impl Default for EngineConfig {
             cuda_graph_mixed: false,
             cuda_graph_prefill_max_tokens: None,
             expert_parallel: false,
+            data_parallel_attention: false,
             expert_routing_skew: 0.0,
             split_kv_decode: false,
             state_pool_ratio: None,

@@ -1,0 +1,95 @@
+//! `serverbench calibrate --from-moe-probes`: reads `moe_probe.py`'s JSON files, hands them to the
+//! fit of a mixture of experts' profile terms (`serverbench_calibration::moe`), prints its per-case
+//! table and writes the profile. It fits nothing itself and probes no server.
+
+use super::fit::{measured_on, now, read_text, write_profile};
+use crate::cli::CalibrateArgs;
+use anyhow::{anyhow, Result};
+use serverbench_calibration::{
+    fit_moe, merge_runs, parse_moe_probes, FitRecord, HardwareSpec, MoeFitSetup, Profile,
+};
+use std::path::PathBuf;
+
+/// Fits `moe_layer_s` and `expert_memory_efficiency` over `--base-profile` and writes the profile.
+pub fn calibrate(a: &CalibrateArgs, paths: &[PathBuf]) -> Result<()> {
+    let model = crate::inputs::model(&a.model).map_err(|e| anyhow!("--model: {e}"))?;
+    let hardware = HardwareSpec::preset(&a.hardware)
+        .ok_or_else(|| anyhow!("--hardware: no hardware preset {:?}", a.hardware))?;
+    let base = Profile::preset(&a.base_profile)
+        .ok_or_else(|| anyhow!("--base-profile: no profile preset {:?}", a.base_profile))?;
+    if base.hardware != hardware.name {
+        anyhow::bail!(
+            "--base-profile: {} describes {}, not --hardware {}",
+            base.name,
+            base.hardware,
+            hardware.name
+        );
+    }
+    let mut runs = Vec::new();
+    for path in paths {
+        let text = read_text(path)?;
+        runs.push(parse_moe_probes(&path.display().to_string(), &text)?);
+    }
+    let cases = merge_runs(&runs);
+    let inputs = paths
+        .iter()
+        .zip(&runs)
+        .map(|(p, r)| format!("{} ({} decode cases)", p.display(), r.len()))
+        .collect();
+    let setup = MoeFitSetup {
+        model: &model,
+        hardware: &hardware,
+        base: &base,
+        name: a.name.clone(),
+        split_kv_decode: a.moe_split_kv,
+        record: FitRecord {
+            method: format!(
+                "mixture-of-experts decode probes least squares over profile {}",
+                base.name
+            ),
+            inputs,
+            model: model.name.clone(),
+            measured_on: measured_on(a, "the server the probes measured".into()),
+            fitted_at: now(),
+            target: Some("wall".into()),
+            notes: a.notes.clone(),
+            ..Default::default()
+        },
+    };
+    let fit = fit_moe(&cases, &setup).map_err(|e| anyhow!("cannot fit: {e}"))?;
+    let p = &fit.profile;
+    eprintln!(
+        "{:>6} {:>8} {:>12} {:>16} {:>16}",
+        "batch", "context", "measured ms", "base ms (err)", "fitted ms (err)"
+    );
+    for r in &fit.rows {
+        let err = |t: f64| {
+            format!(
+                "{:.2} ({:+.1} %)",
+                t * 1e3,
+                100.0 * (t / r.measured_s - 1.0)
+            )
+        };
+        eprintln!(
+            "{:>6} {:>8} {:>12.2} {:>16} {:>16}{}",
+            r.batch,
+            r.context,
+            r.measured_s * 1e3,
+            err(r.base_s),
+            err(r.fitted_s),
+            if r.held_out { "  held out" } else { "" }
+        );
+    }
+    eprintln!(
+        "fitted {} cases, held out {}: moe_layer_s {:.2} µs per routed layer ({:.2} ms per step over {} layers), expert_memory_efficiency {:.1} % of peak; held-out median error {:.1} %, p90 {:.1} %",
+        fit.train.steps,
+        fit.held_out.steps,
+        p.moe_layer_s * 1e6,
+        p.moe_layer_s * 1e3 * model.experts.as_ref().map_or(0.0, |e| e.layers as f64),
+        model.experts.as_ref().map_or(0, |e| e.layers),
+        100.0 * p.expert_memory_efficiency.unwrap_or(p.memory_efficiency),
+        100.0 * fit.held_out.median_ape,
+        100.0 * fit.held_out.p90_ape
+    );
+    write_profile(&fit.profile, a.out.as_deref())
+}
