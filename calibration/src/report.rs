@@ -4,6 +4,7 @@
 
 use crate::calibrate::ProbeFit;
 use crate::fit::{check_profile, Fit};
+use crate::moe::MoeFit;
 use crate::ops::ClassFit;
 use crate::{AttentionLayers, HardwareSpec, ModelSpec, Profile, StepSample};
 use std::collections::BTreeMap;
@@ -121,6 +122,47 @@ pub fn probe_fit_text(p: &ProbeFit, frontend: bool) -> String {
     t.push_str(&format!(
         "kept attention {:?}\n",
         p.fit.profile.attention_layout
+    ));
+    t
+}
+
+/// `calibrate --from-moe-probes`' per-case table and its summary line (on standard error): each case's
+/// measured time per output token beside the base and the fitted profile's, held-out cases marked.
+pub fn moe_fit_text(fit: &MoeFit, model: &ModelSpec) -> String {
+    let mut t = format!(
+        "{:>6} {:>8} {:>12} {:>16} {:>16}\n",
+        "batch", "context", "measured ms", "base ms (err)", "fitted ms (err)"
+    );
+    for r in &fit.rows {
+        let err = |s: f64| {
+            format!(
+                "{:.2} ({:+.1} %)",
+                s * 1e3,
+                100.0 * (s / r.measured_s - 1.0)
+            )
+        };
+        t.push_str(&format!(
+            "{:>6} {:>8} {:>12.2} {:>16} {:>16}{}\n",
+            r.batch,
+            r.context,
+            r.measured_s * 1e3,
+            err(r.base_s),
+            err(r.fitted_s),
+            if r.held_out { "  held out" } else { "" }
+        ));
+    }
+    let p = &fit.profile;
+    let layers = model.experts.as_ref().map_or(0, |e| e.layers);
+    t.push_str(&format!(
+        "fitted {} cases, held out {}: moe_layer_s {:.2} µs per routed layer ({:.2} ms per step over {} layers), expert_memory_efficiency {:.1} % of peak; held-out median error {:.1} %, p90 {:.1} %\n",
+        fit.train.steps,
+        fit.held_out.steps,
+        p.moe_layer_s * 1e6,
+        p.moe_layer_s * 1e3 * layers as f64,
+        layers,
+        100.0 * p.expert_memory_efficiency.unwrap_or(p.memory_efficiency),
+        100.0 * fit.held_out.median_ape,
+        100.0 * fit.held_out.p90_ape
     ));
     t
 }
@@ -280,6 +322,46 @@ mod tests {
             decode_kv_distinct: None,
             seconds,
         }
+    }
+
+    #[test]
+    fn a_moe_fit_reads_as_printed() {
+        use crate::fit::FitAccuracy;
+        use crate::moe::MoeRow;
+        let model = crate::hf::from_config(
+            "qwen3-30b-a3b",
+            include_str!("../../tests/fixtures/hf/qwen3-30b-a3b.json"),
+        )
+        .unwrap();
+        let mut profile = Profile::preset("h200-qwen3-8b-vllm").unwrap();
+        profile.moe_layer_s = 50e-6;
+        profile.expert_memory_efficiency = Some(0.875);
+        let accuracy = |steps| FitAccuracy {
+            steps,
+            median_ape: 0.016,
+            p90_ape: 0.033,
+        };
+        let row = MoeRow {
+            batch: 8,
+            context: 2048,
+            measured_s: 0.010,
+            base_s: 0.008,
+            fitted_s: 0.0101,
+            held_out: true,
+        };
+        let fit = MoeFit {
+            profile,
+            rows: vec![row],
+            train: accuracy(6),
+            held_out: accuracy(5),
+        };
+        let text = moe_fit_text(&fit, &model);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[1],
+            "     8     2048        10.00   8.00 (-20.0 %)   10.10 (+1.0 %)  held out"
+        );
+        assert_eq!(lines[2], "fitted 6 cases, held out 5: moe_layer_s 50.00 µs per routed layer (2.40 ms per step over 48 layers), expert_memory_efficiency 87.5 % of peak; held-out median error 1.6 %, p90 3.3 %");
     }
 
     #[test]

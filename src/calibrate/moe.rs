@@ -1,10 +1,12 @@
 //! `serverbench calibrate --from-moe-probes`: reads `moe_probe.py`'s JSON files, hands them to the
 //! fit of a mixture of experts' profile terms (`serverbench_calibration::moe`), prints its per-case
-//! table and writes the profile. It fits nothing itself and probes no server.
+//! table (`calibration::report::moe_fit_text`) and writes the profile. It fits nothing itself and
+//! probes no server.
 
 use super::fit::{measured_on, now, read_text, write_profile};
 use crate::cli::CalibrateArgs;
 use anyhow::{anyhow, Result};
+use serverbench_calibration::report::moe_fit_text;
 use serverbench_calibration::{
     fit_moe, merge_runs, parse_moe_probes, FitRecord, HardwareSpec, MoeFitSetup, Profile,
 };
@@ -57,39 +59,6 @@ pub fn calibrate(a: &CalibrateArgs, paths: &[PathBuf]) -> Result<()> {
         },
     };
     let fit = fit_moe(&cases, &setup).map_err(|e| anyhow!("cannot fit: {e}"))?;
-    let p = &fit.profile;
-    eprintln!(
-        "{:>6} {:>8} {:>12} {:>16} {:>16}",
-        "batch", "context", "measured ms", "base ms (err)", "fitted ms (err)"
-    );
-    for r in &fit.rows {
-        let err = |t: f64| {
-            format!(
-                "{:.2} ({:+.1} %)",
-                t * 1e3,
-                100.0 * (t / r.measured_s - 1.0)
-            )
-        };
-        eprintln!(
-            "{:>6} {:>8} {:>12.2} {:>16} {:>16}{}",
-            r.batch,
-            r.context,
-            r.measured_s * 1e3,
-            err(r.base_s),
-            err(r.fitted_s),
-            if r.held_out { "  held out" } else { "" }
-        );
-    }
-    eprintln!(
-        "fitted {} cases, held out {}: moe_layer_s {:.2} µs per routed layer ({:.2} ms per step over {} layers), expert_memory_efficiency {:.1} % of peak; held-out median error {:.1} %, p90 {:.1} %",
-        fit.train.steps,
-        fit.held_out.steps,
-        p.moe_layer_s * 1e6,
-        p.moe_layer_s * 1e3 * model.experts.as_ref().map_or(0.0, |e| e.layers as f64),
-        model.experts.as_ref().map_or(0, |e| e.layers),
-        100.0 * p.expert_memory_efficiency.unwrap_or(p.memory_efficiency),
-        100.0 * fit.held_out.median_ape,
-        100.0 * fit.held_out.p90_ape
-    );
+    eprint!("{}", moe_fit_text(&fit, &model));
     write_profile(&fit.profile, a.out.as_deref())
 }
