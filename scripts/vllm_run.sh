@@ -42,6 +42,8 @@
 #   fit-cold    qwen3-8b-200k-1xh200-vllm (200,000 tokens, the fitted agentic-coding), cold start
 #   fit-steady  the same, steady start
 #   real-cold   qwen3-8b-200k-1xh200-vllm replaying the corpus's Claude Code sessions, cold start
+#   moe-syn-steady, moe-syn-cold  scripts/vllm/qwen3-30b-a3b-1xh200-vllm.yaml (the MOE=1 server: the
+#               Qwen3-30B-A3B shape, 40,960 tokens, synthetic-v1), steady or cold start; with MOE=1 only
 #   agentx-real the same sessions (corpus/claude-code/logs.jsonl) under the AgentX protocol
 #               (`--protocol agentx` with its defaults: lanes start 25-75 % into a session with primed
 #               streams, 10 warm-up requests a lane never scored, the recording's gaps, idle caps, 30 s
@@ -546,6 +548,8 @@ set_flags() { # SET[-TAG] -> the deployment, start and workload flags of compare
     fit-steady|fit-steady-*) echo "-d qwen3-8b-200k-1xh200-vllm --start steady" ;;
     fit-cold|fit-cold-*) echo "-d qwen3-8b-200k-1xh200-vllm --start cold" ;;
     real-cold|real-cold-*) echo "-d qwen3-8b-200k-1xh200-vllm --start cold --trace $ROOT/corpus/claude-code --trace-format corpus" ;;
+    moe-syn-steady|moe-syn-steady-*) echo "-d $ROOT/scripts/vllm/qwen3-30b-a3b-1xh200-vllm.yaml --start steady" ;;
+    moe-syn-cold|moe-syn-cold-*) echo "-d $ROOT/scripts/vllm/qwen3-30b-a3b-1xh200-vllm.yaml --start cold" ;;
     agentx-real|agentx-real-*) echo "-d qwen3-8b-200k-1xh200-vllm --protocol agentx --trace $AGENTX_TRACE --trace-format corpus --max-context-length 200000" ;;
     *) return 1 ;;
   esac
