@@ -3,13 +3,16 @@
 level the simulator recommends, against the best real D measured, for the plain recommendation (best
 simulated mean D) and for the one under the cost model's error (`sweep`'s worst case over both ends of
 the profile's band, `under_model_error` in sweep.json), each chosen among the set's measured levels.
-Also the measured error the profile's band states (p90 of |TPOT| and |TTFT p50| errors up to each set's
-real best). Prints markdown. Usage: scripts/regret.py [BIN] > results/h200-vllm/regret.md
+Also the measured error each profile's band states (p90 of |TPOT| and |TTFT p50| errors up to each of
+its sets' real best: the dense sets' for h200-qwen3-8b-vllm, the MoE sets' for h200-qwen3-30b-a3b-vllm). Prints markdown. Usage: scripts/regret.py [BIN] > results/h200-vllm/regret.md
 """
 import json, subprocess, sys, tempfile, os
 
 BIN = sys.argv[1] if len(sys.argv) > 1 else "target/release/serverbench"
-SETS = ["syn-steady", "syn-cold", "fit-cold", "fit-cold-w30", "real-cold-w30", "agentx-real"]
+SETS = ["syn-steady", "syn-cold", "fit-cold", "fit-cold-w30", "real-cold-w30", "agentx-real",
+        # vLLM serving the Qwen3-30B-A3B shape (results/h200-vllm-moe/replays/)
+        "../h200-vllm-moe/replays/moe-syn-cold", "../h200-vllm-moe/replays/moe-syn-steady"]
+MOE_DEPLOYMENT = "scripts/vllm/qwen3-30b-a3b-1xh200-vllm.yaml"
 # The fitted spec as the fit-* sets replayed it (results/h200-vllm/README.md).
 PINNED = ["--workload", "results/h200-vllm/agentic-coding-as-replayed.yaml"]
 DROP = {"--url", "--api", "--server", "--model", "--out"}
@@ -32,6 +35,9 @@ def sweep_args(cmd):
         # The corpus's Claude Code logs as the sets replayed them (results/h200-vllm/README.md).
         a = {"corpus/claude-code": "results/h200-vllm/claude-code-as-replayed",
              "corpus/claude-code/logs.jsonl": "results/h200-vllm/claude-code-as-replayed/logs.jsonl"}.get(a, a)
+        # The MoE deployment file by the device's path to it.
+        if a.endswith("/" + MOE_DEPLOYMENT):
+            a = MOE_DEPLOYMENT
         args.append(a)
         i += 1
     return args
@@ -47,13 +53,14 @@ def pct(x):
 
 print("| set | levels | real best (D) | plain pick (real D) | regret | under-error pick (real D) | regret |")
 print("|---|---|---|---|---:|---|---:|")
-tpot_err, ttft_err = [], []
+errors = {"dense": ([], []), "moe": ([], [])}
 for s in SETS:
     d = json.load(open(f"results/h200-vllm/{s}/compare.json"))
     rows = sorted((r for r in d["rows"] if r.get("seed", 0) == 0), key=lambda r: r["concurrency"])
     real = {r["concurrency"]: metric(r, "D")["real"] for r in rows}
     sim = {r["concurrency"]: metric(r, "D")["sim"] for r in rows}
     best = max(real, key=real.get)
+    tpot_err, ttft_err = errors["moe" if "moe" in s else "dense"]
     for r in rows:
         if r["concurrency"] <= best:
             tpot_err += [abs(metric(r, "TPOT p50 ms")["rel_error"]), abs(metric(r, "TPOT p90 ms")["rel_error"])]
@@ -69,7 +76,7 @@ for s in SETS:
     assert u["best_nominal"] == plain, (s, u["best_nominal"], plain)
     regret = lambda c: 1 - real[c] / real[best] if real[best] > 0 else 0.0
     levels = ",".join(str(c) for c in real)
-    print(f"| {s} | {levels} | {best} ({real[best]:.2f}) | {plain} ({real[plain]:.2f}) | {pct(regret(plain))} | {robust} ({real[robust]:.2f}) | {pct(regret(robust))} |")
+    print(f"| {s.split('/')[-1]} | {levels} | {best} ({real[best]:.2f}) | {plain} ({real[plain]:.2f}) | {pct(regret(plain))} | {robust} ({real[robust]:.2f}) | {pct(regret(robust))} |")
 
 
 def p90(xs):
@@ -78,5 +85,7 @@ def p90(xs):
 
 
 print()
-print(f"Measured error up to each set's real best: p90 |TPOT error| {pct(p90(tpot_err))} ({len(tpot_err)} values), "
-      f"p90 |TTFT p50 error| {pct(p90(ttft_err))} ({len(ttft_err)} values).")
+for name, profile in [("dense", "h200-qwen3-8b-vllm"), ("moe", "h200-qwen3-30b-a3b-vllm")]:
+    tpot_err, ttft_err = errors[name]
+    print(f"Measured error of {profile} up to each of its sets' real best: p90 |TPOT error| {pct(p90(tpot_err))} "
+          f"({len(tpot_err)} values), p90 |TTFT p50 error| {pct(p90(ttft_err))} ({len(ttft_err)} values).")

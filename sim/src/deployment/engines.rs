@@ -4,7 +4,7 @@
 //! rule). Pure: it reads a deployment and returns an engine section; it never reads files.
 
 use super::Deployment;
-use crate::engine::{CacheEviction, EngineConfig, Policy, Preemption, WaitingOrder};
+use crate::engine::{CacheEntry, CacheEviction, EngineConfig, Policy, Preemption, WaitingOrder};
 
 /// vLLM's default fraction of GPU memory: 0.92 in vLLM 0.26.0 (its `CacheConfig`; older versions' default
 /// was 0.9).
@@ -36,7 +36,8 @@ pub fn engine_preset(name: &str, d: &Deployment) -> Option<EngineConfig> {
 
 /// vLLM (V1 engine, OpenAI server). `EngineArgs.get_batch_defaults` (vllm/engine/arg_utils.py): on a
 /// GPU of at least 70 GiB that is not an A100, 8192 batched tokens and 1024 sequences; otherwise 2048
-/// and 256. Prefix caching on, recompute preemption of the newest request, 92 % of GPU memory
+/// and 256. Prefix caching on, a chunk's full blocks cached when it is scheduled (`allocate_slots`),
+/// recompute preemption of the newest request, 92 % of GPU memory
 /// (`CacheConfig.gpu_memory_utilization`'s default in vLLM 0.26.0, read in its start-up log on an H200). CUDA
 /// graphs (`cudagraph_mode` FULL_AND_PIECEWISE) for steps of up to `max_cudagraph_capture_size` tokens,
 /// mixed prefill steps included: `VllmConfig._set_cudagraph_sizes` (vllm/config/vllm.py) makes it
@@ -58,6 +59,7 @@ fn vllm(d: &Deployment) -> EngineConfig {
         preemption: Preemption::Recompute,
         prefix_caching: true,
         cache_eviction: CacheEviction::Lru,
+        cache_entry: CacheEntry::Scheduled,
         waiting_order: None,
         state_pool_ratio: None,
         sliding_window_eviction_interval: None,
@@ -138,6 +140,7 @@ fn sglang(d: &Deployment) -> EngineConfig {
         preemption: Preemption::Recompute,
         prefix_caching: true,
         cache_eviction: CacheEviction::Lru,
+        cache_entry: CacheEntry::Prompt,
         waiting_order: Some(WaitingOrder::Fcfs),
         cap_requests_at_pool: true,
         cuda_graph_max_tokens: Some(graph_bs),

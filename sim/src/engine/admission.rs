@@ -81,6 +81,7 @@ impl Replica {
             start,
         });
         *budget -= n;
+        self.scheduled_to(id, start + n);
     }
 
     /// Brings a swapped-out sequence back: all its KV into private blocks, copied over the host link.

@@ -47,6 +47,26 @@ impl CacheEviction {
     }
 }
 
+/// When a prompt's blocks enter the prefix cache, where a later request can find them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CacheEntry {
+    /// Once the whole prompt is computed (serverbench's CUDA engine, and the default).
+    #[default]
+    Prompt,
+    /// Each chunk's whole blocks when the chunk is scheduled, so that a request scheduled after it,
+    /// later in the same step or in a later one, finds them: vLLM v1 (`KVCacheManager.allocate_slots`
+    /// caches every full block up to the tokens it allocates for the step). Requests that arrive
+    /// together with a shared prefix compute it once.
+    Scheduled,
+}
+
+impl CacheEntry {
+    fn is_prompt(&self) -> bool {
+        *self == CacheEntry::Prompt
+    }
+}
+
 /// The order in which waiting requests are considered for admission.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -187,6 +207,10 @@ pub struct EngineConfig {
     /// Which unreferenced cached blocks are evicted first (`lru` unless given).
     #[serde(default, skip_serializing_if = "CacheEviction::is_lru")]
     pub cache_eviction: CacheEviction,
+    /// When a prompt's blocks enter the prefix cache (`prompt` unless given; `scheduled` in the `vllm`
+    /// presets).
+    #[serde(default, skip_serializing_if = "CacheEntry::is_prompt")]
+    pub cache_entry: CacheEntry,
     /// Host memory for swapped-out KV per GPU, GiB (`preemption: swap`).
     #[serde(default = "default_swap_space")]
     pub swap_space_gib: f64,
@@ -301,6 +325,7 @@ impl Default for EngineConfig {
             preemption: Preemption::Recompute,
             prefix_caching: true,
             cache_eviction: CacheEviction::Lru,
+            cache_entry: CacheEntry::Prompt,
             swap_space_gib: default_swap_space(),
             new_token_ratio: default_new_token_ratio(),
             speculative: None,

@@ -17,8 +17,8 @@ mod speculate;
 mod stats;
 
 pub use config::{
-    CacheEviction, EngineConfig, KindAcceptance, Preemption, SpecMethod, Speculative, WaitingOrder,
-    MAX_BLOCK_SIZE, MAX_DRAFT_PARAMS, MAX_NUM_SEQS, MAX_SWAP_SPACE_GIB,
+    CacheEntry, CacheEviction, EngineConfig, KindAcceptance, Preemption, SpecMethod, Speculative,
+    WaitingOrder, MAX_BLOCK_SIZE, MAX_DRAFT_PARAMS, MAX_NUM_SEQS, MAX_SWAP_SPACE_GIB,
 };
 pub use decode_run::RunBounds;
 pub use policy::{Admission, DecodeBudget, Policy, SchedulingPolicy, Shortage, StepBuilder};
@@ -669,40 +669,23 @@ impl Replica {
     }
 
     /// A step computed `n` more tokens of `id`: its prompt blocks enter the prefix cache once they are
-    /// all computed, and an output token comes out when the step reached its last known token. True
-    /// if the sequence finished.
+    /// all computed (unless they entered as they were scheduled, [`CacheEntry::Scheduled`]), and an
+    /// output token comes out when the step reached its last known token. True if the sequence finished.
     fn computed(&mut self, id: SeqId, n: u32, events: &mut Vec<SeqEvent>) -> bool {
         let ebs = self.cfg.block_size;
         let s = &mut self.seqs[id.at()];
         s.computed += n;
-        // SGLang frees a sliding-window request's KV behind its window while it decodes: the last
-        // prefill chunk (this step's) keeps a hittable end only if it and the output fit in a window
-        // plus the eviction interval; the chunks before it entered the cache as they were computed.
-        let end = match (self.window, self.cfg.sliding_window_eviction_interval) {
-            (Some(w), Some(interval)) if n + s.output > w + interval => {
-                ((s.computed - n) / ebs).min(s.hashable)
-            }
-            _ => s.hashable,
-        };
-        if !s.inserted
-            && self.cfg.prefix_caching
-            && s.computed >= s.hashable * ebs
-            && end > s.shared
-        {
-            let start = s.shared;
-            let phys: Vec<u32> = if self.kv.is_paged() {
-                s.table.drain(..(end - start) as usize).collect()
-            } else {
-                Vec::new()
+        if s.computed >= s.hashable * ebs {
+            // SGLang frees a sliding-window request's KV behind its window while it decodes: the last
+            // prefill chunk (this step's) keeps a hittable end only if it and the output fit in a
+            // window plus the eviction interval.
+            let end = match (self.window, self.cfg.sliding_window_eviction_interval) {
+                (Some(w), Some(interval)) if n + s.output > w + interval => {
+                    ((s.computed - n) / ebs).min(s.hashable)
+                }
+                _ => s.hashable,
             };
-            let s = &self.seqs[id.at()];
-            let node = self.kv.cache.insert(s.kv_node, start, end, &s.prompt, phys);
-            let moved = end - start;
-            self.kv.private_became_cached(moved as u64);
-            let s = &mut self.seqs[id.at()];
-            s.kv_node = node;
-            s.shared = end;
-            s.private -= moved;
+            self.enter_cache(id, end);
         }
         let s = &mut self.seqs[id.at()];
         s.inserted = s.inserted || s.computed >= s.hashable * ebs;
@@ -715,6 +698,43 @@ impl Replica {
         let at = self.step_end_ns;
         self.note_tokens(id, at, at, 0);
         self.emit(id, 1, self.opts.report_tokens, events)
+    }
+
+    /// Enters `id`'s prompt blocks up to engine block `end` into the prefix cache, if the cache is on,
+    /// its prompt has not entered whole yet and `end` passes what it already shares: its private blocks
+    /// there become cached ones (those another sequence cached meanwhile are given back).
+    fn enter_cache(&mut self, id: SeqId, end: u32) {
+        let s = &self.seqs[id.at()];
+        if s.inserted || !self.cfg.prefix_caching || end <= s.shared {
+            return;
+        }
+        let start = s.shared;
+        let phys: Vec<u32> = if self.kv.is_paged() {
+            self.seqs[id.at()]
+                .table
+                .drain(..(end - start) as usize)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let s = &self.seqs[id.at()];
+        let node = self.kv.cache.insert(s.kv_node, start, end, &s.prompt, phys);
+        let moved = end - start;
+        self.kv.private_became_cached(moved as u64);
+        let s = &mut self.seqs[id.at()];
+        s.kv_node = node;
+        s.shared = end;
+        s.private -= moved;
+    }
+
+    /// `id` was scheduled up to token `to`: under [`CacheEntry::Scheduled`] its whole prompt blocks
+    /// below `to` enter the prefix cache now, before the step computes them (vLLM v1).
+    pub(crate) fn scheduled_to(&mut self, id: SeqId, to: u32) {
+        if self.cfg.cache_entry == CacheEntry::Scheduled {
+            let s = &self.seqs[id.at()];
+            let end = (to / self.cfg.block_size).min(s.hashable);
+            self.enter_cache(id, end);
+        }
     }
 
     /// `id` emits output at `first` and, inside a decode run, at every step end up to `last`, the

@@ -11,7 +11,18 @@ use serverbench_workloads::RequestKind;
 /// scheduler's shape counts beside those its block tables show (Σ decode blocks − distinct blocks).
 #[allow(clippy::type_complexity)]
 fn paged_run(total_blocks: u64, seed: u64) -> (Vec<(u64, Vec<u32>)>, Vec<(u64, u64)>) {
+    paged_run_entering(total_blocks, seed, CacheEntry::Prompt)
+}
+
+/// [`paged_run`] with prompt blocks entering the prefix cache by `entry`.
+#[allow(clippy::type_complexity)]
+fn paged_run_entering(
+    total_blocks: u64,
+    seed: u64,
+    entry: CacheEntry,
+) -> (Vec<(u64, Vec<u32>)>, Vec<(u64, u64)>) {
     let cfg = EngineConfig {
+        cache_entry: entry,
         block_size: 4,
         max_num_batched_tokens: 24,
         max_num_seqs: 6,
@@ -81,6 +92,15 @@ fn paged_run(total_blocks: u64, seed: u64) -> (Vec<(u64, Vec<u32>)>, Vec<(u64, u
 fn physical_paging_keeps_every_block_in_one_place() {
     for seed in 0..8 {
         paged_run(40, seed);
+    }
+}
+
+/// Blocks that enter the cache as their chunk is scheduled (vLLM) keep the same bookkeeping under
+/// the same pressure, preemption included.
+#[test]
+fn blocks_entered_when_scheduled_keep_every_block_in_one_place() {
+    for seed in 0..8 {
+        paged_run_entering(40, seed, CacheEntry::Scheduled);
     }
 }
 
@@ -335,4 +355,68 @@ fn a_long_answer_leaves_the_last_prefill_chunk_unhittable_on_sliding_windows() {
     assert_eq!(second_turn_hit(2, Some(4)), 32);
     // Without the setting a whole prompt stays hittable.
     assert_eq!(second_turn_hit(30, None), 32);
+}
+
+/// Prompt tokens computed by each of three requests submitted together, whose 48-token prompts share
+/// their first 40 tokens, on a budget of 32 tokens a step (blocks of 4), with a paged pool when
+/// `paged`, checking the bookkeeping after every step.
+fn shared_prompt_work(entry: CacheEntry, paged: bool) -> Vec<u32> {
+    let cfg = EngineConfig {
+        block_size: 4,
+        max_num_batched_tokens: 32,
+        cache_entry: entry,
+        ..EngineConfig::default()
+    };
+    let geometry = Geometry {
+        total_blocks: 256,
+        state_blocks: 0,
+        window: None,
+        paged,
+    };
+    let opts = ReplicaOptions::default();
+    let mut r = Replica::with_geometry(&cfg, geometry, SwapSpace::default(), opts);
+    for tag in 0..3u64 {
+        let mut chain: Vec<u64> = (1..=10).collect();
+        chain.extend([100 + 2 * tag, 101 + 2 * tag]);
+        r.submit(SeqInput {
+            tag,
+            blocks: Blocks::from_vec(serverbench_workloads::hash::chain_ids(&chain, 0)),
+            workload_block_size: 4,
+            input: 48,
+            output: 2,
+            kind: RequestKind::RootTurn,
+        });
+    }
+    let mut work = vec![0u32; 3];
+    let mut events = Vec::new();
+    while r.schedule().is_some() {
+        for e in r.step_entries() {
+            if e.start < 48 {
+                work[e.tag as usize] += e.tokens;
+            }
+        }
+        r.finish_step(&mut events);
+        r.audit().unwrap();
+    }
+    work
+}
+
+/// vLLM enters a chunk's blocks into the prefix cache when it schedules the chunk: the second and
+/// third requests, admitted in the step that schedules the first one's last chunk, find its 40 shared
+/// tokens and compute their own 8. With blocks entering once a prompt is computed, the second request
+/// (admitted in that same step) computes the shared part again; the third comes after.
+#[test]
+fn blocks_entered_when_scheduled_let_a_shared_prompt_be_computed_once() {
+    for paged in [false, true] {
+        assert_eq!(
+            shared_prompt_work(CacheEntry::Scheduled, paged),
+            [48, 8, 8],
+            "paged {paged}"
+        );
+        assert_eq!(
+            shared_prompt_work(CacheEntry::Prompt, paged),
+            [48, 48, 8],
+            "paged {paged}"
+        );
+    }
 }

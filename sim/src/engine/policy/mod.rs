@@ -335,6 +335,7 @@ impl StepBuilder<'_> {
             tokens,
             start,
         });
+        self.r.scheduled_to(id, start + tokens);
     }
 }
 
