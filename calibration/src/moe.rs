@@ -435,11 +435,14 @@ mod tests {
         assert_eq!(shipped.expert_memory_efficiency, p.expert_memory_efficiency);
         let record = shipped.fit.as_ref().unwrap();
         assert_eq!(record.held_out_median_ape, Some(fit.held_out.median_ape));
-        // Everything else is the base's.
+        // Everything else is the base's, but the band: the MoE replays' own measured error
+        // (results/h200-vllm-moe/replays/, scripts/regret.py), not the dense model's.
+        assert_ne!(shipped.band, base.band);
         let back = Profile {
             name: base.name.clone(),
             source: base.source.clone(),
             fit: base.fit.clone(),
+            band: base.band,
             moe_layer_s: 0.0,
             expert_memory_efficiency: None,
             ..shipped.clone()
