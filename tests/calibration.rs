@@ -398,3 +398,35 @@ fn the_l40_validation_table_reproduces() {
         "results/l40-ops/validation.md is stale: scripts/l40_validation.sh > results/l40-ops/validation.md"
     );
 }
+
+/// `calibrate --check` takes the model as a `config.json`, as every other command does: a mixture of
+/// experts' steps checked against its profile (issue 40).
+#[test]
+fn a_step_check_reads_its_model_from_a_config_json() {
+    let log = std::env::temp_dir().join(format!("sb-moe-steps-{}.jsonl", std::process::id()));
+    std::fs::write(
+        &log,
+        "{\"decode\": [2048], \"prefill\": [], \"wall_ms\": 4.2, \"gpu_ms\": 4.2}\n\
+         {\"decode\": [2048, 2048, 2048, 2048], \"prefill\": [], \"wall_ms\": 6.6, \"gpu_ms\": 6.6}\n\
+         {\"decode\": [], \"prefill\": [[8192, 8192]], \"wall_ms\": 232.2, \"gpu_ms\": 232.2}\n",
+    )
+    .unwrap();
+    let model = repo("tests/fixtures/hf/qwen3-30b-a3b.json");
+    let o = serverbench([
+        OsStr::new("calibrate"),
+        "--check".as_ref(),
+        "h200-qwen3-30b-a3b-vllm".as_ref(),
+        "--from-steps".as_ref(),
+        log.as_os_str(),
+        "--model".as_ref(),
+        model.as_os_str(),
+        "--hardware".as_ref(),
+        "h200".as_ref(),
+    ]);
+    let text = stdout(&o);
+    assert!(
+        text.contains("profile h200-qwen3-30b-a3b-vllm against 3 steps"),
+        "{text}"
+    );
+    std::fs::remove_file(&log).ok();
+}

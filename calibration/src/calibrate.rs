@@ -49,10 +49,9 @@ pub fn parse_target(s: &str) -> Result<FitTarget> {
     }
 }
 
-/// The `--model` and `--hardware` presets.
+/// The `--model` (a preset or a `config.json`) and the `--hardware` preset.
 pub fn model_and_hardware(o: &FitOptions) -> Result<(ModelSpec, HardwareSpec)> {
-    let model = ModelSpec::preset(&o.model)
-        .ok_or_else(|| anyhow!("--model: no model preset {:?}", o.model))?;
+    let model = crate::model_source::model(&o.model).map_err(|e| anyhow!("--model: {e}"))?;
     let hardware = HardwareSpec::preset(&o.hardware)
         .ok_or_else(|| anyhow!("--hardware: no hardware preset {:?}", o.hardware))?;
     Ok((model, hardware))

@@ -13,6 +13,7 @@ pub mod fit;
 pub mod hf;
 pub mod memory;
 pub mod model;
+pub mod model_source;
 pub mod moe;
 pub mod ops;
 pub mod profile;

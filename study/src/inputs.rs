@@ -127,48 +127,7 @@ fn profile_beside(deployment: &Path, name: &str) -> Result<Option<Profile>, Inpu
     Profile::from_yaml(&path.display().to_string(), &text).map(Some)
 }
 
-/// The model a Hugging Face `config.json` describes, given as the file or a folder holding one (named
-/// by the folder); `None` when there is no such file.
-pub fn model_file(path: &Path) -> Result<Option<serverbench_calibration::ModelSpec>, InputError> {
-    let file = if path.is_dir() {
-        path.join("config.json")
-    } else {
-        path.to_path_buf()
-    };
-    if !file.is_file() {
-        return Ok(None);
-    }
-    let named = if path.is_dir() { path } else { &file };
-    let name = named
-        .file_stem()
-        .map_or_else(|| "model".into(), |s| s.to_string_lossy().into_owned());
-    let name = if name == "config" {
-        file.parent()
-            .and_then(|p| p.file_name())
-            .map_or(name, |p| p.to_string_lossy().into_owned())
-    } else {
-        name
-    };
-    let shown = file.display().to_string();
-    let text = serverbench_config::read_text(&file, serverbench_config::MAX_CONFIG_BYTES)?;
-    serverbench_calibration::hf::from_config(&name, &text)
-        .map(Some)
-        .map_err(|e| InputError::new(&shown, 0, e.field, e.reason))
-}
-
-/// A model preset by name, or the model of a `config.json` (the file or its folder).
-pub fn model(name_or_path: &str) -> Result<serverbench_calibration::ModelSpec> {
-    if let Some(m) = serverbench_calibration::ModelSpec::preset(name_or_path) {
-        return Ok(m);
-    }
-    model_file(Path::new(name_or_path))?.ok_or_else(|| {
-        anyhow!(
-            "unknown model {name_or_path:?}: not a preset ({}) and no config.json there (read: {})",
-            serverbench_calibration::ModelSpec::preset_names(),
-            serverbench_calibration::hf::architectures()
-        )
-    })
-}
+pub use serverbench_calibration::model_source::{model, model_file};
 
 /// A configuration file's text (at most `MAX_CONFIG_BYTES`).
 pub fn config_text(path: &Path) -> Result<String> {
