@@ -136,22 +136,6 @@ pub fn print_config(args: &DeploymentArgs, d: &Deployment) -> Result<bool> {
     Ok(args.print_config)
 }
 
-/// Passes the AgentX protocols' flags a user gave on to a child `replay` process.
-pub fn forward_agentx_flags(cmd: &mut std::process::Command, r: &ReplayArgs) {
-    if let Some(x) = &r.start_ratios {
-        cmd.args(["--start-ratios", x]);
-    }
-    if let Some(x) = r.tree_idle_cap {
-        cmd.args(["--tree-idle-cap", &x.to_string()]);
-    }
-    if let Some(x) = r.warmup_per_lane {
-        cmd.args(["--warmup-per-lane", &x.to_string()]);
-    }
-    if let Some(x) = r.grace {
-        cmd.args(["--grace", &x.to_string()]);
-    }
-}
-
 /// `--api`: `tokens`, `text` or `chat`.
 pub fn api(s: &str) -> Result<serverbench_backends::Api> {
     serverbench_backends::Api::parse(s)

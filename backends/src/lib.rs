@@ -9,6 +9,7 @@
 //! one; only where timestamps come from differs.
 
 pub mod calibrate;
+pub mod child;
 pub mod client;
 pub mod clock;
 pub mod compare;
