@@ -1,9 +1,9 @@
 //! The flags of `cli` handed to `serverbench_study::inputs`, which resolves deployments, workloads and
 //! replay options (and reads the files they name); plus what only the binary does with them: print
-//! the effective deployment, pass AgentX flags on to a child `replay`, and parse `--api`/`--server`.
+//! the effective deployment.
 
 use crate::cli::{DeploymentArgs, ReplayArgs, RunArgs, WorkloadArgs};
-use anyhow::{anyhow, Result};
+use anyhow::Result;
 use serverbench_sim::{Deployment, RunConfig};
 use serverbench_study::inputs::{self as lib, DeploymentChoice, ReplayChoice, WorkloadChoice};
 use serverbench_study::Study;
@@ -134,20 +134,4 @@ pub fn print_config(args: &DeploymentArgs, d: &Deployment) -> Result<bool> {
         out!("{}", d.to_yaml())?;
     }
     Ok(args.print_config)
-}
-
-/// `--api`: `tokens`, `text` or `chat`.
-pub fn api(s: &str) -> Result<serverbench_backends::Api> {
-    serverbench_backends::Api::parse(s)
-        .ok_or_else(|| anyhow!("--api: expected tokens, text or chat, got {s:?}"))
-}
-
-/// `--server`: a server kind.
-pub fn server(s: &str) -> Result<serverbench_backends::Server> {
-    serverbench_backends::Server::parse(s).ok_or_else(|| {
-        anyhow!(
-            "--server: expected one of {}, got {s:?}",
-            serverbench_backends::Server::names()
-        )
-    })
 }

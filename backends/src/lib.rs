@@ -19,6 +19,7 @@ pub mod cuda_check;
 pub mod driver;
 pub mod engine;
 pub mod fidelity;
+pub mod inputs;
 pub mod interrupt;
 pub mod natural_stop;
 pub mod openai;

@@ -26,8 +26,8 @@ pub fn calibrate(a: &CalibrateArgs, url: &str) -> Result<()> {
     let client = Arc::new(
         HttpClient::new(ClientConfig {
             base_url: url.trim_end_matches('/').to_string(),
-            api: crate::inputs::api(&a.api)?,
-            server: crate::inputs::server(&a.server)?,
+            api: serverbench_backends::inputs::api(&a.api)?,
+            server: serverbench_backends::inputs::server(&a.server)?,
             model: served.clone(),
             timeout,
             api_key: std::env::var("OPENAI_API_KEY")
