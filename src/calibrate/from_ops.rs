@@ -1,12 +1,12 @@
 //! `calibrate --from-ops PATH…`: a profile fitted from measured operator tables (CSV), with each operator
 //! class's error on held-out rows: the tables read here, fitted by `serverbench_calibration::calibrate`.
 
-use super::fit::{options, read_text, write_profile};
-use super::load_profile;
+use super::fit::{options, write_profile};
 use crate::cli::CalibrateArgs;
 use anyhow::{bail, Context, Result};
 use serverbench_calibration::calibrate::{self as fits, OpsOptions, OpsTable};
 use serverbench_calibration::report::ops_table;
+use serverbench_calibration::sources::{profile as load_profile, read_text};
 use std::path::PathBuf;
 
 /// The CSV files `paths` name: files as given, directories' `.csv` files in name order.

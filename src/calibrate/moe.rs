@@ -3,10 +3,11 @@
 //! table (`calibration::report::moe_fit_text`) and writes the profile. It fits nothing itself and
 //! probes no server.
 
-use super::fit::{measured_on, now, read_text, write_profile};
+use super::fit::{measured_on, now, write_profile};
 use crate::cli::CalibrateArgs;
 use anyhow::{anyhow, Result};
 use serverbench_calibration::report::moe_fit_text;
+use serverbench_calibration::sources::read_text;
 use serverbench_calibration::{
     fit_moe, merge_runs, parse_moe_probes, FitRecord, HardwareSpec, MoeFitSetup, Profile,
 };
