@@ -1,9 +1,11 @@
 //! What `calibrate` reads from the files a user names: step logs (plain or gzip) with a line of
-//! provenance each, and a profile by preset name or YAML file. It reads files and parses them; it
+//! provenance each, a profile by preset name or YAML file, `--from-ops`' operator tables and
+//! `--from-moe-probes`' files. It reads files and parses them; it
 //! never fits, writes or prints.
 
-use crate::{parse_step_log, FitTarget, Profile, StepSample};
-use anyhow::{Context, Result};
+use crate::calibrate::OpsTable;
+use crate::{parse_moe_probes, parse_step_log, FitTarget, MoeDecode, Profile, StepSample};
+use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 
 /// A text file (at most `MAX_DATA_BYTES`), gunzipped when its name ends in `.gz`.
@@ -44,6 +46,60 @@ pub fn profile(flag: &str, name: &str) -> Result<Profile> {
     }
 }
 
+/// `--from-ops`' tables: the CSV files `paths` name (files as given, a directory's `.csv` files in
+/// name order), read.
+pub fn op_tables(paths: &[PathBuf]) -> Result<Vec<OpsTable>> {
+    let mut tables = Vec::new();
+    for f in tables_in(paths)? {
+        let name = f.display().to_string();
+        tables.push(OpsTable {
+            text: read_text(&f)?,
+            file_name: f
+                .file_name()
+                .map_or(name.clone(), |n| n.to_string_lossy().into_owned()),
+            name,
+        });
+    }
+    Ok(tables)
+}
+
+/// The CSV files `paths` name: files as given, directories' `.csv` files in name order.
+fn tables_in(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            let mut inside: Vec<PathBuf> = std::fs::read_dir(p)
+                .with_context(|| format!("--from-ops: cannot read the directory {}", p.display()))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|f| f.extension().is_some_and(|x| x == "csv"))
+                .collect();
+            if inside.is_empty() {
+                bail!("--from-ops: {} holds no .csv table", p.display());
+            }
+            inside.sort();
+            files.extend(inside);
+        } else {
+            files.push(p.clone());
+        }
+    }
+    Ok(files)
+}
+
+/// `--from-moe-probes`' files, each parsed, and each file's provenance line (its name and case count).
+pub fn moe_probe_runs(paths: &[PathBuf]) -> Result<(Vec<Vec<MoeDecode>>, Vec<String>)> {
+    let mut runs = Vec::new();
+    for path in paths {
+        let text = read_text(path)?;
+        runs.push(parse_moe_probes(&path.display().to_string(), &text)?);
+    }
+    let inputs = paths
+        .iter()
+        .zip(&runs)
+        .map(|(p, r)| format!("{} ({} decode cases)", p.display(), r.len()))
+        .collect();
+    Ok((runs, inputs))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -78,6 +134,40 @@ mod tests {
         let e = profile("--check", "no-such-profile").unwrap_err();
         assert!(
             format!("{e:#}").starts_with("--check: \"no-such-profile\" is not a profile preset")
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// `--from-ops` reads a folder's `.csv` files in name order and refuses a folder without one;
+    /// `--from-moe-probes` names each file with its case count.
+    #[test]
+    fn op_tables_and_moe_probes_are_read_in_order() {
+        let dir = std::env::temp_dir().join(format!("sb-ops-{}", std::process::id()));
+        let empty = dir.join("empty");
+        std::fs::create_dir_all(&empty).unwrap();
+        for (f, text) in [("b.csv", "b"), ("a.csv", "a"), ("c.txt", "c")] {
+            std::fs::write(dir.join(f), text).unwrap();
+        }
+        let tables = op_tables(&[dir.clone()]).unwrap();
+        let names: Vec<_> = tables
+            .iter()
+            .map(|t| (t.file_name.as_str(), t.text.as_str()))
+            .collect();
+        assert_eq!(names, [("a.csv", "a"), ("b.csv", "b")]);
+        let e = op_tables(&[empty.clone()]).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            format!("--from-ops: {} holds no .csv table", empty.display())
+        );
+        let probes = PathBuf::from("../results/h200-vllm-moe/moe_probe.json");
+        let (runs, inputs) = moe_probe_runs(&[probes.clone()]).unwrap();
+        assert_eq!(
+            inputs,
+            [format!(
+                "{} ({} decode cases)",
+                probes.display(),
+                runs[0].len()
+            )]
         );
         std::fs::remove_dir_all(&dir).unwrap();
     }
