@@ -148,19 +148,21 @@ mod tests {
         for (f, text) in [("b.csv", "b"), ("a.csv", "a"), ("c.txt", "c")] {
             std::fs::write(dir.join(f), text).unwrap();
         }
-        let tables = op_tables(&[dir.clone()]).unwrap();
+        let tables = op_tables(std::slice::from_ref(&dir)).unwrap();
         let names: Vec<_> = tables
             .iter()
             .map(|t| (t.file_name.as_str(), t.text.as_str()))
             .collect();
         assert_eq!(names, [("a.csv", "a"), ("b.csv", "b")]);
-        let e = op_tables(&[empty.clone()]).unwrap_err().to_string();
+        let e = op_tables(std::slice::from_ref(&empty))
+            .unwrap_err()
+            .to_string();
         assert_eq!(
             e,
             format!("--from-ops: {} holds no .csv table", empty.display())
         );
         let probes = PathBuf::from("../results/h200-vllm-moe/moe_probe.json");
-        let (runs, inputs) = moe_probe_runs(&[probes.clone()]).unwrap();
+        let (runs, inputs) = moe_probe_runs(std::slice::from_ref(&probes)).unwrap();
         assert_eq!(
             inputs,
             [format!(
