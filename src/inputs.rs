@@ -1,9 +1,9 @@
 //! The flags of `cli` handed to `serverbench_study::inputs`, which resolves deployments, workloads and
 //! replay options (and reads the files they name); plus what only the binary does with them: print
-//! the effective deployment, pass AgentX flags on to a child `replay`, and parse `--api`/`--server`.
+//! the effective deployment.
 
 use crate::cli::{DeploymentArgs, ReplayArgs, RunArgs, WorkloadArgs};
-use anyhow::{anyhow, Result};
+use anyhow::Result;
 use serverbench_sim::{Deployment, RunConfig};
 use serverbench_study::inputs::{self as lib, DeploymentChoice, ReplayChoice, WorkloadChoice};
 use serverbench_study::Study;
@@ -134,36 +134,4 @@ pub fn print_config(args: &DeploymentArgs, d: &Deployment) -> Result<bool> {
         out!("{}", d.to_yaml())?;
     }
     Ok(args.print_config)
-}
-
-/// Passes the AgentX protocols' flags a user gave on to a child `replay` process.
-pub fn forward_agentx_flags(cmd: &mut std::process::Command, r: &ReplayArgs) {
-    if let Some(x) = &r.start_ratios {
-        cmd.args(["--start-ratios", x]);
-    }
-    if let Some(x) = r.tree_idle_cap {
-        cmd.args(["--tree-idle-cap", &x.to_string()]);
-    }
-    if let Some(x) = r.warmup_per_lane {
-        cmd.args(["--warmup-per-lane", &x.to_string()]);
-    }
-    if let Some(x) = r.grace {
-        cmd.args(["--grace", &x.to_string()]);
-    }
-}
-
-/// `--api`: `tokens`, `text` or `chat`.
-pub fn api(s: &str) -> Result<serverbench_backends::Api> {
-    serverbench_backends::Api::parse(s)
-        .ok_or_else(|| anyhow!("--api: expected tokens, text or chat, got {s:?}"))
-}
-
-/// `--server`: a server kind.
-pub fn server(s: &str) -> Result<serverbench_backends::Server> {
-    serverbench_backends::Server::parse(s).ok_or_else(|| {
-        anyhow!(
-            "--server: expected one of {}, got {s:?}",
-            serverbench_backends::Server::names()
-        )
-    })
 }

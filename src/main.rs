@@ -45,6 +45,12 @@ fn main() {
     std::process::exit(code);
 }
 
+/// This program's path, for the `replay` child processes of `compare` and `verify`.
+pub fn this_exe() -> anyhow::Result<std::path::PathBuf> {
+    use anyhow::Context;
+    std::env::current_exe().context("cannot find this executable")
+}
+
 /// A command that did its work and ends with a code of its own (an interrupted or invalid replay).
 #[derive(Debug)]
 pub struct Exit {

@@ -7,29 +7,14 @@ use crate::signals;
 use anyhow::{anyhow, bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use serverbench_backends::client::{check_model, ServerFlags};
+use serverbench_backends::inputs::{self as choose, ClientChoice};
 use serverbench_backends::report::{replay_text, Shown};
 use serverbench_backends::{
-    natural_stop_probe, run_real, serve_until_interrupted, unless_interrupted, ClientConfig, Fault,
-    Generation, HttpClient, Interrupt, NaturalStop, RealConfig, RealOutput, RecordSink, Runtime,
-    ServeConfig, ServeLimits,
+    natural_stop_probe, run_real, serve_until_interrupted, unless_interrupted, Fault, Generation,
+    HttpClient, Interrupt, NaturalStop, RealConfig, RealOutput, RecordSink, Runtime, ServeConfig,
 };
 use serverbench_study::report::summary::load_label;
-use serverbench_workloads::tokens::{Vocab, FIRST_PROMPT_TOKEN};
 use std::sync::Arc;
-
-/// `serve`'s limits on its clients, from the flags.
-fn limits(a: &ServeArgs) -> Result<ServeLimits> {
-    let secs = inputs::timeout;
-    if a.max_connections == 0 || a.max_connections > 1 << 20 {
-        bail!("--max-connections: must be between 1 and {}", 1 << 20);
-    }
-    Ok(ServeLimits {
-        max_connections: a.max_connections,
-        header_timeout: secs("header-timeout", a.header_timeout)?,
-        body_timeout: secs("body-timeout", a.body_timeout)?,
-        drain_timeout: secs("drain-timeout", a.drain_timeout)?,
-    })
-}
 
 /// The async runtime of the commands that talk HTTP.
 pub fn runtime() -> Result<Runtime> {
@@ -57,7 +42,12 @@ pub fn serve(a: ServeArgs) -> Result<()> {
     };
     let cfg = ServeConfig {
         time_scale: a.time_scale,
-        limits: limits(&a)?,
+        limits: choose::serve_limits(
+            a.max_connections,
+            a.header_timeout,
+            a.body_timeout,
+            a.drain_timeout,
+        )?,
         generation: Generation {
             model_seed: a.model_seed,
             fault: Fault::parse(&a.fault).map_err(|e| anyhow!("--fault: {e}"))?,
@@ -98,68 +88,21 @@ pub fn serve(a: ServeArgs) -> Result<()> {
         .context("the server stopped")
 }
 
-fn client_config(
-    a: &ReplayRealArgs,
-    url: &str,
-    model: String,
-    agentx: bool,
-) -> Result<ClientConfig> {
-    let timeout = inputs::timeout("timeout", a.timeout)?;
-    let asked = inputs::api(&a.api)?;
-    let api = asked.under_protocol(agentx);
-    // A note when --api asked for text (`tokens` is the default, not a choice).
-    if api != asked && asked != serverbench_backends::Api::CompletionsTokens {
-        eprintln!(
-            "note: --protocol {} sends chat completions with messages, as AgentX does (not --api {})",
-            a.run.replay.protocol(),
-            a.api
-        );
-    }
-    let server = inputs::server(&a.server)?;
-    let headers = a
-        .headers
-        .iter()
-        .map(|h| {
-            h.split_once(':')
-                .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-                .ok_or_else(|| anyhow!("--header: expected NAME:VALUE, got {h:?}"))
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let words = match &a.tokenizer {
-        None => None,
-        Some(_) if api == serverbench_backends::Api::CompletionsTokens => bail!(
-            "--tokenizer: prompts of --api tokens are token ids, counted exactly already; give --api text or --api chat"
-        ),
-        Some(path) => {
-            let w = serverbench_backends::Words::from_file(path).map_err(|e| anyhow!("--tokenizer: {e}"))?;
-            eprintln!(
-                "prompts from {} one-token words of {} ({} special token(s) added per prompt)",
-                w.len(),
-                path.display(),
-                w.special_tokens()
-            );
-            Some(Arc::new(w))
-        }
-    };
-    Ok(ClientConfig {
-        base_url: url.to_string(),
-        api,
-        server,
-        model,
-        timeout,
+/// `replay`'s client flags.
+fn client_choice(a: &ReplayRealArgs, agentx: bool) -> ClientChoice<'_> {
+    ClientChoice {
+        api: &a.api,
+        protocol: a.run.replay.protocol(),
+        agentx,
+        server: &a.server,
+        timeout: a.timeout,
         api_key: std::env::var(&a.api_key_env).ok().filter(|k| !k.is_empty()),
-        affinity_header: a.affinity_header.clone(),
-        headers,
+        affinity_header: a.affinity_header.as_deref(),
+        headers: &a.headers,
         key_over_plain_http: a.api_key_over_http,
-        words,
-        output_counter: match &a.output_tokenizer {
-            None => None,
-            Some(path) => Some(Arc::new(
-                serverbench_backends::OutputCounter::from_file(path)
-                    .map_err(|e| anyhow!("--output-tokenizer: {e}"))?,
-            )),
-        },
-    })
+        tokenizer: a.tokenizer.as_deref(),
+        output_tokenizer: a.output_tokenizer.as_deref(),
+    }
 }
 
 pub fn replay(a: ReplayRealArgs) -> Result<()> {
@@ -183,7 +126,7 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
     } else {
         (d.model_spec().vocab, format!("model {}", d.model.name))
     };
-    let vocab = prompt_vocab(a.vocab, model_vocab, &vocab_of)?.salted(a.prompt_salt);
+    let vocab = choose::prompt_vocab(a.vocab, model_vocab, &vocab_of)?.salted(a.prompt_salt);
     // SIGINT and SIGTERM from here on end the run with a summary that says so.
     let stop = Interrupt::new();
     signals::on_stop(
@@ -198,12 +141,9 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
     )?;
     let rt = runtime()?;
     let (url, local) = backend(&a, &d, &model, &rt)?;
-    let client = Arc::new(HttpClient::new(client_config(
-        &a,
-        &url,
-        model.clone(),
-        run.protocol.is_agentx(),
-    )?)?);
+    let choice = client_choice(&a, run.protocol.is_agentx());
+    let config = choose::client_config(&choice, &url, model.clone(), &|n| eprintln!("{n}"))?;
+    let client = Arc::new(HttpClient::new(config)?);
     if client.key_withheld() {
         eprintln!(
             "warning: the API key in ${} is not sent: {url} is plain HTTP to another machine (--api-key-over-http sends it anyway)",
@@ -340,20 +280,6 @@ fn write_summary(
         )?;
     }
     Ok(())
-}
-
-/// The token ids prompts are drawn from: `[100, --vocab)`, by default the model's whole vocabulary
-/// (`model_vocab`, of the model `vocab_of` names). A `--vocab` past it is refused here: every prompt
-/// would hold ids the model does not have, and every request would fail (4294967295 failed all 15
-/// requests of a 60 s replay with 400s).
-fn prompt_vocab(given: Option<u32>, model_vocab: u32, vocab_of: &str) -> Result<Vocab> {
-    Vocab::for_prompts(given, model_vocab).ok_or_else(|| {
-        anyhow!(
-            "--vocab: must be between {} and {model_vocab} (the vocabulary of {vocab_of}), got {}",
-            FIRST_PROMPT_TOKEN + 1,
-            given.unwrap_or(model_vocab)
-        )
-    })
 }
 
 /// The server to replay against: `--url`, or the CUDA engine started in this process.

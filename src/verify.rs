@@ -1,16 +1,17 @@
 //! `serverbench freeze`, `keygen` and `verify`: their flags handed to `serverbench_backends::verify`,
-//! each held-out replay as a `serverbench replay` child process, and the results printed and written.
+//! each held-out replay as a `serverbench replay` child process (`serverbench_backends::child`), and the
+//! results printed and written.
 //! It decides no gate and computes no score.
 
 use crate::cli::{FreezeArgs, KeygenArgs, VerifyArgs};
 use crate::inputs;
 
 use crate::output::write_json;
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, Result};
+use serverbench_backends::child::{self, HeldOutFlags};
 use serverbench_backends::report::verification_text;
 use serverbench_backends::verify::{self, FreezeOptions, HeldOutReplay, VerifyOptions};
 use std::path::Path;
-use std::process::Command;
 
 /// `serverbench keygen`.
 pub fn keygen(a: KeygenArgs) -> Result<()> {
@@ -83,9 +84,14 @@ pub fn verify(a: VerifyArgs) -> Result<()> {
         reference_server: a.reference_server.clone(),
         answers: a.answers.clone(),
     };
-    let v = verify::verify(&options, &mut |r| replay_child(r, &a), &|note| {
-        eprintln!("{note}")
-    })?;
+    let flags = HeldOutFlags {
+        time_scale: a.time_scale,
+        tokenizer: a.tokenizer.as_deref(),
+        output_tokenizer: a.output_tokenizer.as_deref(),
+    };
+    let (exe, note) = (crate::this_exe()?, |n: &str| eprintln!("{n}"));
+    let replay = &mut |r: &HeldOutReplay<'_>| child::replay_held_out(r, &flags, &exe, &note);
+    let v = verify::verify(&options, replay, &note)?;
     out!("{}", verification_text(&v))?;
     let meta =
         crate::meta::now(Some(&v.deployment)).with_server(Some(&v.url), &v.frozen.server.model);
@@ -99,56 +105,4 @@ pub fn verify(a: VerifyArgs) -> Result<()> {
     } else {
         Err(crate::Exit::new(3, "verification failed: the final score does not count").into())
     }
-}
-
-fn replay_child(r: &HeldOutReplay<'_>, a: &VerifyArgs) -> Result<()> {
-    let (f, url, deployment, seed, dir) = (r.frozen, r.url, r.deployment, r.seed, r.dir);
-    std::fs::create_dir_all(dir)
-        .with_context(|| format!("{}: cannot create directory", dir.display()))?;
-    let mut cmd = Command::new(std::env::current_exe().context("cannot find this executable")?);
-    cmd.arg("replay")
-        .args([
-            "--url",
-            url,
-            "--server",
-            &f.server.kind,
-            "--api",
-            &f.server.api,
-            "--model",
-            &f.server.model,
-        ])
-        .arg("-d")
-        .arg(deployment)
-        .args([
-            "-c",
-            &f.concurrency.to_string(),
-            "-s",
-            &seed.to_string(),
-            "-w",
-            &f.window_s.to_string(),
-        ])
-        .args([
-            "--protocol",
-            &f.protocol,
-            "--prompt-salt",
-            &r.prompt_salt().to_string(),
-        ])
-        .args(["--time-scale", &a.time_scale.to_string()])
-        .arg("--out")
-        .arg(dir);
-    if !r.probe {
-        cmd.arg("--no-probe");
-    }
-    if let Some(t) = &a.tokenizer {
-        cmd.arg("--tokenizer").arg(t);
-    }
-    if let Some(t) = &a.output_tokenizer {
-        cmd.arg("--output-tokenizer").arg(t);
-    }
-    eprintln!("replaying held-out seed {seed} → {}", dir.display());
-    let status = cmd.status().context("cannot start the replay")?;
-    if !dir.join("summary.json").exists() {
-        bail!("the replay of held-out seed {seed} failed ({status}) before writing its summary");
-    }
-    Ok(())
 }

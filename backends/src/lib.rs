@@ -9,6 +9,7 @@
 //! one; only where timestamps come from differs.
 
 pub mod calibrate;
+pub mod child;
 pub mod client;
 pub mod clock;
 pub mod compare;
@@ -18,6 +19,7 @@ pub mod cuda_check;
 pub mod driver;
 pub mod engine;
 pub mod fidelity;
+pub mod inputs;
 pub mod interrupt;
 pub mod natural_stop;
 pub mod openai;

@@ -18,6 +18,7 @@ pub mod moe;
 pub mod ops;
 pub mod profile;
 pub mod report;
+pub mod sources;
 pub mod splitkv;
 
 pub use cost::{BatchShape, CostInputs, CostModel, GraphRule, StepClock, StepParts};

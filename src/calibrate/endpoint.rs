@@ -3,7 +3,7 @@
 //! and the fit of the probes (`serverbench_calibration::calibrate::fit_probes`) reported and written.
 //! `--from-probes` redoes the fit from a probe log, without the server.
 
-use super::fit::{measured_on, options, read_step_log, report, write_profile};
+use super::fit::{measured_on, options, report, write_profile};
 use crate::cli::CalibrateArgs;
 use anyhow::{anyhow, Context, Result};
 use serverbench_backends::calibrate::{probe_plan, run_probes, ProbeLog, ProbeOptions};
@@ -11,6 +11,7 @@ use serverbench_backends::client::{check_model, ServerFlags};
 use serverbench_backends::{unless_interrupted, ClientConfig, HttpClient, Interrupt};
 use serverbench_calibration::calibrate::fit_probes;
 use serverbench_calibration::report::probe_fit_text;
+use serverbench_calibration::sources::step_log as read_step_log;
 use serverbench_calibration::{FitTarget, ModelSpec, StepSample};
 use serverbench_workloads::tokens::Vocab;
 use std::path::Path;
@@ -26,8 +27,8 @@ pub fn calibrate(a: &CalibrateArgs, url: &str) -> Result<()> {
     let client = Arc::new(
         HttpClient::new(ClientConfig {
             base_url: url.trim_end_matches('/').to_string(),
-            api: crate::inputs::api(&a.api)?,
-            server: crate::inputs::server(&a.server)?,
+            api: serverbench_backends::inputs::api(&a.api)?,
+            server: serverbench_backends::inputs::server(&a.server)?,
             model: served.clone(),
             timeout,
             api_key: std::env::var("OPENAI_API_KEY")

@@ -1,29 +1,15 @@
-//! What every way of calibrating shares: reading step logs, the fit options of the flags, reporting
-//! the fit and writing the profile. The fits are `serverbench_calibration::calibrate`.
+//! What every way of calibrating shares: the fit options of the flags, reporting the fit and writing
+//! the profile. The fits are `serverbench_calibration::calibrate`; it reads no measurements.
 
 use crate::cli::CalibrateArgs;
 use anyhow::{Context, Result};
 use serverbench_calibration::calibrate::FitOptions;
-use serverbench_calibration::{parse_step_log, Fit, FitTarget, Profile, StepSample};
+use serverbench_calibration::{Fit, Profile};
 use std::path::Path;
 
 /// The current time, UTC, RFC 3339 (written into fitted profiles).
 pub fn now() -> String {
     humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
-}
-
-/// Reads one step log, decompressing `.gz`; errors name the file, line and field.
-pub fn read_step_log(path: &Path, target: FitTarget) -> Result<Vec<StepSample>> {
-    let text = read_text(path)?;
-    Ok(parse_step_log(&path.display().to_string(), &text, target)?)
-}
-
-/// A text file (at most `MAX_DATA_BYTES`), gunzipped when its name ends in `.gz`.
-pub fn read_text(path: &Path) -> Result<String> {
-    Ok(serverbench_config::read_text(
-        path,
-        serverbench_config::MAX_DATA_BYTES,
-    )?)
 }
 
 /// `--measured-on`, or what the command itself knows when it was not given.

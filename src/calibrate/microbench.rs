@@ -29,18 +29,7 @@ pub fn calibrate(a: &CalibrateArgs) -> Result<()> {
     eprintln!("microbench: {} forward steps", cases.len());
     let (results, records) = bench::run(&mut model, &cases, 5, Ceilings::default())?;
     let target = serverbench_calibration::calibrate::parse_target(&a.target)?;
-    let samples: Vec<serverbench_calibration::StepSample> = records
-        .iter()
-        .map(|r| serverbench_calibration::StepSample {
-            prefill: r.features.prefill.clone(),
-            decode: r.features.decode.clone(),
-            decode_kv_distinct: r.features.decode_kv_distinct,
-            seconds: match target {
-                serverbench_calibration::FitTarget::Wall => r.wall_ms,
-                serverbench_calibration::FitTarget::Gpu => r.gpu_ms,
-            } / 1e3,
-        })
-        .collect();
+    let samples = microbench::step_samples(&records, target);
     let inputs = vec![format!(
         "microbenchmark on {}: {} forward steps ({} cases × 5), {} GEMM timings, copy bandwidth {:.0} GB/s",
         model.dev.name,
@@ -68,13 +57,7 @@ pub fn calibrate(a: &CalibrateArgs) -> Result<()> {
         provenance,
     )?;
     super::fit::report(&fit);
-    for g in gemms.iter().filter(|g| g.shape == "gate_up") {
-        eprintln!(
-            "  gate_up GEMM at {:>5} tokens: {:>7.3} ms, {:>6.1} TFLOP/s, {:>6.0} GB/s of weights",
-            g.tokens, g.ms, g.tflops, g.weight_gbps
-        );
-    }
-    eprintln!("  device-to-device copy: {:.0} GB/s", copy / 1e9);
+    eprint!("{}", microbench::curves_text(&gemms, copy));
     if let Some(path) = &a.out {
         let dir = path
             .parent()

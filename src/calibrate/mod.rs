@@ -1,6 +1,6 @@
-//! `serverbench calibrate`: reads step logs (plain or gzip), profiles and operator tables, runs
-//! microbenchmarks or probes an endpoint, and writes the fitted profile YAML. The fits are
-//! `serverbench_calibration::calibrate`, the probing `serverbench_backends::calibrate`.
+//! `serverbench calibrate`: its flags handed to the fits (`serverbench_calibration::calibrate`, over
+//! what `serverbench_calibration::sources` reads), the microbenchmarks or the endpoint's probing
+//! (`serverbench_backends::calibrate`), and the fitted profile YAML written.
 
 mod endpoint;
 mod fit;
@@ -16,15 +16,14 @@ mod microbench {
     }
 }
 
-pub use fit::read_text;
-use fit::{options, read_step_log, report, write_profile};
+use fit::{options, report, write_profile};
 
 use crate::cli::CalibrateArgs;
 use anyhow::{Context, Result};
 use serverbench_calibration::calibrate::{self as fits, Provenance};
 use serverbench_calibration::report::{check_table, per_step_csv};
-use serverbench_calibration::{predict_steps_with, Profile, StepSample};
-use std::path::Path;
+use serverbench_calibration::sources;
+use serverbench_calibration::{predict_steps_with, StepSample};
 
 /// Runs the command.
 pub fn run(a: CalibrateArgs) -> Result<()> {
@@ -47,13 +46,7 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
         return derive(&a, from);
     }
     let target = fits::parse_target(&a.target)?;
-    let mut samples = Vec::new();
-    let mut inputs = Vec::new();
-    for path in &a.from_steps {
-        let steps = read_step_log(path, target)?;
-        inputs.push(format!("{} ({} steps)", path.display(), steps.len()));
-        samples.extend(steps);
-    }
+    let (samples, inputs) = sources::step_logs(&a.from_steps, target)?;
     if let Some(name) = &a.check {
         return check(&a, name, &samples);
     }
@@ -68,21 +61,9 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
     write_profile(&fit.profile, a.out.as_deref())
 }
 
-/// A profile preset by name, or a profile YAML file; `flag` names the option in errors.
-fn load_profile(flag: &str, name: &str) -> Result<Profile> {
-    match Profile::preset(name) {
-        Some(p) => Ok(p),
-        None => {
-            let text = read_text(Path::new(name))
-                .with_context(|| format!("{flag}: {name:?} is not a profile preset"))?;
-            Ok(Profile::from_yaml(name, &text)?)
-        }
-    }
-}
-
 /// `--check`: the profile's error on the given steps, per class, as a table on stdout.
 fn check(a: &CalibrateArgs, name: &str, samples: &[StepSample]) -> Result<()> {
-    let profile = load_profile("--check", name)?;
+    let profile = sources::profile("--check", name)?;
     let (model, hardware) = fits::model_and_hardware(&options(a))?;
     let predicted = predict_steps_with(samples, &model, &hardware, &profile, a.split_kv);
     out!(
@@ -99,6 +80,6 @@ fn check(a: &CalibrateArgs, name: &str, samples: &[StepSample]) -> Result<()> {
 
 /// `--derive-from`: a measured profile's efficiencies and overheads on `--hardware`.
 fn derive(a: &CalibrateArgs, from: &str) -> Result<()> {
-    let source = load_profile("--derive-from", from)?;
+    let source = sources::profile("--derive-from", from)?;
     write_profile(&fits::derive(&options(a), &source)?, a.out.as_deref())
 }

@@ -1,15 +1,15 @@
-//! `serverbench calibrate --from-moe-probes`: reads `moe_probe.py`'s JSON files, hands them to the
+//! `serverbench calibrate --from-moe-probes`: `moe_probe.py`'s JSON files (read by
+//! `serverbench_calibration::sources`) handed to the
 //! fit of a mixture of experts' profile terms (`serverbench_calibration::moe`), prints its per-case
 //! table (`calibration::report::moe_fit_text`) and writes the profile. It fits nothing itself and
 //! probes no server.
 
-use super::fit::{measured_on, now, read_text, write_profile};
+use super::fit::{measured_on, now, write_profile};
 use crate::cli::CalibrateArgs;
 use anyhow::{anyhow, Result};
 use serverbench_calibration::report::moe_fit_text;
-use serverbench_calibration::{
-    fit_moe, merge_runs, parse_moe_probes, FitRecord, HardwareSpec, MoeFitSetup, Profile,
-};
+use serverbench_calibration::sources::moe_probe_runs;
+use serverbench_calibration::{fit_moe, merge_runs, FitRecord, HardwareSpec, MoeFitSetup, Profile};
 use std::path::PathBuf;
 
 /// Fits `moe_layer_s` and `expert_memory_efficiency` over `--base-profile` and writes the profile.
@@ -27,17 +27,8 @@ pub fn calibrate(a: &CalibrateArgs, paths: &[PathBuf]) -> Result<()> {
             hardware.name
         );
     }
-    let mut runs = Vec::new();
-    for path in paths {
-        let text = read_text(path)?;
-        runs.push(parse_moe_probes(&path.display().to_string(), &text)?);
-    }
+    let (runs, inputs) = moe_probe_runs(paths)?;
     let cases = merge_runs(&runs);
-    let inputs = paths
-        .iter()
-        .zip(&runs)
-        .map(|(p, r)| format!("{} ({} decode cases)", p.display(), r.len()))
-        .collect();
     let setup = MoeFitSetup {
         model: &model,
         hardware: &hardware,

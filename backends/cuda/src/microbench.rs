@@ -1,12 +1,15 @@
 //! GPU microbenchmarks for calibration: the model's GEMM shapes across token counts, streaming bandwidth,
 //! and a grid of whole forward steps (attention over context lengths, prefill over cached prefixes).
-//! Measures only; the fitting is `serverbench-calibration`'s.
+//! Measures, and hands the steps to the fit as its samples (`step_samples`); the fitting is
+//! `serverbench-calibration`'s. `curves_text` is the measured curves as `calibrate --microbench` reports them.
 
 use crate::bench::BenchCase;
 use crate::config::ModelConfig;
 use crate::device::Device;
+use crate::engine::StepRecord;
 use crate::Result;
 use serde::Serialize;
+use serverbench_calibration::{FitTarget, StepSample};
 
 /// One GEMM timing.
 #[derive(Clone, Debug, Serialize)]
@@ -130,6 +133,34 @@ pub fn step_grid() -> Vec<BenchCase> {
     cases
 }
 
+/// The forward steps' records as the step fit's samples, each timed as `target` says (seconds).
+pub fn step_samples(records: &[StepRecord], target: FitTarget) -> Vec<StepSample> {
+    records
+        .iter()
+        .map(|r| StepSample {
+            prefill: r.features.prefill.clone(),
+            decode: r.features.decode.clone(),
+            decode_kv_distinct: r.features.decode_kv_distinct,
+            seconds: match target {
+                FitTarget::Wall => r.wall_ms,
+                FitTarget::Gpu => r.gpu_ms,
+            } / 1e3,
+        })
+        .collect()
+}
+
+/// The `gate_up` GEMM's curve and the device-to-device copy bandwidth (bytes per second), one line each.
+pub fn curves_text(gemms: &[GemmPoint], copy: f64) -> String {
+    let mut text = String::new();
+    for g in gemms.iter().filter(|g| g.shape == "gate_up") {
+        text += &format!(
+            "  gate_up GEMM at {:>5} tokens: {:>7.3} ms, {:>6.1} TFLOP/s, {:>6.0} GB/s of weights\n",
+            g.tokens, g.ms, g.tflops, g.weight_gbps
+        );
+    }
+    text + &format!("  device-to-device copy: {:.0} GB/s\n", copy / 1e9)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -158,5 +189,35 @@ mod tests {
         let shapes = gemm_shapes(&ModelConfig::preset("qwen3-8b").unwrap());
         assert_eq!(shapes[0], ("qkv", 6144, 4096));
         assert_eq!(shapes[2], ("gate_up", 24_576, 4096));
+    }
+
+    /// A step's sample is its wall or its GPU time, in seconds; the curves are the `gate_up` GEMM's.
+    #[test]
+    fn steps_become_samples_and_curves_text() {
+        let mut f = BenchCase::prefill(8, 32).features;
+        f.decode = vec![100, 200];
+        let r = StepRecord {
+            step: 0,
+            start_s: 0.0,
+            gpu_ms: 2.0,
+            wall_ms: 3.0,
+            features: f,
+        };
+        let wall = step_samples(std::slice::from_ref(&r), FitTarget::Wall);
+        assert_eq!((wall[0].seconds, &wall[0].decode), (0.003, &vec![100, 200]));
+        assert_eq!(step_samples(&[r], FitTarget::Gpu)[0].seconds, 0.002);
+        let point = |shape: &str| GemmPoint {
+            shape: shape.into(),
+            n: 1,
+            k: 1,
+            tokens: 16,
+            ms: 0.5,
+            tflops: 10.0,
+            weight_gbps: 900.0,
+        };
+        assert_eq!(
+            curves_text(&[point("qkv"), point("gate_up")], 3.2e12),
+            "  gate_up GEMM at    16 tokens:   0.500 ms,   10.0 TFLOP/s,    900 GB/s of weights\n  device-to-device copy: 3200 GB/s\n"
+        );
     }
 }
