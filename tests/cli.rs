@@ -941,26 +941,10 @@ fn expert_parallelism_costs_a_lone_session_its_busiest_gpu() {
         ep > tp * 1.05,
         "expert parallel {ep} against tensor parallel {tp}"
     );
-    let dense = dir.join("dense.yaml");
-    std::fs::write(
-        &dense,
-        "base: qwen3-8b-1xh200-vllm\nengine:\n  expert_parallel: true\n",
-    )
-    .unwrap();
-    let o = serverbench([
-        "simulate",
-        "-d",
-        dense.to_str().unwrap(),
-        "-c",
-        "1",
-        "-w",
-        "60",
-    ]);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        o.status.code() == Some(2)
-            && err.contains("engine.expert_parallel: the model has no routed experts"),
-        "{err}"
+    dense_model_refuses(
+        &dir,
+        "engine:\n  expert_parallel: true\n",
+        "engine.expert_parallel",
     );
 }
 
@@ -1110,12 +1094,18 @@ fn deepseek_with_data_parallel_attention_sweeps_over_eight_gpus() {
         "{text}{}",
         String::from_utf8_lossy(&o.stderr)
     );
+    dense_model_refuses(
+        &dir,
+        "tp: 2\nengine:\n  data_parallel_attention: true\n",
+        "engine.data_parallel_attention",
+    );
+}
+
+/// `simulate` of the dense `qwen3-8b-1xh200-vllm` with `overrides` is refused with exit code 2,
+/// naming `field` and that the model has no routed experts.
+fn dense_model_refuses(dir: &Path, overrides: &str, field: &str) {
     let dense = dir.join("dense.yaml");
-    std::fs::write(
-        &dense,
-        "base: qwen3-8b-1xh200-vllm\ntp: 2\nengine:\n  data_parallel_attention: true\n",
-    )
-    .unwrap();
+    std::fs::write(&dense, format!("base: qwen3-8b-1xh200-vllm\n{overrides}")).unwrap();
     let o = serverbench([
         "simulate",
         "-d",
@@ -1128,7 +1118,7 @@ fn deepseek_with_data_parallel_attention_sweeps_over_eight_gpus() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
         o.status.code() == Some(2)
-            && err.contains("engine.data_parallel_attention: the model has no routed experts"),
+            && err.contains(&format!("{field}: the model has no routed experts")),
         "{err}"
     );
 }

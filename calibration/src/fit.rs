@@ -604,7 +604,8 @@ pub fn check_profile(samples: &[StepSample], predicted: &[f64]) -> Vec<ClassErro
         .collect()
 }
 
-fn summarize(mut ape: Vec<f64>) -> FitAccuracy {
+/// The count, median and p90 of absolute percentage errors (0 for none).
+pub(crate) fn summarize(mut ape: Vec<f64>) -> FitAccuracy {
     ape.sort_by(f64::total_cmp);
     let at = |q: f64| {
         if ape.is_empty() {

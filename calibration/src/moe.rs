@@ -3,7 +3,7 @@
 //! every other term comes from a base profile. Parses text and does arithmetic; never reads files,
 //! never looks at the clock (the caller passes `fitted_at`).
 
-use crate::fit::{predict_steps_with, FitAccuracy, StepSample};
+use crate::fit::{predict_steps_with, summarize, FitAccuracy, StepSample};
 use crate::model::{HardwareSpec, ModelSpec};
 use crate::profile::{FitRecord, Profile};
 use serde::Deserialize;
@@ -312,22 +312,6 @@ fn two_term_lsq(rows: &[(f64, f64, f64, f64)]) -> (f64, f64) {
         .into_iter()
         .min_by(|x, y| cost(x.0, x.1).total_cmp(&cost(y.0, y.1)))
         .expect("three candidates")
-}
-
-fn summarize(mut ape: Vec<f64>) -> FitAccuracy {
-    ape.sort_by(f64::total_cmp);
-    let at = |q: f64| {
-        if ape.is_empty() {
-            0.0
-        } else {
-            ape[((ape.len() - 1) as f64 * q).round() as usize]
-        }
-    };
-    FitAccuracy {
-        steps: ape.len(),
-        median_ape: at(0.5),
-        p90_ape: at(0.9),
-    }
 }
 
 #[cfg(test)]

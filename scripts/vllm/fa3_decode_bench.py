@@ -79,6 +79,18 @@ def mixed_cases() -> list:
     return out
 
 
+def kv_caches(nblk: int, copies_for: dict, dev) -> list:
+    """Copies of a paged K and V cache of `nblk` pages, enough of them that cycling through them reads at
+    least 256 MiB (past the L2); made once per size and kept in `copies_for`."""
+    case_bytes = nblk * PAGE * HK * D * 2 * 2
+    copies = max(1, -(-256 * 2**20 // case_bytes))
+    if (nblk, copies) not in copies_for:
+        copies_for[(nblk, copies)] = [
+            (torch.randn(nblk, PAGE, HK, D, dtype=torch.bfloat16, device=dev),
+             torch.randn(nblk, PAGE, HK, D, dtype=torch.bfloat16, device=dev)) for _ in range(copies)]
+    return copies_for[(nblk, copies)]
+
+
 def one_mixed(chunk: int, prefix: int, decodes: list, num_splits: int, copies_for: dict) -> dict:
     """One varlen call: the decodes (one query each) then the chunk's `chunk` queries over `prefix` + `chunk`
     keys."""
@@ -88,13 +100,7 @@ def one_mixed(chunk: int, prefix: int, decodes: list, num_splits: int, copies_fo
     b = len(keys)
     blocks = [(c + PAGE - 1) // PAGE for c in keys]
     nblk = sum(blocks)
-    case_bytes = nblk * PAGE * HK * D * 2 * 2
-    copies = max(1, -(-256 * 2**20 // case_bytes))
-    if (nblk, copies) not in copies_for:
-        copies_for[(nblk, copies)] = [
-            (torch.randn(nblk, PAGE, HK, D, dtype=torch.bfloat16, device=dev),
-             torch.randn(nblk, PAGE, HK, D, dtype=torch.bfloat16, device=dev)) for _ in range(copies)]
-    kv = copies_for[(nblk, copies)]
+    kv = kv_caches(nblk, copies_for, dev)
     table = torch.zeros(b, max(blocks), dtype=torch.int32, device=dev)
     start = 0
     for i, n in enumerate(blocks):
@@ -122,7 +128,7 @@ def one_mixed(chunk: int, prefix: int, decodes: list, num_splits: int, copies_fo
     times = timed(call, kv)
     return {"chunk": chunk, "prefix": prefix, "decodes": decodes, "num_splits": num_splits,
             "vllm": num_splits == (32 if cu[-1] <= GRAPH_TOKENS else 0), "us": statistics.median(times),
-            "us_all": [round(t, 2) for t in times], "kv_copies": copies,
+            "us_all": [round(t, 2) for t in times], "kv_copies": len(kv),
             "metadata": meta.tolist() if meta is not None else None}
 
 
@@ -149,13 +155,7 @@ def one(ctxs: list, num_splits: int, copies_for: dict, shared: int = 0) -> dict:
     blocks = [(c + PAGE - 1) // PAGE for c in ctxs]
     common = shared // PAGE  # pages every sequence reads first (0: none shared)
     nblk = sum(blocks) - (len(ctxs) - 1) * common
-    case_bytes = nblk * PAGE * HK * D * 2 * 2
-    copies = max(1, -(-256 * 2**20 // case_bytes))
-    if (nblk, copies) not in copies_for:
-        copies_for[(nblk, copies)] = [
-            (torch.randn(nblk, PAGE, HK, D, dtype=torch.bfloat16, device=dev),
-             torch.randn(nblk, PAGE, HK, D, dtype=torch.bfloat16, device=dev)) for _ in range(copies)]
-    kv = copies_for[(nblk, copies)]
+    kv = kv_caches(nblk, copies_for, dev)
     table = torch.zeros(b, max(blocks), dtype=torch.int32, device=dev)
     start = common
     for i, n in enumerate(blocks):
@@ -179,7 +179,7 @@ def one(ctxs: list, num_splits: int, copies_for: dict, shared: int = 0) -> dict:
 
     times = timed(call, kv)
     return {"ctxs": ctxs, "shared": shared, "num_splits": num_splits, "us": statistics.median(times),
-            "us_all": [round(t, 2) for t in times], "kv_copies": copies,
+            "us_all": [round(t, 2) for t in times], "kv_copies": len(kv),
             "metadata": meta.tolist() if meta is not None else None}
 
 
