@@ -742,7 +742,7 @@ pub struct CalibrateArgs {
     /// Probe a black-box OpenAI-compatible server (TTFT against prompt length, TPOT against streams).
     #[arg(long, conflicts_with_all = ["from_steps", "microbench"])]
     pub endpoint: Option<String>,
-    /// The model whose steps were measured (a model preset).
+    /// The model whose steps were measured: a model preset, or a Hugging Face `config.json` (or a folder holding one).
     #[arg(long, default_value = "qwen3-8b")]
     pub model: String,
     /// The GPU they were measured on (a hardware preset).
