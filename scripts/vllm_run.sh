@@ -79,7 +79,10 @@
 #   decode-grid scripts/vllm/decode_grid.py against the server: pure decode steps of B = 1-16 sequences of
 #              chosen contexts (with STEP_TRACE=1 their steps come back as $OUT/steps-decode-grid.jsonl.gz)
 #   moe-probe  scripts/vllm/moe_probe.py against the server: decode TPOT at batch 1-256 over 2,048-token
-#              prompts and 1, 16 over 16,384, TTFT of fresh 512-16,384-token prompts -> $OUT/moe-probe.tar.gz
+#              prompts and 1, 16 over 16,384, TTFT of fresh 512-32,768-token prompts and of 512-8,192 new tokens
+#              over cached 8K-32K prefixes -> $OUT/moe-probe.tar.gz; MOE_ONLY=prefill,cached runs those kinds
+#              alone, MOE_DEADLINE=S gives it S seconds (default: the call's time less 20 s); its fresh
+#              prompts compile every fused-MoE kernel size a replay meets, so it goes before `runs`
 # The peers, calibrate, runs and verify parts are the dense model's. Two calls (results/h200-vllm-moe/):
 #   1. carry .carry/vllm-p1:                  bash scripts/vllm_run.sh stash
 #   2. carry .carry/vllm and .carry/vllm-moe: mkdir -p /tmp/sbv && touch /tmp/sbv/kernels.ok &&
@@ -421,7 +424,7 @@ moe_probe() { # scripts/vllm/moe_probe.py against the MoE server, within the cal
   mkdir -p "$WORK/moe-probe"
   keep_packing moe-probe
   python3 "$HERE/vllm/moe_probe.py" "$URL" "$NAME" "$WORK/moe-probe/moe_probe.json" --label "vllm 0.26.0" \
-    --table "$WORK/moe-probe/table.txt" --deadline-s $(( $(left) - 20 )) 2>&1 | tee "$WORK/moe-probe/log.txt"
+    --table "$WORK/moe-probe/table.txt" --only "${MOE_ONLY:-prefill,cached,decode}" --deadline-s "${MOE_DEADLINE:-$(( $(left) - 20 ))}" 2>&1 | tee "$WORK/moe-probe/log.txt"
   curl -s -m 10 "$URL/metrics" > "$WORK/moe-probe/metrics_after.txt"
   nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total,clocks.sm,clocks.max.sm,power.draw \
     --format=csv > "$WORK/moe-probe/gpu.txt" 2>&1

@@ -8,6 +8,9 @@ Cases, in this order (each written to OUT.json as soon as it is done, so a call 
   prefill   TTFT of fresh prompts of 512, 2,048, 8,192 and 16,384 tokens (max_tokens 1): one untimed prompt of
             each length first (it meets any kernel not yet compiled for that size), then REPS timed ones; the
             case reports the median, every value, and the cached tokens vLLM reported (0 = fresh)
+  cached    TTFT of NEW fresh tokens after a PREFIX-token prompt that is already cached (PREFIX, NEW = 8,192 and
+            512 or 2,048; 16,384 and 2,048 or 8,192; 32,768 and 2,048): the prefix is sent once (max_tokens 1),
+            then one untimed and REPS timed prompts of the prefix and a fresh suffix each; cached tokens reported
   decode    B streams over CONTEXT-token prompts, B = 1, 2, 4, …, 256 over 2,048 and B = 1, 16 over 16,384: each
             stream's prompt is sent once with max_tokens 1 (so it is cached), then all B at once with
             max_tokens DECODE_TOKENS (ignore_eos, min_tokens); TPOT is, per stream, the median gap between its
@@ -19,7 +22,13 @@ different token, so not one prefix-cache block is shared), never reused across c
 The KV pool (vLLM's /metrics `cache_config_info`: num_gpu_blocks × block_size) is read first; a decode case
 whose streams do not fit it at once is still run and says so (`fits_kv_pool`).
 
+The fresh lengths cover every size the Triton fused-MoE kernel's tuned table keys up to 4,096 tokens above the
+CUDA graphs' batch sizes (512, 1,024, 1,536, 2,048, 3,072, 4,096), so that a run after this one meets no
+kernel still to be compiled (vLLM compiles a configuration at its first use: over a second for a 2,048-token
+step, results/h200-vllm-moe/replays/README.md).
+
 Usage: moe_probe.py URL MODEL OUT.json [--label L] [--table OUT.txt] [--deadline-s S] [--quick] [--salt-base N]
+                    [--only prefill,cached,decode]
   --deadline-s  skip the cases that would not end within S seconds of the start (estimated), and say so
   --quick       small sizes (a local dry run against a fake server)
   --salt-base   the prompts' first salt (default: from the clock, so a second run meets no cached prompt)
@@ -42,7 +51,8 @@ from peer_probe import parallel, stream  # noqa: E402  (stdlib client: one strea
 
 DECODE_TOKENS = 128
 REPS = 5
-PREFILL_LENGTHS = (512, 2048, 8192, 16384)
+PREFILL_LENGTHS = (512, 1024, 1536, 2048, 3072, 4096, 8192, 16384, 32768)
+CACHED_CASES = [(8192, 512), (8192, 2048), (16384, 2048), (16384, 8192), (32768, 2048)]
 DECODE_CASES = [(b, 2048) for b in (1, 2, 4, 8, 16, 32, 64, 128, 256)] + [(1, 16384), (16, 16384)]
 
 _used_offsets: set[int] = set()
@@ -134,6 +144,20 @@ def prefill_case(url: str, model: str, n: int, reps: int) -> dict:
             "prompt_tokens": (r["usage"] or {}).get("prompt_tokens")}
 
 
+def cached_case(url: str, model: str, prefix_len: int, new: int, reps: int) -> dict:
+    prefix = fresh_prompt(prefix_len)
+    stream(url, model, prefix, 1)  # cached from here on
+    stream(url, model, prefix + fresh_prompt(new), 1)  # untimed: kernels for this size
+    xs, cached = [], []
+    for _ in range(reps):
+        r = stream(url, model, prefix + fresh_prompt(new), 1)
+        xs.append(r["times"][0] - r["sent"])
+        cached.append(cached_tokens(r["usage"]))
+    return {"case": f"cached {prefix_len}+{new}", "kind": "cached", "prefix": prefix_len, "new": new,
+            "ttft_ms": 1e3 * statistics.median(xs), "ttft_ms_all": [round(1e3 * x, 3) for x in xs],
+            "cached_tokens": cached, "prompt_tokens": (r["usage"] or {}).get("prompt_tokens")}
+
+
 def decode_case(url: str, model: str, batch: int, context: int, pool_tokens: int | None) -> dict:
     name = f"decode b={batch} ctx={context}"
     prompts = [fresh_prompt(context) for _ in range(batch)]
@@ -192,6 +216,8 @@ def estimate_s(kind: str, a: int, b: int) -> float:
     """A generous guess of a case's wall time on an H200 (prefill ~20K tokens/s, a decode step <= 60 ms)."""
     if kind == "prefill":
         return 5 + (REPS + 1) * (0.2 + a / 20000)
+    if kind == "cached":
+        return 5 + (REPS + 2) * (0.2 + (a + b) / 20000)
     return 8 + a * b / 20000 + DECODE_TOKENS * 0.06
 
 
@@ -203,7 +229,7 @@ def table(doc: dict) -> str:
     for c in doc["cases"]:
         if "skipped" in c or "error" in c:
             lines.append(f"| {c['case']} | {c.get('skipped') or c.get('error')} | | | | | |")
-        elif c["kind"] == "prefill":
+        elif c["kind"] in ("prefill", "cached"):
             lines.append(f"| {c['case']} | {c['ttft_ms']:.1f} | | | | | |")
         else:
             p = c["tpot_ms_p10_p90_over_streams"]
@@ -221,12 +247,14 @@ def main() -> None:
     ap.add_argument("--table", default=None)
     ap.add_argument("--deadline-s", type=float, default=None)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--only", default="prefill,cached,decode", help="the kinds of case to run, comma-separated")
     ap.add_argument("--salt-base", type=int, default=None, help="the first prompt's salt (default: from the clock)")
     args = ap.parse_args()
     _next_salt[0] = args.salt_base if args.salt_base is not None else int(time.time()) % 1000000 * 1000
-    global DECODE_TOKENS, REPS, PREFILL_LENGTHS, DECODE_CASES
+    global DECODE_TOKENS, REPS, PREFILL_LENGTHS, DECODE_CASES, CACHED_CASES
     if args.quick:
         DECODE_TOKENS, REPS, PREFILL_LENGTHS = 16, 3, (64, 256)
+        CACHED_CASES = [(256, 64)]
         DECODE_CASES = [(1, 128), (4, 128), (32, 128), (2, 512)]
     t_start = time.monotonic()
     url = args.url.rstrip("/")
@@ -240,9 +268,11 @@ def main() -> None:
             json.dump(doc, f, indent=1)
         os.replace(args.out + ".tmp", args.out)
 
-    plan = [("prefill", n, 0) for n in PREFILL_LENGTHS] + [("decode", b, ctx) for b, ctx in DECODE_CASES]
-    for kind, a, b in plan:
-        name = f"prefill {a}" if kind == "prefill" else f"decode b={a} ctx={b}"
+    only = set(args.only.split(","))
+    plan = [("prefill", n, 0) for n in PREFILL_LENGTHS] + [("cached", p, n) for p, n in CACHED_CASES] + \
+        [("decode", b, ctx) for b, ctx in DECODE_CASES]
+    for kind, a, b in [p for p in plan if p[0] in only]:
+        name = {"prefill": f"prefill {a}", "cached": f"cached {a}+{b}"}.get(kind, f"decode b={a} ctx={b}")
         left = None if args.deadline_s is None else args.deadline_s - (time.monotonic() - t_start)
         if left is not None and left < estimate_s(kind, a, b):
             doc["cases"].append({"case": name, "kind": kind, "skipped": f"~{estimate_s(kind, a, b):.0f} s needed, "
@@ -252,15 +282,19 @@ def main() -> None:
             continue
         t = time.monotonic()
         try:
-            c = prefill_case(url, args.model, a, REPS) if kind == "prefill" else \
-                decode_case(url, args.model, a, b, pool_tokens)
+            if kind == "prefill":
+                c = prefill_case(url, args.model, a, REPS)
+            elif kind == "cached":
+                c = cached_case(url, args.model, a, b, REPS)
+            else:
+                c = decode_case(url, args.model, a, b, pool_tokens)
         except Exception as e:  # a failed case is reported, the rest still run
             c = {"case": name, "kind": kind, "error": f"{type(e).__name__}: {str(e)[:300]}"}
         c["wall_s"] = round(time.monotonic() - t, 2)
         doc["cases"].append(c)
         save()
         v = c.get("ttft_ms", c.get("tpot_ms"))
-        what = "TTFT" if kind == "prefill" else "TPOT"
+        what = "TPOT" if kind == "decode" else "TTFT"
         print(f"  {name:<28} {what} {v:9.2f} ms  ({c['wall_s']} s)" if v is not None else
               f"  {name:<28} {c.get('error')}", flush=True)
     doc["wall_s"] = round(time.monotonic() - t_start, 2)
