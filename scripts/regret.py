@@ -9,9 +9,10 @@ its sets' real best: the dense sets' for h200-qwen3-8b-vllm, the MoE sets' for h
 import json, subprocess, sys, tempfile, os
 
 BIN = sys.argv[1] if len(sys.argv) > 1 else "target/release/serverbench"
-SETS = ["syn-steady", "syn-cold", "fit-cold", "fit-cold-w30", "real-cold-w30", "agentx-real",
-        # vLLM serving the Qwen3-30B-A3B shape (results/h200-vllm-moe/replays/)
-        "../h200-vllm-moe/replays/moe-syn-cold", "../h200-vllm-moe/replays/moe-syn-steady"]
+SETS = ["syn-steady", "syn-cold", "fit-cold", "fit-cold-w30", "real-cold-w30", "real-cold-w120", "agentx-real",
+        # vLLM serving the Qwen3-30B-A3B shape (results/h200-vllm-moe/replays/, then warm/: a second server start)
+        "../h200-vllm-moe/replays/moe-syn-cold", "../h200-vllm-moe/replays/moe-syn-steady",
+        "../h200-vllm-moe/warm/moe-syn-cold-warm", "../h200-vllm-moe/warm/moe-syn-steady-warm"]
 MOE_DEPLOYMENT = "scripts/vllm/qwen3-30b-a3b-1xh200-vllm.yaml"
 # The fitted spec as the fit-* sets replayed it (results/h200-vllm/README.md).
 PINNED = ["--workload", "results/h200-vllm/agentic-coding-as-replayed.yaml"]
@@ -32,9 +33,6 @@ def sweep_args(cmd):
             args += ["--seeds", f"{cmd[i + 1]}..{int(cmd[i + 1]) + 1}"]
             i += 2
             continue
-        # The corpus's Claude Code logs as the sets replayed them (results/h200-vllm/README.md).
-        a = {"corpus/claude-code": "results/h200-vllm/claude-code-as-replayed",
-             "corpus/claude-code/logs.jsonl": "results/h200-vllm/claude-code-as-replayed/logs.jsonl"}.get(a, a)
         # The MoE deployment file by the device's path to it.
         if a.endswith("/" + MOE_DEPLOYMENT):
             a = MOE_DEPLOYMENT

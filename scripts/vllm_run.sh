@@ -82,7 +82,7 @@
 #              prompts and 1, 16 over 16,384, TTFT of fresh 512-32,768-token prompts and of 512-8,192 new tokens
 #              over cached 8K-32K prefixes -> $OUT/moe-probe.tar.gz; MOE_ONLY=prefill,cached runs those kinds
 #              alone, MOE_DEADLINE=S gives it S seconds (default: the call's time less 20 s); its fresh
-#              prompts compile every fused-MoE kernel size a replay meets, so it goes before `runs`
+#              prompts compile the fused-MoE kernel's tuned sizes (moe_probe.py), so it goes before `runs`
 # The peers, calibrate, runs and verify parts are the dense model's. Two calls (results/h200-vllm-moe/):
 #   1. carry .carry/vllm-p1:                  bash scripts/vllm_run.sh stash
 #   2. carry .carry/vllm and .carry/vllm-moe: mkdir -p /tmp/sbv && touch /tmp/sbv/kernels.ok &&

@@ -22,10 +22,12 @@ different token, so not one prefix-cache block is shared), never reused across c
 The KV pool (vLLM's /metrics `cache_config_info`: num_gpu_blocks × block_size) is read first; a decode case
 whose streams do not fit it at once is still run and says so (`fits_kv_pool`).
 
-The fresh lengths cover every size the Triton fused-MoE kernel's tuned table keys up to 4,096 tokens above the
-CUDA graphs' batch sizes (512, 1,024, 1,536, 2,048, 3,072, 4,096), so that a run after this one meets no
-kernel still to be compiled (vLLM compiles a configuration at its first use: over a second for a 2,048-token
-step, results/h200-vllm-moe/replays/README.md).
+The fresh lengths cover every size the Triton fused-MoE kernel's tuned table keys from 512 to 4,096 tokens
+(512, 1,024, 1,536, 2,048, 3,072, 4,096), each as a multiple of 16 and as a length 3 short of it: Triton
+compiles a kernel again for an integer argument not divisible by 16, and vLLM compiles at first use (over
+a second a step). Measured with the multiples alone (results/h200-vllm-moe/warm/README.md): the replays
+after the probe still met compiles at their first 4,027-, 2,489- and 747-token steps; the lengths 3 short
+were added after that run.
 
 Usage: moe_probe.py URL MODEL OUT.json [--label L] [--table OUT.txt] [--deadline-s S] [--quick] [--salt-base N]
                     [--only prefill,cached,decode]
@@ -51,7 +53,7 @@ from peer_probe import parallel, stream  # noqa: E402  (stdlib client: one strea
 
 DECODE_TOKENS = 128
 REPS = 5
-PREFILL_LENGTHS = (512, 1024, 1536, 2048, 3072, 4096, 8192, 16384, 32768)
+PREFILL_LENGTHS = (512, 1024, 1536, 2048, 3072, 4096, 8192, 16384, 32768, 509, 1021, 1533, 2045, 3069, 4093)
 CACHED_CASES = [(8192, 512), (8192, 2048), (16384, 2048), (16384, 8192), (32768, 2048)]
 DECODE_CASES = [(b, 2048) for b in (1, 2, 4, 8, 16, 32, 64, 128, 256)] + [(1, 16384), (16, 16384)]
 

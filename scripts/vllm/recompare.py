@@ -27,10 +27,13 @@ SETS = [
     ("fit-cold-w30", f"-d qwen3-8b-200k-1xh200-vllm --start cold -c 2,8,32 -s 0 -w 30 --workload {R}/agentic-coding-as-replayed.yaml"),
     ("real-cold", f"-d qwen3-8b-200k-1xh200-vllm --start cold --trace {R}/claude-code-as-replayed --trace-format corpus -c 4 -s 0 -w 120"),
     ("real-cold-w30", f"-d qwen3-8b-200k-1xh200-vllm --start cold --trace {R}/claude-code-as-replayed --trace-format corpus -c 2,8 -s 0 -w 30"),
+    ("real-cold-w120", "-d qwen3-8b-200k-1xh200-vllm --start cold --trace corpus/claude-code --trace-format corpus -c 2,4,8 -s 0 -w 120"),
     ("agentx-real", f"-d qwen3-8b-200k-1xh200-vllm --protocol agentx --trace {R}/claude-code-as-replayed/logs.jsonl --trace-format corpus --max-context-length 200000 -c 2,4,8 -s 0 -w 120"),
     ("prefill-chunks/syn-cold-trace", "-d qwen3-8b-1xh200-vllm --start cold -c 8,16,32 -s 0 -w 30"),
     ("../h200-vllm-moe/replays/moe-syn-cold", "-d scripts/vllm/qwen3-30b-a3b-1xh200-vllm.yaml --start cold -c 1,4,8,16 -s 0 -w 30"),
     ("../h200-vllm-moe/replays/moe-syn-steady", "-d scripts/vllm/qwen3-30b-a3b-1xh200-vllm.yaml --start steady -c 4,16 -s 0 -w 60"),
+    ("../h200-vllm-moe/warm/moe-syn-cold-warm", "-d scripts/vllm/qwen3-30b-a3b-1xh200-vllm.yaml --start cold -c 1,4,8,16 -s 0 -w 30"),
+    ("../h200-vllm-moe/warm/moe-syn-steady-warm", "-d scripts/vllm/qwen3-30b-a3b-1xh200-vllm.yaml --start steady -c 8 -s 0 -w 60"),
 ]
 
 
