@@ -716,6 +716,15 @@ pub struct CalibrateArgs {
     /// on Hopper), as the `vllm` engine presets say.
     #[arg(long, requires = "from_moe_probes")]
     pub moe_split_kv: bool,
+    /// `--from-moe-probes` and `--check`: steps of at most this many tokens (decode or with prefill)
+    /// replay CUDA graphs, as vLLM's piecewise graphs do (its presets: 512); the others run eagerly and
+    /// take at least the profile's `eager_s_per_layer` per layer, which `--from-moe-probes` then fits to
+    /// the probes' fresh prefills.
+    #[arg(long)]
+    pub graph_max_tokens: Option<u32>,
+    /// `--from-moe-probes`: the engine's prefill chunk, tokens (vLLM's `max_num_batched_tokens`).
+    #[arg(long, default_value_t = 8192, value_parser = clap::value_parser!(u32).range(1..))]
+    pub prefill_chunk: u32,
     /// Derive a profile for `--hardware` from a measured one (preset name or YAML): its efficiencies and
     /// overheads on the new GPU's datasheet peaks.
     #[arg(long, conflicts_with_all = ["from_steps", "microbench", "endpoint"])]

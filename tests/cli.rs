@@ -1006,7 +1006,8 @@ fn twenty_public_configs_simulate_end_to_end() {
 }
 
 /// `calibrate --from-moe-probes` on the stored vLLM probes of Qwen3-30B-A3B (a `config.json` as the
-/// model) writes the shipped `h200-qwen3-30b-a3b-vllm` terms; a dense model is refused, naming why.
+/// model), with vLLM's graph limit, writes the shipped `h200-qwen3-30b-a3b-vllm` terms, its eager floor
+/// included; a dense model is refused, naming why.
 #[test]
 fn moe_probes_fit_the_shipped_moe_profile() {
     let dir = tempdir("moe-probes");
@@ -1022,7 +1023,12 @@ fn moe_probes_fit_the_shipped_moe_profile() {
             root.join("results/h200-vllm-moe/moe_probe_run2.json")
                 .display()
                 .to_string(),
+            root.join("results/h200-vllm-moe/warm/moe-probe/moe_probe.json")
+                .display()
+                .to_string(),
             "--moe-split-kv".into(),
+            "--graph-max-tokens".into(),
+            "512".into(),
             "--model".into(),
             model.into(),
             "--base-profile".into(),
@@ -1036,7 +1042,7 @@ fn moe_probes_fit_the_shipped_moe_profile() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
     assert!(
-        err.contains("held out 5") && err.contains("held out"),
+        err.contains("held out 5") && err.contains("eager floor 1.276 ms per layer"),
         "{err}"
     );
     let text = std::fs::read_to_string(&out).unwrap();
@@ -1046,6 +1052,7 @@ fn moe_probes_fit_the_shipped_moe_profile() {
     for field in [
         "moe_layer_s:",
         "expert_memory_efficiency:",
+        "eager_s_per_layer:",
         "held_out_median_ape:",
     ] {
         let line = |t: &str| {

@@ -2,7 +2,7 @@
 //! Parses step-log text and does arithmetic; never reads files, never looks at the clock (the caller
 //! passes provenance in).
 
-use crate::cost::{BatchShape, CostInputs, CostModel, StepParts};
+use crate::cost::{BatchShape, CostInputs, CostModel, GraphRule, StepParts};
 use crate::model::{HardwareSpec, ModelSpec, WeightDtype};
 use crate::profile::{FitRecord, Profile, StepTime, MAX_SHARED_KV_EFFICIENCY};
 use serde::Deserialize;
@@ -298,15 +298,26 @@ fn unit_profile(base: &Profile) -> Profile {
 
 /// The cost model of a profile for the engine the step logs come from: bf16 weights, one GPU.
 fn engine_cost(model: &ModelSpec, hardware: &HardwareSpec, profile: &Profile) -> CostModel {
-    engine_cost_with(model, hardware, profile, false)
+    engine_cost_with(model, hardware, profile, LogEngine::default())
 }
 
-/// [`engine_cost`], with the engine's split-KV decode schedule modelled or not.
-fn engine_cost_with(
+/// What the engine a step log or probe comes from does that the cost model times apart from the
+/// profile's terms.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LogEngine {
+    /// Its decode attention runs FlashAttention 3's split-KV schedule (vLLM on Hopper: [`crate::splitkv`]).
+    pub split_kv_decode: bool,
+    /// The steps it replays as CUDA graphs; the others take at least the profile's eager floor
+    /// (`eager_s_per_layer` × layers). `None`: no step pays a floor.
+    pub graphs: Option<GraphRule>,
+}
+
+/// [`engine_cost`] for the engine the steps come from.
+pub(crate) fn engine_cost_with(
     model: &ModelSpec,
     hardware: &HardwareSpec,
     profile: &Profile,
-    split_kv_decode: bool,
+    engine: LogEngine,
 ) -> CostModel {
     CostModel::new(CostInputs {
         model,
@@ -316,10 +327,10 @@ fn engine_cost_with(
         group_size: 128,
         tp: 1,
         draft_params: 0.0,
-        graphs: None,
+        graphs: engine.graphs,
         expert_parallel: false,
         routing_skew: 0.0,
-        split_kv_decode,
+        split_kv_decode: engine.split_kv_decode,
     })
 }
 
@@ -527,7 +538,23 @@ pub fn predict_steps_with(
     profile: &Profile,
     split_kv_decode: bool,
 ) -> Vec<f64> {
-    let cost = engine_cost_with(model, hardware, profile, split_kv_decode);
+    let engine = LogEngine {
+        split_kv_decode,
+        graphs: None,
+    };
+    predict_steps_on(samples, model, hardware, profile, engine)
+}
+
+/// [`predict_steps`] for the engine the steps come from: its split-KV decode schedule, and the eager
+/// floor of the steps it runs without a CUDA graph.
+pub fn predict_steps_on(
+    samples: &[StepSample],
+    model: &ModelSpec,
+    hardware: &HardwareSpec,
+    profile: &Profile,
+    engine: LogEngine,
+) -> Vec<f64> {
+    let cost = engine_cost_with(model, hardware, profile, engine);
     samples
         .iter()
         .map(|s| {

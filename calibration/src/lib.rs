@@ -24,8 +24,9 @@ pub mod splitkv;
 pub use cost::{BatchShape, CostInputs, CostModel, GraphRule, StepClock, StepParts};
 pub use dpattn::{dense_part, DpAttentionCost};
 pub use fit::{
-    check_profile, fit_profile, parse_step_log, predict_steps, predict_steps_with, CannotFit,
-    ClassError, Fit, FitAccuracy, FitSetup, FitTarget, StepSample,
+    check_profile, fit_profile, parse_step_log, predict_steps, predict_steps_on,
+    predict_steps_with, CannotFit, ClassError, Fit, FitAccuracy, FitSetup, FitTarget, LogEngine,
+    StepSample,
 };
 pub use memory::{memory_plan, MemoryPlan};
 pub use model::{
@@ -33,7 +34,8 @@ pub use model::{
     ModelSpec, StateDtype, WeightDtype, GIB, MIB,
 };
 pub use moe::{
-    fit_moe, merge_runs, parse_moe_probes, CannotFitMoe, MoeDecode, MoeFit, MoeFitSetup, MoeRow,
+    fit_moe, merge_prefills, merge_runs, parse_moe_prefills, parse_moe_probes, CannotFitMoe,
+    MoeDecode, MoeFit, MoeFitSetup, MoePrefill, MoePrefillRow, MoeRow,
 };
 pub use profile::{AttentionLayout, Band, BandEnd, FitRecord, OpClassRecord, Profile, StepTime};
 pub use serverbench_config::{FieldError, InputError};

@@ -164,6 +164,55 @@ pub fn moe_fit_text(fit: &MoeFit, model: &ModelSpec) -> String {
         100.0 * fit.held_out.median_ape,
         100.0 * fit.held_out.p90_ape
     ));
+    if !fit.prefill_rows.is_empty() {
+        t.push_str(&moe_prefill_text(fit, model));
+    }
+    t
+}
+
+/// The prefill cases' part of [`moe_fit_text`]: each case's time to first token measured, with the
+/// base's eager floor and with the fitted one.
+fn moe_prefill_text(fit: &MoeFit, model: &ModelSpec) -> String {
+    let mut t = format!(
+        "{:>8} {:>8} {:>12} {:>18} {:>18}\n",
+        "cached", "new", "TTFT ms", "before ms (err)", "fitted ms (err)"
+    );
+    for r in &fit.prefill_rows {
+        let err = |s: f64| {
+            format!(
+                "{:.1} ({:+.1} %)",
+                s * 1e3,
+                100.0 * (s / r.case.ttft_s - 1.0)
+            )
+        };
+        t.push_str(&format!(
+            "{:>8} {:>8} {:>12.1} {:>18} {:>18}{}\n",
+            r.case.cached,
+            r.case.new,
+            r.case.ttft_s * 1e3,
+            err(r.base_s),
+            err(r.fitted_s),
+            if r.fitted { "" } else { "  held out" }
+        ));
+    }
+    let held: Vec<f64> = fit
+        .prefill_rows
+        .iter()
+        .filter(|r| !r.fitted)
+        .map(|r| (r.fitted_s / r.case.ttft_s - 1.0).abs())
+        .collect();
+    let held = crate::fit::summarize(held);
+    let p = &fit.profile;
+    t.push_str(&format!(
+        "eager floor {:.3} ms per layer ({:.1} ms per eager step over {} layers) fitted to {} fresh prompts with a step the graphs do not cover; held out {} cases: median error {:.1} %, p90 {:.1} %\n",
+        p.eager_s_per_layer * 1e3,
+        p.eager_s_per_layer * 1e3 * model.layers as f64,
+        model.layers,
+        fit.prefill_rows.iter().filter(|r| r.fitted).count(),
+        held.steps,
+        100.0 * held.median_ape,
+        100.0 * held.p90_ape
+    ));
     t
 }
 
@@ -354,6 +403,7 @@ mod tests {
             rows: vec![row],
             train: accuracy(6),
             held_out: accuracy(5),
+            prefill_rows: vec![],
         };
         let text = moe_fit_text(&fit, &model);
         let lines: Vec<&str> = text.lines().collect();
@@ -362,6 +412,45 @@ mod tests {
             "     8     2048        10.00   8.00 (-20.0 %)   10.10 (+1.0 %)  held out"
         );
         assert_eq!(lines[2], "fitted 6 cases, held out 5: moe_layer_s 50.00 µs per routed layer (2.40 ms per step over 48 layers), expert_memory_efficiency 87.5 % of peak; held-out median error 1.6 %, p90 3.3 %");
+        assert_eq!(lines.len(), 3, "no prefill table without prefill cases");
+        // With prefill cases: one row each, then the floor and the held-out error.
+        let case = |cached, new, ttft_s| crate::moe::MoePrefill {
+            cached,
+            new,
+            ttft_s,
+        };
+        let fit = MoeFit {
+            profile: Profile {
+                eager_s_per_layer: 1.25e-3,
+                ..fit.profile.clone()
+            },
+            prefill_rows: vec![
+                crate::moe::MoePrefillRow {
+                    case: case(0, 2048, 0.080),
+                    base_s: 0.040,
+                    fitted_s: 0.076,
+                    fitted: true,
+                },
+                crate::moe::MoePrefillRow {
+                    case: case(8192, 2048, 0.100),
+                    base_s: 0.080,
+                    fitted_s: 0.095,
+                    fitted: false,
+                },
+            ],
+            ..fit
+        };
+        let text = moe_fit_text(&fit, &model);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            &lines[3..],
+            [
+                "  cached      new      TTFT ms    before ms (err)    fitted ms (err)",
+                "       0     2048         80.0     40.0 (-50.0 %)      76.0 (-5.0 %)",
+                "    8192     2048        100.0     80.0 (-20.0 %)      95.0 (-5.0 %)  held out",
+                "eager floor 1.250 ms per layer (60.0 ms per eager step over 48 layers) fitted to 1 fresh prompts with a step the graphs do not cover; held out 1 cases: median error 5.0 %, p90 5.0 %",
+            ]
+        );
     }
 
     #[test]

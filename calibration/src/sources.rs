@@ -4,7 +4,10 @@
 //! never fits, writes or prints.
 
 use crate::calibrate::OpsTable;
-use crate::{parse_moe_probes, parse_step_log, FitTarget, MoeDecode, Profile, StepSample};
+use crate::{
+    parse_moe_prefills, parse_moe_probes, parse_step_log, FitTarget, MoeDecode, MoePrefill,
+    Profile, StepSample,
+};
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 
@@ -86,18 +89,32 @@ fn tables_in(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
 }
 
 /// `--from-moe-probes`' files, each parsed, and each file's provenance line (its name and case count).
-pub fn moe_probe_runs(paths: &[PathBuf]) -> Result<(Vec<Vec<MoeDecode>>, Vec<String>)> {
-    let mut runs = Vec::new();
+pub fn moe_probe_runs(paths: &[PathBuf]) -> Result<MoeProbeRuns> {
+    let mut out = MoeProbeRuns::default();
     for path in paths {
-        let text = read_text(path)?;
-        runs.push(parse_moe_probes(&path.display().to_string(), &text)?);
+        let (file, text) = (path.display().to_string(), read_text(path)?);
+        let decode = parse_moe_probes(&file, &text)?;
+        let prefill = parse_moe_prefills(&file, &text)?;
+        out.inputs.push(format!(
+            "{file} ({} decode, {} prefill cases)",
+            decode.len(),
+            prefill.len()
+        ));
+        out.decode.push(decode);
+        out.prefill.push(prefill);
     }
-    let inputs = paths
-        .iter()
-        .zip(&runs)
-        .map(|(p, r)| format!("{} ({} decode cases)", p.display(), r.len()))
-        .collect();
-    Ok((runs, inputs))
+    Ok(out)
+}
+
+/// What `moe_probe.py`'s files hold, file by file, with a provenance line each.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct MoeProbeRuns {
+    /// Each file's decode cases.
+    pub decode: Vec<Vec<MoeDecode>>,
+    /// Each file's prefill cases (fresh prompts and cached prefixes).
+    pub prefill: Vec<Vec<MoePrefill>>,
+    /// `PATH (N decode, M prefill cases)` per file.
+    pub inputs: Vec<String>,
 }
 
 #[cfg(test)]
@@ -162,15 +179,12 @@ mod tests {
             format!("--from-ops: {} holds no .csv table", empty.display())
         );
         let probes = PathBuf::from("../results/h200-vllm-moe/moe_probe.json");
-        let (runs, inputs) = moe_probe_runs(std::slice::from_ref(&probes)).unwrap();
+        let runs = moe_probe_runs(std::slice::from_ref(&probes)).unwrap();
         assert_eq!(
-            inputs,
-            [format!(
-                "{} ({} decode cases)",
-                probes.display(),
-                runs[0].len()
-            )]
+            runs.inputs,
+            [format!("{} (11 decode, 4 prefill cases)", probes.display())]
         );
+        assert_eq!((runs.decode[0].len(), runs.prefill[0].len()), (11, 4));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -23,7 +23,7 @@ use anyhow::{Context, Result};
 use serverbench_calibration::calibrate::{self as fits, Provenance};
 use serverbench_calibration::report::{check_table, per_step_csv};
 use serverbench_calibration::sources;
-use serverbench_calibration::{predict_steps_with, StepSample};
+use serverbench_calibration::{predict_steps_on, GraphRule, LogEngine, StepSample};
 
 /// Runs the command.
 pub fn run(a: CalibrateArgs) -> Result<()> {
@@ -65,7 +65,14 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
 fn check(a: &CalibrateArgs, name: &str, samples: &[StepSample]) -> Result<()> {
     let profile = sources::profile("--check", name)?;
     let (model, hardware) = fits::model_and_hardware(&options(a))?;
-    let predicted = predict_steps_with(samples, &model, &hardware, &profile, a.split_kv);
+    let engine = LogEngine {
+        split_kv_decode: a.split_kv,
+        graphs: a.graph_max_tokens.map(|n| GraphRule {
+            max_tokens: n,
+            prefill_max_tokens: n,
+        }),
+    };
+    let predicted = predict_steps_on(samples, &model, &hardware, &profile, engine);
     out!(
         "{}",
         check_table(&profile.name, &a.target, samples, &predicted)

@@ -9,10 +9,13 @@ use crate::cli::CalibrateArgs;
 use anyhow::{anyhow, Result};
 use serverbench_calibration::report::moe_fit_text;
 use serverbench_calibration::sources::moe_probe_runs;
-use serverbench_calibration::{fit_moe, merge_runs, FitRecord, HardwareSpec, MoeFitSetup, Profile};
+use serverbench_calibration::{
+    fit_moe, merge_prefills, merge_runs, FitRecord, GraphRule, HardwareSpec, MoeFitSetup, Profile,
+};
 use std::path::PathBuf;
 
-/// Fits `moe_layer_s` and `expert_memory_efficiency` over `--base-profile` and writes the profile.
+/// Fits `moe_layer_s` and `expert_memory_efficiency` (and, with `--graph-max-tokens`, the eager floor)
+/// over `--base-profile` and writes the profile.
 pub fn calibrate(a: &CalibrateArgs, paths: &[PathBuf]) -> Result<()> {
     let model = crate::inputs::model(&a.model).map_err(|e| anyhow!("--model: {e}"))?;
     let hardware = HardwareSpec::preset(&a.hardware)
@@ -27,20 +30,25 @@ pub fn calibrate(a: &CalibrateArgs, paths: &[PathBuf]) -> Result<()> {
             hardware.name
         );
     }
-    let (runs, inputs) = moe_probe_runs(paths)?;
-    let cases = merge_runs(&runs);
+    let runs = moe_probe_runs(paths)?;
+    let (cases, prefills) = (merge_runs(&runs.decode), merge_prefills(&runs.prefill));
     let setup = MoeFitSetup {
         model: &model,
         hardware: &hardware,
         base: &base,
         name: a.name.clone(),
         split_kv_decode: a.moe_split_kv,
+        graphs: a.graph_max_tokens.map(|n| GraphRule {
+            max_tokens: n,
+            prefill_max_tokens: n,
+        }),
+        prefill_chunk: a.prefill_chunk,
         record: FitRecord {
             method: format!(
                 "mixture-of-experts decode probes least squares over profile {}",
                 base.name
             ),
-            inputs,
+            inputs: runs.inputs,
             model: model.name.clone(),
             measured_on: measured_on(a, "the server the probes measured".into()),
             fitted_at: now(),
@@ -49,7 +57,7 @@ pub fn calibrate(a: &CalibrateArgs, paths: &[PathBuf]) -> Result<()> {
             ..Default::default()
         },
     };
-    let fit = fit_moe(&cases, &setup).map_err(|e| anyhow!("cannot fit: {e}"))?;
+    let fit = fit_moe(&cases, &prefills, &setup).map_err(|e| anyhow!("cannot fit: {e}"))?;
     eprint!("{}", moe_fit_text(&fit, &model));
     write_profile(&fit.profile, a.out.as_deref())
 }

@@ -355,6 +355,8 @@ def main():
                          "LOG --check PROFILE --per-step CSV`, and stop")
     ap.add_argument("--predicted", action="append", help="each file's --per-step CSV, in order")
     a = ap.parse_args()
+    if a.write_steps and len(a.write_steps) != len(a.files):
+        ap.error(f"--write-steps names {len(a.write_steps)} logs for {len(a.files)} traces: one per trace")
     for k, path in enumerate(a.files):
         steps = read(path)
         if a.write_steps:
