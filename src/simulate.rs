@@ -6,7 +6,8 @@ use crate::inputs;
 use crate::output::{prepare_out, write_file, write_json, write_report};
 use anyhow::{bail, Result};
 use serverbench_study::report::summary::{
-    simulate_page, simulate_title, summary_rows, unfitted_profile_note, SeenBy,
+    records_jsonl, simulate_page, simulate_title, summary_rows, summary_table,
+    unfitted_profile_note, SeenBy,
 };
 use serverbench_study::report::timeline;
 
@@ -49,29 +50,20 @@ pub fn run(a: SimulateArgs) -> Result<()> {
     if let Some(note) = unfitted_profile_note(&d) {
         outln!("{note}")?;
     }
-    let rows = summary_rows(
-        &out.summary,
-        d.gpus(),
-        d.gpu_hour_dollars,
-        a.run.replay.protocol(),
-        SeenBy::Engine,
-    );
-    for (k, v) in &rows {
-        outln!("  {k:<13}{v}")?;
-    }
+    let (gpus, price, protocol) = (d.gpus(), d.gpu_hour_dollars, a.run.replay.protocol());
+    let rows = summary_rows(&out.summary, gpus, price, protocol, SeenBy::Engine);
+    out!(
+        "{}",
+        summary_table(&out.summary, gpus, price, protocol, SeenBy::Engine)
+    )?;
     outln!(
         "\n  simulated {:.0} s in {:.1} ms of wall time",
         cfg.window_s,
         elapsed.as_secs_f64() * 1e3
     )?;
     if let Some(dir) = &a.out {
-        write_file(dir, "records.jsonl", |w| {
-            for r in &out.records {
-                serde_json::to_writer(&mut *w, r)?;
-                w.write_all(b"\n")?;
-            }
-            Ok(())
-        })?;
+        let records = records_jsonl(&out.records);
+        write_file(dir, "records.jsonl", |w| w.write_all(records.as_bytes()))?;
         write_json(
             dir,
             "summary.json",

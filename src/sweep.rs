@@ -19,7 +19,7 @@ const FILES: [&str; 3] = ["sweep.csv", "sweep.json", "sweep.svg"];
 /// found now, not after the sweep, and no file of an earlier sweep is left in it.
 fn prepare(a: &SweepArgs) -> Result<()> {
     match &a.out {
-        Some(dir) => prepare_out(dir, &FILES),
+        Some(dir) => Ok(prepare_out(dir, &FILES)?),
         None => Ok(()),
     }
 }

@@ -8,6 +8,7 @@ use crate::inputs;
 use crate::output::{write_file, write_json, write_path};
 use anyhow::{Context, Result};
 use serverbench_study::report::scan::{self as render_scan, Scanned};
+use serverbench_workloads::corpus::write_origins;
 use serverbench_workloads::fit_corpus::{fit_corpus, FitRequest};
 use serverbench_workloads::{workload_stats, write_corpus, write_native};
 
@@ -80,16 +81,7 @@ fn export(a: WorkloadExportArgs) -> Result<()> {
         let (sessions, origins) =
             inputs::corpus_sessions(&a.workload, a.seed, a.trees, a.context_limit, a.keep_going)?;
         if let Some(path) = &a.origins {
-            write_out(Some(path), |w| {
-                for (s, files) in sessions.iter().zip(&origins) {
-                    serde_json::to_writer(
-                        &mut *w,
-                        &serde_json::json!({"id": s.id, "files": files}),
-                    )?;
-                    w.write_all(b"\n")?;
-                }
-                Ok(())
-            })?;
+            write_out(Some(path), |w| write_origins(&sessions, &origins, w))?;
         }
         return write_out(a.out.as_deref(), |w| write_corpus(&sessions, w));
     }
@@ -110,7 +102,7 @@ fn write_out(
 ) -> Result<()> {
     match out {
         // Whole or not at all: a failed or interrupted write leaves no half file.
-        Some(path) => write_path(path, write),
+        Some(path) => Ok(write_path(path, write)?),
         None => write(&mut std::io::stdout().lock()).context("cannot write to standard output"),
     }
 }
