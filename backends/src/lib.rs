@@ -19,6 +19,7 @@ pub mod cuda_check;
 pub mod driver;
 pub mod engine;
 pub mod fidelity;
+pub mod graceful;
 pub mod inputs;
 pub mod interrupt;
 pub mod natural_stop;
@@ -38,6 +39,7 @@ pub use driver::{run_real, unless_interrupted, ClientStats, RealConfig, RealOutp
 #[cfg(feature = "cuda")]
 pub use engine::Cuda;
 pub use engine::{Emulated, EngineCore, Executor, Stepped, Timing};
+pub use graceful::Graceful;
 pub use interrupt::Interrupt;
 pub use natural_stop::{natural_stop_probe, NaturalStop, NATURAL_STOP_TOKENS};
 pub use openai::{Api, BodyForm, Server, Usage};
