@@ -502,6 +502,19 @@ pub struct EngineArgs {
     pub step_log: Option<PathBuf>,
 }
 
+impl EngineArgs {
+    /// The flags' values, for `serverbench_backends::engine_choice`.
+    pub fn choice(&self) -> serverbench_backends::engine_choice::EngineChoice<'_> {
+        serverbench_backends::engine_choice::EngineChoice {
+            engine: &self.engine,
+            model_dir: self.model_dir.as_deref(),
+            weights: &self.weights,
+            gpu: self.gpu,
+            step_log: self.step_log.as_deref(),
+        }
+    }
+}
+
 #[derive(Args, Debug)]
 pub struct ReplayRealArgs {
     /// Base URL of the server, e.g. http://127.0.0.1:8000 or https://host (a trailing /v1 is dropped); not

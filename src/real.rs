@@ -4,14 +4,15 @@ use crate::cli::{ReplayRealArgs, ServeArgs};
 use crate::inputs;
 use crate::output::{prepare_out, write_json};
 use crate::signals;
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use serverbench_backends::client::{check_model, ServerFlags};
-use serverbench_backends::inputs::{self as choose, ClientChoice};
+use serverbench_backends::engine_choice::{cuda_serve, model_vocab, replay_server};
+use serverbench_backends::inputs::{self as choose, ClientChoice, ServeChoice};
 use serverbench_backends::report::{replay_text, Shown};
 use serverbench_backends::{
-    natural_stop_probe, run_real, serve_until_interrupted, unless_interrupted, Fault, Generation,
-    HttpClient, Interrupt, NaturalStop, RealConfig, RealOutput, RecordSink, Runtime, ServeConfig,
+    natural_stop_probe, run_real, serve_until_interrupted, unless_interrupted, HttpClient,
+    Interrupt, NaturalStop, NotCounted, RealConfig, RealOutput, RecordSink, Runtime,
 };
 use serverbench_study::report::summary::load_label;
 use std::sync::Arc;
@@ -29,31 +30,16 @@ pub fn serve(a: ServeArgs) -> Result<()> {
     inputs::time_scale(a.time_scale)?;
     d.replica(serverbench_sim::ReplicaOptions::default())?;
     let model = a.model.clone().unwrap_or_else(|| d.model.name.clone());
-    let cuda = crate::cuda::serve_setup(&a.engine, &model)?;
-    let words = match &a.tokenizer {
-        None => None,
-        Some(_) if cuda.is_some() => {
-            bail!("--tokenizer: the CUDA engine's server writes its own tokens; the tokenizer is for the emulated engine")
-        }
-        Some(path) => Some(Arc::new(
-            serverbench_backends::Words::from_file(path)
-                .map_err(|e| anyhow!("--tokenizer: {e}"))?,
-        )),
-    };
-    let cfg = ServeConfig {
+    let cuda = cuda_serve(&a.engine.choice(), &model)?;
+    let flags = ServeChoice {
         time_scale: a.time_scale,
-        limits: choose::serve_limits(
-            a.max_connections,
-            a.header_timeout,
-            a.body_timeout,
-            a.drain_timeout,
-        )?,
-        generation: Generation {
-            model_seed: a.model_seed,
-            fault: Fault::parse(&a.fault).map_err(|e| anyhow!("--fault: {e}"))?,
-        },
-        ..ServeConfig::new(d.clone(), model.clone(), cuda, words)
+        max_connections: a.max_connections,
+        timeouts: [a.header_timeout, a.body_timeout, a.drain_timeout],
+        model_seed: a.model_seed,
+        fault: &a.fault,
+        tokenizer: a.tokenizer.as_deref(),
     };
+    let cfg = choose::serve_config(&d, &model, cuda, &flags)?;
     let addr = format!("{}:{}", a.host, a.port);
     let banner = |at: std::net::SocketAddr| {
         if a.engine.engine == "cuda" {
@@ -120,12 +106,7 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
         run.protocol,
     )?;
     let model = a.model.clone().unwrap_or_else(|| d.model.name.clone());
-    let (model_vocab, vocab_of) = if a.engine.engine == "cuda" {
-        let vocab = crate::cuda::vocab_size(&a.engine, &model)?;
-        (vocab, format!("the CUDA engine's model {model}"))
-    } else {
-        (d.model_spec().vocab, format!("model {}", d.model.name))
-    };
+    let (model_vocab, vocab_of) = model_vocab(&a.engine.choice(), &d, &model)?;
     let vocab = choose::prompt_vocab(a.vocab, model_vocab, &vocab_of)?.salted(a.prompt_salt);
     // SIGINT and SIGTERM from here on end the run with a summary that says so.
     let stop = Interrupt::new();
@@ -140,7 +121,7 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
         signals::exit_now,
     )?;
     let rt = runtime()?;
-    let (url, local) = backend(&a, &d, &model, &rt)?;
+    let (url, local) = replay_server(a.url.as_deref(), &a.engine.choice(), &d, &model, &rt)?;
     let choice = client_choice(&a, run.protocol.is_agentx());
     let config = choose::client_config(&choice, &url, model.clone(), &|n| eprintln!("{n}"))?;
     let client = Arc::new(HttpClient::new(config)?);
@@ -282,57 +263,14 @@ fn write_summary(
     Ok(())
 }
 
-/// The server to replay against: `--url`, or the CUDA engine started in this process.
-fn backend(
-    a: &ReplayRealArgs,
-    d: &serverbench_sim::Deployment,
-    model: &str,
-    rt: &Runtime,
-) -> Result<(String, Option<serverbench_backends::LocalServer>)> {
-    match (&a.url, a.engine.engine.as_str()) {
-        (Some(u), "emulated") => Ok((u.clone(), None)),
-        (None, "cuda") => {
-            let cuda = crate::cuda::serve_setup(&a.engine, model)?;
-            let cfg = ServeConfig::new(d.clone(), model.to_string(), cuda, None);
-            let server = rt
-                .block_on(serverbench_backends::spawn_local_server(cfg))
-                .context("cannot start the CUDA engine")?;
-            Ok((server.url.clone(), Some(server)))
-        }
-        (None, "emulated") => bail!(
-            "--url: required (or --engine cuda to replay against the CUDA engine in this process)"
-        ),
-        (Some(_), "cuda") => bail!("--url and --engine cuda exclude each other"),
-        (_, other) => bail!("--engine: expected emulated or cuda, got {other:?}"),
-    }
-}
-
 /// The process's verdict on the run: interrupted (exit 130) or invalid (exit 3) after writing what was
 /// measured; otherwise success.
 fn verdict(out: &RealOutput) -> Result<()> {
-    if out.client.interrupted {
-        return Err(crate::Exit::new(
-            signals::INTERRUPTED,
-            format!(
-                "{}: the summary scores what was measured, and the run is not valid",
-                out.summary.ended_early.as_deref().unwrap_or("interrupted")
-            ),
-        )
-        .into());
+    match out.not_counted() {
+        Some(NotCounted::Interrupted(why)) => {
+            Err(crate::Exit::new(signals::INTERRUPTED, why).into())
+        }
+        Some(NotCounted::Invalid(why)) => Err(crate::Exit::new(3, why).into()),
+        None => Ok(()),
     }
-    let s = &out.summary;
-    if !s.valid {
-        return Err(crate::Exit::new(
-            3,
-            format!(
-                "the run is invalid: {} of {} requests failed and {} overflowed the context (at most {:.0} % each); its score does not count",
-                s.errors,
-                s.requests,
-                s.context_overflow,
-                100.0 * serverbench_sim::MAX_ERROR_RATE
-            ),
-        )
-        .into());
-    }
-    Ok(())
 }

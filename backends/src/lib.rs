@@ -18,6 +18,7 @@ pub mod count;
 pub mod cuda_check;
 pub mod driver;
 pub mod engine;
+pub mod engine_choice;
 pub mod fidelity;
 pub mod graceful;
 pub mod inputs;
@@ -35,7 +36,9 @@ pub mod words;
 
 pub use client::{base_url, ClientConfig, ClientError, HttpClient, ModelsError, StreamResult};
 pub use count::OutputCounter;
-pub use driver::{run_real, unless_interrupted, ClientStats, RealConfig, RealOutput, RecordSink};
+pub use driver::{
+    run_real, unless_interrupted, ClientStats, NotCounted, RealConfig, RealOutput, RecordSink,
+};
 #[cfg(feature = "cuda")]
 pub use engine::Cuda;
 pub use engine::{Emulated, EngineCore, Executor, Stepped, Timing};
