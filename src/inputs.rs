@@ -11,7 +11,7 @@ use serverbench_workloads::{Imported, Session, SessionTree, TraceFormat, TreeSou
 use std::path::Path;
 use std::sync::Arc;
 
-pub use lib::{check_rates, timeout, trees, windows};
+pub use lib::{check_rates, trees, windows};
 pub use lib::{checked, deployment, deployment_protocol, model, seeds, threads, time_scale};
 
 /// An import's note, on standard error.
