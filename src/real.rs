@@ -1,7 +1,7 @@
 //! `serverbench replay` (against a real server) and `serverbench serve` (the emulated server).
 
 use crate::cli::{ReplayRealArgs, ServeArgs};
-use crate::inputs;
+use crate::inputs::{self, replay_choice, workload_choice};
 use crate::output::{prepare_out, write_json};
 use crate::signals;
 use anyhow::{bail, Context, Result};
@@ -97,10 +97,10 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
         return Ok(());
     }
     inputs::time_scale(a.time_scale)?;
-    let run = inputs::run_config(&a.run.replay, a.concurrency, a.seed)?;
+    let run = inputs::run_config(&replay_choice(&a.run.replay), a.concurrency, a.seed)?;
     let source = inputs::source(
         &a.run.deployment.deployment,
-        &a.run.workload,
+        &workload_choice(&a.run.workload),
         a.seed,
         &d,
         run.protocol,

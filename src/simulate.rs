@@ -2,7 +2,7 @@
 //! summary, timeline and page written (rendered by `serverbench_study::report`).
 
 use crate::cli::SimulateArgs;
-use crate::inputs;
+use crate::inputs::{self, replay_choice, workload_choice};
 use crate::output::{prepare_out, write_file, write_json, write_report};
 use anyhow::{bail, Result};
 use serverbench_study::report::summary::{
@@ -20,11 +20,11 @@ pub fn run(a: SimulateArgs) -> Result<()> {
     if a.timeline && a.out.is_none() && a.report.is_none() {
         bail!("--timeline: give --out DIR (timeline.csv, timeline.svg) or --report FILE (the plot), or both");
     }
-    let mut cfg = inputs::run_config(&a.run.replay, a.concurrency, a.seed)?;
+    let mut cfg = inputs::run_config(&replay_choice(&a.run.replay), a.concurrency, a.seed)?;
     cfg.timeline = a.timeline;
     let source = inputs::source(
         &a.run.deployment.deployment,
-        &a.run.workload,
+        &workload_choice(&a.run.workload),
         a.seed,
         &d,
         cfg.protocol,
