@@ -70,7 +70,12 @@ pub fn run(a: SweepArgs) -> Result<()> {
             .map_or(Ok(Vec::new()), inputs::windows)?;
         let levels = &a.concurrency;
         let r = serverbench_study::run_sweep(study, levels, &seeds, &windows, &stop.executor())?;
-        (Swept::Levels(r), levels.len(), seeds.len(), started)
+        (
+            Swept::Levels(Box::new(r)),
+            levels.len(),
+            seeds.len(),
+            started,
+        )
     };
     let all = levels * seeds;
     let meta = || crate::meta::now(Some(&d));

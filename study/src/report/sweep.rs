@@ -50,7 +50,7 @@ pub fn partial_line(why: &str, finished: Option<usize>, all: usize) -> String {
 /// open-loop levels of `--rates`.
 pub enum Swept {
     /// `sweep`: concurrency levels × seeds.
-    Levels(SweepReport),
+    Levels(Box<SweepReport>),
     /// `sweep --rates`: Poisson arrival rates × seeds.
     Rates(RateSweep),
 }
@@ -490,7 +490,7 @@ mod tests {
         let (r, d) = report(&[60.0, 120.0]);
         let whole = SweepTable::levels(&r, &d).text();
         let csv_text = csv(&r.result);
-        let swept = Swept::Levels(r);
+        let swept = Swept::Levels(Box::new(r));
         assert!(!swept.is_empty() && !swept.partial());
         assert_eq!(swept.finished(), Some(2));
         let t = swept
