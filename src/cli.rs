@@ -511,6 +511,7 @@ impl EngineArgs {
             weights: &self.weights,
             gpu: self.gpu,
             step_log: self.step_log.as_deref(),
+            vars: |k| std::env::var(k).ok(),
         }
     }
 }

@@ -10,6 +10,11 @@ use serverbench_backends::engine_choice::cuda::{model_config, options, weights};
 use serverbench_cuda::bench::{self, BenchCase, Ceilings};
 use serverbench_cuda::{Device, Model, ModelConfig, Weights};
 
+/// The CUDA engine's options come from this process's environment.
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
 fn parse_case(s: &str) -> Result<BenchCase> {
     BenchCase::parse(s)
         .ok_or_else(|| anyhow!("--cases: {s:?} is not decode:B:CTX or prefill:LEN:CACHED"))
@@ -53,7 +58,7 @@ pub fn check(a: CudaCheckArgs) -> Result<()> {
     let file: CheckFile =
         serde_json::from_str(&text).with_context(|| format!("{path}: not a cases file"))?;
     let cfg = ModelConfig::from_file(&a.model_dir.join("config.json"))?;
-    let dev = Device::open(a.gpu, &options()?)?;
+    let dev = Device::open(a.gpu, &options(env)?)?;
     let weights = Weights::Safetensors(a.model_dir.clone());
     let mut model = Model::load(dev, cfg, &weights, file.capacity())?;
     model.keep_logits = true;
@@ -66,7 +71,7 @@ pub fn check(a: CudaCheckArgs) -> Result<()> {
 /// A model whose KV pool and batch limits fit the largest of `cases`, with random KV.
 pub fn model_for(cases: &[BenchCase], cfg: ModelConfig, gpu: usize, w: &Weights) -> Result<Model> {
     let cap = bench::capacity_for(cases);
-    let dev = Device::open(gpu, &options()?)?;
+    let dev = Device::open(gpu, &options(env)?)?;
     eprintln!(
         "cuda-bench: {} — {} layers, hidden {}, {:.2} B parameters; KV pool {} blocks",
         dev.name,

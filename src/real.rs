@@ -6,16 +6,14 @@ use crate::output::{prepare_out, write_json};
 use crate::signals;
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use serverbench_backends::client::{check_model, ServerFlags};
-use serverbench_backends::engine_choice::{cuda_serve, model_vocab, replay_server};
+use serverbench_backends::engine_choice::{connect, cuda_serve, model_vocab};
+use serverbench_backends::engine_choice::{Connection, ReplayTarget};
 use serverbench_backends::inputs::{self as choose, ClientChoice, ServeChoice};
-use serverbench_backends::report::{replay_text, Shown};
+use serverbench_backends::report::{replay_header, replay_text, Shown};
 use serverbench_backends::{
-    natural_stop_probe, run_real, serve_until_interrupted, unless_interrupted, HttpClient,
-    Interrupt, NaturalStop, NotCounted, RealConfig, RealOutput, RecordSink, Runtime,
+    natural_stop_probe, run_real, serve_until_interrupted, unless_interrupted, Interrupt,
+    NaturalStop, NotCounted, RealConfig, RealOutput, RecordSink, Runtime,
 };
-use serverbench_study::report::summary::load_label;
-use std::sync::Arc;
 
 /// The async runtime of the commands that talk HTTP.
 pub fn runtime() -> Result<Runtime> {
@@ -121,68 +119,29 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
         signals::exit_now,
     )?;
     let rt = runtime()?;
-    let (url, local) = replay_server(a.url.as_deref(), &a.engine.choice(), &d, &model, &rt)?;
-    let choice = client_choice(&a, run.protocol.is_agentx());
-    let config = choose::client_config(&choice, &url, model.clone(), &|n| eprintln!("{n}"))?;
-    let client = Arc::new(HttpClient::new(config)?);
-    if client.key_withheld() {
-        eprintln!(
-            "warning: the API key in ${} is not sent: {url} is plain HTTP to another machine (--api-key-over-http sends it anyway)",
-            a.api_key_env
-        );
-    }
-    if a.url.is_some() {
-        // Interrupted here, the probe and the run below stop at once and write a summary that says so.
-        if let Some(checked) = rt.block_on(unless_interrupted(
-            &stop,
-            check_model(
-                &client,
-                &ServerFlags {
-                    url: &url,
-                    url_flag: "--url",
-                    model_flag: "--model",
-                },
-                &model,
-                a.timeout,
-                &|warning| eprintln!("{warning}"),
-            ),
-        )) {
-            checked?;
-        }
-    }
+    let target = ReplayTarget {
+        url: a.url.as_deref(),
+        engine: a.engine.choice(),
+        client: client_choice(&a, run.protocol.is_agentx()),
+        key_env: &a.api_key_env,
+        model: &model,
+    };
+    // Interrupted during the model check, the probe and the run below stop at once and write a
+    // summary that says so.
+    let Connection { url, local, client } =
+        connect(&target, &d, &rt, &stop, &|n| eprintln!("{n}"))?;
     if let Some(dir) = &a.out {
         // records.jsonl is truncated as it is opened below; summary.json is written at the end.
         prepare_out(dir, &["summary.json"])?;
     }
-    let records_path = a.out.as_ref().map(|d| d.join("records.jsonl"));
-    let mut sink = RecordSink::new(records_path.as_deref()).with_context(|| {
-        format!(
-            "{}: cannot create",
-            records_path
-                .as_deref()
-                .unwrap_or(std::path::Path::new("records.jsonl"))
-                .display()
-        )
-    })?;
+    let mut sink = RecordSink::in_dir(a.out.as_deref())?;
     let cfg = RealConfig {
         run,
         time_scale: a.time_scale,
         vocab,
         stop: stop.clone(),
     };
-    outln!(
-        "serverbench replay — {} at {}, {}, seed {}, window {} s{}\n",
-        d.name,
-        url,
-        load_label(&run),
-        run.seed,
-        run.window_s,
-        if a.time_scale != 1.0 {
-            format!(" (time compressed {}×)", a.time_scale)
-        } else {
-            String::new()
-        }
-    )?;
+    outln!("{}", replay_header(&d, &url, &run, a.time_scale))?;
     let probe = if a.no_probe {
         Some(None)
     } else {

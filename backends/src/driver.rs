@@ -147,6 +147,16 @@ impl RecordSink {
         })
     }
 
+    /// A sink writing `records.jsonl` in `dir` (created or truncated), or nowhere; the error names the
+    /// file.
+    pub fn in_dir(dir: Option<&std::path::Path>) -> anyhow::Result<RecordSink> {
+        let path = dir.map(|d| d.join("records.jsonl"));
+        RecordSink::new(path.as_deref()).map_err(|e| {
+            let path = path.unwrap_or_else(|| "records.jsonl".into());
+            anyhow::Error::new(e).context(format!("{}: cannot create", path.display()))
+        })
+    }
+
     /// Why writing failed (the file, the record and the reason), once it did.
     pub fn failure(&self) -> Option<&str> {
         self.failed.as_deref()
@@ -735,6 +745,15 @@ pub async fn unless_interrupted<F: std::future::Future>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_record_sink_in_a_missing_folder_names_its_file() {
+        let dir = std::env::temp_dir().join(format!("sb-no-such-dir-{}", std::process::id()));
+        let e = RecordSink::in_dir(Some(&dir)).err().expect("no folder");
+        let file = dir.join("records.jsonl");
+        assert_eq!(e.to_string(), format!("{}: cannot create", file.display()));
+        assert!(RecordSink::in_dir(None).is_ok());
+    }
 
     #[test]
     fn an_interrupted_run_does_not_count_and_says_by_what() {

@@ -1,13 +1,17 @@
 //! `--engine` and the CUDA engine's flags resolved (no clap): the emulated engine, or the CUDA engine's
 //! set-up (model shape, weights, GPU, step log, and the kernel options of the `SERVERBENCH_*`
-//! environment variables, docs/cuda-engine.md); and the server a replay talks to, `--url` or the CUDA
-//! engine started in this process. Built without the feature `cuda`, the CUDA engine is an error that
+//! environment variables the caller looks up, docs/cuda-engine.md); and the server a replay talks to, `--url` or the CUDA
+//! engine started in this process, with the client connected to it (`connect`). Built without the feature `cuda`, the CUDA engine is an error that
 //! says how to build it. It never prints.
 
+use crate::client::{check_model, ServerFlags};
+use crate::inputs::{client_config, ClientChoice};
+use crate::{unless_interrupted, HttpClient, Interrupt};
 use crate::{CudaServe, LocalServer, Runtime, ServeConfig};
 use anyhow::{anyhow, bail, Context, Result};
 use serverbench_sim::Deployment;
 use std::path::Path;
+use std::sync::Arc;
 
 /// Which engine serves, and the CUDA engine's flags, as given.
 #[derive(Clone, Copy, Debug)]
@@ -22,6 +26,9 @@ pub struct EngineChoice<'a> {
     pub gpu: usize,
     /// `--step-log`.
     pub step_log: Option<&'a Path>,
+    /// The environment variables the CUDA engine's kernel options come from (the caller reads them:
+    /// this crate reads none).
+    pub vars: fn(&str) -> Option<String>,
 }
 
 /// The error of `what`, which needs the CUDA engine this build leaves out.
@@ -93,6 +100,66 @@ mod cuda {
     }
 }
 
+/// Where a replay sends its requests, and how: `url` or the engine, the client's flags and the
+/// environment variable its API key came from (named in a warning), and the model sent.
+#[derive(Clone, Debug)]
+pub struct ReplayTarget<'a> {
+    /// `--url`.
+    pub url: Option<&'a str>,
+    /// `--engine` and the CUDA engine's flags.
+    pub engine: EngineChoice<'a>,
+    /// The client's flags.
+    pub client: ClientChoice<'a>,
+    /// `--api-key-env`.
+    pub key_env: &'a str,
+    /// The model name sent.
+    pub model: &'a str,
+}
+
+/// A replay's connection: the server's URL, the CUDA engine when it was started here, and the client.
+pub struct Connection {
+    /// The server's base URL.
+    pub url: String,
+    /// The CUDA engine started in this process, to stop before the process ends.
+    pub local: Option<LocalServer>,
+    /// The client configured for it.
+    pub client: Arc<HttpClient>,
+}
+
+/// Finds or starts the server ([`replay_server`]), configures the client for it (its notes to `note`),
+/// warns when the API key is withheld, and checks that a server given by URL serves the model (unless
+/// `stop` is requested first: the run then stops at once and says so).
+pub fn connect(
+    t: &ReplayTarget<'_>,
+    d: &Deployment,
+    rt: &Runtime,
+    stop: &Interrupt,
+    note: &(dyn Fn(&str) + Sync),
+) -> Result<Connection> {
+    let (url, local) = replay_server(t.url, &t.engine, d, t.model, rt)?;
+    let config = client_config(&t.client, &url, t.model.to_string(), note)?;
+    let client = Arc::new(HttpClient::new(config)?);
+    if client.key_withheld() {
+        note(&format!(
+            "warning: the API key in ${} is not sent: {url} is plain HTTP to another machine (--api-key-over-http sends it anyway)",
+            t.key_env
+        ));
+    }
+    if t.url.is_some() {
+        let flags = ServerFlags {
+            url: &url,
+            url_flag: "--url",
+            model_flag: "--model",
+        };
+        let warn = |w: String| note(&w);
+        let checked = check_model(&client, &flags, t.model, t.client.timeout, &warn);
+        if let Some(checked) = rt.block_on(unless_interrupted(stop, checked)) {
+            checked?;
+        }
+    }
+    Ok(Connection { url, local, client })
+}
+
 /// The CUDA engine's model, weights and options from their flags.
 #[cfg(feature = "cuda")]
 pub mod cuda {
@@ -109,7 +176,7 @@ pub mod cuda {
             model: model_config(e.model_dir, model)?,
             weights: weights(e.weights),
             step_log: e.step_log.map(Path::to_path_buf),
-            options: options()?,
+            options: options(e.vars)?,
         })
     }
 
@@ -138,11 +205,11 @@ pub mod cuda {
         }
     }
 
-    /// The CUDA engine's build and kernel options, from this process's environment variables
+    /// The CUDA engine's build and kernel options, from the environment variables `vars` looks up
     /// (`SERVERBENCH_CUDA_INCLUDE`, `SERVERBENCH_PREFILL_ATTN`, `SERVERBENCH_GEMV_MAX_ROWS`,
     /// `SERVERBENCH_NO_CUDA_GRAPHS`; docs/cuda-engine.md).
-    pub fn options() -> Result<CudaOptions> {
-        Ok(CudaOptions::from_vars(|k| std::env::var(k).ok())?)
+    pub fn options(vars: fn(&str) -> Option<String>) -> Result<CudaOptions> {
+        Ok(CudaOptions::from_vars(vars)?)
     }
 }
 
@@ -157,6 +224,7 @@ mod tests {
             weights: "random",
             gpu: 0,
             step_log: None,
+            vars: |_| None,
         }
     }
 
@@ -194,5 +262,44 @@ mod tests {
         assert!(none.to_string().starts_with("--url: required"), "{none}");
         let both = refused(Some("u"), "cuda");
         assert_eq!(both, "--url and --engine cuda exclude each other");
+    }
+
+    /// Stopped before the check, a connection to a URL sends nothing; a key for another machine over
+    /// plain HTTP is withheld, with a warning that names its variable.
+    #[test]
+    fn a_connection_warns_of_a_withheld_key_and_skips_the_check_once_stopped() {
+        let d = Deployment::preset("qwen3-8b-1xh200").unwrap();
+        let rt = Runtime::new().unwrap();
+        let stop = Interrupt::new();
+        stop.request("SIGINT");
+        let target = ReplayTarget {
+            url: Some("http://10.1.2.3:9"),
+            engine: choice("emulated"),
+            client: ClientChoice {
+                api: "tokens",
+                protocol: "cold",
+                agentx: false,
+                server: "vllm",
+                timeout: 5.0,
+                api_key: Some("k".into()),
+                affinity_header: None,
+                headers: &[],
+                key_over_plain_http: false,
+                tokenizer: None,
+                output_tokenizer: None,
+            },
+            key_env: "MY_KEY",
+            model: "m",
+        };
+        let notes = std::sync::Mutex::new(Vec::<String>::new());
+        let note = |n: &str| notes.lock().unwrap().push(n.to_string());
+        let c = connect(&target, &d, &rt, &stop, &note).unwrap();
+        assert_eq!(
+            (c.url.as_str(), c.local.is_none()),
+            ("http://10.1.2.3:9", true)
+        );
+        let notes = notes.into_inner().unwrap();
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(notes[0].starts_with("warning: the API key in $MY_KEY is not sent"));
     }
 }
