@@ -24,10 +24,14 @@ pub fn replays_bar(n: usize, show: bool) -> ProgressBar {
     bar
 }
 
+/// Writes `text` as `dir/name`, whole or not at all.
+pub fn write_text(dir: &Path, name: &str, text: &str) -> Result<()> {
+    Ok(write_file(dir, name, |w| w.write_all(text.as_bytes()))?)
+}
+
 /// Writes `value` as pretty JSON in `dir/name`, with `meta` added ([`Meta::json`]).
 pub fn write_json<T: Serialize>(dir: &Path, name: &str, meta: &Meta, value: &T) -> Result<()> {
-    let text = meta.json(value)?;
-    Ok(write_file(dir, name, |w| w.write_all(text.as_bytes()))?)
+    write_text(dir, name, &meta.json(value)?)
 }
 
 /// Writes a command's HTML page to `path` (creating its folder).

@@ -95,11 +95,11 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
         return Ok(());
     }
     inputs::time_scale(a.time_scale)?;
-    let run = inputs::run_config(&replay_choice(&a.run.replay), a.concurrency, a.seed)?;
+    let run = inputs::run_config(&replay_choice(&a.run.replay), a.one.concurrency, a.one.seed)?;
     let source = inputs::source(
         &a.run.deployment.deployment,
         &workload_choice(&a.run.workload),
-        a.seed,
+        a.one.seed,
         &d,
         run.protocol,
     )?;
@@ -147,7 +147,7 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
     } else {
         rt.block_on(unless_interrupted(
             &stop,
-            natural_stop_probe(&client, a.seed, vocab),
+            natural_stop_probe(&client, a.one.seed, vocab),
         ))
         .map(Some)
     };

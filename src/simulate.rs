@@ -3,7 +3,7 @@
 
 use crate::cli::SimulateArgs;
 use crate::inputs::{self, replay_choice, workload_choice};
-use crate::output::{prepare_out, write_file, write_json, write_report};
+use crate::output::{prepare_out, write_json, write_report, write_text};
 use anyhow::{bail, Result};
 use serverbench_study::report::summary::{
     records_jsonl, simulate_page, simulate_title, summary_rows, summary_table,
@@ -20,12 +20,12 @@ pub fn run(a: SimulateArgs) -> Result<()> {
     if a.timeline && a.out.is_none() && a.report.is_none() {
         bail!("--timeline: give --out DIR (timeline.csv, timeline.svg) or --report FILE (the plot), or both");
     }
-    let mut cfg = inputs::run_config(&replay_choice(&a.run.replay), a.concurrency, a.seed)?;
+    let mut cfg = inputs::run_config(&replay_choice(&a.run.replay), a.one.concurrency, a.one.seed)?;
     cfg.timeline = a.timeline;
     let source = inputs::source(
         &a.run.deployment.deployment,
         &workload_choice(&a.run.workload),
-        a.seed,
+        a.one.seed,
         &d,
         cfg.protocol,
     )?;
@@ -62,8 +62,7 @@ pub fn run(a: SimulateArgs) -> Result<()> {
         elapsed.as_secs_f64() * 1e3
     )?;
     if let Some(dir) = &a.out {
-        let records = records_jsonl(&out.records);
-        write_file(dir, "records.jsonl", |w| w.write_all(records.as_bytes()))?;
+        write_text(dir, "records.jsonl", &records_jsonl(&out.records))?;
         write_json(
             dir,
             "summary.json",
@@ -88,9 +87,9 @@ pub fn run(a: SimulateArgs) -> Result<()> {
         }
         if let Some(steps) = &out.timeline {
             let csv = timeline::csv(steps);
-            write_file(dir, "timeline.csv", |w| w.write_all(csv.as_bytes()))?;
+            write_text(dir, "timeline.csv", &csv)?;
             let svg = timeline::plot(&d, &cfg, &out)?.unwrap_or_default();
-            write_file(dir, "timeline.svg", |w| w.write_all(svg.as_bytes()))?;
+            write_text(dir, "timeline.svg", &svg)?;
             outln!(
                 "  wrote {} and timeline.svg",
                 dir.join("timeline.csv").display()

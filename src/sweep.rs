@@ -4,7 +4,7 @@
 
 use crate::cli::SweepArgs;
 use crate::inputs;
-use crate::output::{prepare_out, replays_bar, write_file, write_report};
+use crate::output::{prepare_out, replays_bar, write_report, write_text};
 use crate::signals::{StudyStop, INTERRUPTED};
 use anyhow::{anyhow, bail, Result};
 use serverbench_study::report::sweep::{self as render, Swept};
@@ -82,9 +82,8 @@ pub fn run(a: SweepArgs) -> Result<()> {
     if swept.is_empty() {
         outln!("  PARTIAL: stopped before any of the {all} replays finished")?;
         if let Some(dir) = &a.out {
-            write_file(dir, "sweep.csv", |w| w.write_all(swept.csv().as_bytes()))?;
-            let json = swept.json(&meta())?;
-            write_file(dir, "sweep.json", |w| w.write_all(json.as_bytes()))?;
+            write_text(dir, "sweep.csv", &swept.csv())?;
+            write_text(dir, "sweep.json", &swept.json(&meta())?)?;
         }
         return Err(stopped(&stop, Some(0), all));
     }
@@ -103,11 +102,9 @@ pub fn run(a: SweepArgs) -> Result<()> {
     outln!("\n  {ran} replays of {window} s simulated in {elapsed:.1} s")?;
     let csv = swept.csv();
     if let Some(dir) = &a.out {
-        write_file(dir, "sweep.csv", |w| w.write_all(csv.as_bytes()))?;
-        let json = swept.json(&meta())?;
-        write_file(dir, "sweep.json", |w| w.write_all(json.as_bytes()))?;
-        let svg = swept.svg(&d)?;
-        write_file(dir, "sweep.svg", |w| w.write_all(svg.as_bytes()))?;
+        write_text(dir, "sweep.csv", &csv)?;
+        write_text(dir, "sweep.json", &swept.json(&meta())?)?;
+        write_text(dir, "sweep.svg", &swept.svg(&d)?)?;
         let csv_path = dir.join("sweep.csv");
         outln!("  wrote {}, sweep.json and sweep.svg", csv_path.display())?;
     }

@@ -5,7 +5,7 @@ use crate::cli::{
     WorkloadCommand, WorkloadExportArgs, WorkloadFitArgs, WorkloadScanArgs, WorkloadStatsArgs,
 };
 use crate::inputs;
-use crate::output::{write_file, write_json, write_path};
+use crate::output::{write_json, write_path, write_text};
 use anyhow::{Context, Result};
 use serverbench_study::report::scan::{self as render_scan, Scanned};
 use serverbench_workloads::corpus::write_origins;
@@ -135,9 +135,7 @@ fn scan(a: WorkloadScanArgs) -> Result<()> {
     };
     out!("{}", render_scan::text(&scan, &scanned))?;
     if let Some(dir) = &a.out {
-        write_file(dir, "scan.csv", |w| {
-            w.write_all(render_scan::csv(&scan).as_bytes())
-        })?;
+        write_text(dir, "scan.csv", &render_scan::csv(&scan))?;
         write_json(dir, "scan.json", &crate::meta::now(Some(&d)), &scan.offers)?;
     }
     Ok(())
