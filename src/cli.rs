@@ -222,16 +222,23 @@ impl ReplayArgs {
     }
 }
 
-#[derive(Args, Debug)]
-pub struct SimulateArgs {
-    #[command(flatten)]
-    pub run: RunArgs,
+/// The lanes and the seed of one replay (`simulate`'s and `replay`'s).
+#[derive(Args, Debug, Clone, Copy)]
+pub struct OneRunArgs {
     /// Lanes (concurrent sessions).
     #[arg(long, short = 'c', default_value_t = 16)]
     pub concurrency: u32,
     /// Workload seed.
     #[arg(long, short = 's', default_value_t = 0)]
     pub seed: u64,
+}
+
+#[derive(Args, Debug)]
+pub struct SimulateArgs {
+    #[command(flatten)]
+    pub run: RunArgs,
+    #[command(flatten)]
+    pub one: OneRunArgs,
     /// Write records.jsonl and summary.json here.
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -502,6 +509,20 @@ pub struct EngineArgs {
     pub step_log: Option<PathBuf>,
 }
 
+impl EngineArgs {
+    /// The flags' values, for `serverbench_backends::engine_choice`.
+    pub fn choice(&self) -> serverbench_backends::engine_choice::EngineChoice<'_> {
+        serverbench_backends::engine_choice::EngineChoice {
+            engine: &self.engine,
+            model_dir: self.model_dir.as_deref(),
+            weights: &self.weights,
+            gpu: self.gpu,
+            step_log: self.step_log.as_deref(),
+            vars: |k| std::env::var(k).ok(),
+        }
+    }
+}
+
 #[derive(Args, Debug)]
 pub struct ReplayRealArgs {
     /// Base URL of the server, e.g. http://127.0.0.1:8000 or https://host (a trailing /v1 is dropped); not
@@ -512,12 +533,8 @@ pub struct ReplayRealArgs {
     pub engine: EngineArgs,
     #[command(flatten)]
     pub run: RunArgs,
-    /// Lanes (concurrent sessions).
-    #[arg(long, short = 'c', default_value_t = 16)]
-    pub concurrency: u32,
-    /// Workload seed.
-    #[arg(long, short = 's', default_value_t = 0)]
-    pub seed: u64,
+    #[command(flatten)]
+    pub one: OneRunArgs,
     /// Endpoint and prompt form: tokens (/v1/completions with token ids, exact), text, or chat.
     #[arg(long, default_value = "tokens")]
     pub api: String,

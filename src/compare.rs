@@ -5,7 +5,7 @@
 
 use crate::cli::CompareArgs;
 use crate::inputs;
-use crate::output::{write_file, write_json, write_report};
+use crate::output::{write_json, write_report, write_text};
 use anyhow::{bail, Result};
 use serverbench_backends::child::{self, MeasuredRuns, RunFlags};
 use serverbench_backends::compare::Comparison;
@@ -40,7 +40,7 @@ pub fn run(a: CompareArgs) -> Result<()> {
     };
     let table = render::markdown(&setting, &rows, &rankings);
     out!("{table}")?;
-    write_file(&a.out, "compare.md", |w| w.write_all(table.as_bytes()))?;
+    write_text(&a.out, "compare.md", &table)?;
     let meta = crate::meta::now(Some(d)).with_server(
         a.url.as_deref(),
         &a.model.clone().unwrap_or_else(|| d.model.name.clone()),
@@ -53,7 +53,7 @@ pub fn run(a: CompareArgs) -> Result<()> {
             "protocol": a.run.replay.protocol(), "rows": rows, "seed_rankings": rankings }),
     )?;
     let svg = render::plot(&d.name, &rows)?;
-    write_file(&a.out, "compare.svg", |w| w.write_all(svg.as_bytes()))?;
+    write_text(&a.out, "compare.svg", &svg)?;
     outln!(
         "\n  wrote {}/compare.md, compare.json and compare.svg",
         a.out.display()

@@ -1,11 +1,11 @@
-//! Progress bars and result files: each written whole or not at all, and `--out` made ready before
-//! a command's work. What the files and tables say is rendered by the libraries.
+//! Progress bars, standard output and result files (written whole or not at all by
+//! `serverbench_config::write_file`). What the files and tables say is rendered by the libraries.
 
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
+pub use serverbench_config::{prepare_out, write_file, write_path};
 use serverbench_study::report::{Meta, Report};
-use std::io::Write;
 use std::path::Path;
 
 /// A progress bar over `n` replays (hidden unless `show`).
@@ -24,86 +24,14 @@ pub fn replays_bar(n: usize, show: bool) -> ProgressBar {
     bar
 }
 
-/// Creates `dir` and writes `name` in it with `write`, whole or not at all: the text goes to a
-/// temporary file beside it, renamed over `name` once written (a full disk leaves no half-written
-/// file, and an older `name` only if the new one could not be written).
-pub fn write_file(
-    dir: &Path,
-    name: &str,
-    write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
-) -> Result<()> {
-    std::fs::create_dir_all(dir)
-        .with_context(|| format!("{}: cannot create directory", dir.display()))?;
-    let path = dir.join(name);
-    let partial = dir.join(format!(".{name}.partial"));
-    let written = std::fs::File::create(&partial).and_then(|file| {
-        let mut w = std::io::BufWriter::new(file);
-        write(&mut w)?;
-        w.into_inner().map_err(|e| e.into_error())?.sync_all()
-    });
-    if let Err(e) = written.and_then(|_| std::fs::rename(&partial, &path)) {
-        let _ = std::fs::remove_file(&partial);
-        return Err(e).with_context(|| format!("{}: cannot write", path.display()));
-    }
-    Ok(())
+/// Writes `text` as `dir/name`, whole or not at all.
+pub fn write_text(dir: &Path, name: &str, text: &str) -> Result<()> {
+    Ok(write_file(dir, name, |w| w.write_all(text.as_bytes()))?)
 }
 
-/// Writes the file at `path` whole or not at all ([`write_file`] in its folder).
-pub fn write_path(
-    path: &Path,
-    write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
-) -> Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let name = path
-        .file_name()
-        .with_context(|| format!("{}: not a file name", path.display()))?
-        .to_string_lossy()
-        .into_owned();
-    write_file(dir, &name, write)
-}
-
-/// Makes `dir` ready for a command's files before the command does its work: creates it, checks that
-/// a file can be written there, and removes the files named in `owned` that an earlier run left, so
-/// that no stale file stands beside this run's (a run that ends early writes fewer).
-pub fn prepare_out(dir: &Path, owned: &[&str]) -> Result<()> {
-    std::fs::create_dir_all(dir)
-        .with_context(|| format!("--out {}: cannot create directory", dir.display()))?;
-    let probe = dir.join(format!(".serverbench-write-check-{}", std::process::id()));
-    std::fs::write(&probe, b"")
-        .and_then(|_| std::fs::remove_file(&probe))
-        .with_context(|| format!("--out {}: cannot write there", dir.display()))?;
-    for name in owned {
-        let path = dir.join(name);
-        match std::fs::remove_file(&path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                return Err(e).with_context(|| {
-                    format!("{}: cannot remove the previous run's file", path.display())
-                })
-            }
-            _ => {}
-        }
-    }
-    Ok(())
-}
-
-/// Writes `value` as pretty JSON in `dir/name`, with `meta` added as its `meta` field (an object's; anything
-/// else is written as `{"meta": …, "value": …}`).
+/// Writes `value` as pretty JSON in `dir/name`, with `meta` added ([`Meta::json`]).
 pub fn write_json<T: Serialize>(dir: &Path, name: &str, meta: &Meta, value: &T) -> Result<()> {
-    let mut v = serde_json::to_value(value)?;
-    let meta = serde_json::to_value(meta)?;
-    match &mut v {
-        serde_json::Value::Object(m) => {
-            m.insert("meta".into(), meta);
-        }
-        other => v = serde_json::json!({ "meta": meta, "value": other.take() }),
-    }
-    write_file(dir, name, |w| {
-        serde_json::to_writer_pretty(&mut *w, &v)?;
-        w.write_all(b"\n")
-    })
+    write_text(dir, name, &meta.json(value)?)
 }
 
 /// Writes a command's HTML page to `path` (creating its folder).

@@ -1,20 +1,19 @@
 //! `serverbench replay` (against a real server) and `serverbench serve` (the emulated server).
 
 use crate::cli::{ReplayRealArgs, ServeArgs};
-use crate::inputs;
+use crate::inputs::{self, replay_choice, workload_choice};
 use crate::output::{prepare_out, write_json};
 use crate::signals;
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use serverbench_backends::client::{check_model, ServerFlags};
-use serverbench_backends::inputs::{self as choose, ClientChoice};
-use serverbench_backends::report::{replay_text, Shown};
+use serverbench_backends::engine_choice::{connect, cuda_serve, model_vocab};
+use serverbench_backends::engine_choice::{Connection, ReplayTarget};
+use serverbench_backends::inputs::{self as choose, ClientChoice, ServeChoice};
+use serverbench_backends::report::{replay_header, replay_text, Shown};
 use serverbench_backends::{
-    natural_stop_probe, run_real, serve_until_interrupted, unless_interrupted, Fault, Generation,
-    HttpClient, Interrupt, NaturalStop, RealConfig, RealOutput, RecordSink, Runtime, ServeConfig,
+    natural_stop_probe, run_real, serve_until_interrupted, unless_interrupted, Interrupt,
+    NaturalStop, NotCounted, RealConfig, RealOutput, RecordSink, Runtime,
 };
-use serverbench_study::report::summary::load_label;
-use std::sync::Arc;
 
 /// The async runtime of the commands that talk HTTP.
 pub fn runtime() -> Result<Runtime> {
@@ -29,31 +28,16 @@ pub fn serve(a: ServeArgs) -> Result<()> {
     inputs::time_scale(a.time_scale)?;
     d.replica(serverbench_sim::ReplicaOptions::default())?;
     let model = a.model.clone().unwrap_or_else(|| d.model.name.clone());
-    let cuda = crate::cuda::serve_setup(&a.engine, &model)?;
-    let words = match &a.tokenizer {
-        None => None,
-        Some(_) if cuda.is_some() => {
-            bail!("--tokenizer: the CUDA engine's server writes its own tokens; the tokenizer is for the emulated engine")
-        }
-        Some(path) => Some(Arc::new(
-            serverbench_backends::Words::from_file(path)
-                .map_err(|e| anyhow!("--tokenizer: {e}"))?,
-        )),
-    };
-    let cfg = ServeConfig {
+    let cuda = cuda_serve(&a.engine.choice(), &model)?;
+    let flags = ServeChoice {
         time_scale: a.time_scale,
-        limits: choose::serve_limits(
-            a.max_connections,
-            a.header_timeout,
-            a.body_timeout,
-            a.drain_timeout,
-        )?,
-        generation: Generation {
-            model_seed: a.model_seed,
-            fault: Fault::parse(&a.fault).map_err(|e| anyhow!("--fault: {e}"))?,
-        },
-        ..ServeConfig::new(d.clone(), model.clone(), cuda, words)
+        max_connections: a.max_connections,
+        timeouts: [a.header_timeout, a.body_timeout, a.drain_timeout],
+        model_seed: a.model_seed,
+        fault: &a.fault,
+        tokenizer: a.tokenizer.as_deref(),
     };
+    let cfg = choose::serve_config(&d, &model, cuda, &flags)?;
     let addr = format!("{}:{}", a.host, a.port);
     let banner = |at: std::net::SocketAddr| {
         if a.engine.engine == "cuda" {
@@ -111,21 +95,16 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
         return Ok(());
     }
     inputs::time_scale(a.time_scale)?;
-    let run = inputs::run_config(&a.run.replay, a.concurrency, a.seed)?;
+    let run = inputs::run_config(&replay_choice(&a.run.replay), a.one.concurrency, a.one.seed)?;
     let source = inputs::source(
         &a.run.deployment.deployment,
-        &a.run.workload,
-        a.seed,
+        &workload_choice(&a.run.workload),
+        a.one.seed,
         &d,
         run.protocol,
     )?;
     let model = a.model.clone().unwrap_or_else(|| d.model.name.clone());
-    let (model_vocab, vocab_of) = if a.engine.engine == "cuda" {
-        let vocab = crate::cuda::vocab_size(&a.engine, &model)?;
-        (vocab, format!("the CUDA engine's model {model}"))
-    } else {
-        (d.model_spec().vocab, format!("model {}", d.model.name))
-    };
+    let (model_vocab, vocab_of) = model_vocab(&a.engine.choice(), &d, &model)?;
     let vocab = choose::prompt_vocab(a.vocab, model_vocab, &vocab_of)?.salted(a.prompt_salt);
     // SIGINT and SIGTERM from here on end the run with a summary that says so.
     let stop = Interrupt::new();
@@ -140,74 +119,35 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
         signals::exit_now,
     )?;
     let rt = runtime()?;
-    let (url, local) = backend(&a, &d, &model, &rt)?;
-    let choice = client_choice(&a, run.protocol.is_agentx());
-    let config = choose::client_config(&choice, &url, model.clone(), &|n| eprintln!("{n}"))?;
-    let client = Arc::new(HttpClient::new(config)?);
-    if client.key_withheld() {
-        eprintln!(
-            "warning: the API key in ${} is not sent: {url} is plain HTTP to another machine (--api-key-over-http sends it anyway)",
-            a.api_key_env
-        );
-    }
-    if a.url.is_some() {
-        // Interrupted here, the probe and the run below stop at once and write a summary that says so.
-        if let Some(checked) = rt.block_on(unless_interrupted(
-            &stop,
-            check_model(
-                &client,
-                &ServerFlags {
-                    url: &url,
-                    url_flag: "--url",
-                    model_flag: "--model",
-                },
-                &model,
-                a.timeout,
-                &|warning| eprintln!("{warning}"),
-            ),
-        )) {
-            checked?;
-        }
-    }
+    let target = ReplayTarget {
+        url: a.url.as_deref(),
+        engine: a.engine.choice(),
+        client: client_choice(&a, run.protocol.is_agentx()),
+        key_env: &a.api_key_env,
+        model: &model,
+    };
+    // Interrupted during the model check, the probe and the run below stop at once and write a
+    // summary that says so.
+    let Connection { url, local, client } =
+        connect(&target, &d, &rt, &stop, &|n| eprintln!("{n}"))?;
     if let Some(dir) = &a.out {
         // records.jsonl is truncated as it is opened below; summary.json is written at the end.
         prepare_out(dir, &["summary.json"])?;
     }
-    let records_path = a.out.as_ref().map(|d| d.join("records.jsonl"));
-    let mut sink = RecordSink::new(records_path.as_deref()).with_context(|| {
-        format!(
-            "{}: cannot create",
-            records_path
-                .as_deref()
-                .unwrap_or(std::path::Path::new("records.jsonl"))
-                .display()
-        )
-    })?;
+    let mut sink = RecordSink::in_dir(a.out.as_deref())?;
     let cfg = RealConfig {
         run,
         time_scale: a.time_scale,
         vocab,
         stop: stop.clone(),
     };
-    outln!(
-        "serverbench replay — {} at {}, {}, seed {}, window {} s{}\n",
-        d.name,
-        url,
-        load_label(&run),
-        run.seed,
-        run.window_s,
-        if a.time_scale != 1.0 {
-            format!(" (time compressed {}×)", a.time_scale)
-        } else {
-            String::new()
-        }
-    )?;
+    outln!("{}", replay_header(&d, &url, &run, a.time_scale))?;
     let probe = if a.no_probe {
         Some(None)
     } else {
         rt.block_on(unless_interrupted(
             &stop,
-            natural_stop_probe(&client, a.seed, vocab),
+            natural_stop_probe(&client, a.one.seed, vocab),
         ))
         .map(Some)
     };
@@ -282,57 +222,14 @@ fn write_summary(
     Ok(())
 }
 
-/// The server to replay against: `--url`, or the CUDA engine started in this process.
-fn backend(
-    a: &ReplayRealArgs,
-    d: &serverbench_sim::Deployment,
-    model: &str,
-    rt: &Runtime,
-) -> Result<(String, Option<serverbench_backends::LocalServer>)> {
-    match (&a.url, a.engine.engine.as_str()) {
-        (Some(u), "emulated") => Ok((u.clone(), None)),
-        (None, "cuda") => {
-            let cuda = crate::cuda::serve_setup(&a.engine, model)?;
-            let cfg = ServeConfig::new(d.clone(), model.to_string(), cuda, None);
-            let server = rt
-                .block_on(serverbench_backends::spawn_local_server(cfg))
-                .context("cannot start the CUDA engine")?;
-            Ok((server.url.clone(), Some(server)))
-        }
-        (None, "emulated") => bail!(
-            "--url: required (or --engine cuda to replay against the CUDA engine in this process)"
-        ),
-        (Some(_), "cuda") => bail!("--url and --engine cuda exclude each other"),
-        (_, other) => bail!("--engine: expected emulated or cuda, got {other:?}"),
-    }
-}
-
 /// The process's verdict on the run: interrupted (exit 130) or invalid (exit 3) after writing what was
 /// measured; otherwise success.
 fn verdict(out: &RealOutput) -> Result<()> {
-    if out.client.interrupted {
-        return Err(crate::Exit::new(
-            signals::INTERRUPTED,
-            format!(
-                "{}: the summary scores what was measured, and the run is not valid",
-                out.summary.ended_early.as_deref().unwrap_or("interrupted")
-            ),
-        )
-        .into());
+    match out.not_counted() {
+        Some(NotCounted::Interrupted(why)) => {
+            Err(crate::Exit::new(signals::INTERRUPTED, why).into())
+        }
+        Some(NotCounted::Invalid(why)) => Err(crate::Exit::new(3, why).into()),
+        None => Ok(()),
     }
-    let s = &out.summary;
-    if !s.valid {
-        return Err(crate::Exit::new(
-            3,
-            format!(
-                "the run is invalid: {} of {} requests failed and {} overflowed the context (at most {:.0} % each); its score does not count",
-                s.errors,
-                s.requests,
-                s.context_overflow,
-                100.0 * serverbench_sim::MAX_ERROR_RATE
-            ),
-        )
-        .into());
-    }
-    Ok(())
 }

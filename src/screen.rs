@@ -4,7 +4,7 @@
 
 use crate::cli::ScreenArgs;
 use crate::inputs;
-use crate::output::{prepare_out, write_file, write_json, write_report};
+use crate::output::{prepare_out, write_json, write_report, write_text};
 use crate::signals::{StudyStop, INTERRUPTED};
 use anyhow::Result;
 use serverbench_study::report::screen as render;
@@ -38,11 +38,11 @@ pub fn run(a: ScreenArgs) -> Result<()> {
     let csv = render::csv(&r);
     let svg = || serverbench_study::screen_plot(&r);
     if let Some(dir) = &a.out {
-        write_file(dir, "screen.csv", |w| w.write_all(csv.as_bytes()))?;
+        write_text(dir, "screen.csv", &csv)?;
         write_json(dir, "screen.json", &crate::meta::now(Some(&d)), &r)?;
         if !r.seeds.is_empty() {
             let svg = svg()?;
-            write_file(dir, "screen.svg", |w| w.write_all(svg.as_bytes()))?;
+            write_text(dir, "screen.svg", &svg)?;
         }
         outln!(
             "  wrote {}, screen.json and screen.svg",

@@ -5,11 +5,10 @@
 
 use crate::output::replays_bar;
 use anyhow::{Context, Result};
-use indicatif::ProgressBar;
+use serverbench_backends::Graceful;
 use serverbench_study::{Executor, Stop, StudyError, Work};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::mpsc::RecvTimeoutError;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -113,46 +112,6 @@ impl StudyStop {
     pub fn executor(&self) -> Stoppable<'_> {
         Stoppable(self)
     }
-
-    /// Runs `work` (`n` runs, each reported to `done(i, result)` as it finishes) on a thread of its
-    /// own and returns its results; once a stop is requested, it waits at most [`GRACE`] for the
-    /// runs under way and then returns those that finished (`None` for the others).
-    fn run<T: Clone + Send + 'static>(
-        &self,
-        n: usize,
-        bar: &ProgressBar,
-        work: Work<T>,
-    ) -> Result<Vec<Option<T>>, StudyError> {
-        let finished: Arc<Mutex<Vec<Option<T>>>> = Arc::new(Mutex::new(vec![None; n]));
-        let (tx, rx) = std::sync::mpsc::channel();
-        let (stop, kept, bar2) = (self.stop.clone(), finished.clone(), bar.clone());
-        std::thread::Builder::new()
-            .name("serverbench-study".into())
-            .spawn(move || {
-                let done = |i: usize, r: &T| {
-                    kept.lock().expect("finished runs")[i] = Some(r.clone());
-                    bar2.inc(1);
-                };
-                let _ = tx.send(work(&stop, &done));
-            })
-            .map_err(|e| StudyError::Executor(format!("cannot start the study thread: {e}")))?;
-        let mut stopped_at: Option<Instant> = None;
-        loop {
-            match rx.recv_timeout(Duration::from_millis(50)) {
-                Ok(result) => return result,
-                Err(RecvTimeoutError::Disconnected) => {
-                    return Err(StudyError::Executor("the study thread stopped".into()))
-                }
-                Err(RecvTimeoutError::Timeout) => {}
-            }
-            if self.stop.is_requested() {
-                let at = *stopped_at.get_or_insert_with(Instant::now);
-                if at.elapsed() >= GRACE {
-                    return Ok(finished.lock().expect("finished runs").clone());
-                }
-            }
-        }
-    }
 }
 
 /// A study's runs on a thread of their own, with a progress bar, until done or stopped (see
@@ -165,8 +124,15 @@ impl Executor for Stoppable<'_> {
         n: usize,
         work: Work<T>,
     ) -> Result<Vec<Option<T>>, StudyError> {
-        let bar = replays_bar(n, true);
-        let runs = self.0.run(n, &bar, work);
+        let (bar, stop) = (replays_bar(n, true), self.0.stop.clone());
+        let tick = bar.clone();
+        let done = Arc::new(move || tick.inc(1));
+        let runs = Graceful {
+            stop,
+            grace: GRACE,
+            done,
+        }
+        .execute(n, work);
         bar.finish_and_clear();
         runs
     }

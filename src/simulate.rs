@@ -2,11 +2,12 @@
 //! summary, timeline and page written (rendered by `serverbench_study::report`).
 
 use crate::cli::SimulateArgs;
-use crate::inputs;
-use crate::output::{prepare_out, write_file, write_json, write_report};
+use crate::inputs::{self, replay_choice, workload_choice};
+use crate::output::{prepare_out, write_json, write_report, write_text};
 use anyhow::{bail, Result};
 use serverbench_study::report::summary::{
-    simulate_page, simulate_title, summary_rows, unfitted_profile_note, SeenBy,
+    records_jsonl, simulate_page, simulate_title, summary_rows, summary_table,
+    unfitted_profile_note, SeenBy,
 };
 use serverbench_study::report::timeline;
 
@@ -19,12 +20,12 @@ pub fn run(a: SimulateArgs) -> Result<()> {
     if a.timeline && a.out.is_none() && a.report.is_none() {
         bail!("--timeline: give --out DIR (timeline.csv, timeline.svg) or --report FILE (the plot), or both");
     }
-    let mut cfg = inputs::run_config(&a.run.replay, a.concurrency, a.seed)?;
+    let mut cfg = inputs::run_config(&replay_choice(&a.run.replay), a.one.concurrency, a.one.seed)?;
     cfg.timeline = a.timeline;
     let source = inputs::source(
         &a.run.deployment.deployment,
-        &a.run.workload,
-        a.seed,
+        &workload_choice(&a.run.workload),
+        a.one.seed,
         &d,
         cfg.protocol,
     )?;
@@ -49,29 +50,19 @@ pub fn run(a: SimulateArgs) -> Result<()> {
     if let Some(note) = unfitted_profile_note(&d) {
         outln!("{note}")?;
     }
-    let rows = summary_rows(
-        &out.summary,
-        d.gpus(),
-        d.gpu_hour_dollars,
-        a.run.replay.protocol(),
-        SeenBy::Engine,
-    );
-    for (k, v) in &rows {
-        outln!("  {k:<13}{v}")?;
-    }
+    let (gpus, price, protocol) = (d.gpus(), d.gpu_hour_dollars, a.run.replay.protocol());
+    let rows = summary_rows(&out.summary, gpus, price, protocol, SeenBy::Engine);
+    out!(
+        "{}",
+        summary_table(&out.summary, gpus, price, protocol, SeenBy::Engine)
+    )?;
     outln!(
         "\n  simulated {:.0} s in {:.1} ms of wall time",
         cfg.window_s,
         elapsed.as_secs_f64() * 1e3
     )?;
     if let Some(dir) = &a.out {
-        write_file(dir, "records.jsonl", |w| {
-            for r in &out.records {
-                serde_json::to_writer(&mut *w, r)?;
-                w.write_all(b"\n")?;
-            }
-            Ok(())
-        })?;
+        write_text(dir, "records.jsonl", &records_jsonl(&out.records))?;
         write_json(
             dir,
             "summary.json",
@@ -96,9 +87,9 @@ pub fn run(a: SimulateArgs) -> Result<()> {
         }
         if let Some(steps) = &out.timeline {
             let csv = timeline::csv(steps);
-            write_file(dir, "timeline.csv", |w| w.write_all(csv.as_bytes()))?;
+            write_text(dir, "timeline.csv", &csv)?;
             let svg = timeline::plot(&d, &cfg, &out)?.unwrap_or_default();
-            write_file(dir, "timeline.svg", |w| w.write_all(svg.as_bytes()))?;
+            write_text(dir, "timeline.svg", &svg)?;
             outln!(
                 "  wrote {} and timeline.svg",
                 dir.join("timeline.csv").display()

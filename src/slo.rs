@@ -17,7 +17,9 @@ pub fn run(a: SloArgs) -> Result<()> {
         return Ok(());
     }
     let on = reference.deployment.clone();
-    let study = inputs::study_on(on, &a.run)?;
+    let (r, w) = (&a.run, inputs::workload_choice(&a.run.workload));
+    let deployment = inputs::deployment_choice(&r.deployment);
+    let study = inputs::study_on(on, &deployment, &w, &inputs::replay_choice(&r.replay))?;
     let seeds = inputs::seeds(&a.seeds)?;
     let bar = replays_bar(seeds.len(), true);
     let c = reference.concurrency;

@@ -6,12 +6,11 @@
 use crate::cli::{FreezeArgs, KeygenArgs, VerifyArgs};
 use crate::inputs;
 
-use crate::output::write_json;
-use anyhow::{anyhow, Result};
+use crate::output::{write_json, write_path};
+use anyhow::{bail, Result};
 use serverbench_backends::child::{self, HeldOutFlags};
 use serverbench_backends::report::verification_text;
 use serverbench_backends::verify::{self, FreezeOptions, HeldOutReplay, VerifyOptions};
-use std::path::Path;
 
 /// `serverbench keygen`.
 pub fn keygen(a: KeygenArgs) -> Result<()> {
@@ -44,18 +43,11 @@ pub fn freeze(a: FreezeArgs) -> Result<()> {
         max_regret: a.max_regret,
     };
     let file = verify::freeze(&d, &options)?;
-    let dir = a
-        .out
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = a
-        .out
-        .file_name()
-        .ok_or_else(|| anyhow!("--out: {} names no file", a.out.display()))?
-        .to_string_lossy()
-        .into_owned();
-    write_json(dir, &name, &crate::meta::now(Some(&d)), &file)?;
+    if a.out.file_name().is_none() {
+        bail!("--out: {} names no file", a.out.display());
+    }
+    let text = crate::meta::now(Some(&d)).json(&file)?;
+    write_path(&a.out, |w| w.write_all(text.as_bytes()))?;
     outln!(
         "froze {} (sha256 {}…) at c = {}, {} s; held-out seeds {:?}; wrote {}",
         d.name,

@@ -10,7 +10,7 @@ use serverbench_study::KNOBS;
 
 pub fn run(a: WhatIfArgs) -> Result<()> {
     // A level no run can have is the command line's error, not a row of the table.
-    inputs::check_levels(&a.run.replay, &a.concurrency)?;
+    inputs::check_levels(&inputs::replay_choice(&a.run.replay), &a.concurrency)?;
     let study = inputs::study(&a.run)?;
     let d = &study.deployment;
     let seeds = inputs::seeds(&a.seeds)?;

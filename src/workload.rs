@@ -5,9 +5,10 @@ use crate::cli::{
     WorkloadCommand, WorkloadExportArgs, WorkloadFitArgs, WorkloadScanArgs, WorkloadStatsArgs,
 };
 use crate::inputs;
-use crate::output::{write_file, write_json, write_path};
+use crate::output::{write_json, write_path, write_text};
 use anyhow::{Context, Result};
 use serverbench_study::report::scan::{self as render_scan, Scanned};
+use serverbench_workloads::corpus::write_origins;
 use serverbench_workloads::fit_corpus::{fit_corpus, FitRequest};
 use serverbench_workloads::{workload_stats, write_corpus, write_native};
 
@@ -23,7 +24,7 @@ pub fn run(c: WorkloadCommand) -> Result<()> {
 fn fit(a: WorkloadFitArgs) -> Result<()> {
     let started = std::time::Instant::now();
     let paths: Vec<&std::path::Path> = a.corpus.iter().map(|p| p.as_path()).collect();
-    let imported = inputs::import(&paths, a.trace_format, a.keep_going)?;
+    let imported = inputs::import(&paths, a.trace_format, a.keep_going, inputs::note)?;
     let generated = inputs::trees(a.trees)?;
     let targets = match &a.targets {
         Some(t) => Some(serverbench_workloads::read_targets(t)?),
@@ -33,7 +34,7 @@ fn fit(a: WorkloadFitArgs) -> Result<()> {
         Vec::new()
     } else {
         let paths: Vec<&std::path::Path> = a.check.iter().map(|p| p.as_path()).collect();
-        inputs::import(&paths, None, true)?.trees
+        inputs::import(&paths, None, true, inputs::note)?.trees
     };
     let files: Vec<String> = a.corpus.iter().map(|p| p.display().to_string()).collect();
     let f = fit_corpus(FitRequest {
@@ -62,7 +63,8 @@ fn fit(a: WorkloadFitArgs) -> Result<()> {
 }
 
 fn stats(a: WorkloadStatsArgs) -> Result<()> {
-    let trees = inputs::trees_of(&a.workload, a.seed, a.trees, a.context_limit)?;
+    let w = inputs::workload_choice(&a.workload);
+    let trees = inputs::trees_of(&w, a.seed, a.trees, a.context_limit)?;
     let s = workload_stats(trees);
     let what = match &a.workload.trace {
         Some(p) => format!("trace {}", p.display()),
@@ -76,24 +78,16 @@ fn stats(a: WorkloadStatsArgs) -> Result<()> {
 }
 
 fn export(a: WorkloadExportArgs) -> Result<()> {
+    let w = inputs::workload_choice(&a.workload);
     if a.format == "corpus" {
-        let (sessions, origins) =
-            inputs::corpus_sessions(&a.workload, a.seed, a.trees, a.context_limit, a.keep_going)?;
+        let (seed, n, limit) = (a.seed, a.trees, a.context_limit);
+        let (sessions, origins) = inputs::corpus_sessions(&w, seed, n, limit, a.keep_going)?;
         if let Some(path) = &a.origins {
-            write_out(Some(path), |w| {
-                for (s, files) in sessions.iter().zip(&origins) {
-                    serde_json::to_writer(
-                        &mut *w,
-                        &serde_json::json!({"id": s.id, "files": files}),
-                    )?;
-                    w.write_all(b"\n")?;
-                }
-                Ok(())
-            })?;
+            write_out(Some(path), |w| write_origins(&sessions, &origins, w))?;
         }
         return write_out(a.out.as_deref(), |w| write_corpus(&sessions, w));
     }
-    let trees = inputs::trees_of(&a.workload, a.seed, a.trees, a.context_limit)?;
+    let trees = inputs::trees_of(&w, a.seed, a.trees, a.context_limit)?;
     let write = |w: &mut dyn std::io::Write| match a.format.as_str() {
         "native" => write_native(trees, w),
         "aiperf" => serverbench_workloads::write_aiperf(trees, w),
@@ -110,7 +104,7 @@ fn write_out(
 ) -> Result<()> {
     match out {
         // Whole or not at all: a failed or interrupted write leaves no half file.
-        Some(path) => write_path(path, write),
+        Some(path) => Ok(write_path(path, write)?),
         None => write(&mut std::io::stdout().lock()).context("cannot write to standard output"),
     }
 }
@@ -118,7 +112,8 @@ fn write_out(
 fn scan(a: WorkloadScanArgs) -> Result<()> {
     let d = inputs::deployment(&a.deployment)?;
     let seeds = inputs::seeds(&a.seeds)?;
-    let workload = inputs::fitted_workload(&a.deployment, &a.workload, &d)?;
+    let workload =
+        inputs::fitted_workload(&a.deployment, &inputs::workload_choice(&a.workload), &d)?;
     inputs::checked(serverbench_sim::RunConfig {
         idle_gap_cap_s: a.idle_gap_cap,
         ..serverbench_sim::RunConfig::new(a.concurrency, 0, a.window)
@@ -140,9 +135,7 @@ fn scan(a: WorkloadScanArgs) -> Result<()> {
     };
     out!("{}", render_scan::text(&scan, &scanned))?;
     if let Some(dir) = &a.out {
-        write_file(dir, "scan.csv", |w| {
-            w.write_all(render_scan::csv(&scan).as_bytes())
-        })?;
+        write_text(dir, "scan.csv", &render_scan::csv(&scan))?;
         write_json(dir, "scan.json", &crate::meta::now(Some(&d)), &scan.offers)?;
     }
     Ok(())

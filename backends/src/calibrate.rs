@@ -1,14 +1,17 @@
 //! `calibrate --endpoint`'s probing: the probe plan its flags describe (checked before anything is
 //! built or sent), the probe log written one line per probe as it is measured, and the run of the
-//! plan against a server until it is done, a probe log cannot be written, or a stop is requested.
+//! plan against a server until it is done, a probe log cannot be written, or a stop is requested;
+//! `probe_endpoint`, the whole of it from the command's flags.
 //! It fits nothing (`serverbench_calibration::calibrate` does) and prints nothing.
 
+use crate::client::{check_model, ServerFlags};
 use crate::probe::probe_each;
 use crate::{
-    unless_interrupted, HttpClient, Interrupt, MixedProbe, ProbePlan, ProbeStep, RaggedProbe,
-    Runtime, SharedProbe,
+    unless_interrupted, ClientConfig, HttpClient, Interrupt, MixedProbe, ProbePlan, ProbeStep,
+    RaggedProbe, Runtime, SharedProbe,
 };
 use anyhow::{anyhow, bail, Context, Result};
+use serverbench_calibration::{ModelSpec, StepSample};
 use serverbench_workloads::tokens::Vocab;
 use std::io::Write;
 use std::path::Path;
@@ -301,10 +304,174 @@ pub fn run_probes(
     Ok(run)
 }
 
+/// `calibrate --endpoint`'s flags: the server, the model, the client's and the probes'.
+#[derive(Clone, Debug)]
+pub struct EndpointChoice<'a> {
+    /// `--endpoint`: the server's base URL.
+    pub url: &'a str,
+    /// `--model`: the model preset whose vocabulary the prompts are drawn from.
+    pub model: &'a str,
+    /// `--served-model`: the model name to send, when not `--model`.
+    pub served_model: Option<&'a str>,
+    /// `--api`.
+    pub api: &'a str,
+    /// `--server`.
+    pub server: &'a str,
+    /// `--timeout`, seconds.
+    pub timeout: f64,
+    /// The API key (the caller reads it from the environment).
+    pub api_key: Option<String>,
+    /// The `--probe-*` flags.
+    pub probes: ProbeOptions,
+    /// `--probe-log`.
+    pub probe_log: Option<&'a Path>,
+}
+
+/// What probing an endpoint came to.
+#[derive(Debug)]
+pub enum Probed {
+    /// Every probe measured: the steps, and the line that describes them for the profile's inputs.
+    Measured(Vec<StepSample>, String),
+    /// A stop request ended the probing: why, and what was kept (nothing is fitted).
+    Stopped(String),
+}
+
+/// Probes the server `c` names: checks that it serves the model, then runs the plan, handing `note`
+/// each probe as it is measured (or fails) and the probe log's summary. A failed probe fails the
+/// whole (after the plan ran: the probe log keeps the others).
+pub fn probe_endpoint(
+    c: &EndpointChoice<'_>,
+    stop: &Interrupt,
+    note: &(dyn Fn(&str) + Sync),
+) -> Result<Probed> {
+    let model = ModelSpec::preset(c.model)
+        .ok_or_else(|| anyhow!("--model: no model preset {:?}", c.model))?;
+    let timeout = serverbench_study::inputs::timeout("timeout", c.timeout)?;
+    let served = c.served_model.unwrap_or(c.model).to_string();
+    let client = Arc::new(
+        HttpClient::new(ClientConfig {
+            base_url: c.url.trim_end_matches('/').to_string(),
+            api: crate::inputs::api(c.api)?,
+            server: crate::inputs::server(c.server)?,
+            model: served.clone(),
+            timeout,
+            api_key: c.api_key.clone(),
+            affinity_header: None,
+            headers: vec![],
+            key_over_plain_http: false,
+            words: None,
+            output_counter: None,
+        })
+        .map_err(|e| anyhow!(e))?,
+    );
+    let vocab = Vocab::new(100, model.vocab)
+        .ok_or_else(|| anyhow!("the model's vocabulary is too small"))?;
+    let plan = probe_plan(&c.probes, vocab)?;
+    let rt = Runtime::new().context("cannot start the async runtime")?;
+    let model_flag = match c.served_model {
+        Some(_) => "--served-model",
+        None => "--model",
+    };
+    let flags = ServerFlags {
+        url: c.url,
+        url_flag: "--endpoint",
+        model_flag,
+    };
+    let warn = |w: String| note(&w);
+    let checked = check_model(&client, &flags, &served, c.timeout, &warn);
+    if let Some(checked) = rt.block_on(unless_interrupted(stop, checked)) {
+        checked?;
+    }
+    note(&format!(
+        "probing {} (TTFT against prompt length, over a cached prefix; TPOT against streams)",
+        c.url
+    ));
+    // Each probe is handed on and logged as it is measured, so that a long plan cut short by a
+    // deadline, a signal or a failing probe keeps what came before; a failed probe is reported and the
+    // plan goes on.
+    let mut log = c.probe_log.map(ProbeLog::create).transpose()?;
+    let run = run_probes(&rt, &client, &plan, stop, log.as_mut(), &mut |r| match r {
+        Ok(s) => note(&format!(
+            "  {:<64} {:>9.2} ms",
+            s.what,
+            s.step.seconds * 1e3
+        )),
+        Err(e) => note(&format!("  failed: {e}")),
+    })?;
+    if let Some(l) = &log {
+        note(&l.summary());
+    }
+    let kept = match &log {
+        Some(_) => " (the probe log keeps them: `calibrate --from-probes` fits them)",
+        None => "",
+    };
+    if let Some(why) = &run.stopped {
+        let n = run.steps.len();
+        return Ok(Probed::Stopped(format!(
+            "{why}: stopped after {n} probes{kept}; nothing was fitted"
+        )));
+    }
+    if !run.failed.is_empty() {
+        bail!(
+            "{}: {} of {} probes failed, the first: {}{}",
+            c.url,
+            run.failed.len(),
+            run.failed.len() + run.steps.len(),
+            run.failed[0],
+            if log.is_some() {
+                " (the probe log keeps the others: `calibrate --from-probes` fits them)"
+            } else {
+                ""
+            }
+        );
+    }
+    let samples: Vec<StepSample> = run.steps.into_iter().map(|s| s.step).collect();
+    let described = plan.describe(c.url, samples.len());
+    Ok(Probed::Measured(samples, described))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serverbench_calibration::{parse_step_log, FitTarget, StepSample};
+    use serverbench_calibration::{parse_step_log, FitTarget};
+
+    /// Stopped before it began, probing sends nothing and says that nothing was fitted; an unknown
+    /// model is refused before anything is built.
+    #[test]
+    fn a_stopped_probing_fits_nothing_and_an_unknown_model_is_refused() {
+        let stop = Interrupt::new();
+        stop.request("SIGINT");
+        let choice = EndpointChoice {
+            url: "http://127.0.0.1:9",
+            model: "qwen3-8b",
+            served_model: None,
+            api: "tokens",
+            server: "vllm",
+            timeout: 5.0,
+            api_key: None,
+            probes: ProbeOptions {
+                prompts: vec![64],
+                long_context: 8192,
+                cached_prefixes: vec![8192],
+                ..ProbeOptions::default()
+            },
+            probe_log: None,
+        };
+        let notes = std::sync::Mutex::new(Vec::<String>::new());
+        let note = |n: &str| notes.lock().unwrap().push(n.to_string());
+        match probe_endpoint(&choice, &stop, &note).unwrap() {
+            Probed::Stopped(why) => {
+                assert_eq!(why, "SIGINT: stopped after 0 probes; nothing was fitted")
+            }
+            other => panic!("{other:?}"),
+        }
+        let unknown = EndpointChoice {
+            model: "nope",
+            ..choice
+        };
+        let e = probe_endpoint(&unknown, &stop, &note).unwrap_err();
+        assert_eq!(e.to_string(), "--model: no model preset \"nope\"");
+    }
 
     fn decode_step(distinct: Option<u64>, seconds: f64) -> StepSample {
         StepSample {

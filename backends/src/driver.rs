@@ -147,6 +147,16 @@ impl RecordSink {
         })
     }
 
+    /// A sink writing `records.jsonl` in `dir` (created or truncated), or nowhere; the error names the
+    /// file.
+    pub fn in_dir(dir: Option<&std::path::Path>) -> anyhow::Result<RecordSink> {
+        let path = dir.map(|d| d.join("records.jsonl"));
+        RecordSink::new(path.as_deref()).map_err(|e| {
+            let path = path.unwrap_or_else(|| "records.jsonl".into());
+            anyhow::Error::new(e).context(format!("{}: cannot create", path.display()))
+        })
+    }
+
     /// Why writing failed (the file, the record and the reason), once it did.
     pub fn failure(&self) -> Option<&str> {
         self.failed.as_deref()
@@ -477,6 +487,33 @@ impl RealOutput {
             },
         )
     }
+
+    /// Why the run does not count, in words, when it does not; `None` for a valid run.
+    pub fn not_counted(&self) -> Option<NotCounted> {
+        if self.client.interrupted {
+            return Some(NotCounted::Interrupted(format!(
+                "{}: the summary scores what was measured, and the run is not valid",
+                self.summary.ended_early.as_deref().unwrap_or("interrupted")
+            )));
+        }
+        let s = &self.summary;
+        (!s.valid).then(|| NotCounted::Invalid(format!(
+            "the run is invalid: {} of {} requests failed and {} overflowed the context (at most {:.0} % each); its score does not count",
+            s.errors,
+            s.requests,
+            s.context_overflow,
+            100.0 * serverbench_sim::MAX_ERROR_RATE
+        )))
+    }
+}
+
+/// Why a real run does not count (the binary gives each its own exit code).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NotCounted {
+    /// A stop request ended it; what was measured is scored all the same.
+    Interrupted(String),
+    /// Too many of its requests failed or overflowed the context.
+    Invalid(String),
 }
 
 fn interrupted_before_the_window(
@@ -702,5 +739,51 @@ pub async fn unless_interrupted<F: std::future::Future>(
     tokio::select! {
         out = f => Some(out),
         _ = stop.requested() => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_sink_in_a_missing_folder_names_its_file() {
+        let dir = std::env::temp_dir().join(format!("sb-no-such-dir-{}", std::process::id()));
+        let e = RecordSink::in_dir(Some(&dir)).err().expect("no folder");
+        let file = dir.join("records.jsonl");
+        assert_eq!(e.to_string(), format!("{}: cannot create", file.display()));
+        assert!(RecordSink::in_dir(None).is_ok());
+    }
+
+    #[test]
+    fn an_interrupted_run_does_not_count_and_says_by_what() {
+        let d = Deployment::preset("qwen3-8b-1xh200").unwrap();
+        let stop = Interrupt::new();
+        stop.request("SIGINT");
+        let cfg = RealConfig {
+            run: RunConfig::new(1, 0, 60.0),
+            time_scale: 1.0,
+            vocab: Vocab::new(100, 1000).unwrap(),
+            stop,
+        };
+        let mut out = RealOutput::interrupted(&d, &cfg);
+        assert_eq!(
+            out.not_counted(),
+            Some(NotCounted::Interrupted(
+                "interrupted by SIGINT: the summary scores what was measured, and the run is not valid"
+                    .into()
+            ))
+        );
+        out.client.interrupted = false;
+        out.summary.valid = false;
+        let Some(NotCounted::Invalid(why)) = out.not_counted() else {
+            panic!("an invalid run counts")
+        };
+        assert!(
+            why.starts_with("the run is invalid: 0 of 0 requests failed"),
+            "{why}"
+        );
+        out.summary.valid = true;
+        assert_eq!(out.not_counted(), None);
     }
 }

@@ -1,10 +1,13 @@
 //! A real run's and a server's inputs resolved from the values of their flags (no clap): `--api` and
-//! `--server`, the client's configuration (`ClientChoice`), `serve`'s limits on its clients and the
+//! `--server`, the client's configuration (`ClientChoice`), `serve`'s configuration (`ServeChoice`), its
+//! limits on its clients and the
 //! token ids prompts are drawn from; errors name the flag. It reads the tokenizer files a user names;
 //! it never prints (what it would say goes to the caller's `note`) and reads no environment variable.
 
 use crate::{Api, ClientConfig, OutputCounter, ServeLimits, Server, Words};
+use crate::{CudaServe, Fault, Generation, ServeConfig};
 use anyhow::{anyhow, bail, Result};
+use serverbench_sim::Deployment;
 use serverbench_study::inputs::timeout;
 use serverbench_workloads::tokens::{Vocab, FIRST_PROMPT_TOKEN};
 use std::path::Path;
@@ -36,6 +39,52 @@ pub fn serve_limits(
         header_timeout: timeout("header-timeout", header_s)?,
         body_timeout: timeout("body-timeout", body_s)?,
         drain_timeout: timeout("drain-timeout", drain_s)?,
+    })
+}
+
+/// `serve`'s flags beside its deployment, model and engine, as given.
+#[derive(Clone, Copy, Debug)]
+pub struct ServeChoice<'a> {
+    /// `--time-scale`.
+    pub time_scale: f64,
+    /// `--max-connections`.
+    pub max_connections: usize,
+    /// `--header-timeout`, `--body-timeout` and `--drain-timeout`, seconds.
+    pub timeouts: [f64; 3],
+    /// `--model-seed`.
+    pub model_seed: u64,
+    /// `--fault`.
+    pub fault: &'a str,
+    /// `--tokenizer`.
+    pub tokenizer: Option<&'a Path>,
+}
+
+/// The server's configuration: `d` served as `model`, by the CUDA engine when `cuda` is given, with
+/// `serve`'s flags (a tokenizer only for the emulated engine, which writes its words).
+pub fn serve_config(
+    d: &Deployment,
+    model: &str,
+    cuda: Option<CudaServe>,
+    c: &ServeChoice<'_>,
+) -> Result<ServeConfig> {
+    let words = match c.tokenizer {
+        None => None,
+        Some(_) if cuda.is_some() => {
+            bail!("--tokenizer: the CUDA engine's server writes its own tokens; the tokenizer is for the emulated engine")
+        }
+        Some(path) => Some(Arc::new(
+            Words::from_file(path).map_err(|e| anyhow!("--tokenizer: {e}"))?,
+        )),
+    };
+    let [header, body, drain] = c.timeouts;
+    Ok(ServeConfig {
+        time_scale: c.time_scale,
+        limits: serve_limits(c.max_connections, header, body, drain)?,
+        generation: Generation {
+            model_seed: c.model_seed,
+            fault: Fault::parse(c.fault).map_err(|e| anyhow!("--fault: {e}"))?,
+        },
+        ..ServeConfig::new(d.clone(), model.to_string(), cuda, words)
     })
 }
 
@@ -205,6 +254,40 @@ mod tests {
         assert!(e
             .to_string()
             .contains("prompts of --api tokens are token ids"));
+    }
+
+    /// `serve`'s flags give its configuration; a tokenizer file that cannot be read and a fault that
+    /// cannot be parsed are refused, naming their flag.
+    #[test]
+    fn a_server_is_configured_from_its_flags() {
+        let d = Deployment::preset("qwen3-8b-1xh200").unwrap();
+        let c = ServeChoice {
+            time_scale: 4.0,
+            max_connections: 8,
+            timeouts: [1.0, 2.0, 3.0],
+            model_seed: 5,
+            fault: "none",
+            tokenizer: None,
+        };
+        let cfg = serve_config(&d, "m", None, &c).unwrap();
+        assert_eq!((cfg.time_scale, cfg.limits.max_connections), (4.0, 8));
+        assert_eq!(
+            (cfg.generation.model_seed, cfg.model_name.as_str()),
+            (5, "m")
+        );
+        let e = serve_config(&d, "m", None, &ServeChoice { fault: "x", ..c }).unwrap_err();
+        assert!(e.to_string().starts_with("--fault:"), "{e}");
+        let missing = Some(Path::new("/nonexistent/tokenizer.json"));
+        let e = serve_config(
+            &d,
+            "m",
+            None,
+            &ServeChoice {
+                tokenizer: missing,
+                ..c
+            },
+        );
+        assert!(e.unwrap_err().to_string().starts_with("--tokenizer:"));
     }
 
     /// `serve`'s limits and the prompts' vocabulary are refused outside their ranges, naming the flag.

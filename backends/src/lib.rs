@@ -18,7 +18,9 @@ pub mod count;
 pub mod cuda_check;
 pub mod driver;
 pub mod engine;
+pub mod engine_choice;
 pub mod fidelity;
+pub mod graceful;
 pub mod inputs;
 pub mod interrupt;
 pub mod natural_stop;
@@ -34,10 +36,13 @@ pub mod words;
 
 pub use client::{base_url, ClientConfig, ClientError, HttpClient, ModelsError, StreamResult};
 pub use count::OutputCounter;
-pub use driver::{run_real, unless_interrupted, ClientStats, RealConfig, RealOutput, RecordSink};
+pub use driver::{
+    run_real, unless_interrupted, ClientStats, NotCounted, RealConfig, RealOutput, RecordSink,
+};
 #[cfg(feature = "cuda")]
 pub use engine::Cuda;
 pub use engine::{Emulated, EngineCore, Executor, Stepped, Timing};
+pub use graceful::Graceful;
 pub use interrupt::Interrupt;
 pub use natural_stop::{natural_stop_probe, NaturalStop, NATURAL_STOP_TOKENS};
 pub use openai::{Api, BodyForm, Server, Usage};

@@ -5,8 +5,8 @@
 
 use crate::verify::Verification;
 use crate::{NaturalStop, RealOutput, NATURAL_STOP_TOKENS};
-use serverbench_sim::Deployment;
-use serverbench_study::report::summary::{summary_table, SeenBy};
+use serverbench_sim::{Deployment, RunConfig};
+use serverbench_study::report::summary::{load_label, summary_table, SeenBy};
 use std::fmt::Write as _;
 
 /// What the replay was asked for, as far as its text says.
@@ -17,6 +17,22 @@ pub struct Shown<'a> {
     pub api: &'a str,
     /// Whether `--output-tokenizer` counted the streams' text.
     pub output_tokenizer: bool,
+}
+
+/// The line above a replay's output: the deployment, the server, the load, the seed, the window and the
+/// time compression (`time_scale`, when not 1).
+pub fn replay_header(d: &Deployment, url: &str, run: &RunConfig, time_scale: f64) -> String {
+    let compressed = match time_scale != 1.0 {
+        true => format!(" (time compressed {time_scale}×)"),
+        false => String::new(),
+    };
+    format!(
+        "serverbench replay — {} at {url}, {}, seed {}, window {} s{compressed}\n",
+        d.name,
+        load_label(run),
+        run.seed,
+        run.window_s,
+    )
 }
 
 /// The summary table and the behaviour checks of a replay against a real server.
@@ -179,8 +195,22 @@ pub fn verification_text(v: &Verification) -> String {
 mod tests {
     use super::*;
     use crate::{Interrupt, RealConfig};
-    use serverbench_sim::RunConfig;
     use serverbench_workloads::tokens::Vocab;
+
+    #[test]
+    fn a_replay_header_names_the_server_and_a_compression() {
+        let d = Deployment::preset("qwen3-8b-1xh200").unwrap();
+        let run = RunConfig::new(4, 2, 60.0);
+        let plain = replay_header(&d, "http://h:1", &run, 1.0);
+        assert_eq!(
+            plain,
+            format!(
+                "serverbench replay — {} at http://h:1, c = 4, seed 2, window 60 s\n",
+                d.name
+            )
+        );
+        assert!(replay_header(&d, "u", &run, 20.0).ends_with("window 60 s (time compressed 20×)\n"));
+    }
 
     #[test]
     fn an_interrupted_run_says_so_and_lists_every_check() {

@@ -1,8 +1,8 @@
 //! Who carries out a study's runs: the study hands its runs over as one piece of [`Work`], and an
 //! [`Executor`] runs it and hands back each run's result, or `None` for a run that never finished.
-//! [`Inline`] runs everything on the calling thread to the end; the binary's executor runs the work
-//! on a thread of its own and, once stopped by a signal, gives up on the runs under way. Never reads a
-//! clock or prints: an executor that waits does so outside this crate.
+//! [`Inline`] runs everything on the calling thread to the end; `serverbench_backends::Graceful` runs
+//! the work on a thread of its own and, once stopped by a signal, gives up on the runs under way.
+//! Never reads a clock or prints: an executor that waits does so outside this crate.
 
 use crate::{Stop, StudyError};
 

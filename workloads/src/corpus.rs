@@ -416,6 +416,20 @@ pub fn write_corpus<'a, W: std::io::Write>(
     Ok(())
 }
 
+/// Each session's id beside the files it was read from, one JSON line per session (`workload export
+/// --origins`: a corpus manifest's entries); `origins[i]` belongs to `sessions[i]`.
+pub fn write_origins<W: std::io::Write>(
+    sessions: &[Session],
+    origins: &[Vec<String>],
+    mut w: W,
+) -> std::io::Result<()> {
+    for (s, files) in sessions.iter().zip(origins) {
+        serde_json::to_writer(&mut w, &serde_json::json!({"id": s.id, "files": files}))?;
+        w.write_all(b"\n")?;
+    }
+    Ok(())
+}
+
 /// Non-empty lines with their 1-based numbers (the corpus and the line-based importers).
 pub(crate) fn lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
     text.lines()
@@ -452,6 +466,29 @@ mod tests {
                 call(1, vec![1], 900, Some((1, 800)), 0),
             ],
         )
+    }
+
+    #[test]
+    fn origins_name_each_session_and_its_files_one_line_each() {
+        let s = session();
+        let mut out = Vec::new();
+        write_origins(
+            &[s.clone(), s.clone()],
+            &[vec!["a.jsonl".into()], vec![]],
+            &mut out,
+        )
+        .unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(
+            lines[0],
+            serde_json::json!({"id": s.id, "files": ["a.jsonl"]})
+        );
+        assert_eq!(lines[1]["files"], serde_json::json!([]));
     }
 
     #[test]

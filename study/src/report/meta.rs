@@ -44,6 +44,20 @@ impl Meta {
         self.model = Some(model.to_string());
         self
     }
+
+    /// `value` as a JSON file's pretty text (ending in a newline), with this metadata added as its `meta`
+    /// field (an object's; anything else is written as `{"meta": …, "value": …}`).
+    pub fn json<T: Serialize>(&self, value: &T) -> serde_json::Result<String> {
+        let mut v = serde_json::to_value(value)?;
+        let meta = serde_json::to_value(self)?;
+        match &mut v {
+            serde_json::Value::Object(m) => {
+                m.insert("meta".into(), meta);
+            }
+            other => v = serde_json::json!({ "meta": meta, "value": other.take() }),
+        }
+        Ok(serde_json::to_string_pretty(&v)? + "\n")
+    }
 }
 
 /// The metadata of a test's page.
@@ -78,5 +92,15 @@ mod tests {
             real.ends_with(r#""url":"http://h:1","model":"m"}"#),
             "{real}"
         );
+    }
+
+    #[test]
+    fn a_json_file_carries_its_meta_beside_the_value() {
+        let meta = test_meta();
+        let object = meta.json(&serde_json::json!({"a": 1})).unwrap();
+        assert!(object.starts_with("{\n  \"a\": 1,\n  \"meta\": {") && object.ends_with("}\n"));
+        let list: serde_json::Value = serde_json::from_str(&meta.json(&[1, 2]).unwrap()).unwrap();
+        assert_eq!(list["value"], serde_json::json!([1, 2]));
+        assert_eq!(list["meta"]["tool"], "serverbench");
     }
 }

@@ -70,6 +70,16 @@ pub fn invalid_reason(s: &Summary) -> String {
     format!("INVALID: {}{limit}", why.join(" and "))
 }
 
+/// A run's records as `records.jsonl`'s text: one JSON object a line, in the order given.
+pub fn records_jsonl(records: &[serverbench_sim::Record]) -> String {
+    let mut text = String::new();
+    for r in records {
+        text += &serde_json::to_string(r).expect("a record serialises");
+        text.push('\n');
+    }
+    text
+}
+
 /// The summary table `simulate` and `replay` print.
 pub fn summary_table(s: &Summary, gpus: u32, gpu_hour: f64, start: &str, seen: SeenBy) -> String {
     summary_rows(s, gpus, gpu_hour, start, seen)
@@ -245,6 +255,20 @@ pub fn simulate_page(
 mod tests {
     use super::*;
     use serverbench_sim::Arrivals;
+
+    #[test]
+    fn records_are_one_json_line_each_in_order() {
+        let d = serverbench_sim::Deployment::preset("qwen3-8b-1xh200").unwrap();
+        let w = serverbench_workloads::Workload::builtin(d.workload.as_deref());
+        let study = crate::Study::new(d, w, RunConfig::new(2, 0, 60.0));
+        let out = study.run(&study.config(2, 0)).unwrap();
+        let text = records_jsonl(&out.records);
+        assert_eq!(text.lines().count(), out.records.len());
+        assert!(text.ends_with('\n') && !out.records.is_empty());
+        let first: serverbench_sim::Record =
+            serde_json::from_str(text.lines().next().unwrap()).unwrap();
+        assert_eq!(first, out.records[0]);
+    }
 
     #[test]
     fn numbers_and_seeds_read_as_printed() {

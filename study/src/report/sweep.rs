@@ -46,6 +46,123 @@ pub fn partial_line(why: &str, finished: Option<usize>, all: usize) -> String {
     )
 }
 
+/// A finished (or stopped) sweep as the command renders it: the concurrency grid's report, or the
+/// open-loop levels of `--rates`.
+pub enum Swept {
+    /// `sweep`: concurrency levels × seeds.
+    Levels(Box<SweepReport>),
+    /// `sweep --rates`: Poisson arrival rates × seeds.
+    Rates(RateSweep),
+}
+
+impl Swept {
+    /// Whether no level has a finished replay (stopped before any finished).
+    pub fn is_empty(&self) -> bool {
+        match self {
+            Swept::Levels(r) => r.result.levels.is_empty(),
+            Swept::Rates(r) => r.levels.is_empty(),
+        }
+    }
+
+    /// Whether a stop request left replays unfinished.
+    pub fn partial(&self) -> bool {
+        match self {
+            Swept::Levels(r) => r.result.partial,
+            Swept::Rates(r) => r.partial,
+        }
+    }
+
+    /// The replays that finished, as a stopped sweep's messages count them (a rate sweep keeps no
+    /// count of its own: `None`).
+    pub fn finished(&self) -> Option<usize> {
+        match self {
+            Swept::Levels(r) => Some(r.result.cells.len()),
+            Swept::Rates(_) => None,
+        }
+    }
+
+    /// The runs' window, seconds.
+    pub fn window_s(&self) -> f64 {
+        match self {
+            Swept::Levels(r) => r.result.window_s,
+            Swept::Rates(r) => r.window_s,
+        }
+    }
+
+    /// The header printed above the table (with the profile's note, when it was not fitted), for
+    /// `levels` planned levels (or rates) × `seeds` and the replay's `protocol`.
+    pub fn header(&self, d: &Deployment, levels: usize, seeds: usize, protocol: &str) -> String {
+        match self {
+            Swept::Levels(r) => {
+                let mut h = header(d, levels, seeds, r.result.window_s, protocol);
+                if let Some(note) = super::summary::unfitted_profile_note(d) {
+                    h = format!(
+                        "{h}
+{note}"
+                    );
+                }
+                h
+            }
+            Swept::Rates(r) => rates_header(d, r, levels, seeds),
+        }
+    }
+
+    /// The table printed: the levels with the recommendation, what `band` (`--band`'s picks) and
+    /// `windows` (`--windows`' table) add, and above it the line of a sweep `why` stopped (of `all`
+    /// planned replays). `--band` on a profile that states no band is an error.
+    pub fn table(
+        &self,
+        d: &Deployment,
+        (band, windows): (bool, bool),
+        stopped: Option<(&str, usize)>,
+    ) -> Result<SweepTable, String> {
+        let mut t = match self {
+            Swept::Levels(report) => {
+                let mut t = SweepTable::levels(report, d);
+                if let (true, Some(_)) = (band, &report.under_model_error) {
+                    let Some(b) = &report.band else {
+                        return Err(format!("--band: profile {} states no band (a `band:` of compute, memory and overhead half-widths)", d.profile.name));
+                    };
+                    t.add_band(d, b);
+                }
+                if windows {
+                    t.add_windows(&report.result);
+                }
+                t
+            }
+            Swept::Rates(r) => SweepTable::rates(r, d),
+        };
+        if let (true, Some((why, all))) = (self.partial(), stopped) {
+            t.head = partial_line(why, self.finished(), all);
+        }
+        Ok(t)
+    }
+
+    /// sweep.csv.
+    pub fn csv(&self) -> String {
+        match self {
+            Swept::Levels(r) => csv(&r.result),
+            Swept::Rates(r) => rate_csv(r),
+        }
+    }
+
+    /// sweep.json's text, with `meta`.
+    pub fn json(&self, meta: &Meta) -> serde_json::Result<String> {
+        match self {
+            Swept::Levels(r) => meta.json(r),
+            Swept::Rates(r) => meta.json(r),
+        }
+    }
+
+    /// sweep.svg.
+    pub fn svg(&self, d: &Deployment) -> Result<String, crate::plot::PlotError> {
+        match self {
+            Swept::Levels(r) => crate::sweep_plot(r, d),
+            Swept::Rates(r) => crate::rate_sweep_plot(r, d),
+        }
+    }
+}
+
 /// What a sweep prints, in parts, so that a page shows the table of levels as a table: its rows
 /// (cells padded as printed, so that the columns line up), the lines after it, and what `--band` and
 /// `--windows` add.
@@ -366,6 +483,30 @@ mod tests {
         let study = Study::new(d.clone(), w, RunConfig::new(1, 0, 120.0));
         let r = run_sweep(study, &[1, 8], &[0], windows, &Inline(&|| {})).unwrap();
         (r, d)
+    }
+
+    #[test]
+    fn a_swept_grid_renders_as_its_parts_do() {
+        let (r, d) = report(&[60.0, 120.0]);
+        let whole = SweepTable::levels(&r, &d).text();
+        let csv_text = csv(&r.result);
+        let swept = Swept::Levels(Box::new(r));
+        assert!(!swept.is_empty() && !swept.partial());
+        assert_eq!(swept.finished(), Some(2));
+        let t = swept
+            .table(&d, (false, false), Some(("SIGINT", 2)))
+            .unwrap();
+        assert_eq!(t.text(), whole);
+        let with_windows = swept.table(&d, (false, true), None).unwrap().text();
+        assert!(with_windows.starts_with(&whole) && with_windows.len() > whole.len());
+        assert_eq!(swept.csv(), csv_text);
+        let header = swept.header(&d, 2, 1, "cold");
+        assert!(
+            header.starts_with("serverbench sweep — qwen3-8b-1xh200"),
+            "{header}"
+        );
+        let json = swept.json(&super::super::meta::test_meta()).unwrap();
+        assert!(json.contains("\"meta\"") && json.contains("\"levels\""));
     }
 
     #[test]

@@ -1,0 +1,143 @@
+//! A command's output files, each written whole or not at all, and an `--out` folder made ready before
+//! the work that fills it. It never decides what a file says: the text comes rendered.
+
+use std::io::Write;
+use std::path::Path;
+
+/// A file or folder that could not be written: `what` names it and says what failed (`out/x.csv:
+/// cannot write`); the operating system's reason is its source.
+#[derive(Debug)]
+pub struct OutputError {
+    /// The path and what could not be done there.
+    pub what: String,
+    /// Why, when the operating system said.
+    pub source: Option<std::io::Error>,
+}
+
+impl std::fmt::Display for OutputError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.what)
+    }
+}
+
+impl std::error::Error for OutputError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source.as_ref().map(|e| e as _)
+    }
+}
+
+fn failed(what: String) -> impl FnOnce(std::io::Error) -> OutputError {
+    move |source| OutputError {
+        what,
+        source: Some(source),
+    }
+}
+
+/// Creates `dir` and writes `name` in it with `write`, whole or not at all: the text goes to a
+/// temporary file beside it, renamed over `name` once written (a full disk leaves no half-written
+/// file, and an older `name` only if the new one could not be written).
+pub fn write_file(
+    dir: &Path,
+    name: &str,
+    write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<(), OutputError> {
+    std::fs::create_dir_all(dir).map_err(failed(format!(
+        "{}: cannot create directory",
+        dir.display()
+    )))?;
+    let path = dir.join(name);
+    let partial = dir.join(format!(".{name}.partial"));
+    let written = std::fs::File::create(&partial).and_then(|file| {
+        let mut w = std::io::BufWriter::new(file);
+        write(&mut w)?;
+        w.into_inner().map_err(|e| e.into_error())?.sync_all()
+    });
+    if let Err(e) = written.and_then(|_| std::fs::rename(&partial, &path)) {
+        let _ = std::fs::remove_file(&partial);
+        return Err(failed(format!("{}: cannot write", path.display()))(e));
+    }
+    Ok(())
+}
+
+/// Writes the file at `path` whole or not at all ([`write_file`] in its folder).
+pub fn write_path(
+    path: &Path,
+    write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<(), OutputError> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let Some(name) = path.file_name() else {
+        let what = format!("{}: not a file name", path.display());
+        return Err(OutputError { what, source: None });
+    };
+    write_file(dir, &name.to_string_lossy(), write)
+}
+
+/// Makes `dir` ready for a command's files before the command does its work: creates it, checks that
+/// a file can be written there, and removes the files named in `owned` that an earlier run left, so
+/// that no stale file stands beside this run's (a run that ends early writes fewer).
+pub fn prepare_out(dir: &Path, owned: &[&str]) -> Result<(), OutputError> {
+    std::fs::create_dir_all(dir).map_err(failed(format!(
+        "--out {}: cannot create directory",
+        dir.display()
+    )))?;
+    let probe = dir.join(format!(".serverbench-write-check-{}", std::process::id()));
+    std::fs::write(&probe, b"")
+        .and_then(|_| std::fs::remove_file(&probe))
+        .map_err(failed(format!(
+            "--out {}: cannot write there",
+            dir.display()
+        )))?;
+    for name in owned {
+        let path = dir.join(name);
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                let what = format!("{}: cannot remove the previous run's file", path.display());
+                return Err(failed(what)(e));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("sb-output-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    #[test]
+    fn a_failed_write_leaves_the_older_file_and_no_partial_one() {
+        let dir = scratch("whole");
+        write_file(&dir, "a.txt", |w| w.write_all(b"old")).unwrap();
+        let e = write_file(&dir, "a.txt", |w| {
+            w.write_all(b"half")?;
+            Err(std::io::Error::other("disk full"))
+        })
+        .unwrap_err();
+        assert!(e.to_string().ends_with("a.txt: cannot write"), "{e}");
+        assert_eq!(std::fs::read_to_string(dir.join("a.txt")).unwrap(), "old");
+        let names: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+        assert_eq!(names.len(), 1);
+        write_path(&dir.join("b.txt"), |w| w.write_all(b"b")).unwrap();
+        assert_eq!(std::fs::read_to_string(dir.join("b.txt")).unwrap(), "b");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_prepared_folder_keeps_no_file_of_an_earlier_run() {
+        let dir = scratch("prepare");
+        write_file(&dir, "x.csv", |w| w.write_all(b"1")).unwrap();
+        write_file(&dir, "keep.txt", |w| w.write_all(b"1")).unwrap();
+        prepare_out(&dir, &["x.csv", "y.csv"]).unwrap();
+        assert!(!dir.join("x.csv").exists() && dir.join("keep.txt").exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
