@@ -352,6 +352,14 @@ start_server() {
   if up; then echo "server already up"; return 0; fi
   install && model || return 1
   local t=$(date +%s)
+  if server_alive && curl -s -m 5 "$URL/v1/models" > /dev/null 2>&1; then
+    # a server of an earlier call (another model: a dense call before MOE=1) holds the port: stop it
+    echo "a server for another model is up on the port (pid $(cat "$WORK/server.pid")): stopping it"
+    kill -- -"$(cat "$WORK/server.pid")" 2>/dev/null || kill "$(cat "$WORK/server.pid")" 2>/dev/null
+    local w=0
+    while server_alive && [ "$w" -lt 60 ]; do sleep 1; w=$((w + 1)); done
+    rm -f "$WORK/server.pid"
+  fi
   if ! server_alive; then
     # vLLM's defaults for this GPU: nothing about batching, memory or the cache is set here, so the
     # start-up facts can be read against `--engine-config vllm` (docs/fidelity.md). Only the weights
