@@ -33,7 +33,8 @@ def ids(n: int, salt: int) -> list[int]:
 
 
 def stream(url: str, model: str, prompt: list[int], max_tokens: int) -> dict:
-    """One streamed completion: send time, the arrival time of every token-bearing chunk, usage."""
+    """One streamed completion: send time, the arrival time of every token-bearing chunk, of the first chunk
+    with a choice (`first`: the first token's, even where its text is empty), usage."""
     u = urllib.parse.urlsplit(url)
     conn = http.client.HTTPConnection(u.hostname, u.port or 80, timeout=600)
     body = json.dumps({"model": model, "prompt": prompt, "max_tokens": max_tokens, "min_tokens": max_tokens,
@@ -44,7 +45,7 @@ def stream(url: str, model: str, prompt: list[int], max_tokens: int) -> dict:
     r = conn.getresponse()
     if r.status != 200:
         raise RuntimeError(f"HTTP {r.status}: {r.read()[:300]!r}")
-    times, usage = [], None
+    times, usage, first = [], None, None
     while True:
         line = r.readline()
         if not line:
@@ -58,12 +59,14 @@ def stream(url: str, model: str, prompt: list[int], max_tokens: int) -> dict:
         ev = json.loads(data)
         now = time.monotonic()
         for ch in ev.get("choices") or []:
+            if first is None:
+                first = now
             if ch.get("text") or ch.get("token_ids"):
                 times.append(now)
         if ev.get("usage"):
             usage = ev["usage"]
     conn.close()
-    return {"sent": t0, "times": times, "usage": usage}
+    return {"sent": t0, "times": times, "usage": usage, "first": first}
 
 
 def parallel(fn, args: list) -> list:
