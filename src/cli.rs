@@ -77,24 +77,27 @@ impl Command {
         }
     }
 
-    /// Fills an unnamed `--protocol` with the deployment's own (`protocol_of` reads it from a
-    /// deployment name or file; `None`, as for a file that does not load, leaves cold, and the
-    /// command reports the file).
+    /// Fills an unnamed `--protocol` with the deployment's own, as
+    /// `serverbench_study::inputs::settled_protocol` decides (`protocol_of` reads it from a
+    /// deployment name or file).
     pub fn settle_protocol(&mut self, protocol_of: impl Fn(&str) -> Option<String>) {
-        let (d, p, arrivals) = match self {
-            Command::Sweep(a) if a.rates.is_some() => return,
-            Command::Freeze(a) => (&a.deployment, &mut a.protocol, &String::new()),
+        use serverbench_study::inputs::{open_loop, settled_protocol};
+        let (d, p, open) = match self {
+            // `sweep --rates` is open-loop whatever `--arrivals` says.
+            Command::Sweep(a) if a.rates.is_some() => {
+                (&a.run.deployment, &mut a.run.replay.protocol, true)
+            }
+            Command::Freeze(a) => (&a.deployment, &mut a.protocol, false),
             other => match other.run_mut() {
-                Some(r) => (&r.deployment, &mut r.replay.protocol, &r.replay.arrivals),
+                Some(r) => (
+                    &r.deployment,
+                    &mut r.replay.protocol,
+                    open_loop(&r.replay.arrivals),
+                ),
                 None => return,
             },
         };
-        // An open-loop replay (`--arrivals` other than closed) is not a lane protocol: the
-        // deployment's own protocol, a closed-loop one, does not apply to it.
-        let open = !arrivals.is_empty() && arrivals != "closed";
-        if p.is_none() && !open {
-            *p = protocol_of(&d.deployment);
-        }
+        *p = settled_protocol(p.take(), open, &d.deployment, protocol_of);
     }
 }
 

@@ -9,7 +9,7 @@ use serverbench_study::inputs::{self as lib, DeploymentChoice, ReplayChoice, Wor
 use serverbench_study::Study;
 
 pub use lib::{
-    check_levels, check_rates, checked, corpus_sessions, fitted_workload, import, run_config,
+    check_levels, check_rates, check_scan, corpus_sessions, fitted_workload, import, run_config,
 };
 pub use lib::{
     deployment, deployment_protocol, model, seeds, source, study_on, threads, time_scale,

@@ -26,8 +26,10 @@ pub fn run(a: ScreenArgs) -> Result<()> {
     let seeds = inputs::seeds(&a.seeds)?;
     let r = serverbench_study::run_screen(study, a.concurrency, &seeds, &stop.executor())?;
     if r.partial {
-        let why = stop.why().unwrap_or_else(|| "a signal".into());
-        outln!("{}", render::partial_line(&why, r.seeds.len(), all))?;
+        outln!(
+            "{}",
+            render::partial_line(stop.why().as_deref(), r.seeds.len(), all)
+        )?;
     }
     out!("{}", render::text(&r))?;
     outln!(
@@ -56,15 +58,8 @@ pub fn run(a: ScreenArgs) -> Result<()> {
         outln!("  wrote the report {}", path.display())?;
     }
     if r.partial {
-        return Err(crate::Exit::new(
-            INTERRUPTED,
-            format!(
-                "{}: wrote the {} of {all} seeds that finished, marked partial",
-                stop.why().unwrap_or_else(|| "interrupted".into()),
-                r.seeds.len()
-            ),
-        )
-        .into());
+        let message = render::partial_error(stop.why().as_deref(), r.seeds.len(), all);
+        return Err(crate::Exit::new(INTERRUPTED, message).into());
     }
     Ok(())
 }

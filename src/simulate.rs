@@ -3,11 +3,11 @@
 
 use crate::cli::SimulateArgs;
 use crate::inputs::{self, replay_choice, workload_choice};
-use crate::output::{prepare_out, write_json, write_report, write_text};
+use crate::output::{prepare_out, write_report, write_text};
 use anyhow::{bail, Result};
 use serverbench_study::report::summary::{
-    records_jsonl, simulate_page, simulate_title, summary_rows, summary_table,
-    unfitted_profile_note, SeenBy,
+    simulate_files, simulate_page, simulate_title, summary_rows, summary_table,
+    unfitted_profile_note, SeenBy, SIMULATE_FILES,
 };
 use serverbench_study::report::timeline;
 
@@ -30,17 +30,7 @@ pub fn run(a: SimulateArgs) -> Result<()> {
         cfg.protocol,
     )?;
     if let Some(dir) = &a.out {
-        // No timeline of an earlier run may stand beside this run's files.
-        prepare_out(
-            dir,
-            &[
-                "records.jsonl",
-                "summary.json",
-                "timeline.csv",
-                "timeline.svg",
-                "agentx_lanes.json",
-            ],
-        )?;
+        prepare_out(dir, &SIMULATE_FILES)?;
     }
     let started = std::time::Instant::now();
     let out = serverbench_sim::simulate(&d, &cost, source.as_ref(), &cfg)?;
@@ -62,38 +52,11 @@ pub fn run(a: SimulateArgs) -> Result<()> {
         elapsed.as_secs_f64() * 1e3
     )?;
     if let Some(dir) = &a.out {
-        write_text(dir, "records.jsonl", &records_jsonl(&out.records))?;
-        write_json(
-            dir,
-            "summary.json",
-            &crate::meta::now(Some(&d)),
-            &serde_json::json!({ "summary": out.summary }),
-        )?;
-        outln!(
-            "  wrote {} and summary.json",
-            dir.join("records.jsonl").display()
-        )?;
-        if let Some(a) = &out.agentx {
-            write_json(
-                dir,
-                "agentx_lanes.json",
-                &crate::meta::now(Some(&d)),
-                &serde_json::json!({ "lanes": a.lanes }),
-            )?;
-            outln!(
-                "  wrote {} (each lane's row, start point, live streams and primers)",
-                dir.join("agentx_lanes.json").display()
-            )?;
-        }
-        if let Some(steps) = &out.timeline {
-            let csv = timeline::csv(steps);
-            write_text(dir, "timeline.csv", &csv)?;
-            let svg = timeline::plot(&d, &cfg, &out)?.unwrap_or_default();
-            write_text(dir, "timeline.svg", &svg)?;
-            outln!(
-                "  wrote {} and timeline.svg",
-                dir.join("timeline.csv").display()
-            )?;
+        for group in simulate_files(dir, &d, &cfg, &out, &crate::meta::now(Some(&d)))? {
+            for (name, text) in &group.files {
+                write_text(dir, name, text)?;
+            }
+            outln!("{}", group.line)?;
         }
     }
     if let Some(path) = &a.report {

@@ -114,10 +114,7 @@ fn scan(a: WorkloadScanArgs) -> Result<()> {
     let seeds = inputs::seeds(&a.seeds)?;
     let workload =
         inputs::fitted_workload(&a.deployment, &inputs::workload_choice(&a.workload), &d)?;
-    inputs::checked(serverbench_sim::RunConfig {
-        idle_gap_cap_s: a.idle_gap_cap,
-        ..serverbench_sim::RunConfig::new(a.concurrency, 0, a.window)
-    })?;
+    inputs::check_scan(a.concurrency, a.window, a.idle_gap_cap)?;
     let started = std::time::Instant::now();
     let scan = serverbench_study::scan_seeds(
         &workload,

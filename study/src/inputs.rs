@@ -187,6 +187,30 @@ pub fn deployment_protocol(name_or_file: &str) -> Option<String> {
         .map(|p| p.name().to_string())
 }
 
+/// Whether `--arrivals` makes a run open-loop (anything other than closed, which is also the
+/// default, empty).
+pub fn open_loop(arrivals: &str) -> bool {
+    !arrivals.is_empty() && arrivals != "closed"
+}
+
+/// The protocol a run replays: `given` (`--protocol`), else the deployment's own (`protocol_of`
+/// reads it from the deployment's name or file; `None`, as for a file that does not load, leaves
+/// cold, and the command reports the file). An open-loop run (`open`: `--arrivals` other than
+/// closed, or `sweep --rates`) is not a lane protocol: the deployment's own protocol, a
+/// closed-loop one, does not apply to it, so it keeps `given`.
+pub fn settled_protocol(
+    given: Option<String>,
+    open: bool,
+    deployment: &str,
+    protocol_of: impl Fn(&str) -> Option<String>,
+) -> Option<String> {
+    if given.is_none() && !open {
+        protocol_of(deployment)
+    } else {
+        given
+    }
+}
+
 /// The study the arguments describe: deployment, workload and the replay options of every run.
 pub fn study(d_args: &DeploymentChoice, w: &WorkloadChoice, r: &ReplayChoice) -> Result<Study> {
     study_on(resolved(d_args)?, d_args, w, r)
@@ -589,6 +613,15 @@ pub fn checked(cfg: RunConfig) -> Result<RunConfig> {
     Ok(cfg)
 }
 
+/// Refuses a `workload scan` whose lanes, window or idle-gap cap no run can have, naming the flag.
+pub fn check_scan(concurrency: u32, window_s: f64, idle_gap_cap_s: f64) -> Result<()> {
+    checked(RunConfig {
+        idle_gap_cap_s,
+        ..RunConfig::new(concurrency, 0, window_s)
+    })?;
+    Ok(())
+}
+
 /// Refuses a Poisson rate (trees per second) no open-loop run can have, naming `--rates`.
 pub fn check_rates(rates: &[f64]) -> Result<()> {
     for &r in rates {
@@ -608,6 +641,29 @@ pub fn check_levels(r: &ReplayChoice, concurrency: &[u32]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_open_loop_run_keeps_its_protocol_and_a_closed_one_takes_the_deployments() {
+        let own = |d: &str| (d == "agentx-deployment").then(|| "agentx".to_string());
+        assert!(!open_loop("") && !open_loop("closed") && open_loop("poisson:0.1"));
+        let settle = |given: Option<&str>, open| {
+            settled_protocol(given.map(String::from), open, "agentx-deployment", own)
+        };
+        assert_eq!(settle(None, false).as_deref(), Some("agentx"));
+        assert_eq!(settle(None, true), None);
+        assert_eq!(settle(Some("steady"), false).as_deref(), Some("steady"));
+        assert_eq!(settle(Some("cold"), true).as_deref(), Some("cold"));
+        assert_eq!(settled_protocol(None, false, "other", own), None);
+    }
+
+    #[test]
+    fn a_scan_out_of_range_names_its_flag() {
+        assert!(check_scan(4, 300.0, 10.0).is_ok());
+        let e = check_scan(4, 300.0, -1.0).unwrap_err().to_string();
+        assert!(e.starts_with("--idle-gap-cap: "), "{e}");
+        let e = check_scan(0, 300.0, 10.0).unwrap_err().to_string();
+        assert!(e.starts_with("--concurrency: "), "{e}");
+    }
 
     fn replay() -> ReplayChoice {
         ReplayChoice {

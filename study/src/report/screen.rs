@@ -6,9 +6,18 @@ use super::page::Report;
 use crate::ScreenResult;
 use std::fmt::Write as _;
 
-/// How a stopped screen is announced above its ranking; `why` names the signal.
-pub fn partial_line(why: &str, finished: usize, all: usize) -> String {
+/// How a stopped screen is announced above its ranking; `why` names the signal (`None`: "a
+/// signal").
+pub fn partial_line(why: Option<&str>, finished: usize, all: usize) -> String {
+    let why = why.unwrap_or("a signal");
     format!("  PARTIAL: stopped by {why} after {finished} of {all} seeds; the ranking is of those that finished\n")
+}
+
+/// The error a stopped screen ends with, after writing what finished; `why` names the signal
+/// (`None`: "interrupted").
+pub fn partial_error(why: Option<&str>, finished: usize, all: usize) -> String {
+    let why = why.unwrap_or("interrupted");
+    format!("{why}: wrote the {finished} of {all} seeds that finished, marked partial")
 }
 
 /// The ranking as printed: the header, a line per seed (hardest first), the quantiles of D, the
@@ -117,8 +126,20 @@ mod tests {
         let html = page(&r, crate::report::meta::test_meta(), "<svg></svg>").html();
         assert!(html.contains("<h2>Ranking</h2>"), "{html}");
         assert_eq!(
-            partial_line("SIGINT", 2, 8),
+            partial_line(Some("SIGINT"), 2, 8),
             "  PARTIAL: stopped by SIGINT after 2 of 8 seeds; the ranking is of those that finished\n"
+        );
+        assert_eq!(
+            partial_line(None, 0, 8),
+            "  PARTIAL: stopped by a signal after 0 of 8 seeds; the ranking is of those that finished\n"
+        );
+        assert_eq!(
+            partial_error(Some("SIGTERM"), 3, 8),
+            "SIGTERM: wrote the 3 of 8 seeds that finished, marked partial"
+        );
+        assert_eq!(
+            partial_error(None, 0, 8),
+            "interrupted: wrote the 0 of 8 seeds that finished, marked partial"
         );
     }
 }

@@ -4,7 +4,7 @@
 
 use super::meta::Meta;
 use super::page::Report;
-use serverbench_sim::{Deployment, RunConfig, Summary};
+use serverbench_sim::{Deployment, RunConfig, RunOutput, Summary};
 
 /// How a run's load is described in headers: `c = N` for the closed loop; the arrival mode (and its
 /// cap, when one was given) for the open loop, whose lane count is only a cap.
@@ -251,9 +251,121 @@ pub fn simulate_page(
     r
 }
 
+/// Every file `simulate --out DIR` may write: none of an earlier run may stand beside this run's.
+pub const SIMULATE_FILES: [&str; 5] = [
+    "records.jsonl",
+    "summary.json",
+    "timeline.csv",
+    "timeline.svg",
+    "agentx_lanes.json",
+];
+
+/// Files a command writes into its `--out` folder together, and the line it prints once they are
+/// written.
+#[derive(Clone, Debug)]
+pub struct OutFiles {
+    /// Each file's name in the folder and its text.
+    pub files: Vec<(&'static str, String)>,
+    /// What the command prints after writing them.
+    pub line: String,
+}
+
+/// What `simulate --out dir` writes, in order: records.jsonl and summary.json; agentx_lanes.json
+/// for an AgentX run; timeline.csv and timeline.svg when the run kept a timeline. `meta` heads the
+/// JSON files.
+pub fn simulate_files(
+    dir: &std::path::Path,
+    d: &Deployment,
+    cfg: &RunConfig,
+    out: &RunOutput,
+    meta: &Meta,
+) -> anyhow::Result<Vec<OutFiles>> {
+    let summary = meta.json(&serde_json::json!({ "summary": out.summary }))?;
+    let mut all = vec![OutFiles {
+        files: vec![
+            ("records.jsonl", records_jsonl(&out.records)),
+            ("summary.json", summary),
+        ],
+        line: format!(
+            "  wrote {} and summary.json",
+            dir.join("records.jsonl").display()
+        ),
+    }];
+    if let Some(a) = &out.agentx {
+        all.push(OutFiles {
+            files: vec![(
+                "agentx_lanes.json",
+                meta.json(&serde_json::json!({ "lanes": a.lanes }))?,
+            )],
+            line: format!(
+                "  wrote {} (each lane's row, start point, live streams and primers)",
+                dir.join("agentx_lanes.json").display()
+            ),
+        });
+    }
+    if let Some(steps) = &out.timeline {
+        let svg = super::timeline::plot(d, cfg, out)?.unwrap_or_default();
+        all.push(OutFiles {
+            files: vec![
+                ("timeline.csv", super::timeline::csv(steps)),
+                ("timeline.svg", svg),
+            ],
+            line: format!(
+                "  wrote {} and timeline.svg",
+                dir.join("timeline.csv").display()
+            ),
+        });
+    }
+    Ok(all)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn simulate_writes_records_summary_and_a_timeline_when_kept() {
+        let d = serverbench_sim::Deployment::preset("qwen3-8b-1xh200").unwrap();
+        let w = serverbench_workloads::Workload::builtin(d.workload.as_deref());
+        let mut cfg = RunConfig::new(2, 0, 60.0);
+        cfg.timeline = true;
+        let study = crate::Study::new(d.clone(), w, cfg);
+        let out = study.run(&cfg).unwrap();
+        let dir = std::path::Path::new("out");
+        let all = simulate_files(dir, &d, &cfg, &out, &crate::report::meta::test_meta()).unwrap();
+        let names: Vec<&str> = all
+            .iter()
+            .flat_map(|g| g.files.iter().map(|f| f.0))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "records.jsonl",
+                "summary.json",
+                "timeline.csv",
+                "timeline.svg"
+            ]
+        );
+        assert!(names.iter().all(|n| SIMULATE_FILES.contains(n)));
+        assert_eq!(all[0].files[0].1, records_jsonl(&out.records));
+        assert!(all[0].files[1].1.contains("\"summary\""));
+        assert!(
+            all[1].files[1].1.starts_with("<svg"),
+            "{}",
+            all[1].files[1].1
+        );
+        assert_eq!(
+            all[0].line,
+            format!(
+                "  wrote {} and summary.json",
+                dir.join("records.jsonl").display()
+            )
+        );
+        cfg.timeline = false;
+        let out = study.run(&cfg).unwrap();
+        let all = simulate_files(dir, &d, &cfg, &out, &crate::report::meta::test_meta()).unwrap();
+        assert_eq!(all.len(), 1);
+    }
     use serverbench_sim::Arrivals;
 
     #[test]
