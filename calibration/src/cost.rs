@@ -336,6 +336,14 @@ pub struct GraphRule {
 }
 
 impl GraphRule {
+    /// Decode and prefill steps alike replay graphs up to `max_tokens` (vLLM's piecewise graphs).
+    pub const fn mixed(max_tokens: u32) -> Self {
+        GraphRule {
+            max_tokens,
+            prefill_max_tokens: max_tokens,
+        }
+    }
+
     /// Whether a step of this shape replays a graph.
     #[inline]
     pub fn replays(&self, b: &BatchShape) -> bool {

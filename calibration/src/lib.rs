@@ -34,8 +34,8 @@ pub use model::{
     ModelSpec, StateDtype, WeightDtype, GIB, MIB,
 };
 pub use moe::{
-    fit_moe, merge_prefills, merge_runs, parse_moe_prefills, parse_moe_probes, CannotFitMoe,
-    MoeDecode, MoeFit, MoeFitSetup, MoePrefill, MoePrefillRow, MoeRow,
+    fit_moe, merge_prefills, merge_runs, parse_moe_file, parse_moe_prefills, parse_moe_probes,
+    CannotFitMoe, MoeDecode, MoeFit, MoeFitSetup, MoePrefill, MoePrefillRow, MoeRow,
 };
 pub use profile::{AttentionLayout, Band, BandEnd, FitRecord, OpClassRecord, Profile, StepTime};
 pub use serverbench_config::{FieldError, InputError};

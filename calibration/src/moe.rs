@@ -4,7 +4,6 @@
 //! probes' fresh prefills: every other term comes from a base profile. Parses text and does
 //! arithmetic; never reads files, never looks at the clock (the caller passes `fitted_at`).
 
-use crate::cost::GraphRule;
 use crate::fit::{
     predict_steps_on, predict_steps_with, summarize, FitAccuracy, LogEngine, StepSample,
 };
@@ -69,13 +68,21 @@ struct ProbeCase {
     tpot_ms: Option<f64>,
 }
 
-/// The decode cases of one `moe_probe.py` JSON file (its prefill cases are [`parse_moe_prefills`]'). The
-/// error names the file and the field: a decode case without its batch, context, tokens or a positive
-/// time, or a file with no case of either kind.
+/// The decode cases of one `moe_probe.py` JSON file ([`parse_moe_file`]'s first part).
 pub fn parse_moe_probes(file: &str, text: &str) -> Result<Vec<MoeDecode>, InputError> {
+    Ok(parse_moe_file(file, text)?.0)
+}
+
+/// The decode and the prefill cases of one `moe_probe.py` JSON file. The error names the file and the
+/// field: a decode case without its batch, context, tokens or a positive time, a prefill case as
+/// [`parse_moe_prefills`] says, or a file with no case of any kind.
+pub fn parse_moe_file(
+    file: &str,
+    text: &str,
+) -> Result<(Vec<MoeDecode>, Vec<MoePrefill>), InputError> {
     let probes: ProbeFile = serverbench_config::parse_json_line(file, 0, text)?;
     let mut out = Vec::new();
-    let prefills = parse_moe_prefills(file, text)?;
+    let prefills = prefill_cases(file, &probes)?;
     for (i, c) in probes.cases.iter().enumerate() {
         if c.kind != "decode" || c.error.is_some() || c.skipped.is_some() {
             continue;
@@ -112,14 +119,17 @@ pub fn parse_moe_probes(file: &str, text: &str) -> Result<Vec<MoeDecode>, InputE
             "no decode, prefill or cached case with a time to fit",
         ));
     }
-    Ok(out)
+    Ok((out, prefills))
 }
 
 /// The prefill cases of one `moe_probe.py` JSON file: `prefill` (a fresh prompt of `new` tokens) and
 /// `cached` (`new` tokens after a cached `prefix`), each with its median `ttft_ms`; a case that failed
 /// or was skipped (`error`, `skipped`) is left out. The error names the file and the field.
 pub fn parse_moe_prefills(file: &str, text: &str) -> Result<Vec<MoePrefill>, InputError> {
-    let probes: ProbeFile = serverbench_config::parse_json_line(file, 0, text)?;
+    prefill_cases(file, &serverbench_config::parse_json_line(file, 0, text)?)
+}
+
+fn prefill_cases(file: &str, probes: &ProbeFile) -> Result<Vec<MoePrefill>, InputError> {
     let mut out = Vec::new();
     for (i, c) in probes.cases.iter().enumerate() {
         let fresh = match c.kind.as_str() {
@@ -173,11 +183,10 @@ pub struct MoeFitSetup<'a> {
     pub base: &'a Profile,
     /// Name of the new profile.
     pub name: String,
-    /// The engine's decode attention runs FlashAttention 3's split-KV schedule (vLLM on Hopper).
-    pub split_kv_decode: bool,
-    /// The steps the engine replays as CUDA graphs. With it, `eager_s_per_layer` is fitted to the
-    /// prefill cases (with a step above the graphs' limit among them); without, it stays the base's.
-    pub graphs: Option<GraphRule>,
+    /// The engine's split-KV decode schedule and CUDA-graph rule. With a graph rule,
+    /// `eager_s_per_layer` is fitted to the prefill cases (with a step above the graphs' limit among
+    /// them); without, it stays the base's.
+    pub engine: LogEngine,
     /// The engine's prefill chunk (tokens a step computes at most: vLLM's `max_num_batched_tokens`).
     pub prefill_chunk: u32,
     /// Provenance written to the profile; the fit fills its counts and errors.
@@ -250,24 +259,39 @@ pub enum CannotFitMoe {
 /// The distinct cases of several probe files (a repeat of the same probes), in the order first seen,
 /// each case's time the mean of the files' times.
 pub fn merge_runs(runs: &[Vec<MoeDecode>]) -> Vec<MoeDecode> {
-    let mut out: Vec<(MoeDecode, u32)> = Vec::new();
+    mean_by_case(
+        runs,
+        |c| (c.batch, c.context, c.decode_tokens),
+        |c| &mut c.tpot_s,
+    )
+}
+
+/// [`merge_runs`] for prefill cases: one per (cached, new), its time to first token the mean.
+pub fn merge_prefills(runs: &[Vec<MoePrefill>]) -> Vec<MoePrefill> {
+    mean_by_case(runs, |c| (c.cached, c.new), |c| &mut c.ttft_s)
+}
+
+/// The distinct cases by `key`, in the order first seen, each one's `time` the mean over the runs.
+fn mean_by_case<T: Copy, K: PartialEq>(
+    runs: &[Vec<T>],
+    key: impl Fn(&T) -> K,
+    time: impl Fn(&mut T) -> &mut f64,
+) -> Vec<T> {
+    let mut out: Vec<(T, u32)> = Vec::new();
     for case in runs.iter().flatten() {
-        let key = (case.batch, case.context, case.decode_tokens);
-        match out
-            .iter_mut()
-            .find(|(c, _)| (c.batch, c.context, c.decode_tokens) == key)
-        {
+        match out.iter_mut().find(|(c, _)| key(c) == key(case)) {
             Some((c, n)) => {
-                c.tpot_s += case.tpot_s;
+                let mut other = *case;
+                *time(c) += *time(&mut other);
                 *n += 1;
             }
             None => out.push((*case, 1)),
         }
     }
     out.into_iter()
-        .map(|(c, n)| MoeDecode {
-            tpot_s: c.tpot_s / n as f64,
-            ..c
+        .map(|(mut c, n)| {
+            *time(&mut c) /= n as f64;
+            c
         })
         .collect()
 }
@@ -320,7 +344,7 @@ pub fn fit_moe(
             setup.model,
             setup.hardware,
             p,
-            setup.split_kv_decode,
+            setup.engine.split_kv_decode,
         )
     };
     let with = |layer_s: f64, efficiency: f64| Profile {
@@ -442,10 +466,7 @@ impl PrefillTerms {
 
 impl PrefillTimes {
     fn new(prefills: &[MoePrefill], p: &Profile, setup: &MoeFitSetup<'_>) -> Self {
-        let engine = LogEngine {
-            split_kv_decode: setup.split_kv_decode,
-            graphs: setup.graphs,
-        };
+        let engine = setup.engine;
         let layers = setup.model.layers as f64;
         // One second a layer: a floor above any step, so an eager chunk's time is the floor plus its
         // fixed time, and without a floor its body plus that fixed time.
@@ -467,7 +488,7 @@ impl PrefillTimes {
                     eager: Vec::new(),
                 };
                 for (a, b) in t0.into_iter().zip(t1) {
-                    if setup.graphs.is_some() && b > layers * 0.5 {
+                    if engine.graphs.is_some() && b > layers * 0.5 {
                         out.eager.push((a - (b - layers), b - layers));
                     } else {
                         out.graphed_s += a;
@@ -557,30 +578,6 @@ fn chunk_steps(c: &MoePrefill, chunk: u32) -> Vec<StepSample> {
         .collect()
 }
 
-/// The distinct prefill cases of several probe files, in the order first seen, each case's time the
-/// mean of the files' times.
-pub fn merge_prefills(runs: &[Vec<MoePrefill>]) -> Vec<MoePrefill> {
-    let mut out: Vec<(MoePrefill, u32)> = Vec::new();
-    for case in runs.iter().flatten() {
-        match out
-            .iter_mut()
-            .find(|(c, _)| (c.cached, c.new) == (case.cached, case.new))
-        {
-            Some((c, n)) => {
-                c.ttft_s += case.ttft_s;
-                *n += 1;
-            }
-            None => out.push((*case, 1)),
-        }
-    }
-    out.into_iter()
-        .map(|(c, n)| MoePrefill {
-            ttft_s: c.ttft_s / n as f64,
-            ..c
-        })
-        .collect()
-}
-
 /// `min Σ ((rest + a·l + b·r − y) / y)²` over rows `(rest, l, r, y)`, with `a ≥ 0` and `b ≥ 1`: the
 /// unconstrained solution, else the best with one or both on their bound.
 fn two_term_lsq(rows: &[(f64, f64, f64, f64)]) -> (f64, f64) {
@@ -624,6 +621,7 @@ fn two_term_lsq(rows: &[(f64, f64, f64, f64)]) -> (f64, f64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cost::GraphRule;
 
     fn qwen3_30b_a3b() -> ModelSpec {
         crate::hf::from_config(
@@ -657,10 +655,7 @@ mod tests {
     }
 
     /// vLLM's graph rule on these probes: steps of up to 512 tokens replay piecewise graphs.
-    pub(super) const VLLM_GRAPHS: GraphRule = GraphRule {
-        max_tokens: 512,
-        prefill_max_tokens: 512,
-    };
+    pub(super) const VLLM_GRAPHS: GraphRule = GraphRule::mixed(512);
 
     fn setup<'a>(m: &'a ModelSpec, h: &'a HardwareSpec, base: &'a Profile) -> MoeFitSetup<'a> {
         MoeFitSetup {
@@ -668,8 +663,10 @@ mod tests {
             hardware: h,
             base,
             name: "h200-qwen3-30b-a3b-vllm".into(),
-            split_kv_decode: true,
-            graphs: None,
+            engine: LogEngine {
+                split_kv_decode: true,
+                graphs: None,
+            },
             prefill_chunk: 8192,
             record: FitRecord::default(),
         }
@@ -743,7 +740,10 @@ mod tests {
         // Without the graph rule the floor stays the base's (none); with it, the shipped one.
         assert_eq!(p.eager_s_per_layer, base.eager_s_per_layer);
         let with_graphs = MoeFitSetup {
-            graphs: Some(VLLM_GRAPHS),
+            engine: LogEngine {
+                split_kv_decode: true,
+                graphs: Some(VLLM_GRAPHS),
+            },
             ..setup(&m, &h, &base)
         };
         let full = fit_moe(&cases, &stored_prefills(), &with_graphs).unwrap();
@@ -916,8 +916,10 @@ mod prefill {
             hardware: &h,
             base: &base,
             name: "moe".into(),
-            split_kv_decode: true,
-            graphs: Some(VLLM_GRAPHS),
+            engine: LogEngine {
+                split_kv_decode: true,
+                graphs: Some(VLLM_GRAPHS),
+            },
             prefill_chunk: 8192,
             record: FitRecord::default(),
         };

@@ -5,8 +5,7 @@
 
 use crate::calibrate::OpsTable;
 use crate::{
-    parse_moe_prefills, parse_moe_probes, parse_step_log, FitTarget, MoeDecode, MoePrefill,
-    Profile, StepSample,
+    parse_moe_file, parse_step_log, FitTarget, MoeDecode, MoePrefill, Profile, StepSample,
 };
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
@@ -93,8 +92,7 @@ pub fn moe_probe_runs(paths: &[PathBuf]) -> Result<MoeProbeRuns> {
     let mut out = MoeProbeRuns::default();
     for path in paths {
         let (file, text) = (path.display().to_string(), read_text(path)?);
-        let decode = parse_moe_probes(&file, &text)?;
-        let prefill = parse_moe_prefills(&file, &text)?;
+        let (decode, prefill) = parse_moe_file(&file, &text)?;
         out.inputs.push(format!(
             "{file} ({} decode, {} prefill cases)",
             decode.len(),

@@ -67,10 +67,7 @@ fn check(a: &CalibrateArgs, name: &str, samples: &[StepSample]) -> Result<()> {
     let (model, hardware) = fits::model_and_hardware(&options(a))?;
     let engine = LogEngine {
         split_kv_decode: a.split_kv,
-        graphs: a.graph_max_tokens.map(|n| GraphRule {
-            max_tokens: n,
-            prefill_max_tokens: n,
-        }),
+        graphs: a.graph_max_tokens.map(GraphRule::mixed),
     };
     let predicted = predict_steps_on(samples, &model, &hardware, &profile, engine);
     out!(

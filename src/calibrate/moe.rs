@@ -10,7 +10,8 @@ use anyhow::{anyhow, Result};
 use serverbench_calibration::report::moe_fit_text;
 use serverbench_calibration::sources::moe_probe_runs;
 use serverbench_calibration::{
-    fit_moe, merge_prefills, merge_runs, FitRecord, GraphRule, HardwareSpec, MoeFitSetup, Profile,
+    fit_moe, merge_prefills, merge_runs, FitRecord, GraphRule, HardwareSpec, LogEngine,
+    MoeFitSetup, Profile,
 };
 use std::path::PathBuf;
 
@@ -37,11 +38,10 @@ pub fn calibrate(a: &CalibrateArgs, paths: &[PathBuf]) -> Result<()> {
         hardware: &hardware,
         base: &base,
         name: a.name.clone(),
-        split_kv_decode: a.moe_split_kv,
-        graphs: a.graph_max_tokens.map(|n| GraphRule {
-            max_tokens: n,
-            prefill_max_tokens: n,
-        }),
+        engine: LogEngine {
+            split_kv_decode: a.moe_split_kv,
+            graphs: a.graph_max_tokens.map(GraphRule::mixed),
+        },
         prefill_chunk: a.prefill_chunk,
         record: FitRecord {
             method: format!(
