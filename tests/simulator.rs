@@ -338,6 +338,10 @@ fn merged_decode_runs_give_the_same_records_as_step_by_step() {
     let vllm = Deployment::preset("qwen3-8b-1xh200-vllm").unwrap();
     assert!(vllm.cost_model().split_kv().is_some());
     variants.push((vllm.clone(), 16, 14));
+    // Asynchronous scheduling: requests held for the step already picked cut the runs around them.
+    let mut vllm_async = vllm.clone();
+    vllm_async.engine.async_scheduling = true;
+    variants.push((vllm_async, 16, 16));
     let mut vllm_dp = vllm;
     vllm_dp.dp = 2;
     vllm_dp.router = Router::SessionAffinity;
@@ -616,4 +620,46 @@ fn data_parallel_attention_steps_its_ranks_in_lockstep() {
     d.engine.data_parallel_attention = false;
     let tp = simulate(&d, &d.cost_model(), &g, &cfg).unwrap();
     assert!(tp.records.iter().all(|r| r.replica == 0));
+}
+
+/// vLLM's asynchronous scheduling (`engine.async_scheduling`): a request that reaches a busy engine
+/// waits for the step in progress and the one already picked, so short requests sent beside a long
+/// decode get their first token about one decode step later than with the scheduler seeing them at the
+/// next step end; a request that finds the engine idle is scheduled at once, so one lane alone gives
+/// the same records either way.
+#[test]
+fn asynchronous_scheduling_holds_a_request_for_the_step_already_picked() {
+    let off = Deployment::preset("qwen3-8b-1xh200-vllm").unwrap();
+    assert!(!off.engine.async_scheduling);
+    let mut on = off.clone();
+    on.engine.async_scheduling = true;
+    // One long decode, then short requests: two lanes run the long one beside the short ones.
+    let row = |input: u32, output: u32| {
+        format!("{{\"timestamp\": 0, \"input_length\": {input}, \"output_length\": {output}, \"hash_ids\": []}}\n")
+    };
+    let text = row(4000, 3000) + &row(2000, 2).repeat(60);
+    let trace = serverbench_workloads::parse_trace("m.jsonl", &text, None).unwrap();
+    let go = |d: &Deployment, c: u32| {
+        simulate(d, &d.cost_model(), &trace, &RunConfig::new(c, 0, 20.0)).unwrap()
+    };
+    let bytes = |o: &RunOutput| serde_json::to_vec(&o.records).unwrap();
+    assert_eq!(bytes(&go(&on, 1)), bytes(&go(&off, 1)));
+    // Two lanes: the short requests arrive while the long one decodes.
+    let short_ttft = |o: &RunOutput| {
+        let t: Vec<f64> = o
+            .records
+            .iter()
+            .filter(|r| r.input_tokens == 2000 && r.outcome == Outcome::Completed)
+            .map(|r| (r.first_token_ns.unwrap() - r.send_ns) as f64 / 1e9)
+            .collect();
+        assert!(t.len() > 20, "{} short requests", t.len());
+        t.iter().sum::<f64>() / t.len() as f64
+    };
+    let (a, b) = (go(&on, 2), go(&off, 2));
+    let step = a.summary.tpot_s.p50;
+    let extra = short_ttft(&a) - short_ttft(&b);
+    assert!(
+        extra > 0.5 * step && extra < 1.5 * step,
+        "held {extra} s longer with decode steps of {step} s"
+    );
 }

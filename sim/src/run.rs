@@ -192,6 +192,16 @@ enum Event {
     TreeArrives,
 }
 
+/// A request that reached a busy replica under asynchronous scheduling, waiting for the step the
+/// scheduler had already picked.
+#[derive(Clone, Copy, Debug)]
+struct Held {
+    handle: Handle,
+    tag: u64,
+    /// Step ends still to wait for before it reaches the scheduler.
+    steps_left: u8,
+}
+
 struct Sim<'a> {
     audit: bool,
     merge: bool,
@@ -224,6 +234,11 @@ struct Sim<'a> {
     /// When the server's front end is done with the requests sent so far (the profile's
     /// `frontend_s_per_token`: it takes one request at a time).
     frontend_free: Time,
+    /// `engine.async_scheduling` (not under data-parallel attention): requests that reached a busy
+    /// replica wait for the step it had already picked.
+    async_scheduling: bool,
+    /// Per replica, the requests waiting for that step to end.
+    held: Vec<Vec<Held>>,
     next_replica: u32,
     queue: EventQueue<Event>,
     records: Vec<Record>,
@@ -278,6 +293,8 @@ pub fn simulate(
         generation: vec![0; replicas.len()],
         dues: Default::default(),
         frontend_free: Time(0),
+        async_scheduling: deployment.engine.async_scheduling && lockstep.is_none(),
+        held: vec![Vec::new(); replicas.len()],
         replicas,
         next_replica: 0,
         queue: EventQueue::new(),
@@ -487,21 +504,22 @@ impl Sim<'_> {
     }
 
     /// Request `tag` reaches the engine: routed to a replica (the router decides now) and submitted; a
-    /// decode run in progress on that replica is cut at `t`.
+    /// decode run in progress on that replica is cut at `t`. Under asynchronous scheduling a busy
+    /// replica has already picked its next step: the request is held until that one ends too.
     fn arrive(&mut self, h: Handle, tag: u64, t: Time) {
         let block_size = self.replay.tree(h.lane).0.block_size;
         let req = self.replay.request(h).clone();
         let replica = self.route(h.lane, &req, block_size);
         self.records[tag as usize].replica = replica as u32;
-        let input = SeqInput {
-            tag,
-            blocks: req.blocks,
-            workload_block_size: block_size,
-            input: req.input_tokens,
-            output: self.records[tag as usize].output_requested,
-            kind: req.kind,
-        };
-        self.replicas[replica].submit(input);
+        if self.async_scheduling && self.busy[replica] {
+            self.held[replica].push(Held {
+                handle: h,
+                tag,
+                steps_left: 1,
+            });
+        } else {
+            self.submit(replica, h, tag, req);
+        }
         if self.busy[replica] {
             if let Some(end) = self.replicas[replica].truncate_run(t) {
                 self.generation[replica] += 1;
@@ -513,6 +531,41 @@ impl Sim<'_> {
         }
     }
 
+    /// Hands request `tag` (`req`) to `replica`'s scheduler.
+    fn submit(&mut self, replica: usize, h: Handle, tag: u64, req: Request) {
+        let block_size = self.replay.tree(h.lane).0.block_size;
+        let input = SeqInput {
+            tag,
+            blocks: req.blocks,
+            workload_block_size: block_size,
+            input: req.input_tokens,
+            output: self.records[tag as usize].output_requested,
+            kind: req.kind,
+        };
+        self.replicas[replica].submit(input);
+    }
+
+    /// At a step's end on replica `r`: the held requests whose wait is over reach its scheduler, the
+    /// others wait one more step; all of them at once if the replica has nothing else to run.
+    fn release_held(&mut self, r: usize) {
+        if self.held[r].is_empty() {
+            return;
+        }
+        let idle = !self.replicas[r].has_work();
+        let mut held = std::mem::take(&mut self.held[r]);
+        held.retain_mut(|e| {
+            if idle || e.steps_left == 0 {
+                let req = self.replay.request(e.handle).clone();
+                self.submit(r, e.handle, e.tag, req);
+                false
+            } else {
+                e.steps_left -= 1;
+                true
+            }
+        });
+        self.held[r] = held;
+    }
+
     fn start_step(&mut self, r: usize, t: Time) {
         let replica = &mut self.replicas[r];
         if !replica.has_work() {
@@ -520,8 +573,10 @@ impl Sim<'_> {
         }
         if let Some(shape) = replica.schedule() {
             let first = self.cost.step_ns(&shape) + replica.take_transfer_ns();
+            // A held request joins the step after this one: no run may pass it.
+            let held = (!self.held[r].is_empty()).then_some(t);
             let bounds = RunBounds {
-                next_due: self.dues.keys().next().map(|&d| Time(d)),
+                next_due: held.or(self.dues.keys().next().map(|&d| Time(d))),
                 next_event: self.queue.peek_time(),
                 window_end: self.run_end,
             };
@@ -601,6 +656,7 @@ impl Sim<'_> {
         self.busy[r] = false;
         self.replicas[r].finish_step(&mut self.events);
         self.check(r);
+        self.release_held(r);
         for e in std::mem::take(&mut self.events) {
             match e {
                 SeqEvent::Emitted { .. } | SeqEvent::Admitted { .. } => {}

@@ -41,7 +41,9 @@ pub fn engine_preset(name: &str, d: &Deployment) -> Option<EngineConfig> {
 /// (`CacheConfig.gpu_memory_utilization`'s default in vLLM 0.26.0, read in its start-up log on an H200). CUDA
 /// graphs (`cudagraph_mode` FULL_AND_PIECEWISE) for steps of up to `max_cudagraph_capture_size` tokens,
 /// mixed prefill steps included: `VllmConfig._set_cudagraph_sizes` (vllm/config/vllm.py) makes it
-/// min(2 × max_num_seqs × (1 + speculative tokens), 512, max_num_batched_tokens).
+/// min(2 × max_num_seqs × (1 + speculative tokens), 512, max_num_batched_tokens). vLLM's asynchronous
+/// scheduling (on by default in 0.26.0) is not turned on here: `engine.async_scheduling` models it, and
+/// docs/simulator.md says why the presets leave it off until the front end is refitted.
 fn vllm(d: &Deployment) -> EngineConfig {
     let gib = d.hardware.memory_bytes / GIB;
     let large = gib >= 70.0 && !d.hardware.name.to_ascii_lowercase().contains("a100");

@@ -269,6 +269,12 @@ pub struct EngineConfig {
     /// presets.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub split_kv_decode: bool,
+    /// The scheduler works one step ahead of the GPU (vLLM's asynchronous scheduling, on by default from
+    /// 0.11): it picks step n + 1 while step n runs, so a request that reaches a busy engine waits for the
+    /// step in progress and the one after it before its first chunk runs. Off (default, the presets
+    /// too): it joins the next step (docs/simulator.md).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub async_scheduling: bool,
     /// A model with linear-attention (Gated DeltaNet) layers keeps its recurrent states in a pool of
     /// their own, sized at this ratio of state memory to KV memory, as SGLang does
     /// (`--mamba-full-memory-ratio`, default 0.9: the states take 0.9 / 1.9 of the memory left after
@@ -338,6 +344,7 @@ impl Default for EngineConfig {
             data_parallel_attention: false,
             expert_routing_skew: 0.0,
             split_kv_decode: false,
+            async_scheduling: false,
             state_pool_ratio: None,
             sliding_window_eviction_interval: None,
         }
