@@ -777,7 +777,7 @@ pub struct CalibrateArgs {
     /// The GPU they were measured on (a hardware preset).
     #[arg(long, default_value = "h200")]
     pub hardware: String,
-    /// Profile preset supplying what the measurements cannot inform (all-reduce, int4/fp8 factors).
+    /// Profile preset or YAML file supplying what the measurements cannot inform (all-reduce, int4/fp8 factors).
     #[arg(long, default_value = "h200-datasheet")]
     pub base_profile: String,
     /// Which step time to fit: `wall` (the engine loop's, what clients wait for) or `gpu` (CUDA events).

@@ -4,7 +4,7 @@
 //! for another GPU, and a profile from measured operator tables. Pure: it reads no files, sends no
 //! request and reads no clock (the caller gives `fitted_at`).
 
-use crate::fit::front_end_seconds;
+use crate::fit::{front_end_seconds, front_end_tokens};
 use crate::ops::{fit_ops, profile_from_ops, read_op_table, ClassFit, OpsSources, UsedFit};
 use crate::{
     fit_profile, predict_steps, AttentionLayout, Band, Fit, FitRecord, FitSetup, FitTarget,
@@ -57,10 +57,20 @@ pub fn model_and_hardware(o: &FitOptions) -> Result<(ModelSpec, HardwareSpec)> {
     Ok((model, hardware))
 }
 
-/// The `--base-profile` preset.
+/// The `--base-profile`: a profile preset by name, else a profile file.
 pub fn base_profile(o: &FitOptions) -> Result<Profile> {
-    Profile::preset(&o.base_profile)
-        .ok_or_else(|| anyhow!("--base-profile: no profile preset {:?}", o.base_profile))
+    if let Some(p) = Profile::preset(&o.base_profile) {
+        return Ok(p);
+    }
+    let path = std::path::Path::new(&o.base_profile);
+    if !path.is_file() {
+        bail!(
+            "--base-profile: no profile preset or file {:?}",
+            o.base_profile
+        );
+    }
+    let text = crate::sources::read_text(path)?;
+    Ok(Profile::from_yaml(&o.base_profile, &text)?)
 }
 
 /// How a fit is recorded in the profile: the method, what was measured and where.
@@ -259,7 +269,8 @@ fn fit_with_latency(
     let rounds = if fixed.is_some() { 1 } else { 6 };
     let mut fit = None;
     for _ in 0..rounds {
-        let shifted = less_latency(samples, latency);
+        // The base's front end per prompt token stays in the fitted profile: the probes lose it too.
+        let shifted = less_latency(samples, latency, base.frontend_s_per_token);
         let f = fit_on_base(o, base, &shifted, provenance(), latency)?;
         if fixed.is_none() {
             let (model, hardware) = model_and_hardware(o)?;
@@ -268,7 +279,7 @@ fn fit_with_latency(
                 .iter()
                 .zip(&predicted)
                 .filter(|(s, _)| is_ttft(s))
-                .map(|(s, p)| s.seconds - p)
+                .map(|(s, p)| s.seconds - p - base.frontend_s_per_token * front_end_tokens(s))
                 .collect();
             if !residuals.is_empty() {
                 residuals.sort_by(f64::total_cmp);
@@ -288,14 +299,16 @@ fn fit_with_latency(
     Ok(fit)
 }
 
-/// The TTFT probes less `latency` (never below a tenth of their time).
-fn less_latency(samples: &[StepSample], latency: f64) -> Vec<StepSample> {
+/// The TTFT probes less the front end: `latency` and `per_token` × their prompt tokens (never below a
+/// tenth of their time).
+fn less_latency(samples: &[StepSample], latency: f64, per_token: f64) -> Vec<StepSample> {
     samples
         .iter()
         .map(|s| {
             let mut s = s.clone();
             if is_ttft(&s) {
-                s.seconds = (s.seconds - latency).max(s.seconds / 10.0);
+                let front = latency + per_token * front_end_tokens(&s);
+                s.seconds = (s.seconds - front).max(s.seconds / 10.0);
             }
             s
         })
