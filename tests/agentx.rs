@@ -737,3 +737,59 @@ fn a_specs_rows_are_one_corpus_for_every_seed_under_agentx() {
         }
     }
 }
+
+/// Under the AgentX protocol every request is a chat completion: the front end also takes the profile's
+/// `tokenize_s_per_token` for each prompt token. One lane, so each request meets an idle front end and
+/// engine: its first token comes that much later, and the same replay under the cold protocol (prompts of
+/// token ids) does not pay it at all.
+#[test]
+fn chat_prompts_pay_the_profiles_tokenizer_under_the_agentx_protocol() {
+    use serverbench_sim::{simulate, Deployment, Outcome, RunConfig, RunOutput};
+    let trace = serverbench_workloads::Trace::new(traces(&FOUR)).unwrap();
+    let d = Deployment::preset("qwen3-8b-200k-1xh200-vllm").unwrap();
+    let with = d.cost_model();
+    let mut plain = d.clone();
+    plain.profile.tokenize_s_per_token = 0.0;
+    let without = plain.cost_model();
+    assert!(with.tokenize_ns(100_000) > 0);
+    let run = |protocol, cost: &serverbench_calibration::CostModel| {
+        let cfg = RunConfig {
+            protocol,
+            ..RunConfig::new(1, 3, 300.0)
+        };
+        simulate(&d, cost, &trace, &cfg).unwrap()
+    };
+    let json = |o: &RunOutput| serde_json::to_string(&o.records).unwrap();
+    assert_eq!(
+        json(&run(Protocol::Cold, &with)),
+        json(&run(Protocol::Cold, &without))
+    );
+    let (a, b) = (
+        run(Protocol::Agentx, &with),
+        run(Protocol::Agentx, &without),
+    );
+    let ttft = |o: &RunOutput| -> Vec<(u32, u64)> {
+        o.records
+            .iter()
+            .filter(|r| {
+                r.outcome == Outcome::Completed
+                    && r.kind == serverbench_workloads::RequestKind::RootTurn
+            })
+            .map(|r| (r.input_tokens, r.first_token_ns.unwrap() - r.send_ns))
+            .collect()
+    };
+    let (ta, tb) = (ttft(&a), ttft(&b));
+    assert!(ta.len() > 5, "{} requests", ta.len());
+    // The first requests are the same ones in both runs (the lane's start point does not depend on time).
+    let n = ta.len().min(tb.len()).min(5);
+    for i in 0..n {
+        assert_eq!(ta[i].0, tb[i].0);
+        let extra = ta[i].1 as i64 - tb[i].1 as i64;
+        let want = with.tokenize_ns(ta[i].0) as i64;
+        assert!(
+            (extra - want).abs() <= want / 20 + 1_000_000,
+            "request {i} of {} tokens: {extra} ns more, the tokenizer {want} ns",
+            ta[i].0
+        );
+    }
+}

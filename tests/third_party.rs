@@ -351,7 +351,7 @@ fn sweep_picks_the_level_that_survives_the_profiles_measured_error() {
         "{text}"
     );
     assert!(
-        text.contains("profile h200-qwen3-8b-vllm's stated error: compute ±26 %, bandwidth ±11 %, host ±25 %): accept 8"),
+        text.contains("profile h200-qwen3-8b-vllm's stated error: compute ±26 %, bandwidth ±10 %, host ±25 %): accept 8"),
         "{text}"
     );
     assert!(

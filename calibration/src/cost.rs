@@ -161,6 +161,7 @@ pub struct CostModel {
     packed: bool,
     request_latency_ns: u64,
     frontend_ns_per_token: f64,
+    tokenize_ns_per_token: f64,
     /// The steps that replay CUDA graphs, when the engine has a rule and the profile an eager cost.
     graphs: Option<GraphRule>,
     /// Host launch time of an eager step: layers × the profile's `eager_s_per_layer`.
@@ -495,6 +496,7 @@ impl CostModel {
             packed: p.attention_layout == AttentionLayout::Packed,
             request_latency_ns: (p.request_latency_s * 1e9).round() as u64,
             frontend_ns_per_token: p.frontend_s_per_token * 1e9,
+            tokenize_ns_per_token: p.tokenize_s_per_token * 1e9,
             graphs: i.graphs.filter(|_| p.eager_s_per_layer > 0.0),
             eager_floor_s: m.layers as f64 * p.eager_s_per_layer,
             window: m.sliding_attention.as_ref().and_then(|s| s.window),
@@ -517,6 +519,12 @@ impl CostModel {
     /// requests take it one at a time).
     pub fn frontend_ns(&self, prompt_tokens: u32) -> u64 {
         (self.frontend_ns_per_token * prompt_tokens as f64).round() as u64
+    }
+
+    /// What a prompt of `prompt_tokens` tokens sent as chat messages adds to its front-end time, ns (the
+    /// profile's `tokenize_s_per_token`).
+    pub fn tokenize_ns(&self, prompt_tokens: u32) -> u64 {
+        (self.tokenize_ns_per_token * prompt_tokens as f64).round() as u64
     }
 
     /// Whether a step's [`BatchShape::decode_shared`] changes its time (the profile gives shared re-reads

@@ -42,6 +42,12 @@ pub struct Profile {
     /// waits for it. The simulator adds it to `request_latency_s`. 0 if absent.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub frontend_s_per_token: f64,
+    /// Host time the front end spends on each prompt token of a prompt sent as chat messages (the chat
+    /// template and the tokenizer, which a prompt of token ids skips), seconds per token, on top of
+    /// `frontend_s_per_token` and in the same one-at-a-time queue. The simulator charges it under the
+    /// AgentX protocols, whose requests are chat completions. 0 if absent.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tokenize_s_per_token: f64,
     /// Extra cost per sequence in the step (logits, sampling, bookkeeping), seconds.
     pub per_sequence_overhead_s: f64,
     /// Effective bandwidth of int4 (W4A16) GEMM kernels relative to bf16 ones (dequantisation costs).
@@ -119,7 +125,7 @@ pub struct Band {
     /// `expert_memory_efficiency`, `allreduce_efficiency`.
     pub memory: f64,
     /// Host costs: `step_overhead_s`, `per_sequence_overhead_s`, `request_latency_s`,
-    /// `frontend_s_per_token`, `eager_s_per_layer`, `moe_layer_s`.
+    /// `frontend_s_per_token`, `tokenize_s_per_token`, `eager_s_per_layer`, `moe_layer_s`.
     pub overhead: f64,
 }
 
@@ -275,6 +281,7 @@ impl Profile {
         p.per_sequence_overhead_s = cost(p.per_sequence_overhead_s);
         p.request_latency_s = cost(p.request_latency_s);
         p.frontend_s_per_token = cost(p.frontend_s_per_token);
+        p.tokenize_s_per_token = cost(p.tokenize_s_per_token);
         p.eager_s_per_layer = cost(p.eager_s_per_layer);
         p.moe_layer_s = cost(p.moe_layer_s);
         p.name = format!(
@@ -342,6 +349,7 @@ impl Profile {
             ("step_overhead_s", self.step_overhead_s),
             ("request_latency_s", self.request_latency_s),
             ("frontend_s_per_token", self.frontend_s_per_token),
+            ("tokenize_s_per_token", self.tokenize_s_per_token),
             ("per_sequence_overhead_s", self.per_sequence_overhead_s),
             ("eager_s_per_layer", self.eager_s_per_layer),
             ("moe_layer_s", self.moe_layer_s),

@@ -237,6 +237,9 @@ struct Sim<'a> {
     /// `engine.async_scheduling` (not under data-parallel attention): requests that reached a busy
     /// replica wait for the step it had already picked.
     async_scheduling: bool,
+    /// The requests are chat completions of messages (the AgentX protocols): the front end also applies
+    /// the chat template and tokenizes them (the profile's `tokenize_s_per_token`).
+    chat_prompts: bool,
     /// Per replica, the requests waiting for that step to end.
     held: Vec<Vec<Held>>,
     next_replica: u32,
@@ -294,6 +297,7 @@ pub fn simulate(
         dues: Default::default(),
         frontend_free: Time(0),
         async_scheduling: deployment.engine.async_scheduling && lockstep.is_none(),
+        chat_prompts: cfg.protocol.is_agentx(),
         held: vec![Vec::new(); replicas.len()],
         replicas,
         next_replica: 0,
@@ -486,7 +490,10 @@ impl Sim<'_> {
             return;
         }
         self.records.push(record);
-        let frontend = self.cost.frontend_ns(req.input_tokens);
+        let mut frontend = self.cost.frontend_ns(req.input_tokens);
+        if self.chat_prompts {
+            frontend += self.cost.tokenize_ns(req.input_tokens);
+        }
         let latency = self.cost.request_latency_ns();
         if latency == 0 && frontend == 0 {
             self.arrive(h, tag, t);
