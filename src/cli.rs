@@ -526,6 +526,22 @@ impl EngineArgs {
     }
 }
 
+/// How a real server is asked (`replay`'s, `compare --url`'s and the frozen runs' of `freeze`).
+#[derive(Args, Debug, Clone)]
+pub struct ServerArgs {
+    /// Endpoint and prompt form: tokens (/v1/completions with token ids, exact), text, or chat.
+    #[arg(long, default_value = "tokens")]
+    pub api: String,
+    /// The server kind, which decides the fields that ask for exact output lengths: vllm or sglang
+    /// (`ignore_eos`, `min_tokens`; also serverbench's own serve), transformers (`transformers serve`:
+    /// a `generation_config` without end-of-sequence, text prompts only), openai (standard fields only).
+    #[arg(long, default_value = "vllm")]
+    pub server: String,
+    /// Model name to send (default: the deployment's model).
+    #[arg(long)]
+    pub model: Option<String>,
+}
+
 #[derive(Args, Debug)]
 pub struct ReplayRealArgs {
     /// Base URL of the server, e.g. http://127.0.0.1:8000 or https://host (a trailing /v1 is dropped); not
@@ -538,17 +554,8 @@ pub struct ReplayRealArgs {
     pub run: RunArgs,
     #[command(flatten)]
     pub one: OneRunArgs,
-    /// Endpoint and prompt form: tokens (/v1/completions with token ids, exact), text, or chat.
-    #[arg(long, default_value = "tokens")]
-    pub api: String,
-    /// The server kind, which decides the fields that ask for exact output lengths: vllm or sglang
-    /// (`ignore_eos`, `min_tokens`; also serverbench's own serve), transformers (`transformers serve`:
-    /// a `generation_config` without end-of-sequence, text prompts only), openai (standard fields only).
-    #[arg(long, default_value = "vllm")]
-    pub server: String,
-    /// Model name to send (default: the deployment's model).
-    #[arg(long)]
-    pub model: Option<String>,
+    #[command(flatten)]
+    pub client: ServerArgs,
     /// Mix this into every synthesised prompt token, so a server that lives across runs serves no run
     /// from another run's cache (0: unsalted; `compare --url` salts each run by its level and seed).
     #[arg(long, default_value_t = 0)]
@@ -668,19 +675,13 @@ pub struct CompareArgs {
     /// Workload seeds, comma-separated (every seed runs at every level).
     #[arg(long, short = 's', value_delimiter = ',', default_value = "0")]
     pub seeds: Vec<u64>,
-    /// The real backend: base URL of an OpenAI-compatible server (or `--engine cuda`). Each run's prompts
-    /// are salted by its level and seed (`replay --prompt-salt`): the server keeps its cache across runs.
+    /// The real backend: base URL of an OpenAI-compatible server (or `--engine cuda`), asked as --api,
+    /// --server and --model say. Each run's prompts are salted by its level and seed (`replay
+    /// --prompt-salt`): the server keeps its cache across runs.
     #[arg(long)]
     pub url: Option<String>,
-    /// With --url: endpoint and prompt form (as `replay --api`).
-    #[arg(long, default_value = "tokens")]
-    pub api: String,
-    /// With --url: the server kind (as `replay --server`).
-    #[arg(long, default_value = "vllm")]
-    pub server: String,
-    /// With --url: model name to send (default: the deployment's model).
-    #[arg(long)]
-    pub model: Option<String>,
+    #[command(flatten)]
+    pub client: ServerArgs,
     /// With --url: per-request timeout, seconds.
     #[arg(long, default_value_t = 600.0)]
     pub timeout: f64,
@@ -921,15 +922,8 @@ pub struct FreezeArgs {
     /// The server's base URL.
     #[arg(long)]
     pub url: String,
-    /// The server kind (as `replay --server`).
-    #[arg(long, default_value = "vllm")]
-    pub server: String,
-    /// Endpoint and prompt form (as `replay --api`).
-    #[arg(long, default_value = "tokens")]
-    pub api: String,
-    /// Model name to send (default: the deployment's model).
-    #[arg(long)]
-    pub model: Option<String>,
+    #[command(flatten)]
+    pub client: ServerArgs,
     /// The frozen file to write.
     #[arg(long, short = 'o', default_value = "frozen.json")]
     pub out: PathBuf,

@@ -2,19 +2,19 @@
 //! workloads and replay options, and reads the files they name; its functions are re-exported here);
 //! plus what only the binary does with them: print the effective deployment.
 
-use crate::cli::{DeploymentArgs, ReplayArgs, RunArgs, WorkloadArgs};
+use crate::cli::{DeploymentArgs, OneRunArgs, ReplayArgs, RunArgs, WorkloadArgs};
 use anyhow::Result;
-use serverbench_sim::Deployment;
+use serverbench_sim::{Deployment, RunConfig};
 use serverbench_study::inputs::{self as lib, DeploymentChoice, ReplayChoice, WorkloadChoice};
 use serverbench_study::Study;
+use serverbench_workloads::TreeSource;
+use std::sync::Arc;
 
 pub use lib::{
-    check_levels, check_rates, check_scan, corpus_sessions, fitted_workload, import, run_config,
+    check_closed_sweep, check_levels, check_scan, corpus_sessions, fit_corpus, fitted_workload,
 };
-pub use lib::{
-    deployment, deployment_protocol, model, seeds, source, study_on, threads, time_scale,
-};
-pub use lib::{trees, trees_of, windows};
+pub use lib::{deployment, deployment_protocol, model, seeds, study_on, threads, time_scale};
+pub use lib::{rate_sweep_study, trees_of, windows};
 
 /// An import's note, on standard error.
 pub fn note(line: &str) {
@@ -62,13 +62,31 @@ pub fn resolved(args: &DeploymentArgs) -> Result<Deployment> {
     lib::resolved(&deployment_choice(args))
 }
 
+/// A run's deployment, workload and replay choices.
+pub fn choices(run: &RunArgs) -> (DeploymentChoice, WorkloadChoice, ReplayChoice) {
+    (
+        deployment_choice(&run.deployment),
+        workload_choice(&run.workload),
+        replay_choice(&run.replay),
+    )
+}
+
+/// One run's configuration and its session trees (`simulate`'s and `replay`'s), on deployment `d`.
+pub fn one_run(
+    run: &RunArgs,
+    one: &OneRunArgs,
+    d: &Deployment,
+) -> Result<(RunConfig, Arc<dyn TreeSource>)> {
+    let cfg = lib::run_config(&replay_choice(&run.replay), one.concurrency, one.seed)?;
+    let w = workload_choice(&run.workload);
+    let source = lib::source(&run.deployment.deployment, &w, one.seed, d, cfg.protocol)?;
+    Ok((cfg, source))
+}
+
 /// The study the arguments describe.
 pub fn study(run: &RunArgs) -> Result<Study> {
-    lib::study(
-        &deployment_choice(&run.deployment),
-        &workload_choice(&run.workload),
-        &replay_choice(&run.replay),
-    )
+    let (d, w, r) = choices(run);
+    lib::study(&d, &w, &r)
 }
 
 /// Prints the effective deployment when asked; returns true if it did (the command should stop).

@@ -32,9 +32,9 @@ fn main() {
         // Standard output was closed by its reader (`| head`): nothing more to say.
         Err(e) if broken_pipe(&e) => 0,
         Err(e) => match e.downcast_ref::<Exit>() {
-            Some(exit) => {
-                eprintln!("{}", exit.message);
-                exit.code
+            Some(Exit(code, message)) => {
+                eprintln!("{message}");
+                *code
             }
             None => {
                 eprintln!("error: {e:#}");
@@ -51,26 +51,19 @@ pub fn this_exe() -> anyhow::Result<std::path::PathBuf> {
     std::env::current_exe().context("cannot find this executable")
 }
 
-/// A command that did its work and ends with a code of its own (an interrupted or invalid replay).
+/// A command that did its work and ends with a code of its own (an interrupted or invalid replay),
+/// after printing its message to standard error.
 #[derive(Debug)]
-pub struct Exit {
-    code: i32,
-    message: String,
-}
+pub struct Exit(i32, String);
 
-impl Exit {
-    /// Ends with `code` after printing `message` to standard error.
-    pub fn new(code: i32, message: impl Into<String>) -> Exit {
-        Exit {
-            code,
-            message: message.into(),
-        }
-    }
+/// The error that ends the process with `code` after printing `message` ([`Exit`]).
+pub fn exit(code: i32, message: impl Into<String>) -> anyhow::Error {
+    Exit(code, message.into()).into()
 }
 
 impl std::fmt::Display for Exit {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
+        f.write_str(&self.1)
     }
 }
 

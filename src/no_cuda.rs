@@ -3,9 +3,9 @@
 //! (`--engine cuda` is `serverbench_backends::engine_choice`'s). The same functions as `cuda.rs`, so
 //! that their callers need no `cfg`.
 
-use crate::cli::{CudaBenchArgs, CudaCheckArgs};
+use crate::cli::{CalibrateArgs, CudaBenchArgs, CudaCheckArgs};
 use anyhow::Result;
-pub use serverbench_backends::engine_choice::not_built;
+use serverbench_backends::engine_choice::not_built;
 
 pub fn bench(_: CudaBenchArgs) -> Result<()> {
     Err(not_built("cuda-bench"))
@@ -13,4 +13,8 @@ pub fn bench(_: CudaBenchArgs) -> Result<()> {
 
 pub fn check(_: CudaCheckArgs) -> Result<()> {
     Err(not_built("cuda-check"))
+}
+
+pub fn microbench(_: &CalibrateArgs) -> Result<()> {
+    Err(not_built("--microbench"))
 }

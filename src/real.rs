@@ -1,24 +1,17 @@
 //! `serverbench replay` (against a real server) and `serverbench serve` (the emulated server).
 
 use crate::cli::{ReplayRealArgs, ServeArgs};
-use crate::inputs::{self, replay_choice, workload_choice};
-use crate::output::{prepare_out, write_json};
+use crate::inputs;
+use crate::output::write_json;
 use crate::signals;
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use serverbench_backends::engine_choice::{connect, cuda_serve, model_vocab};
-use serverbench_backends::engine_choice::{Connection, ReplayTarget};
+use serverbench_backends::engine_choice::{cuda_serve, ReplayTarget};
 use serverbench_backends::inputs::{self as choose, ClientChoice, ServeChoice};
-use serverbench_backends::report::{replay_header, replay_text, Shown};
-use serverbench_backends::{
-    natural_stop_probe, run_real, serve_until_interrupted, unless_interrupted, Interrupt,
-    NaturalStop, NotCounted, RealConfig, RealOutput, RecordSink, Runtime,
-};
-
-/// The async runtime of the commands that talk HTTP.
-pub fn runtime() -> Result<Runtime> {
-    Runtime::new().context("cannot start the async runtime")
-}
+use serverbench_backends::real_replay::{self, Hooks, RealReplay, Replayed};
+use serverbench_backends::report::{replay_header, replay_text, serve_banner, Shown};
+use serverbench_backends::{serve_blocking, Interrupt, NotCounted};
+use serverbench_sim::Deployment;
 
 pub fn serve(a: ServeArgs) -> Result<()> {
     let d = inputs::resolved(&a.deployment)?;
@@ -39,46 +32,30 @@ pub fn serve(a: ServeArgs) -> Result<()> {
     };
     let cfg = choose::serve_config(&d, &model, cuda, &flags)?;
     let addr = format!("{}:{}", a.host, a.port);
-    let banner = |at: std::net::SocketAddr| {
-        if a.engine.engine == "cuda" {
-            eprintln!(
-                "serverbench serve — CUDA engine, {} ({}) on http://{at}  (Ctrl-C or SIGTERM stops)",
-                d.name, model
-            );
-        } else {
-            eprintln!("serverbench serve — emulating {} ({}) at {} × real time on http://{at}  (Ctrl-C or SIGTERM stops)", d.name, model, a.time_scale);
-        }
-    };
-    let stop = Interrupt::new();
-    let drain = a.drain_timeout;
+    let cuda = a.engine.engine == "cuda";
+    let banner = |at| eprintln!("{}", serve_banner(&d, &model, cuda, a.time_scale, at));
+    let (stop, drain) = (Interrupt::new(), a.drain_timeout);
+    let (first, again) = (stop.clone(), stop.clone());
     signals::on_stop(
-        {
-            let stop = stop.clone();
-            move |name| {
-                eprintln!("{name}: refusing new connections; open requests have {drain} s to finish (again: end them now)");
-                stop.request(name);
-            }
+        move |name| {
+            eprintln!("{name}: refusing new connections; open requests have {drain} s to finish (again: end them now)");
+            first.request(name);
         },
-        {
-            let stop = stop.clone();
-            move |name| {
-                eprintln!("{name} again: ending the open requests now");
-                stop.request(name);
-            }
+        move |name| {
+            eprintln!("{name} again: ending the open requests now");
+            again.request(name);
         },
     )?;
-    runtime()?
-        .block_on(serve_until_interrupted(&addr, cfg, &stop, banner))
-        .context("the server stopped")
+    serve_blocking(&addr, cfg, &stop, banner)
 }
 
 /// `replay`'s client flags.
 fn client_choice(a: &ReplayRealArgs, agentx: bool) -> ClientChoice<'_> {
     ClientChoice {
-        api: &a.api,
+        api: &a.client.api,
         protocol: a.run.replay.protocol(),
         agentx,
-        server: &a.server,
+        server: &a.client.server,
         timeout: a.timeout,
         api_key: std::env::var(&a.api_key_env).ok().filter(|k| !k.is_empty()),
         affinity_header: a.affinity_header.as_deref(),
@@ -95,30 +72,12 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
         return Ok(());
     }
     inputs::time_scale(a.time_scale)?;
-    let run = inputs::run_config(&replay_choice(&a.run.replay), a.one.concurrency, a.one.seed)?;
-    let source = inputs::source(
-        &a.run.deployment.deployment,
-        &workload_choice(&a.run.workload),
-        a.one.seed,
-        &d,
-        run.protocol,
-    )?;
-    let model = a.model.clone().unwrap_or_else(|| d.model.name.clone());
-    let (model_vocab, vocab_of) = model_vocab(&a.engine.choice(), &d, &model)?;
-    let vocab = choose::prompt_vocab(a.vocab, model_vocab, &vocab_of)?.salted(a.prompt_salt);
-    // SIGINT and SIGTERM from here on end the run with a summary that says so.
-    let stop = Interrupt::new();
-    signals::on_stop(
-        {
-            let stop = stop.clone();
-            move |name| {
-                eprintln!("\n{name}: stopping the replay; writing what was measured (again: quit at once)");
-                stop.request(name);
-            }
-        },
-        signals::exit_now,
-    )?;
-    let rt = runtime()?;
+    let (run, source) = inputs::one_run(&a.run, &a.one, &d)?;
+    let model = a
+        .client
+        .model
+        .clone()
+        .unwrap_or_else(|| d.model.name.clone());
     let target = ReplayTarget {
         url: a.url.as_deref(),
         engine: a.engine.choice(),
@@ -126,110 +85,62 @@ pub fn replay(a: ReplayRealArgs) -> Result<()> {
         key_env: &a.api_key_env,
         model: &model,
     };
-    // Interrupted during the model check, the probe and the run below stop at once and write a
-    // summary that says so.
-    let Connection { url, local, client } =
-        connect(&target, &d, &rt, &stop, &|n| eprintln!("{n}"))?;
-    if let Some(dir) = &a.out {
-        // records.jsonl is truncated as it is opened below; summary.json is written at the end.
-        prepare_out(dir, &["summary.json"])?;
-    }
-    let mut sink = RecordSink::in_dir(a.out.as_deref())?;
-    let cfg = RealConfig {
-        run,
+    let flags = RealReplay {
+        vocab: a.vocab,
+        prompt_salt: a.prompt_salt,
         time_scale: a.time_scale,
-        vocab,
-        stop: stop.clone(),
+        no_probe: a.no_probe,
+        out: a.out.as_deref(),
     };
-    outln!("{}", replay_header(&d, &url, &run, a.time_scale))?;
-    let probe = if a.no_probe {
-        Some(None)
-    } else {
-        rt.block_on(unless_interrupted(
-            &stop,
-            natural_stop_probe(&client, a.one.seed, vocab),
-        ))
-        .map(Some)
+    // SIGINT and SIGTERM from here on end the run (the model check, the probe or the replay) with a
+    // summary that says so.
+    let stop = signals::interrupt("stopping the replay; writing what was measured")?;
+    let bar = ProgressBar::new(run.window_s as u64);
+    bar.set_style(
+        ProgressStyle::with_template("  {bar:40} {pos}/{len} s of window  {elapsed} elapsed")
+            .expect("valid template"),
+    );
+    let hooks = Hooks {
+        note: &|n| eprintln!("{n}"),
+        connected: &|url| outln!("{}", replay_header(&d, url, &run, a.time_scale)),
+        progress: &|s| bar.set_position(s as u64),
     };
-    let out = match probe {
-        // Ctrl-C during the probe: no run, but a summary that says so.
-        None => RealOutput::interrupted(&d, &cfg),
-        Some(_) => {
-            let bar = ProgressBar::new(run.window_s as u64);
-            bar.set_style(
-                ProgressStyle::with_template(
-                    "  {bar:40} {pos}/{len} s of window  {elapsed} elapsed",
-                )
-                .expect("valid template"),
-            );
-            let out = rt.block_on(run_real(
-                &d,
-                source.as_ref(),
-                client.clone(),
-                &cfg,
-                &mut sink,
-                &|s| bar.set_position(s as u64),
-            ))?;
-            bar.finish_and_clear();
-            out
-        }
-    };
-    if let Some(server) = local {
-        // End the engine thread (and release the GPU, flush the step log) before the process exits.
-        rt.block_on(server.stop());
-    }
-    let probe = probe.flatten();
+    let r = real_replay::replay(&d, source.as_ref(), run, &target, &flags, &stop, &hooks)?;
+    bar.finish_and_clear();
     let shown = Shown {
         protocol: a.run.replay.protocol(),
-        api: &a.api,
+        api: &a.client.api,
         output_tokenizer: a.output_tokenizer.is_some(),
     };
-    out!("{}", replay_text(&out, &d, probe.as_ref(), &shown))?;
-    let written = write_summary(&a, &d, &model, &out, probe);
-    if let Some(e) = &out.client.write_error {
+    out!("{}", replay_text(&r.output, &d, r.probe.as_ref(), &shown))?;
+    let written = write_summary(&a, &d, &model, &r);
+    if let Some(e) = &r.output.client.write_error {
         // The table above scores what was measured; the records file holds every record before the
         // one it could not take, whole.
         bail!(
             "{e}; the summary above scores the {} requests measured",
-            out.summary.requests
+            r.output.summary.requests
         );
     }
     written?;
-    verdict(&out)
+    // The process's verdict on the run: interrupted (exit 130) or invalid (exit 3) after writing what
+    // was measured; otherwise success.
+    match r.output.not_counted() {
+        Some(NotCounted::Interrupted(why)) => Err(crate::exit(signals::INTERRUPTED, why)),
+        Some(NotCounted::Invalid(why)) => Err(crate::exit(3, why)),
+        None => Ok(()),
+    }
 }
 
 /// Writes summary.json (with `--out`).
-fn write_summary(
-    a: &ReplayRealArgs,
-    d: &serverbench_sim::Deployment,
-    model: &str,
-    out: &RealOutput,
-    probe: Option<NaturalStop>,
-) -> Result<()> {
+fn write_summary(a: &ReplayRealArgs, d: &Deployment, model: &str, r: &Replayed) -> Result<()> {
     if let Some(dir) = &a.out {
         let meta = crate::meta::now(Some(d)).with_server(a.url.as_deref(), model);
-        write_json(
-            dir,
-            "summary.json",
-            &meta,
-            &serde_json::json!({ "summary": out.summary, "client": out.client, "natural_stop_probe": probe }),
-        )?;
+        write_json(dir, "summary.json", &meta, &r.summary_json())?;
         outln!(
             "\n  wrote {} and summary.json",
             dir.join("records.jsonl").display()
         )?;
     }
     Ok(())
-}
-
-/// The process's verdict on the run: interrupted (exit 130) or invalid (exit 3) after writing what was
-/// measured; otherwise success.
-fn verdict(out: &RealOutput) -> Result<()> {
-    match out.not_counted() {
-        Some(NotCounted::Interrupted(why)) => {
-            Err(crate::Exit::new(signals::INTERRUPTED, why).into())
-        }
-        Some(NotCounted::Invalid(why)) => Err(crate::Exit::new(3, why).into()),
-        None => Ok(()),
-    }
 }

@@ -4,8 +4,8 @@
 
 use crate::cli::ScreenArgs;
 use crate::inputs;
-use crate::output::{prepare_out, write_json, write_report, write_text};
-use crate::signals::{StudyStop, INTERRUPTED};
+use crate::output::{prepare_out, write_files, write_report};
+use crate::signals::{study_stop, Stoppable, INTERRUPTED};
 use anyhow::Result;
 use serverbench_study::report::screen as render;
 
@@ -19,12 +19,12 @@ pub fn run(a: ScreenArgs) -> Result<()> {
         // Before any replay: a folder that cannot be written is found now, not after the screen.
         prepare_out(dir, &["screen.csv", "screen.json", "screen.svg"])?;
     }
-    let stop = StudyStop::install()?;
+    let stop = study_stop()?;
     let started = std::time::Instant::now();
     let mut study = inputs::study(&a.run)?;
     study.threads = inputs::threads(a.threads)?;
     let seeds = inputs::seeds(&a.seeds)?;
-    let r = serverbench_study::run_screen(study, a.concurrency, &seeds, &stop.executor())?;
+    let r = serverbench_study::run_screen(study, a.concurrency, &seeds, &Stoppable(&stop))?;
     if r.partial {
         outln!(
             "{}",
@@ -37,29 +37,17 @@ pub fn run(a: ScreenArgs) -> Result<()> {
         r.seeds.len(),
         started.elapsed().as_secs_f64()
     )?;
-    let csv = render::csv(&r);
-    let svg = || serverbench_study::screen_plot(&r);
     if let Some(dir) = &a.out {
-        write_text(dir, "screen.csv", &csv)?;
-        write_json(dir, "screen.json", &crate::meta::now(Some(&d)), &r)?;
-        if !r.seeds.is_empty() {
-            let svg = svg()?;
-            write_text(dir, "screen.svg", &svg)?;
-        }
-        outln!(
-            "  wrote {}, screen.json and screen.svg",
-            dir.join("screen.csv").display()
-        )?;
+        write_files(dir, &[render::files(&r, dir, &crate::meta::now(Some(&d)))?])?;
     }
     // A histogram needs a seed: a screen stopped before any finished writes no report.
     if let Some(path) = a.report.as_ref().filter(|_| !r.seeds.is_empty()) {
-        let page = render::page(&r, crate::meta::now(Some(&d)), &svg()?);
-        write_report(&page, path)?;
-        outln!("  wrote the report {}", path.display())?;
+        let svg = serverbench_study::screen_plot(&r)?;
+        write_report(&render::page(&r, crate::meta::now(Some(&d)), &svg), path)?;
     }
     if r.partial {
         let message = render::partial_error(stop.why().as_deref(), r.seeds.len(), all);
-        return Err(crate::Exit::new(INTERRUPTED, message).into());
+        return Err(crate::exit(INTERRUPTED, message));
     }
     Ok(())
 }

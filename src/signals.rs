@@ -5,11 +5,11 @@
 
 use crate::output::replays_bar;
 use anyhow::{Context, Result};
-use serverbench_backends::Graceful;
-use serverbench_study::{Executor, Stop, StudyError, Work};
+use serverbench_backends::{Interrupt, StudyStop};
+use serverbench_study::{Executor, StudyError, Work};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Exit code of an interrupted command (128 + SIGINT, the shell's convention).
@@ -62,61 +62,51 @@ fn is_echo(first: Option<Instant>, now: Instant) -> bool {
     first.is_some_and(|f| now.duration_since(f) < ECHO)
 }
 
+/// On the first SIGINT or SIGTERM, says `NAME: {doing} (again: quit at once)` and calls
+/// `then(NAME)`; a second ends the process at once ([`exit_now`]).
+pub fn stop_on_signal(doing: String, then: impl Fn(&str) + Send + 'static) -> Result<()> {
+    on_stop(
+        move |name| {
+            eprintln!("\n{name}: {doing} (again: quit at once)");
+            then(name)
+        },
+        exit_now,
+    )
+}
+
+/// A stop request that [`stop_on_signal`] makes, saying `doing`.
+pub fn interrupt(doing: &str) -> Result<Interrupt> {
+    let stop = Interrupt::new();
+    let first = stop.clone();
+    stop_on_signal(doing.to_string(), move |name| first.request(name))?;
+    Ok(stop)
+}
+
 /// What a second signal does while a command stops: it ends the process at once.
 pub fn exit_now(name: &str) {
     eprintln!("\n{name} again: stopping at once, without writing more");
     std::process::exit(INTERRUPTED);
 }
 
-/// A study's stop request, made on the first SIGINT or SIGTERM (a second ends the process at once).
-pub struct StudyStop {
-    stop: Arc<Stop>,
-    why: Arc<Mutex<Option<String>>>,
-}
-
 /// How long a stopped study waits for the replays it is running before it writes what finished
 /// without them: well inside docker's 10 s between SIGTERM and SIGKILL.
 const GRACE: Duration = Duration::from_secs(2);
 
-impl StudyStop {
-    /// Listens for SIGINT and SIGTERM from now on.
-    pub fn install() -> Result<StudyStop> {
-        let stop = Arc::new(Stop::default());
-        let why = Arc::new(Mutex::new(None));
-        let (s, w) = (stop.clone(), why.clone());
-        on_stop(
-            move |name| {
-                eprintln!(
-                    "\n{name}: starting no more replays; writing those that finished within {} s, marked partial (again: quit at once)",
-                    GRACE.as_secs()
-                );
-                *w.lock().expect("signal name") = Some(name.to_string());
-                s.request();
-            },
-            exit_now,
-        )?;
-        Ok(StudyStop { stop, why })
-    }
-
-    /// The signal that stopped the study, once one did.
-    pub fn why(&self) -> Option<String> {
-        self.why.lock().expect("signal name").clone()
-    }
-
-    /// The study's stop flag.
-    pub fn flag(&self) -> &Stop {
-        &self.stop
-    }
-
-    /// An executor of a study's runs under this stop request, with a progress bar.
-    pub fn executor(&self) -> Stoppable<'_> {
-        Stoppable(self)
-    }
+/// A study's stop request, made on the first SIGINT or SIGTERM (a second ends the process at once).
+pub fn study_stop() -> Result<StudyStop> {
+    let stop = StudyStop::default();
+    let s = stop.clone();
+    let doing = format!(
+        "starting no more replays; writing those that finished within {} s, marked partial",
+        GRACE.as_secs()
+    );
+    stop_on_signal(doing, move |name| s.request(name))?;
+    Ok(stop)
 }
 
-/// A study's runs on a thread of their own, with a progress bar, until done or stopped (see
-/// [`StudyStop`]).
-pub struct Stoppable<'a>(&'a StudyStop);
+/// A study's runs on a thread of their own under its stop request ([`study_stop`]), with a progress
+/// bar, until done or stopped.
+pub struct Stoppable<'a>(pub &'a StudyStop);
 
 impl Executor for Stoppable<'_> {
     fn execute<T: Clone + Send + 'static>(
@@ -124,15 +114,10 @@ impl Executor for Stoppable<'_> {
         n: usize,
         work: Work<T>,
     ) -> Result<Vec<Option<T>>, StudyError> {
-        let (bar, stop) = (replays_bar(n, true), self.0.stop.clone());
+        let bar = replays_bar(n, true);
         let tick = bar.clone();
-        let done = Arc::new(move || tick.inc(1));
-        let runs = Graceful {
-            stop,
-            grace: GRACE,
-            done,
-        }
-        .execute(n, work);
+        let runs = self.0.graceful(GRACE, Arc::new(move || tick.inc(1)));
+        let runs = runs.execute(n, work);
         bar.finish_and_clear();
         runs
     }

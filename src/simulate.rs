@@ -2,8 +2,8 @@
 //! summary, timeline and page written (rendered by `serverbench_study::report`).
 
 use crate::cli::SimulateArgs;
-use crate::inputs::{self, replay_choice, workload_choice};
-use crate::output::{prepare_out, write_report, write_text};
+use crate::inputs;
+use crate::output::{prepare_out, write_files, write_report};
 use anyhow::{bail, Result};
 use serverbench_study::report::summary::{
     simulate_files, simulate_page, simulate_title, summary_rows, summary_table,
@@ -20,15 +20,8 @@ pub fn run(a: SimulateArgs) -> Result<()> {
     if a.timeline && a.out.is_none() && a.report.is_none() {
         bail!("--timeline: give --out DIR (timeline.csv, timeline.svg) or --report FILE (the plot), or both");
     }
-    let mut cfg = inputs::run_config(&replay_choice(&a.run.replay), a.one.concurrency, a.one.seed)?;
+    let (mut cfg, source) = inputs::one_run(&a.run, &a.one, &d)?;
     cfg.timeline = a.timeline;
-    let source = inputs::source(
-        &a.run.deployment.deployment,
-        &workload_choice(&a.run.workload),
-        a.one.seed,
-        &d,
-        cfg.protocol,
-    )?;
     if let Some(dir) = &a.out {
         prepare_out(dir, &SIMULATE_FILES)?;
     }
@@ -52,18 +45,13 @@ pub fn run(a: SimulateArgs) -> Result<()> {
         elapsed.as_secs_f64() * 1e3
     )?;
     if let Some(dir) = &a.out {
-        for group in simulate_files(dir, &d, &cfg, &out, &crate::meta::now(Some(&d)))? {
-            for (name, text) in &group.files {
-                write_text(dir, name, text)?;
-            }
-            outln!("{}", group.line)?;
-        }
+        let files = simulate_files(dir, &d, &cfg, &out, &crate::meta::now(Some(&d)))?;
+        write_files(dir, &files)?;
     }
     if let Some(path) = &a.report {
         let svg = timeline::plot(&d, &cfg, &out)?;
         let page = simulate_page(&title, crate::meta::now(Some(&d)), &rows, svg.as_deref());
         write_report(&page, path)?;
-        outln!("  wrote the report {}", path.display())?;
     }
     Ok(())
 }

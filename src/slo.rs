@@ -16,10 +16,9 @@ pub fn run(a: SloArgs) -> Result<()> {
     if inputs::print_config(&a.run.deployment, &reference.deployment)? {
         return Ok(());
     }
+    let (deployment, workload, replay) = inputs::choices(&a.run);
     let on = reference.deployment.clone();
-    let (r, w) = (&a.run, inputs::workload_choice(&a.run.workload));
-    let deployment = inputs::deployment_choice(&r.deployment);
-    let study = inputs::study_on(on, &deployment, &w, &inputs::replay_choice(&r.replay))?;
+    let study = inputs::study_on(on, &deployment, &workload, &replay)?;
     let seeds = inputs::seeds(&a.seeds)?;
     let bar = replays_bar(seeds.len(), true);
     let c = reference.concurrency;

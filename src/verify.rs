@@ -9,17 +9,13 @@ use crate::inputs;
 use crate::output::{write_json, write_path};
 use anyhow::{bail, Result};
 use serverbench_backends::child::{self, HeldOutFlags};
-use serverbench_backends::report::verification_text;
+use serverbench_backends::report::{frozen_text, keygen_text, verification_text};
 use serverbench_backends::verify::{self, FreezeOptions, HeldOutReplay, VerifyOptions};
 
 /// `serverbench keygen`.
 pub fn keygen(a: KeygenArgs) -> Result<()> {
     let (key_path, pub_path, public) = verify::keygen(&a.out)?;
-    outln!(
-        "wrote {} (private: `freeze --key`; keep it from candidates) and {} (public: `verify --public-key`)\npublic key {public}",
-        key_path.display(),
-        pub_path.display()
-    )?;
+    out!("{}", keygen_text(&key_path, &pub_path, &public))?;
     Ok(())
 }
 
@@ -33,9 +29,9 @@ pub fn freeze(a: FreezeArgs) -> Result<()> {
         window: a.window,
         protocol: a.protocol.clone(),
         url: a.url.clone(),
-        server: a.server.clone(),
-        api: a.api.clone(),
-        model: a.model.clone(),
+        server: a.client.server.clone(),
+        api: a.client.api.clone(),
+        model: a.client.model.clone(),
         key: a.key.clone(),
         no_fidelity: a.no_fidelity,
         fidelity_prompts: a.fidelity_prompts,
@@ -48,18 +44,7 @@ pub fn freeze(a: FreezeArgs) -> Result<()> {
     }
     let text = crate::meta::now(Some(&d)).json(&file)?;
     write_path(&a.out, |w| w.write_all(text.as_bytes()))?;
-    outln!(
-        "froze {} (sha256 {}…) at c = {}, {} s; held-out seeds {:?}; wrote {}",
-        d.name,
-        &file.frozen.deployment_sha256[..12],
-        file.frozen.concurrency,
-        file.frozen.window_s,
-        file.frozen.held_out_seeds,
-        a.out.display()
-    )?;
-    if file.signature.is_none() {
-        outln!("  unsigned (no --key): `verify --unsigned` rehearses it; only a signed file can be VERIFIED")?;
-    }
+    out!("{}", frozen_text(&d.name, &file, &a.out))?;
     Ok(())
 }
 
@@ -95,6 +80,9 @@ pub fn verify(a: VerifyArgs) -> Result<()> {
     if v.passed {
         Ok(())
     } else {
-        Err(crate::Exit::new(3, "verification failed: the final score does not count").into())
+        Err(crate::exit(
+            3,
+            "verification failed: the final score does not count",
+        ))
     }
 }

@@ -7,10 +7,12 @@ use crate::cli::{
 use crate::inputs;
 use crate::output::{write_json, write_path, write_text};
 use anyhow::{Context, Result};
+use serverbench_study::inputs::CorpusFitChoice;
 use serverbench_study::report::scan::{self as render_scan, Scanned};
+use serverbench_study::scan_seeds;
 use serverbench_workloads::corpus::write_origins;
-use serverbench_workloads::fit_corpus::{fit_corpus, FitRequest};
-use serverbench_workloads::{workload_stats, write_corpus, write_native};
+use serverbench_workloads::report::{stats_source, stats_text};
+use serverbench_workloads::{workload_stats, write_corpus, write_trees};
 
 pub fn run(c: WorkloadCommand) -> Result<()> {
     match c {
@@ -23,31 +25,19 @@ pub fn run(c: WorkloadCommand) -> Result<()> {
 
 fn fit(a: WorkloadFitArgs) -> Result<()> {
     let started = std::time::Instant::now();
-    let paths: Vec<&std::path::Path> = a.corpus.iter().map(|p| p.as_path()).collect();
-    let imported = inputs::import(&paths, a.trace_format, a.keep_going, inputs::note)?;
-    let generated = inputs::trees(a.trees)?;
-    let targets = match &a.targets {
-        Some(t) => Some(serverbench_workloads::read_targets(t)?),
-        None => None,
-    };
-    let check = if a.check.is_empty() {
-        Vec::new()
-    } else {
-        let paths: Vec<&std::path::Path> = a.check.iter().map(|p| p.as_path()).collect();
-        inputs::import(&paths, None, true, inputs::note)?.trees
-    };
-    let files: Vec<String> = a.corpus.iter().map(|p| p.display().to_string()).collect();
-    let f = fit_corpus(FitRequest {
-        imported,
-        files: &files,
-        check: &check,
-        targets: targets.as_ref(),
-        generated,
+    let f = inputs::fit_corpus(&CorpusFitChoice {
+        corpus: &a.corpus,
+        trace_format: a.trace_format,
+        keep_going: a.keep_going,
+        check: &a.check,
+        targets: a.targets.as_deref(),
+        trees: a.trees,
         context_limit: a.context_limit,
         name: a.name.clone(),
+        note: inputs::note,
     })?;
     if let Some(path) = &a.held_out {
-        write_out(Some(path), |w| write_corpus(&f.held_out, w))?;
+        write_path(path, |w| write_corpus(&f.held_out, w))?;
     }
     out!("{}", serverbench_workloads::report::fitted_text(&f))?;
     outln!("\n  fitted in {:.1} s", started.elapsed().as_secs_f64())?;
@@ -66,14 +56,8 @@ fn stats(a: WorkloadStatsArgs) -> Result<()> {
     let w = inputs::workload_choice(&a.workload);
     let trees = inputs::trees_of(&w, a.seed, a.trees, a.context_limit)?;
     let s = workload_stats(trees);
-    let what = match &a.workload.trace {
-        Some(p) => format!("trace {}", p.display()),
-        None => format!(
-            "agentic-coding generator, seed {}, first {} trees",
-            a.seed, a.trees
-        ),
-    };
-    out!("{}", serverbench_workloads::report::stats_text(&what, &s))?;
+    let what = stats_source(a.workload.trace.as_deref(), a.seed, a.trees);
+    out!("{}", stats_text(&what, &s))?;
     Ok(())
 }
 
@@ -83,18 +67,12 @@ fn export(a: WorkloadExportArgs) -> Result<()> {
         let (seed, n, limit) = (a.seed, a.trees, a.context_limit);
         let (sessions, origins) = inputs::corpus_sessions(&w, seed, n, limit, a.keep_going)?;
         if let Some(path) = &a.origins {
-            write_out(Some(path), |w| write_origins(&sessions, &origins, w))?;
+            write_path(path, |w| write_origins(&sessions, &origins, w))?;
         }
         return write_out(a.out.as_deref(), |w| write_corpus(&sessions, w));
     }
     let trees = inputs::trees_of(&w, a.seed, a.trees, a.context_limit)?;
-    let write = |w: &mut dyn std::io::Write| match a.format.as_str() {
-        "native" => write_native(trees, w),
-        "aiperf" => serverbench_workloads::write_aiperf(trees, w),
-        "weka" => serverbench_workloads::write_weka(trees, w),
-        _ => unreachable!("clap accepts native, aiperf, weka or corpus"),
-    };
-    write_out(a.out.as_deref(), write)
+    write_out(a.out.as_deref(), |w| write_trees(&a.format, trees, w))
 }
 
 /// Writes to the file, or to standard output.
@@ -116,14 +94,8 @@ fn scan(a: WorkloadScanArgs) -> Result<()> {
         inputs::fitted_workload(&a.deployment, &inputs::workload_choice(&a.workload), &d)?;
     inputs::check_scan(a.concurrency, a.window, a.idle_gap_cap)?;
     let started = std::time::Instant::now();
-    let scan = serverbench_study::scan_seeds(
-        &workload,
-        &d,
-        &seeds,
-        a.concurrency,
-        a.window,
-        a.idle_gap_cap,
-    )?;
+    let (c, window, cap) = (a.concurrency, a.window, a.idle_gap_cap);
+    let scan = scan_seeds(&workload, &d, &seeds, c, window, cap)?;
     let scanned = Scanned {
         deployment: &d.name,
         concurrency: a.concurrency,

@@ -4,8 +4,10 @@
 //! reads a run's results and prints nothing (what it would say goes to the caller's `note`).
 
 use crate::compare::{run_salt, RunScenario};
+use crate::engine_choice::EngineChoice;
 use crate::verify::HeldOutReplay;
 use anyhow::{bail, Context, Result};
+use serverbench_study::inputs::{DeploymentChoice, ReplayChoice, WorkloadChoice};
 use std::ffi::OsString;
 use std::path::Path;
 use std::process::{Command, ExitStatus};
@@ -25,14 +27,9 @@ pub struct MeasuredRuns<'a> {
     pub model: Option<&'a str>,
     /// `--tokenizer`, for text prompts.
     pub tokenizer: Option<&'a Path>,
-    /// `--engine`: "emulated" (a server at `url`) or "cuda" (started in each child).
-    pub engine: &'a str,
-    /// The CUDA engine's `--weights`.
-    pub weights: &'a str,
-    /// The CUDA engine's `--gpu`.
-    pub gpu: usize,
-    /// The CUDA engine's `--model-dir`.
-    pub model_dir: Option<&'a Path>,
+    /// `--engine`: "emulated" (a server at `url`) or "cuda" (started in each child, with its
+    /// `--weights`, `--gpu` and `--model-dir`; each run writes its own step log).
+    pub engine: EngineChoice<'a>,
     /// The deployment, workload and replay flags, forwarded as given.
     pub run: RunFlags<'a>,
 }
@@ -74,6 +71,31 @@ pub struct RunFlags<'a> {
     pub max_open: Option<u32>,
 }
 
+impl<'a> RunFlags<'a> {
+    /// The flags as the study's choices hold them (`--profile` is the simulator's: a measured run is
+    /// not given it).
+    pub fn of(d: &'a DeploymentChoice, w: &'a WorkloadChoice, r: &'a ReplayChoice) -> RunFlags<'a> {
+        RunFlags {
+            deployment: &d.deployment,
+            engine_config: d.engine_config.as_deref(),
+            workload: w.workload.as_deref(),
+            trace: w.trace.as_deref(),
+            trace_format: w.trace_format.map(|f| f.name()),
+            max_context_length: w.max_context_length,
+            trace_repeat: w.trace_repeat.name(),
+            window: r.window,
+            idle_gap_cap: r.idle_gap_cap,
+            protocol: r.protocol(),
+            arrivals: &r.arrivals,
+            start_ratios: r.start_ratios.as_deref(),
+            tree_idle_cap: r.tree_idle_cap,
+            warmup_per_lane: r.warmup_per_lane,
+            grace: r.grace,
+            max_open: r.max_open,
+        }
+    }
+}
+
 /// The flags of `verify`'s held-out replays that are not in the frozen file.
 #[derive(Clone, Copy, Debug)]
 pub struct HeldOutFlags<'a> {
@@ -106,7 +128,7 @@ impl Args {
 /// The command line of `compare`'s run at level `c` and `seed`, written to `dir`.
 pub fn measured_args(m: &MeasuredRuns<'_>, dir: &Path, c: u32, seed: u64) -> Result<Vec<OsString>> {
     let mut a = Args(vec!["replay".into()]);
-    match (m.url, m.engine) {
+    match (m.url, m.engine.engine) {
         (Some(url), "emulated") => {
             // The server outlives each run: salted prompts keep one run out of another's cache.
             let salt = run_salt(&scenario(&m.run), c, seed);
@@ -118,10 +140,11 @@ pub fn measured_args(m: &MeasuredRuns<'_>, dir: &Path, c: u32, seed: u64) -> Res
             a.some("--model", m.model).some("--tokenizer", m.tokenizer);
         }
         (None, "cuda") => {
-            a.flag("--engine", "cuda").flag("--weights", m.weights);
-            a.flag("--gpu", m.gpu.to_string());
+            a.flag("--engine", "cuda")
+                .flag("--weights", m.engine.weights);
+            a.flag("--gpu", m.engine.gpu.to_string());
             a.flag("--step-log", dir.join("steps.jsonl"));
-            a.some("--model-dir", m.model_dir);
+            a.some("--model-dir", m.engine.model_dir);
         }
         (None, _) => bail!(
             "{}: no measured run to reuse; give --url or --engine cuda",
@@ -292,10 +315,14 @@ mod tests {
             timeout: 600.0,
             model: Some("m"),
             tokenizer: None,
-            engine,
-            weights: "w",
-            gpu: 1,
-            model_dir: None,
+            engine: EngineChoice {
+                engine,
+                model_dir: None,
+                weights: "w",
+                gpu: 1,
+                step_log: None,
+                vars: |_| None,
+            },
             run,
         }
     }
@@ -319,6 +346,48 @@ mod tests {
         assert!(none.to_string().contains("no measured run to reuse"));
         let both = measured_args(&runs(Some("u"), "cuda"), dir, 4, 3).unwrap_err();
         assert!(both.to_string().contains("exclude each other"));
+    }
+
+    /// The study's choices forward as given (the protocol named, `cold` when none is); the profile
+    /// stays behind.
+    #[test]
+    fn the_flags_of_a_measured_run_are_the_studys_choices() {
+        let d = DeploymentChoice {
+            deployment: "qwen3-8b-1xh200-vllm".into(),
+            engine_config: None,
+            profile: Some("p.yaml".into()),
+        };
+        let w = WorkloadChoice {
+            workload: None,
+            trace: Some("t.jsonl".into()),
+            trace_format: serverbench_workloads::TraceFormat::parse("mooncake"),
+            max_context_length: Some(4096),
+            trace_repeat: serverbench_workloads::TraceRepeat::Fresh,
+            note: |_| {},
+        };
+        let r = ReplayChoice {
+            window: 30.0,
+            idle_gap_cap: 5.0,
+            protocol: Some("steady".into()),
+            start_ratios: None,
+            tree_idle_cap: Some(1.5),
+            warmup_per_lane: None,
+            grace: None,
+            arrivals: "closed".into(),
+            max_open: Some(8),
+        };
+        let dir = Path::new("out/real/c4_s3");
+        let of = MeasuredRuns {
+            run: RunFlags::of(&d, &w, &r),
+            ..runs(Some("http://h:1"), "emulated")
+        };
+        let given = measured_args(&runs(Some("http://h:1"), "emulated"), dir, 4, 3).unwrap();
+        assert_eq!(text(&measured_args(&of, dir, 4, 3).unwrap()), text(&given));
+        let cold = ReplayChoice {
+            protocol: None,
+            ..r
+        };
+        assert_eq!(RunFlags::of(&d, &w, &cold).protocol, "cold");
     }
 
     /// A held-out replay takes the frozen decisions, its own salt, and the probe only when asked.

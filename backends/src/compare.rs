@@ -19,6 +19,20 @@ pub struct Comparison {
     pub rankings: Vec<SeedRanking>,
 }
 
+/// Refuses what `compare` cannot do before it runs anything: a step log of the caller's (`step_log`:
+/// each measured run writes its own, to `OUT/real/cC_sS/steps.jsonl`), or no level or no seed.
+pub fn check_flags(step_log: bool, levels: &[u32], seeds: &[u64]) -> Result<()> {
+    if step_log {
+        bail!(
+            "--step-log: compare writes each run's step log to OUT/real/cC_sS/steps.jsonl itself"
+        );
+    }
+    if levels.is_empty() || seeds.is_empty() {
+        bail!("--concurrency and --seeds: give at least one value each");
+    }
+    Ok(())
+}
+
 /// Compares `study`'s runs at every level and seed with the measured runs in `out/real/cC_sS/`;
 /// `measure(dir, c, seed)` makes a run's folder when it is missing or `reuse` is off. A stored run
 /// replayed under another protocol or other arrivals is refused.
@@ -154,6 +168,18 @@ pub fn run_salt(r: &RunScenario<'_>, c: u32, seed: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A step log of its own and an empty list of levels or seeds are refused, each naming its flags.
+    #[test]
+    fn compare_refuses_a_step_log_and_nothing_to_run() {
+        assert!(check_flags(false, &[4], &[0]).is_ok());
+        let e = check_flags(true, &[4], &[0]).unwrap_err().to_string();
+        assert!(e.starts_with("--step-log: compare writes"), "{e}");
+        for (levels, seeds) in [(&[][..], &[0][..]), (&[4], &[])] {
+            let e = check_flags(false, levels, seeds).unwrap_err().to_string();
+            assert_eq!(e, "--concurrency and --seeds: give at least one value each");
+        }
+    }
 
     /// The steady start on the deployment's own workload keeps the stored sets' salt; anything else
     /// mixes in a hash of what the run replays.

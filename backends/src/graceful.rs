@@ -2,6 +2,7 @@
 //! requested: the executor behind `sweep`'s and `screen`'s Ctrl-C. It installs no signal handler and
 //! draws nothing: the caller's `done` hears of each finished run.
 
+use crate::Interrupt;
 use serverbench_study::{Executor, Stop, StudyError, Work};
 use std::sync::mpsc::RecvTimeoutError;
 use std::sync::{Arc, Mutex};
@@ -56,6 +57,41 @@ impl Executor for Graceful {
     }
 }
 
+/// A study's stop request: the flag its runs see, and why the first request came (a signal's name).
+#[derive(Clone, Debug, Default)]
+pub struct StudyStop {
+    stop: Arc<Stop>,
+    why: Interrupt,
+}
+
+impl StudyStop {
+    /// Asks the study to start no more runs; `why` is kept from the first request.
+    pub fn request(&self, why: &str) {
+        self.why.request(why);
+        self.stop.request();
+    }
+
+    /// Why the first request came, once one did.
+    pub fn why(&self) -> Option<String> {
+        self.why.why()
+    }
+
+    /// The flag the study's runs see.
+    pub fn flag(&self) -> &Stop {
+        &self.stop
+    }
+
+    /// The study's runs carried out under this request ([`Graceful`]): given up on `grace` after it,
+    /// each finished run told to `done`.
+    pub fn graceful(&self, grace: Duration, done: Arc<dyn Fn() + Send + Sync>) -> Graceful {
+        Graceful {
+            stop: self.stop.clone(),
+            grace,
+            done,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -103,5 +139,17 @@ mod tests {
         RELEASE.store(true, Ordering::Relaxed);
         assert_eq!(runs, vec![Some(7), None, None]);
         assert_eq!(ticks.load(Ordering::Relaxed), 1);
+    }
+
+    /// A request stops the study's flag and its executor's runs, and keeps the first reason.
+    #[test]
+    fn a_study_stop_request_raises_the_flag_and_keeps_its_first_reason() {
+        let stop = StudyStop::default();
+        assert!(stop.why().is_none() && !stop.flag().is_requested());
+        let g = stop.graceful(Duration::from_millis(10), Arc::new(|| {}));
+        stop.request("SIGTERM");
+        stop.request("SIGINT");
+        assert_eq!(stop.why().as_deref(), Some("SIGTERM"));
+        assert!(stop.flag().is_requested() && g.stop.is_requested());
     }
 }

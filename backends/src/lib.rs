@@ -15,6 +15,8 @@ pub mod clock;
 pub mod compare;
 pub mod count;
 #[cfg(feature = "cuda")]
+pub mod cuda_bench;
+#[cfg(feature = "cuda")]
 pub mod cuda_check;
 pub mod driver;
 pub mod engine;
@@ -26,6 +28,7 @@ pub mod interrupt;
 pub mod natural_stop;
 pub mod openai;
 pub mod probe;
+pub mod real_replay;
 pub mod report;
 pub mod runtime;
 pub mod server;
@@ -42,14 +45,14 @@ pub use driver::{
 #[cfg(feature = "cuda")]
 pub use engine::Cuda;
 pub use engine::{Emulated, EngineCore, Executor, Stepped, Timing};
-pub use graceful::Graceful;
+pub use graceful::{Graceful, StudyStop};
 pub use interrupt::Interrupt;
 pub use natural_stop::{natural_stop_probe, NaturalStop, NATURAL_STOP_TOKENS};
 pub use openai::{Api, BodyForm, Server, Usage};
 pub use probe::{probe, DecodeGaps, MixedProbe, ProbePlan, ProbeStep, RaggedProbe, SharedProbe};
 pub use runtime::Runtime;
 pub use server::{
-    prompt_blocks, serve, serve_until_interrupted, spawn_local, spawn_local_server, CudaServe,
-    Fault, Generation, LocalServer, ServeConfig, ServeLimits,
+    prompt_blocks, serve, serve_blocking, serve_until_interrupted, spawn_local, spawn_local_server,
+    CudaServe, Fault, Generation, LocalServer, ServeConfig, ServeLimits,
 };
 pub use words::Words;

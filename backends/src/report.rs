@@ -3,11 +3,12 @@
 //! errors, dispatch drift), and what `verify` prints: the gates' table, each held-out run's score and
 //! the verdict. Pure: a result in, text out.
 
-use crate::verify::Verification;
+use crate::verify::{FrozenFile, Verification};
 use crate::{NaturalStop, RealOutput, NATURAL_STOP_TOKENS};
 use serverbench_sim::{Deployment, RunConfig};
 use serverbench_study::report::summary::{load_label, summary_table, SeenBy};
 use std::fmt::Write as _;
+use std::path::Path;
 
 /// What the replay was asked for, as far as its text says.
 pub struct Shown<'a> {
@@ -17,6 +18,49 @@ pub struct Shown<'a> {
     pub api: &'a str,
     /// Whether `--output-tokenizer` counted the streams' text.
     pub output_tokenizer: bool,
+}
+
+/// What `freeze` says once it wrote the sealed file `file` to `out`: the deployment, its hash, the
+/// declared load and the held-out seeds, and a line more when the file is unsigned.
+pub fn frozen_text(deployment: &str, file: &FrozenFile, out: &Path) -> String {
+    let f = &file.frozen;
+    let mut t = format!(
+        "froze {deployment} (sha256 {}…) at c = {}, {} s; held-out seeds {:?}; wrote {}\n",
+        &f.deployment_sha256[..12],
+        f.concurrency,
+        f.window_s,
+        f.held_out_seeds,
+        out.display()
+    );
+    if file.signature.is_none() {
+        t += "  unsigned (no --key): `verify --unsigned` rehearses it; only a signed file can be VERIFIED\n";
+    }
+    t
+}
+
+/// What `keygen` says once it wrote the private key to `key` and the public one to `public`.
+pub fn keygen_text(key: &Path, public: &Path, hex: &str) -> String {
+    format!(
+        "wrote {} (private: `freeze --key`; keep it from candidates) and {} (public: `verify --public-key`)\npublic key {hex}\n",
+        key.display(),
+        public.display()
+    )
+}
+
+/// The line `serve` says once it listens at `at`: the engine (`cuda`, else the emulated one at
+/// `time_scale` × real time), the deployment and the model it serves.
+pub fn serve_banner(
+    d: &Deployment,
+    model: &str,
+    cuda: bool,
+    time_scale: f64,
+    at: std::net::SocketAddr,
+) -> String {
+    let (name, stops) = (&d.name, "(Ctrl-C or SIGTERM stops)");
+    match cuda {
+        true => format!("serverbench serve — CUDA engine, {name} ({model}) on http://{at}  {stops}"),
+        false => format!("serverbench serve — emulating {name} ({model}) at {time_scale} × real time on http://{at}  {stops}"),
+    }
 }
 
 /// The line above a replay's output: the deployment, the server, the load, the seed, the window and the
@@ -196,6 +240,66 @@ mod tests {
     use super::*;
     use crate::{Interrupt, RealConfig};
     use serverbench_workloads::tokens::Vocab;
+
+    /// `freeze` names the deployment, the start of its hash, the load, the held-out seeds and the file,
+    /// and says when the file is unsigned; `keygen` names both keys' files and the public key.
+    #[test]
+    fn freeze_and_keygen_say_what_they_wrote() {
+        use crate::verify::{Frozen, Gates, Server};
+        let d = Deployment::preset("gemma4-e4b-1xl40").unwrap();
+        let frozen = Frozen {
+            deployment_yaml: String::new(),
+            deployment_sha256: "0123456789abcdef".into(),
+            slo: d.slo,
+            concurrency: 2,
+            window_s: 60.0,
+            protocol: "cold".into(),
+            dev_seeds: vec![0],
+            held_out_seeds: vec![7, 8],
+            server: Server {
+                url: "http://h:1".into(),
+                kind: "vllm".into(),
+                api: "chat".into(),
+                model: "m".into(),
+            },
+            gates: Gates::default(),
+        };
+        let mut file = FrozenFile {
+            frozen,
+            frozen_sha256: String::new(),
+            signature: None,
+        };
+        let out = Path::new("frozen.json");
+        let text = frozen_text("x", &file, out);
+        assert_eq!(
+            text.lines().next().unwrap(),
+            "froze x (sha256 0123456789ab…) at c = 2, 60 s; held-out seeds [7, 8]; wrote frozen.json"
+        );
+        assert!(text.contains("unsigned (no --key)"), "{text}");
+        file.signature = Some("s".into());
+        assert_eq!(frozen_text("x", &file, out).lines().count(), 1);
+        let k = keygen_text(Path::new("e.key"), Path::new("e.pub"), "ab");
+        assert!(
+            k.starts_with("wrote e.key (private") && k.ends_with("\npublic key ab\n"),
+            "{k}"
+        );
+    }
+
+    #[test]
+    fn the_serve_banner_names_the_engine_and_the_address() {
+        let d = Deployment::preset("qwen3-8b-1xh200").unwrap();
+        let at = "127.0.0.1:8000".parse().unwrap();
+        assert_eq!(
+            serve_banner(&d, "m", false, 2.0, at),
+            format!("serverbench serve — emulating {} (m) at 2 × real time on http://127.0.0.1:8000  (Ctrl-C or SIGTERM stops)", d.name)
+        );
+        let cuda = serve_banner(&d, "m", true, 2.0, at);
+        assert!(
+            cuda.starts_with("serverbench serve — CUDA engine, "),
+            "{cuda}"
+        );
+        assert!(!cuda.contains("real time"), "{cuda}");
+    }
 
     #[test]
     fn a_replay_header_names_the_server_and_a_compression() {

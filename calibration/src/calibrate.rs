@@ -7,8 +7,9 @@
 use crate::fit::{front_end_seconds, front_end_tokens};
 use crate::ops::{fit_ops, profile_from_ops, read_op_table, ClassFit, OpsSources, UsedFit};
 use crate::{
-    fit_profile, predict_steps, AttentionLayout, Band, Fit, FitRecord, FitSetup, FitTarget,
-    HardwareSpec, ModelSpec, OpClassRecord, Profile, StepSample,
+    fit_moe, fit_profile, merge_prefills, merge_runs, predict_steps, AttentionLayout, Band, Fit,
+    FitRecord, FitSetup, FitTarget, HardwareSpec, LogEngine, ModelSpec, MoeFit, MoeFitSetup,
+    MoeProbeRuns, OpClassRecord, Profile, StepSample,
 };
 use anyhow::{anyhow, bail, Result};
 use std::collections::BTreeMap;
@@ -71,6 +72,80 @@ pub fn base_profile(o: &FitOptions) -> Result<Profile> {
     }
     let text = crate::sources::read_text(path)?;
     Ok(Profile::from_yaml(&o.base_profile, &text)?)
+}
+
+/// `--from-moe-probes`' model, GPU and base profile, looked up and checked against each other.
+#[derive(Clone, Debug)]
+pub struct MoeTarget {
+    /// The mixture of experts served (`--model`: a preset or a `config.json`).
+    pub model: ModelSpec,
+    /// The GPU it ran on (`--hardware`).
+    pub hardware: HardwareSpec,
+    /// `--base-profile`, a profile of that GPU.
+    pub base: Profile,
+}
+
+/// The model, GPU and base profile `o` names; a base profile of another GPU is refused.
+pub fn moe_target(o: &FitOptions) -> Result<MoeTarget> {
+    let (model, hardware) = model_and_hardware(o)?;
+    let base = base_profile(o)?;
+    if base.hardware != hardware.name {
+        bail!(
+            "--base-profile: {} describes {}, not --hardware {}",
+            base.name,
+            base.hardware,
+            hardware.name
+        );
+    }
+    Ok(MoeTarget {
+        model,
+        hardware,
+        base,
+    })
+}
+
+/// What `--from-moe-probes` is told about the engine that was probed.
+#[derive(Clone, Debug)]
+pub struct MoeOptions {
+    /// Its split-KV decode and CUDA-graph rule (`--moe-split-kv`, `--graph-max-tokens`).
+    pub engine: LogEngine,
+    /// Its prefill chunk, tokens (`--prefill-chunk`).
+    pub prefill_chunk: u32,
+    /// Where the probes were measured.
+    pub measured_on: String,
+}
+
+/// `moe_layer_s` and `expert_memory_efficiency` (and, with a graph rule, the eager floor) fitted over
+/// `t.base` to probe files' cases: the files are repeats, each case's time their mean.
+pub fn fit_moe_probes(
+    o: &FitOptions,
+    t: &MoeTarget,
+    m: &MoeOptions,
+    runs: MoeProbeRuns,
+) -> Result<MoeFit> {
+    let (cases, prefills) = (merge_runs(&runs.decode), merge_prefills(&runs.prefill));
+    let setup = MoeFitSetup {
+        model: &t.model,
+        hardware: &t.hardware,
+        base: &t.base,
+        name: o.name.clone(),
+        engine: m.engine,
+        prefill_chunk: m.prefill_chunk,
+        record: FitRecord {
+            method: format!(
+                "mixture-of-experts decode probes least squares over profile {}",
+                t.base.name
+            ),
+            inputs: runs.inputs,
+            model: t.model.name.clone(),
+            measured_on: m.measured_on.clone(),
+            fitted_at: o.fitted_at.clone(),
+            target: Some("wall".into()),
+            notes: o.notes.clone(),
+            ..Default::default()
+        },
+    };
+    fit_moe(&cases, &prefills, &setup).map_err(|e| anyhow!("cannot fit: {e}"))
 }
 
 /// How a fit is recorded in the profile: the method, what was measured and where.
@@ -549,5 +624,56 @@ mod tests {
         };
         assert!(format!("{:#}", derive(&bad, &source).unwrap_err()).contains("--hardware"));
         assert!(format!("{:#}", parse_target("cpu").unwrap_err()).contains("--target"));
+    }
+
+    /// `--from-moe-probes` refuses a base profile of another GPU, naming both; on its own GPU, the
+    /// fitted profile records the probes' provenance, where they were measured and when.
+    #[test]
+    fn a_moe_fit_checks_its_base_profile_and_records_the_probes() {
+        let moe = FitOptions {
+            model: concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../tests/fixtures/hf/qwen3-30b-a3b.json"
+            )
+            .into(),
+            base_profile: "h200-qwen3-8b-vllm".into(),
+            name: "moe".into(),
+            ..options()
+        };
+        let other_gpu = FitOptions {
+            hardware: "l40".into(),
+            ..moe.clone()
+        };
+        let e = format!("{:#}", moe_target(&other_gpu).unwrap_err());
+        assert!(
+            e.starts_with("--base-profile: h200-qwen3-8b-vllm describes h200, not --hardware l40"),
+            "{e}"
+        );
+        let t = moe_target(&moe).unwrap();
+        let text = include_str!("../../results/h200-vllm-moe/moe_probe.json");
+        let (decode, prefill) = crate::parse_moe_file("moe_probe.json", text).unwrap();
+        let runs = MoeProbeRuns {
+            decode: vec![decode],
+            prefill: vec![prefill],
+            inputs: vec!["moe_probe.json".into()],
+        };
+        let m = MoeOptions {
+            engine: LogEngine::default(),
+            prefill_chunk: 8192,
+            measured_on: "a test".into(),
+        };
+        let fit = fit_moe_probes(&moe, &t, &m, runs).unwrap();
+        let record = fit.profile.fit.unwrap();
+        assert_eq!(fit.profile.name, "moe");
+        assert_eq!(record.inputs, ["moe_probe.json"]);
+        assert_eq!(
+            (record.measured_on.as_str(), record.fitted_at.as_str()),
+            ("a test", "2026-01-01T00:00:00Z")
+        );
+        assert!(
+            record.method.ends_with("over profile h200-qwen3-8b-vllm"),
+            "{}",
+            record.method
+        );
     }
 }

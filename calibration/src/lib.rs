@@ -35,7 +35,7 @@ pub use model::{
 };
 pub use moe::{
     fit_moe, merge_prefills, merge_runs, parse_moe_file, parse_moe_prefills, parse_moe_probes,
-    CannotFitMoe, MoeDecode, MoeFit, MoeFitSetup, MoePrefill, MoePrefillRow, MoeRow,
+    CannotFitMoe, MoeDecode, MoeFit, MoeFitSetup, MoePrefill, MoePrefillRow, MoeProbeRuns, MoeRow,
 };
 pub use profile::{AttentionLayout, Band, BandEnd, FitRecord, OpClassRecord, Profile, StepTime};
 pub use serverbench_config::{FieldError, InputError};

@@ -224,6 +224,17 @@ pub struct MoeRow {
     pub held_out: bool,
 }
 
+/// What `moe_probe.py`'s files hold, file by file, with a provenance line each.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct MoeProbeRuns {
+    /// Each file's decode cases.
+    pub decode: Vec<Vec<MoeDecode>>,
+    /// Each file's prefill cases (fresh prompts and cached prefixes).
+    pub prefill: Vec<Vec<MoePrefill>>,
+    /// `PATH (N decode, M prefill cases)` per file.
+    pub inputs: Vec<String>,
+}
+
 /// The result of [`fit_moe`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct MoeFit {

@@ -4,9 +4,7 @@
 //! never fits, writes or prints.
 
 use crate::calibrate::OpsTable;
-use crate::{
-    parse_moe_file, parse_step_log, FitTarget, MoeDecode, MoePrefill, Profile, StepSample,
-};
+use crate::{parse_moe_file, parse_step_log, FitTarget, MoeProbeRuns, Profile, StepSample};
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 
@@ -102,17 +100,6 @@ pub fn moe_probe_runs(paths: &[PathBuf]) -> Result<MoeProbeRuns> {
         out.prefill.push(prefill);
     }
     Ok(out)
-}
-
-/// What `moe_probe.py`'s files hold, file by file, with a provenance line each.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct MoeProbeRuns {
-    /// Each file's decode cases.
-    pub decode: Vec<Vec<MoeDecode>>,
-    /// Each file's prefill cases (fresh prompts and cached prefixes).
-    pub prefill: Vec<Vec<MoePrefill>>,
-    /// `PATH (N decode, M prefill cases)` per file.
-    pub inputs: Vec<String>,
 }
 
 #[cfg(test)]

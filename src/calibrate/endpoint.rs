@@ -7,7 +7,6 @@ use super::fit::{measured_on, options, report, write_profile};
 use crate::cli::CalibrateArgs;
 use anyhow::Result;
 use serverbench_backends::calibrate::{probe_endpoint, EndpointChoice, ProbeOptions, Probed};
-use serverbench_backends::Interrupt;
 use serverbench_calibration::calibrate::fit_probes;
 use serverbench_calibration::report::probe_fit_text;
 use serverbench_calibration::sources::step_log as read_step_log;
@@ -30,19 +29,10 @@ pub fn calibrate(a: &CalibrateArgs, url: &str) -> Result<()> {
         probes: probe_options(a),
         probe_log: a.probe_log.as_deref(),
     };
-    let stop = Interrupt::new();
-    crate::signals::on_stop(
-        {
-            let stop = stop.clone();
-            move |name| {
-                eprintln!("\n{name}: stopping the probes; the probe log keeps those measured (again: quit at once)");
-                stop.request(name);
-            }
-        },
-        crate::signals::exit_now,
-    )?;
+    let stop =
+        crate::signals::interrupt("stopping the probes; the probe log keeps those measured")?;
     match probe_endpoint(&choice, &stop, &|n| eprintln!("{n}"))? {
-        Probed::Stopped(why) => Err(crate::Exit::new(crate::signals::INTERRUPTED, why).into()),
+        Probed::Stopped(why) => Err(crate::exit(crate::signals::INTERRUPTED, why)),
         Probed::Measured(samples, described) => {
             let on = measured_on(a, format!("the server at {url} (black box)"));
             fit_and_write(a, &samples, vec![described], &on)

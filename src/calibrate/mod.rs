@@ -5,18 +5,9 @@
 mod endpoint;
 mod fit;
 mod from_ops;
-#[cfg(feature = "cuda")]
-mod microbench;
 mod moe;
-#[cfg(not(feature = "cuda"))]
-mod microbench {
-    //! `calibrate --microbench` runs on the CUDA engine, which this build leaves out.
-    pub fn calibrate(_: &crate::cli::CalibrateArgs) -> anyhow::Result<()> {
-        Err(crate::cuda::not_built("--microbench"))
-    }
-}
 
-use fit::{options, report, write_profile};
+pub use fit::{options, report, write_profile};
 
 use crate::cli::CalibrateArgs;
 use anyhow::{Context, Result};
@@ -28,7 +19,7 @@ use serverbench_calibration::{predict_steps_on, GraphRule, LogEngine, StepSample
 /// Runs the command.
 pub fn run(a: CalibrateArgs) -> Result<()> {
     if a.microbench {
-        return microbench::calibrate(&a);
+        return crate::cuda::microbench(&a);
     }
     if let Some(url) = &a.endpoint {
         return endpoint::calibrate(&a, url);
@@ -70,10 +61,8 @@ fn check(a: &CalibrateArgs, name: &str, samples: &[StepSample]) -> Result<()> {
         graphs: a.graph_max_tokens.map(GraphRule::mixed),
     };
     let predicted = predict_steps_on(samples, &model, &hardware, &profile, engine);
-    out!(
-        "{}",
-        check_table(&profile.name, &a.target, samples, &predicted)
-    )?;
+    let table = check_table(&profile.name, &a.target, samples, &predicted);
+    out!("{table}")?;
     if let Some(path) = &a.per_step {
         std::fs::write(path, per_step_csv(samples, &predicted))
             .with_context(|| format!("--per-step: cannot write {}", path.display()))?;

@@ -11,6 +11,7 @@ use serverbench_calibration::{InputError, Profile};
 use serverbench_sim::{
     AgentxParams, Arrivals, Deployment, Protocol, Referenced, RunConfig, MAX_CONCURRENCY,
 };
+use serverbench_workloads::fit_corpus::{fit_corpus as fitted, FitRequest, FittedCorpus};
 use serverbench_workloads::{
     read_spec, Imported, Session, SessionTree, Trace, TraceFormat, TraceRepeat, TreeSource,
     Workload, WorkloadSpec,
@@ -416,6 +417,58 @@ pub fn import(
     Ok(i)
 }
 
+/// `workload fit`'s flags, as given.
+#[derive(Clone, Debug)]
+pub struct CorpusFitChoice<'a> {
+    /// The corpus's files or folders.
+    pub corpus: &'a [PathBuf],
+    /// Their format (`None`: detected).
+    pub trace_format: Option<TraceFormat>,
+    /// Leave out sessions whose log cannot be reduced, instead of stopping.
+    pub keep_going: bool,
+    /// Further sessions to compare the fitted generator with, read leniently in their own format.
+    pub check: &'a [PathBuf],
+    /// Published quantities to aim the spec at: built-in targets' name or a YAML file.
+    pub targets: Option<&'a str>,
+    /// Sessions drawn from the fitted generator for the comparison.
+    pub trees: u64,
+    /// The generator's context limit in the comparison, tokens.
+    pub context_limit: u32,
+    /// The written spec's `name`.
+    pub name: Option<String>,
+    /// Hears what the imports left out, one line each.
+    pub note: fn(&str),
+}
+
+/// `workload fit`: the corpus (and the sessions to check) imported, the targets read, and the
+/// generator's spec fitted to the corpus.
+pub fn fit_corpus(c: &CorpusFitChoice<'_>) -> Result<FittedCorpus> {
+    let paths: Vec<&Path> = c.corpus.iter().map(|p| p.as_path()).collect();
+    let imported = import(&paths, c.trace_format, c.keep_going, c.note)?;
+    let generated = trees(c.trees)?;
+    let targets = c
+        .targets
+        .map(serverbench_workloads::read_targets)
+        .transpose()?;
+    let check = match c.check.is_empty() {
+        true => Vec::new(),
+        false => {
+            let paths: Vec<&Path> = c.check.iter().map(|p| p.as_path()).collect();
+            import(&paths, None, true, c.note)?.trees
+        }
+    };
+    let files: Vec<String> = c.corpus.iter().map(|p| p.display().to_string()).collect();
+    Ok(fitted(FitRequest {
+        imported,
+        files: &files,
+        check: &check,
+        targets: targets.as_ref(),
+        generated,
+        context_limit: c.context_limit,
+        name: c.name.clone(),
+    })?)
+}
+
 /// What an import left out, one line per reason (none when nothing was), as `note: FORMAT N × WHAT`.
 pub fn skip_notes(i: &Imported) -> Vec<String> {
     let mut lines: Vec<(usize, String)> = i
@@ -630,6 +683,34 @@ pub fn check_rates(rates: &[f64]) -> Result<()> {
     Ok(())
 }
 
+/// `sweep --rates`' study: the rates checked, and the open loop at the first one (the sweep sets each
+/// rate of its runs).
+pub fn rate_sweep_study(
+    d: &DeploymentChoice,
+    w: &WorkloadChoice,
+    r: &ReplayChoice,
+    rates: &[f64],
+) -> Result<Study> {
+    check_rates(rates)?;
+    let first = rates
+        .first()
+        .ok_or_else(|| anyhow!("--rates: give at least one rate"))?;
+    let open = ReplayChoice {
+        arrivals: format!("poisson:{first}"),
+        ..r.clone()
+    };
+    study(d, w, &open)
+}
+
+/// Refuses a concurrency sweep of an open loop: `sweep` varies the lanes of the closed loop, and an
+/// open-loop sweep is `--rates`'.
+pub fn check_closed_sweep(r: &ReplayChoice) -> Result<()> {
+    if r.arrivals != "closed" {
+        bail!("--arrivals: sweep varies concurrency in the closed loop; for an open-loop sweep give --rates R1,R2,… (Poisson trees per second), and replay a trace once with simulate --arrivals trace");
+    }
+    Ok(())
+}
+
 /// Refuses a level no run can have: the command line's error, naming the flag, before any run.
 pub fn check_levels(r: &ReplayChoice, concurrency: &[u32]) -> Result<()> {
     for &c in concurrency {
@@ -743,6 +824,36 @@ mod tests {
         assert!(error(check_levels(&protocol, &[8])).starts_with("--protocol"));
         assert!(check_rates(&[0.5, 2.0]).is_ok());
         assert!(error(check_rates(&[0.5, -1.0])).starts_with("--rates"));
+    }
+
+    /// A rate sweep's study is the open loop at its first rate; a concurrency sweep must be closed.
+    #[test]
+    fn a_sweep_is_of_closed_loop_lanes_or_of_open_loop_rates() {
+        let d = DeploymentChoice {
+            deployment: "qwen3-8b-1xh200".into(),
+            engine_config: None,
+            profile: None,
+        };
+        let w = WorkloadChoice {
+            workload: None,
+            trace: None,
+            trace_format: None,
+            max_context_length: None,
+            trace_repeat: TraceRepeat::Fresh,
+            note: |_| {},
+        };
+        let study = rate_sweep_study(&d, &w, &replay(), &[0.5, 2.0]).unwrap();
+        assert_eq!(study.replay.arrivals, Arrivals::Poisson { rate: 0.5 });
+        assert!(error(rate_sweep_study(&d, &w, &replay(), &[0.0])).starts_with("--rates"));
+        assert!(error(rate_sweep_study(&d, &w, &replay(), &[])).starts_with("--rates"));
+        assert!(check_closed_sweep(&replay()).is_ok());
+        let open = ReplayChoice {
+            arrivals: "poisson:1".into(),
+            ..replay()
+        };
+        assert!(
+            error(check_closed_sweep(&open)).starts_with("--arrivals: sweep varies concurrency")
+        );
     }
 
     /// A deployment is a preset or a file; anything else names the presets.

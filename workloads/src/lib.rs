@@ -35,7 +35,8 @@ pub use error::InputError;
 pub use generator::{Generator, TreeSource};
 pub use import::{
     import, import_files, parse_trace, read_trace, source_files, write_aiperf, write_native,
-    write_weka, Imported, Reduced, Skip, SourceFile, Trace, TraceFormat, WekaExportError,
+    write_trees, write_weka, Imported, Reduced, Skip, SourceFile, Trace, TraceFormat,
+    WekaExportError,
 };
 pub use recorded::{Recorded, Spawn, Stream};
 pub use repeat::{FreshRepeats, SharedIds, TraceRepeat};

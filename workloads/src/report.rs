@@ -119,6 +119,15 @@ pub fn fit_text(r: &FitReport) -> String {
     out
 }
 
+/// What `workload stats` summarised, for its first line: the trace's file or folder, or the
+/// generator's first `trees` trees of `seed`.
+pub fn stats_source(trace: Option<&std::path::Path>, seed: u64, trees: u64) -> String {
+    match trace {
+        Some(p) => format!("trace {}", p.display()),
+        None => format!("agentic-coding generator, seed {seed}, first {trees} trees"),
+    }
+}
+
 /// `workload stats`' text about `what` (a trace, or the generator's trees).
 pub fn stats_text(what: &str, s: &WorkloadStats) -> String {
     let mut out = String::new();
@@ -191,6 +200,17 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("aimed at"), "{text}");
+    }
+
+    /// The first line names the trace, or the generator's seed and tree count.
+    #[test]
+    fn stats_name_what_they_summarise() {
+        let trace = std::path::Path::new("t.jsonl");
+        assert_eq!(stats_source(Some(trace), 3, 10), "trace t.jsonl");
+        assert_eq!(
+            stats_source(None, 3, 10),
+            "agentic-coding generator, seed 3, first 10 trees"
+        );
     }
 
     #[test]

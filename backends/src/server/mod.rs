@@ -236,6 +236,19 @@ pub async fn serve_until_interrupted(
     serve_router(listener, router, limits, stop, closing).await
 }
 
+/// [`serve_until_interrupted`] on a runtime of its own, for a caller that has none (the binary).
+pub fn serve_blocking(
+    addr: &str,
+    cfg: ServeConfig,
+    stop: &Interrupt,
+    listening: impl FnOnce(std::net::SocketAddr),
+) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    let rt = crate::Runtime::new().context("cannot start the async runtime")?;
+    rt.block_on(serve_until_interrupted(addr, cfg, stop, listening))
+        .context("the server stopped")
+}
+
 /// Binds 127.0.0.1 on a free port and serves in the background; returns the base URL (for tests).
 pub async fn spawn_local(cfg: ServeConfig) -> std::io::Result<String> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;

@@ -3,8 +3,10 @@
 
 use super::meta::Meta;
 use super::page::Report;
+use super::OutFiles;
 use crate::compare::{Row, SeedRanking, METRICS};
 use crate::plot::{compare_svg, PlotError};
+use std::path::Path;
 
 /// What the runs replayed, for the table's first line.
 pub struct Setting<'a> {
@@ -16,6 +18,8 @@ pub struct Setting<'a> {
     pub arrivals: &'a str,
     /// The protocol's name (shown for the closed loop).
     pub protocol: &'a str,
+    /// The simulator's profile (compare.json names it).
+    pub profile: &'a str,
 }
 
 /// compare.md: a line per run, each cell simulated / measured (relative error), then the Spearman
@@ -80,6 +84,31 @@ pub fn plot(deployment: &str, rows: &[Row]) -> Result<String, PlotError> {
     )
 }
 
+/// What `--out dir` holds beside the measured runs: compare.md (`table`, from [`markdown`]),
+/// compare.json (the rows and rankings, headed by `meta`) and compare.svg ([`plot`]).
+pub fn files(
+    dir: &Path,
+    s: &Setting<'_>,
+    rows: &[Row],
+    rankings: &[SeedRanking],
+    table: &str,
+    meta: &Meta,
+) -> anyhow::Result<OutFiles> {
+    let json = serde_json::json!({ "deployment": s.deployment, "profile": s.profile, "window_s": s.window_s,
+        "protocol": s.protocol, "rows": rows, "seed_rankings": rankings });
+    Ok(OutFiles {
+        files: vec![
+            ("compare.md", table.to_string()),
+            ("compare.json", meta.json(&json)?),
+            ("compare.svg", plot(s.deployment, rows)?),
+        ],
+        line: format!(
+            "\n  wrote {}/compare.md, compare.json and compare.svg",
+            dir.display()
+        ),
+    })
+}
+
 /// The HTML page: compare.md's tables and the plot.
 pub fn page(deployment: &str, meta: Meta, table: &str, svg: &str) -> Report {
     let mut r = Report::new(&format!("serverbench compare — {deployment}"), meta);
@@ -133,6 +162,7 @@ mod tests {
             window_s: 35.0,
             arrivals: "closed",
             protocol: "steady",
+            profile: "p",
         };
         let ranking = SeedRanking {
             concurrency: 4,
@@ -152,5 +182,45 @@ mod tests {
             ..s
         };
         assert!(markdown(&open, &[], &[]).contains("window 35 s, arrivals poisson:1;"));
+    }
+
+    /// compare.md is the table printed; compare.json holds the setting, the rows and the rankings under
+    /// the metadata; compare.svg the plot.
+    #[test]
+    fn compare_writes_its_table_its_rows_and_its_plot() {
+        let s = Setting {
+            deployment: "x",
+            window_s: 35.0,
+            arrivals: "closed",
+            protocol: "steady",
+            profile: "p",
+        };
+        let ranking = SeedRanking {
+            concurrency: 4,
+            seeds: 8,
+            spearman_d: 0.976,
+        };
+        let (meta, rankings) = (crate::report::meta::test_meta(), [ranking]);
+        let table = markdown(&s, &[], &rankings);
+        let f = files(Path::new("out"), &s, &[], &rankings, &table, &meta).unwrap();
+        let names: Vec<&str> = f.files.iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, ["compare.md", "compare.json", "compare.svg"]);
+        assert_eq!(f.files[0].1, table);
+        let json: serde_json::Value = serde_json::from_str(&f.files[1].1).unwrap();
+        assert_eq!(
+            (&json["deployment"], &json["profile"], &json["window_s"]),
+            (&"x".into(), &"p".into(), &35.0.into())
+        );
+        assert_eq!(json["seed_rankings"][0]["spearman_d"], 0.976);
+        assert!(json["meta"].is_object() && json["rows"].as_array().unwrap().is_empty());
+        assert_eq!(f.files[2].1, plot("x", &[]).unwrap());
+        let dir = Path::new("out");
+        assert_eq!(
+            f.line,
+            format!(
+                "\n  wrote {}/compare.md, compare.json and compare.svg",
+                dir.display()
+            )
+        );
     }
 }

@@ -18,3 +18,13 @@ pub mod whatif;
 
 pub use meta::{DeploymentMeta, Meta};
 pub use page::Report;
+
+/// Files a command writes into its `--out` folder together, and the line it prints once they are
+/// written.
+#[derive(Clone, Debug)]
+pub struct OutFiles {
+    /// Each file's name in the folder and its text.
+    pub files: Vec<(&'static str, String)>,
+    /// What the command prints after writing them.
+    pub line: String,
+}

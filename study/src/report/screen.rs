@@ -3,8 +3,10 @@
 
 use super::meta::Meta;
 use super::page::Report;
+use super::OutFiles;
 use crate::ScreenResult;
 use std::fmt::Write as _;
+use std::path::Path;
 
 /// How a stopped screen is announced above its ranking; `why` names the signal (`None`: "a
 /// signal").
@@ -18,6 +20,20 @@ pub fn partial_line(why: Option<&str>, finished: usize, all: usize) -> String {
 pub fn partial_error(why: Option<&str>, finished: usize, all: usize) -> String {
     let why = why.unwrap_or("interrupted");
     format!("{why}: wrote the {finished} of {all} seeds that finished, marked partial")
+}
+
+/// What `--out dir` holds: screen.csv, screen.json (headed by `meta`) and, once a seed finished,
+/// screen.svg.
+pub fn files(r: &ScreenResult, dir: &Path, meta: &Meta) -> anyhow::Result<OutFiles> {
+    let mut files = vec![("screen.csv", csv(r)), ("screen.json", meta.json(r)?)];
+    if !r.seeds.is_empty() {
+        files.push(("screen.svg", crate::screen_plot(r)?));
+    }
+    let line = format!(
+        "  wrote {}, screen.json and screen.svg",
+        dir.join("screen.csv").display()
+    );
+    Ok(OutFiles { files, line })
 }
 
 /// The ranking as printed: the header, a line per seed (hardest first), the quantiles of D, the
@@ -125,6 +141,25 @@ mod tests {
         );
         let html = page(&r, crate::report::meta::test_meta(), "<svg></svg>").html();
         assert!(html.contains("<h2>Ranking</h2>"), "{html}");
+        let meta = crate::report::meta::test_meta();
+        let f = files(&r, Path::new("out"), &meta).unwrap();
+        let names: Vec<&str> = f.files.iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, ["screen.csv", "screen.json", "screen.svg"]);
+        assert_eq!(
+            (f.files[0].1.as_str(), f.files[1].1.clone()),
+            (csv.as_str(), meta.json(&r).unwrap())
+        );
+        let none = ScreenResult {
+            seeds: Vec::new(),
+            ..r.clone()
+        };
+        let f = files(&none, Path::new("out"), &meta).unwrap();
+        assert_eq!(f.files.len(), 2, "no seed, no histogram");
+        let csv_path = Path::new("out").join("screen.csv");
+        assert_eq!(
+            f.line,
+            format!("  wrote {}, screen.json and screen.svg", csv_path.display())
+        );
         assert_eq!(
             partial_line(Some("SIGINT"), 2, 8),
             "  PARTIAL: stopped by SIGINT after 2 of 8 seeds; the ranking is of those that finished\n"

@@ -4,6 +4,7 @@
 
 use super::meta::Meta;
 use super::page::Report;
+use super::OutFiles;
 use serverbench_sim::{Deployment, RunConfig, RunOutput, Summary};
 
 /// How a run's load is described in headers: `c = N` for the closed loop; the arrival mode (and its
@@ -259,16 +260,6 @@ pub const SIMULATE_FILES: [&str; 5] = [
     "timeline.svg",
     "agentx_lanes.json",
 ];
-
-/// Files a command writes into its `--out` folder together, and the line it prints once they are
-/// written.
-#[derive(Clone, Debug)]
-pub struct OutFiles {
-    /// Each file's name in the folder and its text.
-    pub files: Vec<(&'static str, String)>,
-    /// What the command prints after writing them.
-    pub line: String,
-}
 
 /// What `simulate --out dir` writes, in order: records.jsonl and summary.json; agentx_lanes.json
 /// for an AgentX run; timeline.csv and timeline.svg when the run kept a timeline. `meta` heads the

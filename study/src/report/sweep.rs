@@ -4,9 +4,11 @@
 
 use super::meta::Meta;
 use super::page::Report;
+use super::OutFiles;
 use crate::{BandPicks, Level, RateSweep, SweepReport, SweepResult, UnderError};
 use serverbench_sim::Deployment;
 use std::fmt::Write as _;
+use std::path::Path;
 
 /// The first line of a sweep's output: the deployment, the grid and the protocol.
 pub fn header(
@@ -44,6 +46,17 @@ pub fn partial_line(why: &str, finished: Option<usize>, all: usize) -> String {
     format!(
         "  PARTIAL: stopped by {why} after {done}{all} replays; the table is of those that finished\n\n"
     )
+}
+
+/// The error a stopped sweep ends with, after writing what finished: `why` names the signal (`None`:
+/// "interrupted"), `finished` counts the replays that did (`None`: a rate sweep keeps no count).
+pub fn partial_error(why: Option<&str>, finished: Option<usize>, all: usize) -> String {
+    let done = match finished {
+        Some(n) => format!("the {n} of {all} replays"),
+        None => format!("those of the {all} replays"),
+    };
+    let why = why.unwrap_or("interrupted");
+    format!("{why}: wrote {done} that finished, marked partial")
 }
 
 /// A finished (or stopped) sweep as the command renders it: the concurrency grid's report, or the
@@ -160,6 +173,21 @@ impl Swept {
             Swept::Levels(r) => crate::sweep_plot(r, d),
             Swept::Rates(r) => crate::rate_sweep_plot(r, d),
         }
+    }
+
+    /// What `--out dir` holds: sweep.csv, sweep.json (headed by `meta`) and sweep.svg.
+    pub fn files(&self, d: &Deployment, dir: &Path, meta: &Meta) -> anyhow::Result<OutFiles> {
+        Ok(OutFiles {
+            files: vec![
+                ("sweep.csv", self.csv()),
+                ("sweep.json", self.json(meta)?),
+                ("sweep.svg", self.svg(d)?),
+            ],
+            line: format!(
+                "  wrote {}, sweep.json and sweep.svg",
+                dir.join("sweep.csv").display()
+            ),
+        })
     }
 }
 
@@ -507,6 +535,34 @@ mod tests {
         );
         let json = swept.json(&super::super::meta::test_meta()).unwrap();
         assert!(json.contains("\"meta\"") && json.contains("\"levels\""));
+    }
+
+    /// `--out`'s three files, as the sweep's parts render them, and the line naming them; a stopped
+    /// sweep's error counts what finished (a rate sweep cannot).
+    #[test]
+    fn a_sweep_writes_its_three_files_and_a_stopped_one_says_what_it_kept() {
+        let (r, d) = report(&[]);
+        let swept = Swept::Levels(Box::new(r));
+        let meta = super::super::meta::test_meta();
+        let f = swept.files(&d, Path::new("out"), &meta).unwrap();
+        let names: Vec<&str> = f.files.iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, ["sweep.csv", "sweep.json", "sweep.svg"]);
+        assert_eq!(f.files[0].1, swept.csv());
+        assert_eq!(f.files[1].1, swept.json(&meta).unwrap());
+        assert!(f.files[2].1.starts_with("<svg"), "{}", f.files[2].1);
+        let csv = Path::new("out").join("sweep.csv");
+        assert_eq!(
+            f.line,
+            format!("  wrote {}, sweep.json and sweep.svg", csv.display())
+        );
+        assert_eq!(
+            partial_error(Some("SIGTERM"), Some(3), 8),
+            "SIGTERM: wrote the 3 of 8 replays that finished, marked partial"
+        );
+        assert_eq!(
+            partial_error(None, None, 8),
+            "interrupted: wrote those of the 8 replays that finished, marked partial"
+        );
     }
 
     #[test]

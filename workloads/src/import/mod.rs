@@ -653,6 +653,25 @@ pub fn parse_trace(
     Trace::new(trees).ok_or_else(|| InputError::new(file, 0, "", "the file holds no request"))
 }
 
+/// Writes trees in the export format `format` names: `native` ([`write_native`]), `aiperf`
+/// ([`write_aiperf`]) or `weka` ([`write_weka`]); another name is an `InvalidInput` error (sessions'
+/// `corpus` format is `corpus::write_corpus`'s).
+pub fn write_trees<W: Write>(
+    format: &str,
+    trees: impl IntoIterator<Item = Arc<SessionTree>>,
+    w: W,
+) -> std::io::Result<()> {
+    match format {
+        "native" => write_native(trees, w),
+        "aiperf" => write_aiperf(trees, w),
+        "weka" => write_weka(trees, w),
+        other => Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("no export format {other:?} of trees: expected native, aiperf or weka"),
+        )),
+    }
+}
+
 /// Writes trees in the native format: one JSON tree per line.
 pub fn write_native<W: Write>(
     trees: impl IntoIterator<Item = Arc<SessionTree>>,
@@ -837,5 +856,27 @@ mod tests {
         let (sessions, origins) = logged.into_corpus();
         assert_eq!(sessions.len(), 1, "the log's own sessions, not its trees");
         assert_eq!(origins, [vec!["log.jsonl".to_string()]]);
+    }
+
+    /// Each tree format's name writes what its writer does; an unknown name is refused, naming it.
+    #[test]
+    fn a_tree_format_name_picks_its_writer() {
+        let g = Generator::new(WorkloadSpec::preset("synthetic-v1").unwrap(), 1, 40_960).unwrap();
+        let trees: Vec<Arc<SessionTree>> = (0..2).map(|k| g.tree(k)).collect();
+        type Writer = fn(Vec<Arc<SessionTree>>, &mut Vec<u8>) -> std::io::Result<()>;
+        let writers: [(&str, Writer); 3] = [
+            ("native", |t, w| write_native(t, w)),
+            ("aiperf", |t, w| write_aiperf(t, w)),
+            ("weka", |t, w| write_weka(t, w)),
+        ];
+        for (name, writer) in writers {
+            let (mut by_name, mut direct) = (Vec::new(), Vec::new());
+            write_trees(name, trees.clone(), &mut by_name).unwrap();
+            writer(trees.clone(), &mut direct).unwrap();
+            assert!(!by_name.is_empty() && by_name == direct, "{name}");
+        }
+        let e = write_trees("corpus", trees, Vec::new()).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+        assert!(e.to_string().contains("\"corpus\""), "{e}");
     }
 }
