@@ -91,6 +91,7 @@ fn try_main() -> anyhow::Result<()> {
         cli::Command::CudaBench(a) => cuda::bench(a),
         cli::Command::CudaCheck(a) => cuda::check(a),
         cli::Command::Compare(a) => compare::run(a),
+        cli::Command::Calibrate(a) if a.microbench => cuda::microbench(&a),
         cli::Command::Calibrate(a) => calibrate::run(a),
         cli::Command::Workload(w) => workload::run(w),
         cli::Command::Model(cli::ModelCommand::Show(a)) => model::show(&a.model),

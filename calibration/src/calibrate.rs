@@ -70,7 +70,7 @@ pub fn base_profile(o: &FitOptions) -> Result<Profile> {
             o.base_profile
         );
     }
-    let text = crate::sources::read_text(path)?;
+    let text = serverbench_config::read_text(path, serverbench_config::MAX_DATA_BYTES)?;
     Ok(Profile::from_yaml(&o.base_profile, &text)?)
 }
 

@@ -16,11 +16,8 @@ use serverbench_calibration::report::{check_table, per_step_csv};
 use serverbench_calibration::sources;
 use serverbench_calibration::{predict_steps_on, GraphRule, LogEngine, StepSample};
 
-/// Runs the command.
+/// Runs the command (`--microbench` is `crate::cuda`'s).
 pub fn run(a: CalibrateArgs) -> Result<()> {
-    if a.microbench {
-        return crate::cuda::microbench(&a);
-    }
     if let Some(url) = &a.endpoint {
         return endpoint::calibrate(&a, url);
     }
