@@ -529,7 +529,8 @@ impl EngineArgs {
 /// How a real server is asked (`replay`'s, `compare --url`'s and the frozen runs' of `freeze`).
 #[derive(Args, Debug, Clone)]
 pub struct ServerArgs {
-    /// Endpoint and prompt form: tokens (/v1/completions with token ids, exact), text, or chat.
+    /// Endpoint and prompt form: tokens (/v1/completions with token ids, exact), text, or chat (the
+    /// server tokenizes these two: `compare` charges the profile's `tokenize_s_per_token`).
     #[arg(long, default_value = "tokens")]
     pub api: String,
     /// The server kind, which decides the fields that ask for exact output lengths: vllm or sglang

@@ -13,7 +13,8 @@ use serverbench_study::report::compare::{self as render, Setting};
 
 /// Runs the command.
 pub fn run(a: CompareArgs) -> Result<()> {
-    let study = inputs::study(&a.run)?;
+    let mut study = inputs::study(&a.run)?;
+    study.replay.text_prompts = serverbench_backends::inputs::text_prompts(&a.client.api)?;
     let d = &study.deployment;
     check_flags(a.engine.step_log.is_some(), &a.concurrency, &a.seeds)?;
     let (deployment, workload, replay) = inputs::choices(&a.run);

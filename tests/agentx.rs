@@ -741,7 +741,7 @@ fn a_specs_rows_are_one_corpus_for_every_seed_under_agentx() {
 /// Under the AgentX protocol every request is a chat completion: the front end also takes the profile's
 /// `tokenize_s_per_token` for each prompt token. One lane, so each request meets an idle front end and
 /// engine: its first token comes that much later, and the same replay under the cold protocol (prompts of
-/// token ids) does not pay it at all.
+/// token ids) does not pay it at all unless its prompts are sent as text (`RunConfig::text_prompts`).
 #[test]
 fn chat_prompts_pay_the_profiles_tokenizer_under_the_agentx_protocol() {
     use serverbench_sim::{simulate, Deployment, Outcome, RunConfig, RunOutput};
@@ -752,17 +752,28 @@ fn chat_prompts_pay_the_profiles_tokenizer_under_the_agentx_protocol() {
     plain.profile.tokenize_s_per_token = 0.0;
     let without = plain.cost_model();
     assert!(with.tokenize_ns(100_000) > 0);
-    let run = |protocol, cost: &serverbench_calibration::CostModel| {
+    let run_as = |protocol, cost: &serverbench_calibration::CostModel, text_prompts| {
         let cfg = RunConfig {
             protocol,
+            text_prompts,
             ..RunConfig::new(1, 3, 300.0)
         };
         simulate(&d, cost, &trace, &cfg).unwrap()
     };
+    let run = |protocol, cost| run_as(protocol, cost, false);
     let json = |o: &RunOutput| serde_json::to_string(&o.records).unwrap();
     assert_eq!(
         json(&run(Protocol::Cold, &with)),
         json(&run(Protocol::Cold, &without))
+    );
+    // Sent as text (`compare --api text|chat`) the cold protocol's prompts pay it too.
+    assert_ne!(
+        json(&run_as(Protocol::Cold, &with, true)),
+        json(&run(Protocol::Cold, &with))
+    );
+    assert_eq!(
+        json(&run_as(Protocol::Agentx, &with, true)),
+        json(&run(Protocol::Agentx, &with))
     );
     let (a, b) = (
         run(Protocol::Agentx, &with),

@@ -18,6 +18,13 @@ pub fn api(s: &str) -> Result<Api> {
     Api::parse(s).ok_or_else(|| anyhow!("--api: expected tokens, text or chat, got {s:?}"))
 }
 
+/// Whether `--api` sends prompts as text for the server to tokenize (`text`, `chat`): the simulated
+/// side of a comparison then charges the profile's `tokenize_s_per_token`
+/// ([`serverbench_sim::RunConfig::text_prompts`]).
+pub fn text_prompts(s: &str) -> Result<bool> {
+    Ok(api(s)? != Api::CompletionsTokens)
+}
+
 /// `--server`: a server kind.
 pub fn server(s: &str) -> Result<Server> {
     Server::parse(s)
@@ -219,6 +226,18 @@ mod tests {
             tokenizer: None,
             output_tokenizer: None,
         }
+    }
+
+    /// Only a prompt of token ids reaches the server untokenized; a bad `--api` names the flag.
+    #[test]
+    fn text_and_chat_prompts_are_tokenized_by_the_server() {
+        assert!(!text_prompts("tokens").unwrap());
+        assert!(text_prompts("text").unwrap());
+        assert!(text_prompts("chat").unwrap());
+        assert!(text_prompts("words")
+            .unwrap_err()
+            .to_string()
+            .contains("--api"));
     }
 
     /// Headers are split at their first colon and trimmed; AgentX's protocols send chat completions,

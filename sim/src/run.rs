@@ -106,6 +106,10 @@ pub struct RunConfig {
     pub step_by_step: bool,
     /// Recount the KV bookkeeping after every step and panic on a mismatch (tests and debugging; slow).
     pub audit: bool,
+    /// The prompts reach the server as text (`--api text` or `chat`), which its front end tokenizes: each
+    /// request also takes the profile's `tokenize_s_per_token`. Always so under the AgentX protocols,
+    /// whose requests are chat completions.
+    pub text_prompts: bool,
 }
 
 impl RunConfig {
@@ -123,6 +127,7 @@ impl RunConfig {
             timeline: false,
             audit: false,
             step_by_step: false,
+            text_prompts: false,
         }
     }
 
@@ -237,9 +242,9 @@ struct Sim<'a> {
     /// `engine.async_scheduling` (not under data-parallel attention): requests that reached a busy
     /// replica wait for the step it had already picked.
     async_scheduling: bool,
-    /// The requests are chat completions of messages (the AgentX protocols): the front end also applies
-    /// the chat template and tokenizes them (the profile's `tokenize_s_per_token`).
-    chat_prompts: bool,
+    /// The prompts arrive as text ([`RunConfig::text_prompts`], the AgentX protocols): the front end also
+    /// tokenizes them (the profile's `tokenize_s_per_token`).
+    text_prompts: bool,
     /// Per replica, the requests waiting for that step to end.
     held: Vec<Vec<Held>>,
     next_replica: u32,
@@ -297,7 +302,7 @@ pub fn simulate(
         dues: Default::default(),
         frontend_free: Time(0),
         async_scheduling: deployment.engine.async_scheduling && lockstep.is_none(),
-        chat_prompts: cfg.protocol.is_agentx(),
+        text_prompts: cfg.text_prompts || cfg.protocol.is_agentx(),
         held: vec![Vec::new(); replicas.len()],
         replicas,
         next_replica: 0,
@@ -491,7 +496,7 @@ impl Sim<'_> {
         }
         self.records.push(record);
         let mut frontend = self.cost.frontend_ns(req.input_tokens);
-        if self.chat_prompts {
+        if self.text_prompts {
             frontend += self.cost.tokenize_ns(req.input_tokens);
         }
         let latency = self.cost.request_latency_ns();

@@ -605,6 +605,7 @@ pub fn run_config(r: &ReplayChoice, concurrency: u32, seed: u64) -> Result<RunCo
         timeline: false,
         audit: false,
         step_by_step: false,
+        text_prompts: false,
     };
     checked(cfg)
 }
