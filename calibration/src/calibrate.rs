@@ -1,7 +1,8 @@
 //! What `calibrate` does between reading its measurements and writing a profile: the fit of step
 //! samples for a model, GPU and base profile (step logs, microbenchmarks), the fit of endpoint probes
 //! (medians per shape, the request latency estimated, the attention layout chosen), a profile derived
-//! for another GPU, and a profile from measured operator tables. Pure: it reads no files, sends no
+//! for another GPU, and a profile from measured operator tables. It reads no measurements (the model and
+//! base profile it names come by preset or file through `model_source` and `profile_source`), sends no
 //! request and reads no clock (the caller gives `fitted_at`).
 
 use crate::fit::{front_end_seconds, front_end_tokens};
@@ -60,18 +61,7 @@ pub fn model_and_hardware(o: &FitOptions) -> Result<(ModelSpec, HardwareSpec)> {
 
 /// The `--base-profile`: a profile preset by name, else a profile file.
 pub fn base_profile(o: &FitOptions) -> Result<Profile> {
-    if let Some(p) = Profile::preset(&o.base_profile) {
-        return Ok(p);
-    }
-    let path = std::path::Path::new(&o.base_profile);
-    if !path.is_file() {
-        bail!(
-            "--base-profile: no profile preset or file {:?}",
-            o.base_profile
-        );
-    }
-    let text = serverbench_config::read_text(path, serverbench_config::MAX_DATA_BYTES)?;
-    Ok(Profile::from_yaml(&o.base_profile, &text)?)
+    crate::profile_source::profile("--base-profile", &o.base_profile)
 }
 
 /// `--from-moe-probes`' model, GPU and base profile, looked up and checked against each other.

@@ -17,6 +17,7 @@ pub mod model_source;
 pub mod moe;
 pub mod ops;
 pub mod profile;
+pub mod profile_source;
 pub mod report;
 pub mod sources;
 pub mod splitkv;

@@ -1,10 +1,10 @@
 //! What `calibrate` reads from the files a user names: step logs (plain or gzip) with a line of
-//! provenance each, a profile by preset name or YAML file, `--from-ops`' operator tables and
-//! `--from-moe-probes`' files. It reads files and parses them; it
-//! never fits, writes or prints.
+//! provenance each, a profile by preset name or YAML file (`profile_source`'s), `--from-ops`' operator
+//! tables and `--from-moe-probes`' files. It reads files and parses them; it never fits, writes or
+//! prints.
 
 use crate::calibrate::OpsTable;
-use crate::{parse_moe_file, parse_step_log, FitTarget, MoeProbeRuns, Profile, StepSample};
+use crate::{parse_moe_file, parse_step_log, FitTarget, MoeProbeRuns, StepSample};
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 
@@ -34,17 +34,7 @@ pub fn step_logs(paths: &[PathBuf], target: FitTarget) -> Result<(Vec<StepSample
     Ok((samples, inputs))
 }
 
-/// A profile preset by name, or a profile YAML file; `flag` names the option in errors.
-pub fn profile(flag: &str, name: &str) -> Result<Profile> {
-    match Profile::preset(name) {
-        Some(p) => Ok(p),
-        None => {
-            let text = read_text(Path::new(name))
-                .with_context(|| format!("{flag}: {name:?} is not a profile preset"))?;
-            Ok(Profile::from_yaml(name, &text)?)
-        }
-    }
-}
+pub use crate::profile_source::profile;
 
 /// `--from-ops`' tables: the CSV files `paths` name (files as given, a directory's `.csv` files in
 /// name order), read.
