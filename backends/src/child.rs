@@ -281,7 +281,6 @@ pub fn replay_held_out(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::verify::{Frozen, Gates, Server};
     use serverbench_sim::Deployment;
 
     fn text(args: &[OsString]) -> String {
@@ -394,23 +393,7 @@ mod tests {
     #[test]
     fn a_held_out_replay_takes_the_frozen_decisions() {
         let d = Deployment::preset("gemma4-e4b-1xl40").unwrap();
-        let frozen = Frozen {
-            deployment_yaml: String::new(),
-            deployment_sha256: String::new(),
-            slo: d.slo,
-            concurrency: 2,
-            window_s: 60.0,
-            protocol: "cold".into(),
-            dev_seeds: vec![0],
-            held_out_seeds: vec![7],
-            server: Server {
-                url: "http://h:1".into(),
-                kind: "vllm".into(),
-                api: "chat".into(),
-                model: "m".into(),
-            },
-            gates: Gates::default(),
-        };
+        let frozen = crate::verify::test_frozen(d.slo, vec![7]);
         let r = HeldOutReplay {
             frozen: &frozen,
             url: "http://h:2",

@@ -245,24 +245,11 @@ mod tests {
     /// and says when the file is unsigned; `keygen` names both keys' files and the public key.
     #[test]
     fn freeze_and_keygen_say_what_they_wrote() {
-        use crate::verify::{Frozen, Gates, Server};
+        use crate::verify::Frozen;
         let d = Deployment::preset("gemma4-e4b-1xl40").unwrap();
         let frozen = Frozen {
-            deployment_yaml: String::new(),
             deployment_sha256: "0123456789abcdef".into(),
-            slo: d.slo,
-            concurrency: 2,
-            window_s: 60.0,
-            protocol: "cold".into(),
-            dev_seeds: vec![0],
-            held_out_seeds: vec![7, 8],
-            server: Server {
-                url: "http://h:1".into(),
-                kind: "vllm".into(),
-                api: "chat".into(),
-                model: "m".into(),
-            },
-            gates: Gates::default(),
+            ..crate::verify::test_frozen(d.slo, vec![7, 8])
         };
         let mut file = FrozenFile {
             frozen,

@@ -765,18 +765,23 @@ mod tests {
         format!("{:#}", r.unwrap_err())
     }
 
-    /// `workload stats` and `export` take the first `n` trees of a seed's stream, the same trees
-    /// `simulate` replays, and refuse a count out of range.
-    #[test]
-    fn the_generated_trees_are_the_seed_s_stream() {
-        let choice = WorkloadChoice {
+    /// The default spec, generated.
+    fn generated() -> WorkloadChoice {
+        WorkloadChoice {
             workload: None,
             trace: None,
             trace_format: None,
             max_context_length: None,
             trace_repeat: TraceRepeat::Fresh,
             note: |_| {},
-        };
+        }
+    }
+
+    /// `workload stats` and `export` take the first `n` trees of a seed's stream, the same trees
+    /// `simulate` replays, and refuse a count out of range.
+    #[test]
+    fn the_generated_trees_are_the_seed_s_stream() {
+        let choice = generated();
         let trees: Vec<_> = trees_of(&choice, 3, 4, 131_072).unwrap().collect();
         let source = source_at(&choice, 3, 131_072).unwrap();
         assert_eq!(trees.len(), 4);
@@ -835,14 +840,7 @@ mod tests {
             engine_config: None,
             profile: None,
         };
-        let w = WorkloadChoice {
-            workload: None,
-            trace: None,
-            trace_format: None,
-            max_context_length: None,
-            trace_repeat: TraceRepeat::Fresh,
-            note: |_| {},
-        };
+        let w = generated();
         let study = rate_sweep_study(&d, &w, &replay(), &[0.5, 2.0]).unwrap();
         assert_eq!(study.replay.arrivals, Arrivals::Poisson { rate: 0.5 });
         assert!(error(rate_sweep_study(&d, &w, &replay(), &[0.0])).starts_with("--rates"));

@@ -59,6 +59,29 @@ pub struct Frozen {
     pub gates: Gates,
 }
 
+/// A frozen file's decisions for tests: `slo` at c = 2 for 60 s, cold, development seed 0, these
+/// held-out seeds, a vLLM server at `http://h:1` asked for `m` by chat, the default gates.
+#[cfg(test)]
+pub(crate) fn test_frozen(slo: Slo, held_out_seeds: Vec<u64>) -> Frozen {
+    Frozen {
+        deployment_yaml: String::new(),
+        deployment_sha256: String::new(),
+        slo,
+        concurrency: 2,
+        window_s: 60.0,
+        protocol: "cold".into(),
+        dev_seeds: vec![0],
+        held_out_seeds,
+        server: Server {
+            url: "http://h:1".into(),
+            kind: "vllm".into(),
+            api: "chat".into(),
+            model: "m".into(),
+        },
+        gates: Gates::default(),
+    }
+}
+
 fn cold() -> String {
     "cold".into()
 }

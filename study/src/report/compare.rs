@@ -155,20 +155,27 @@ mod tests {
         assert_eq!(short(0.1234), "0.123");
     }
 
-    #[test]
-    fn the_table_has_a_column_per_metric_and_a_line_per_ranking() {
-        let s = Setting {
+    fn setting() -> Setting<'static> {
+        Setting {
             deployment: "x",
             window_s: 35.0,
             arrivals: "closed",
             protocol: "steady",
             profile: "p",
-        };
-        let ranking = SeedRanking {
+        }
+    }
+
+    fn ranking() -> SeedRanking {
+        SeedRanking {
             concurrency: 4,
             seeds: 8,
             spearman_d: 0.976,
-        };
+        }
+    }
+
+    #[test]
+    fn the_table_has_a_column_per_metric_and_a_line_per_ranking() {
+        let (s, ranking) = (setting(), ranking());
         let t = markdown(&s, &[], &[ranking]);
         assert_eq!(
             t,
@@ -188,18 +195,7 @@ mod tests {
     /// the metadata; compare.svg the plot.
     #[test]
     fn compare_writes_its_table_its_rows_and_its_plot() {
-        let s = Setting {
-            deployment: "x",
-            window_s: 35.0,
-            arrivals: "closed",
-            protocol: "steady",
-            profile: "p",
-        };
-        let ranking = SeedRanking {
-            concurrency: 4,
-            seeds: 8,
-            spearman_d: 0.976,
-        };
+        let (s, ranking) = (setting(), ranking());
         let (meta, rankings) = (crate::report::meta::test_meta(), [ranking]);
         let table = markdown(&s, &[], &rankings);
         let f = files(Path::new("out"), &s, &[], &rankings, &table, &meta).unwrap();
