@@ -93,7 +93,8 @@
 # README.md: composition, CUDA-event GPU time, the gap between steps, CPU time of schedule/execute/update); a
 # server already up keeps the setting it was started with. `runs` then returns, for each set, the lines
 # written while that set ran (from the end of the previous set), as $OUT/steps-<set>.jsonl.gz (kept current
-# every 20 s while the set runs). scripts/vllm/step_trace/analyse.py reads them.
+# every 20 s while the set runs); `calibrate` and `moe-probe` return theirs as $OUT/steps-calibrate.jsonl.gz and
+# $OUT/steps-moe-probe.jsonl.gz. scripts/vllm/step_trace/analyse.py reads them.
 # AGENTX_TRACE: the logs file the agentx-* sets replay (default corpus/claude-code/logs.jsonl; the stored
 # agentx-real set replayed results/h200-vllm/claude-code-as-replayed/logs.jsonl).
 set -u
@@ -440,6 +441,7 @@ moe_probe() { # scripts/vllm/moe_probe.py against the MoE server, within the cal
     > "$WORK/moe-probe/versions.txt" 2>&1
   cp "$MODEL/config.json" "$WORK/moe-probe/model_config.json" 2>/dev/null
   stop_packing; pack moe-probe
+  [ -f "$TRACE_FILE" ] && { sleep 2; pack_steps moe-probe final; }
 }
 
 calibrate() {
@@ -463,6 +465,7 @@ calibrate() {
   cat "$WORK/calibrate/log"
   curl -s -m 10 "$URL/metrics" > "$WORK/calibrate/metrics_after.txt"
   stop_packing; pack calibrate
+  [ -f "$TRACE_FILE" ] && { sleep 2; pack_steps calibrate final; }
 }
 
 verify() { # `serverbench verify` with vLLM as the candidate and scripts/reference_server.py (float32
