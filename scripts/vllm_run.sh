@@ -461,7 +461,8 @@ calibrate() {
   local pid=$!
   while kill -0 "$pid" 2>/dev/null && ! grep -q "wrote .*probes.jsonl" "$WORK/calibrate/log"; do
     [ "$(left)" -gt 0 ] || break; sleep 2; done
-  kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+  # a first signal stops the probes and lets the fit run on (minutes): the second quits at once
+  kill "$pid" 2>/dev/null; sleep 1; kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
   cat "$WORK/calibrate/log"
   curl -s -m 10 "$URL/metrics" > "$WORK/calibrate/metrics_after.txt"
   stop_packing; pack calibrate

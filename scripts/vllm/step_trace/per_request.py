@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Where a replay request's time to first token goes, from vLLM's step trace beside the replay's records.
 
-    python3 scripts/vllm/step_trace/requests.py > results/h200-vllm/step-trace/requests.md
+    python3 scripts/vllm/step_trace/per_request.py > results/h200-vllm/step-trace/requests.md
 
 Each completed request of a stored replay is matched to the step trace's first prefill chunk of its
 prompt (a `pf` entry `[tokens, context before, prompt length]` whose prompt length is the request's input
@@ -129,7 +129,7 @@ def main():
     a = ap.parse_args()
     lone = lambda p: a.lone_ms + a.lone_us_per_token * p / 1e3
     print("# vLLM's replay requests: time to first token outside their own steps\n")
-    print("`python3 scripts/vllm/step_trace/requests.py > results/h200-vllm/step-trace/requests.md` (a CPU, "
+    print("`python3 scripts/vllm/step_trace/per_request.py > results/h200-vllm/step-trace/requests.md` (a CPU, "
           "from the stored step traces and replay records; the script's docstring says how requests are "
           f"matched). Lone front end subtracted from the busy group: {a.lone_ms:g} ms + "
           f"{a.lone_us_per_token:g} µs a prompt token.\n")
