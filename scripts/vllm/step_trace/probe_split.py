@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Each lone TTFT probe of `calibrate --endpoint` split into vLLM's GPU time and the host's time around it.
+
+    python3 scripts/vllm/step_trace/probe_split.py PROBES.jsonl STEPS.jsonl.gz > split.md
+
+PROBES.jsonl is calibrate's probe log, STEPS the step trace vLLM wrote while the probes ran (vllm_run.sh
+STEP_TRACE=1 ... calibrate). A lone probe's request is one run of consecutive steps that prefill one
+prompt and nothing else (no decodes, one request): its chunks, in order. The probes and those runs come in
+the same order, so each TTFT probe takes the next run whose new tokens and cached prefix are the probe's
+(runs that match no probe, such as the warm-ups that put a prefix in the cache, are skipped). For each:
+the time to first token the client measured, the GPU span of the request's steps (first chunk's start to
+last chunk's end on the GPU, CUDA events), and the host time (the first less the second: HTTP, the
+front end's tokenizer and detokenizer, the engine core's schedule and input preparation before the first
+step, the hand-back of the token). The host time is then fitted as a + b * prompt tokens by least squares.
+Plain Python.
+"""
+import argparse
+import gzip
+import json
+
+
+def read_jsonl(path):
+    op = gzip.open if path.endswith(".gz") else open
+    out = []
+    with op(path, "rt") as f:
+        for line in f:
+            line = line.strip()
+            if line:
+                try:
+                    out.append(json.loads(line))
+                except json.JSONDecodeError:
+                    pass  # a line cut short at the end of a copy
+    return out
+
+
+def lone_runs(steps):
+    """[(new tokens, cached prefix, [steps])] for each request prefilled alone, in order"""
+    runs, cur = [], None
+    for s in steps:
+        pf = s.get("pf") or []
+        lone = s.get("nd", 0) == 0 and s.get("nreq") == 1 and len(pf) == 1
+        if lone and cur is not None and pf[0][2] == cur[2] and pf[0][1] == cur[3]:
+            cur[1].append(s)
+            cur[3] += pf[0][0]
+            continue
+        if cur is not None:
+            runs.append(cur)
+            cur = None
+        if lone:
+            tok, before, prompt = pf[0]
+            cur = [before, [s], prompt, before + tok]
+    if cur is not None:
+        runs.append(cur)
+    return [(r[3] - r[0], r[0], r[1]) for r in runs if r[3] == r[2]]
+
+
+def split(probes, steps):
+    steps = [s for s in steps if "gpu_us" in s and s.get("tok", 0) > 0]
+    runs = lone_runs(steps)
+    out, k = [], 0
+    for p in probes:
+        if not p.get("probe", "").startswith("TTFT") or len(p.get("prefill", [])) != 1 or p.get("decode"):
+            continue
+        new, cached = p["prefill"][0]
+        while k < len(runs) and (runs[k][0], runs[k][1]) != (new, cached):
+            k += 1
+        if k == len(runs):
+            break
+        _, _, rs = runs[k]
+        k += 1
+        gpu_ms = (rs[-1]["g1_ns"] - rs[0]["g0_ns"]) / 1e6
+        busy_ms = sum(s["gpu_us"] for s in rs) / 1e3
+        out.append({"probe": p["probe"], "new": new, "cached": cached, "chunks": len(rs),
+                    "ttft_ms": p["wall_ms"], "gpu_ms": gpu_ms, "busy_ms": busy_ms,
+                    "host_ms": p["wall_ms"] - gpu_ms, "cg": rs[0].get("cg")})
+    return out
+
+
+def fit_line(xs, ys):
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx if sxx else 0.0
+    return my - b * mx, b
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("probes")
+    ap.add_argument("steps")
+    a = ap.parse_args()
+    rows = split(read_jsonl(a.probes), read_jsonl(a.steps))
+    print(f"# Lone TTFT probes split into GPU and host time\n\n`probe_split.py {a.probes} {a.steps}`\n")
+    print("| probe | chunks | graph | TTFT ms | GPU span ms | GPU busy ms | host ms |")
+    print("|---|---:|---|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r['probe']} | {r['chunks']} | {r['cg']} | {r['ttft_ms']:.2f} | {r['gpu_ms']:.2f} | "
+              f"{r['busy_ms']:.2f} | {r['host_ms']:.2f} |")
+    xs = [r["new"] + r["cached"] for r in rows]
+    a0, b0 = fit_line(xs, [r["host_ms"] for r in rows])
+    fresh = [r for r in rows if r["cached"] == 0]
+    a1, b1 = fit_line([r["new"] for r in fresh], [r["host_ms"] for r in fresh])
+    print(f"\n{len(rows)} probes matched. Host time = {a0:.2f} ms + {b0 * 1e3:.3f} µs × prompt tokens "
+          f"(all); fresh prompts alone: {a1:.2f} ms + {b1 * 1e3:.3f} µs × tokens ({len(fresh)} probes).")
+
+
+if __name__ == "__main__":
+    main()
