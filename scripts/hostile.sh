@@ -144,6 +144,25 @@ cases+=(
   "replay --url $U -d qwen3.5-9b-2xl40 -c 2 -w 60 --time-scale 10 --no-probe --out $T/full"
   "sweep --seeds 0..4000 --out /dev/null/out"
 )
+# #41 runtime: servers that misbehave one way each (scripts/hostile_server.py): usage beyond the
+# chunks streamed, an endless or 200,000-long model list, "\n\r\n" framing, a gzip stream, a server that
+# never answers (calibrate --timeout); and what the importers and serve refuse by name.
+H=$(( PORT + 2 )); HOSTILE=""
+for mode in inflate inflate-ask endless-models many-models crlf gzip stall; do
+  python3 scripts/hostile_server.py $H $mode & HOSTILE+=" $!"
+  cases+=("replay --url http://127.0.0.1:$H --model m -d qwen3.5-9b-2xl40 -c 2 -w 5 --no-probe")
+  H=$(( H + 1 ))
+done
+unset 'cases[${#cases[@]}-1]'
+cases+=("calibrate --endpoint http://127.0.0.1:$(( H - 1 )) --model qwen3.5-9b --served-model m --hardware l40 --timeout 2 --probe-prompts 64 --probe-log $T/stall.jsonl")
+trap 'kill $SERVE $HOSTILE 2> /dev/null; rm -rf "$T"' EXIT
+printf '{"trajectory": [{"action": "ls", "execution_time": 1e300, "query": [{"role": "system", "content": "s"}]}], "info": {}}\n' > "$T/traj.traj"
+mkdir -p "$T/emptydir"
+cases+=(
+  "workload stats --trace $T/traj.traj --trace-format trajectory"
+  "workload stats --trace $T/emptydir"
+)
+sleep 1
 for c in "${cases[@]}"; do
   timeout 60 $BIN $c > "$T/out" 2> "$T/err"
   rc=$?
@@ -171,6 +190,7 @@ signalled=(
   "INT|screen -c 16 --seeds 0..20000 --out $T/c|$T/c/screen.json: \"partial\": true"
   "TERM|serve -d qwen3-8b-1xh200 --port $(( PORT + 1 )) --drain-timeout 2|"
   "TERM|calibrate --endpoint $U --model qwen3.5-9b --served-model qwen3.5-9b --probe-long-streams 64 --probe-log $T/p.jsonl|"
+  "TERM|workload export --trees 20000 -o $T/export.jsonl|$T/err: export stopped"
 )
 for s in "${signalled[@]}"; do
   IFS='|' read -r sig c check <<< "$s"
@@ -189,5 +209,9 @@ code=$(curl -s -o "$T/err" -w '%{http_code}' --max-time 10 -H 'Content-Type: app
 kind=clean; [ "$code" = 400 ] || kind="http-$code"; [ $(( $(date +%s) - started )) -le 5 ] || kind=SLOW
 tally[$kind]=$(( ${tally[$kind]:-0} + 1 ))
 printf '%-7s %s  serve: a 17 MB body of 8.5 M token ids\n        %s\n' "$kind" "$code" "$(head -c 160 "$T/err")"
+code=$(curl -s -o "$T/err" -w '%{http_code}' --max-time 10 -H 'Content-Type: application/json' -d '{"model": "qwen3.5-9b", "messages": []}' "$U/v1/chat/completions")
+kind=clean; [ "$code" = 400 ] && grep -q "messages" "$T/err" || kind="http-$code"
+tally[$kind]=$(( ${tally[$kind]:-0} + 1 ))
+printf '%-7s %s  serve: a chat request of no messages\n        %s\n' "$kind" "$code" "$(head -c 160 "$T/err")"
 echo
 for k in "${!tally[@]}"; do echo "$k: ${tally[$k]}"; done

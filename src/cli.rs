@@ -125,6 +125,10 @@ pub struct DeploymentArgs {
     /// Cost-model profile YAML replacing the deployment's named profile.
     #[arg(long)]
     pub profile: Option<PathBuf>,
+    /// The model instead of the deployment's: a Hugging Face `config.json`, a folder holding one, or a
+    /// model preset (not the name a server serves: that is `--model`, where a command talks to one).
+    #[arg(long, value_name = "CONFIG")]
+    pub model_config: Option<PathBuf>,
     /// Print the effective deployment as YAML and exit.
     #[arg(long)]
     pub print_config: bool,

@@ -21,12 +21,13 @@ pub fn note(line: &str) {
     eprintln!("{line}");
 }
 
-/// `--deployment`, `--engine-config` and `--profile`.
+/// `--deployment`, `--engine-config`, `--profile` and `--model-config`.
 pub fn deployment_choice(a: &DeploymentArgs) -> DeploymentChoice {
     DeploymentChoice {
         deployment: a.deployment.clone(),
         engine_config: a.engine_config.clone(),
         profile: a.profile.clone(),
+        model: a.model_config.clone(),
     }
 }
 

@@ -32,6 +32,9 @@ pub fn run(a: ScreenArgs) -> Result<()> {
         )?;
     }
     out!("{}", render::text(&r))?;
+    if let Some(note) = serverbench_study::report::summary::unfitted_profile_note(&d) {
+        out!("\n{note}")?;
+    }
     outln!(
         "\n  {} replays + workload scans in {:.1} s",
         r.seeds.len(),

@@ -6,13 +6,16 @@ use crate::cli::{
 };
 use crate::inputs;
 use crate::output::{write_json, write_path, write_text};
+use crate::signals::INTERRUPTED;
 use anyhow::{Context, Result};
+use serverbench_config::WholeLines;
 use serverbench_study::inputs::CorpusFitChoice;
 use serverbench_study::report::scan::{self as render_scan, Scanned};
 use serverbench_study::scan_seeds;
 use serverbench_workloads::corpus::write_origins;
 use serverbench_workloads::report::{stats_source, stats_text};
 use serverbench_workloads::{workload_stats, write_corpus, write_trees};
+use std::io::Write;
 
 pub fn run(c: WorkloadCommand) -> Result<()> {
     match c {
@@ -62,28 +65,53 @@ fn stats(a: WorkloadStatsArgs) -> Result<()> {
 }
 
 fn export(a: WorkloadExportArgs) -> Result<()> {
+    let stop =
+        crate::signals::interrupt("stopping the export; the records written so far stay whole")?;
     let w = inputs::workload_choice(&a.workload);
+    let out = a.out.as_deref();
     if a.format == "corpus" {
         let (seed, n, limit) = (a.seed, a.trees, a.context_limit);
         let (sessions, origins) = inputs::corpus_sessions(&w, seed, n, limit, a.keep_going)?;
         if let Some(path) = &a.origins {
             write_path(path, |w| write_origins(&sessions, &origins, w))?;
         }
-        return write_out(a.out.as_deref(), |w| write_corpus(&sessions, w));
+        return write_out(out, &stop, |w| write_corpus(&sessions, w));
     }
     let trees = inputs::trees_of(&w, a.seed, a.trees, a.context_limit)?;
-    write_out(a.out.as_deref(), |w| write_trees(&a.format, trees, w))
+    write_out(out, &stop, |w| write_trees(&a.format, trees, w))
 }
 
-/// Writes to the file, or to standard output.
+/// Writes JSON lines to the file, or to standard output, until a signal: standard output keeps the
+/// lines written before it whole, a file is not written at all (exit 130 either way).
 fn write_out(
     out: Option<&std::path::Path>,
+    stop: &serverbench_backends::Interrupt,
     write: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
 ) -> Result<()> {
-    match out {
+    let stopped = || stop.count() > 0;
+    let written = match out {
         // Whole or not at all: a failed or interrupted write leaves no half file.
-        Some(path) => Ok(write_path(path, write)?),
-        None => write(&mut std::io::stdout().lock()).context("cannot write to standard output"),
+        Some(path) => write_path(path, |w| write(&mut WholeLines::new(w, stopped)))
+            .map_err(anyhow::Error::from),
+        None => {
+            let mut w = WholeLines::new(std::io::stdout().lock(), stopped);
+            write(&mut w)
+                .and_then(|_| w.flush())
+                .context("cannot write to standard output")
+        }
+    };
+    match stop.why() {
+        Some(why) => {
+            let what = out.map_or(
+                "standard output kept the lines written before it".into(),
+                |p| format!("{} not written", p.display()),
+            );
+            Err(crate::exit(
+                INTERRUPTED,
+                format!("{why}: export stopped; {what}"),
+            ))
+        }
+        None => written,
     }
 }
 

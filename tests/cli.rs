@@ -855,6 +855,32 @@ fn a_config_json_model_on_a_catalog_gpu_sweeps_and_says_its_profile_is_not_fitte
             && text.contains("Recommendation: accept"),
         "{text}"
     );
+    // The same model given on the command line instead of in a file.
+    let folder = dir.join("Qwen3-30B-A3B");
+    let printed = stdout(&serverbench([
+        "simulate",
+        "-d",
+        "qwen3-8b-1xh200-vllm",
+        "--model-config",
+        folder.to_str().unwrap(),
+        "--print-config",
+    ]));
+    assert!(
+        printed.contains("name: Qwen3-30B-A3B") && printed.contains("per_token: 8"),
+        "{printed}"
+    );
+    let missing = serverbench([
+        "simulate",
+        "--model-config",
+        dir.join("nothing-here").to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&missing.stderr);
+    assert!(
+        missing.status.code() == Some(2)
+            && err.contains("--model-config")
+            && err.contains("nothing-here"),
+        "{err}"
+    );
     let shown = stdout(&serverbench([
         "model",
         "show",

@@ -765,6 +765,34 @@ fn a_doubled_sigterm_still_writes_what_finished() {
     assert_eq!(json(&out.join("screen.json"))["partial"], true, "{err}");
 }
 
+/// `workload export` stopped the way `timeout` stops it (SIGTERM twice at once) keeps every JSON line
+/// it wrote to standard output whole, and writes no file (nor half of one) with `-o` (issue 41, item 5).
+#[cfg(unix)]
+#[test]
+fn a_signalled_export_leaves_whole_lines_or_no_file() {
+    let long = ["workload", "export", "--trees", "20000"];
+    let after = std::time::Duration::from_millis(1500);
+    let (o, _) = signalled_times(&long, "TERM", after, 2);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(130), "{err}");
+    assert!(err.contains("export stopped"), "{err}");
+    assert!(o.stdout.is_empty() || o.stdout.ends_with(b"\n"), "{err}");
+    for line in String::from_utf8(o.stdout).unwrap().lines() {
+        serde_json::from_str::<serde_json::Value>(line).expect("a whole JSON line");
+    }
+    let d = dir("export-signal");
+    let file = d.join("trees.jsonl");
+    let args = [&long[..], &["-o", file.to_str().unwrap()]].concat();
+    let (o, _) = signalled_times(&args, "TERM", after, 2);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(130), "{err}");
+    let left: Vec<_> = std::fs::read_dir(&d)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "{left:?} {err}");
+}
+
 /// Token counts are bounded by the longest context a deployment may have before any prompt is held as
 /// blocks: a corpus line of 2³²−1 prompt tokens, or a Claude Code log whose usage says so, is refused
 /// at once naming the file and field (issue 41, item 2); so is a call that finishes before it was sent.

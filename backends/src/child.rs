@@ -41,6 +41,8 @@ pub struct RunFlags<'a> {
     pub deployment: &'a str,
     /// `--engine-config`.
     pub engine_config: Option<&'a Path>,
+    /// `--model-config`.
+    pub model_config: Option<&'a Path>,
     /// `--workload`.
     pub workload: Option<&'a Path>,
     /// `--trace`.
@@ -78,6 +80,7 @@ impl<'a> RunFlags<'a> {
         RunFlags {
             deployment: &d.deployment,
             engine_config: d.engine_config.as_deref(),
+            model_config: d.model.as_deref(),
             workload: w.workload.as_deref(),
             trace: w.trace.as_deref(),
             trace_format: w.trace_format.map(|f| f.name()),
@@ -172,7 +175,8 @@ fn scenario<'a>(r: &RunFlags<'a>) -> RunScenario<'a> {
 /// The deployment, workload and replay flags, forwarded.
 fn run_flags(a: &mut Args, r: &RunFlags<'_>) {
     a.flag("-d", r.deployment)
-        .some("--engine-config", r.engine_config);
+        .some("--engine-config", r.engine_config)
+        .some("--model-config", r.model_config);
     a.some("--workload", r.workload).some("--trace", r.trace);
     a.some("--trace-format", r.trace_format);
     a.some(
@@ -292,6 +296,7 @@ mod tests {
         let run = RunFlags {
             deployment: "qwen3-8b-1xh200-vllm",
             engine_config: None,
+            model_config: None,
             workload: None,
             trace: Some(Path::new("t.jsonl")),
             trace_format: Some("mooncake"),
@@ -355,6 +360,7 @@ mod tests {
             deployment: "qwen3-8b-1xh200-vllm".into(),
             engine_config: None,
             profile: Some("p.yaml".into()),
+            model: None,
         };
         let w = WorkloadChoice {
             workload: None,

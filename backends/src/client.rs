@@ -49,6 +49,9 @@ pub struct StreamResult {
     pub last_token: Option<Instant>,
     /// Chunks that carried output.
     pub token_chunks: u32,
+    /// Bytes of output text those chunks carried: a token decodes to at least one byte, so a usage count
+    /// above them is not believed ([`StreamResult::tokens`]).
+    pub text_bytes: u64,
     /// The first delta field that carried a value but no output this client counts, if any chunk had one.
     pub unrecognised_field: Option<String>,
     /// Usage block, if the server sent one.
@@ -75,11 +78,14 @@ impl StreamResult {
     /// Output tokens received. The chunks that carried output, unless the server's `usage` counts more
     /// (never more than `max_tokens`: that is the request's error, [`usage_beyond_request`]): a server
     /// may put several tokens in one chunk (vLLM merges the deltas a client has not read yet), and each
-    /// chunk carries at least one. A usage below the chunks is not believed.
+    /// chunk carries at least one. A usage below the chunks is not believed, nor one above the bytes of
+    /// text streamed (each token decodes to at least one byte): a server that streams one short chunk
+    /// and claims many tokens is counted by what it sent.
     pub fn tokens(&self) -> u32 {
         match self.usage {
             Some(u) if self.error.is_none() && self.coalesced() => {
-                u.completion_tokens.min(u32::MAX as u64) as u32
+                let backed = self.text_bytes.max(self.token_chunks as u64);
+                u.completion_tokens.min(backed).min(u32::MAX as u64) as u32
             }
             _ => self.token_chunks,
         }
@@ -410,6 +416,7 @@ impl HttpClient {
             first_token: None,
             last_token: None,
             token_chunks: 0,
+            text_bytes: 0,
             unrecognised_field: None,
             usage: None,
             finish_reason: None,
@@ -559,6 +566,7 @@ impl HttpClient {
                                 r.first_token.get_or_insert(now);
                                 r.last_token = Some(now);
                                 r.token_chunks += 1;
+                                r.text_bytes += c.text.len() as u64;
                                 if let Some(times) = &mut r.chunk_times {
                                     times.push(now);
                                 }
@@ -905,6 +913,38 @@ mod tests {
             assert_eq!(r.text_tokens, counted);
             assert_eq!(r.coalesced_unconfirmed(), !backed);
         }
+    }
+
+    /// Several tokens in a chunk are counted from the usage only as far as the streamed text backs
+    /// them, a byte a token at least: one short chunk claiming sixteen tokens counts what it sent.
+    #[test]
+    fn a_usage_above_the_streamed_bytes_is_not_believed() {
+        let now = Instant::now();
+        let r = |chunks: u32, bytes: u64, usage: u64| StreamResult {
+            sent: now,
+            first_byte: Some(now),
+            first_token: Some(now),
+            last_token: Some(now),
+            token_chunks: chunks,
+            text_bytes: bytes,
+            unrecognised_field: None,
+            usage: Some(Usage {
+                prompt_tokens: 4,
+                completion_tokens: usage,
+                cached_tokens: None,
+            }),
+            finish_reason: Some("length".into()),
+            error: None,
+            error_message: None,
+            ended: now,
+            chunk_times: None,
+            text_tokens: None,
+        };
+        assert_eq!(r(1, 1, 16).tokens(), 1);
+        assert_eq!(r(2, 5, 16).tokens(), 5);
+        assert_eq!(r(1, 40, 16).tokens(), 16);
+        assert_eq!(r(16, 16, 16).tokens(), 16);
+        assert_eq!(r(3, 0, 16).tokens(), 3);
     }
 
     #[test]

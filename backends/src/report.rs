@@ -112,7 +112,7 @@ pub fn replay_text(
         "    exact output length   {} of {} completed requests differ from the requested length",
         c.length_mismatches, out.summary.completed
     );
-    let _ = writeln!(t, "    stream vs usage       {} without a usage block, {} whose usage counts fewer tokens than the output chunks (the chunks are what counts), {} with several tokens in a chunk (the usage counts){}", c.usage_missing, c.chunk_usage_mismatches, c.coalesced_streams, if shown.output_tokenizer { format!("; the text of {} of them backs the usage", c.coalesced_streams - c.coalesced_unconfirmed) } else { String::new() });
+    let _ = writeln!(t, "    stream vs usage       {} without a usage block, {} whose usage counts fewer tokens than the output chunks (the chunks are what counts), {} with several tokens in a chunk (the usage counts, up to a token a byte of their text){}", c.usage_missing, c.chunk_usage_mismatches, c.coalesced_streams, if shown.output_tokenizer { format!("; the text of {} of them backs the usage", c.coalesced_streams - c.coalesced_unconfirmed) } else { String::new() });
     match &c.first_unrecognised_field {
         None => t.push_str(
             "    output fields         every chunk's output was in a field counted as tokens\n",

@@ -280,6 +280,18 @@ fn refuse_unread(f: &Fields<'_>, arch: &str, mlp: Mlp, layout: Layout) -> Result
     if layout != Layout::Hybrid {
         keys.push("linear_num_value_heads");
     }
+    // Experts on an architecture read as dense, or a shared expert where none is read: never a
+    // silent dense fallback.
+    match mlp {
+        Mlp::Dense => keys.extend([
+            "num_local_experts",
+            "num_experts",
+            "n_routed_experts",
+            "num_experts_per_tok",
+        ]),
+        Mlp::Qwen3Moe | Mlp::Mixtral => keys.push("shared_expert_intermediate_size"),
+        _ => {}
+    }
     if layout == Layout::Gemma4 {
         keys.extend(["attention_k_eq_v", "enable_moe_block"]);
     } else {
@@ -1244,6 +1256,22 @@ mod tests {
         assert_eq!(
             edit("\"num_experts_per_tok\": 8", "\"num_experts_per_tok\": 200").field,
             "num_experts_per_tok"
+        );
+        // Experts on a dense architecture, a shared expert on one that reads none: refused by name.
+        let dense = edit("Qwen3MoeForCausalLM", "Qwen3ForCausalLM");
+        assert_eq!(dense.field, "num_experts", "{}", dense.reason);
+        assert!(
+            dense.reason.contains("Qwen3ForCausalLM"),
+            "{}",
+            dense.reason
+        );
+        assert_eq!(
+            edit(
+                "\"vocab_size\"",
+                "\"shared_expert_intermediate_size\": 512, \"vocab_size\""
+            )
+            .field,
+            "shared_expert_intermediate_size"
         );
         assert_eq!(
             edit("\"num_key_value_heads\": 4", "\"num_key_value_heads\": 5").field,

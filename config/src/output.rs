@@ -59,6 +59,51 @@ pub fn write_file(
     Ok(())
 }
 
+/// A writer that passes on only whole lines and refuses more once `stopped()` says so: a command
+/// stopped by a signal while it streams JSON lines leaves every line it wrote whole (the line being
+/// written is dropped), and its writes then fail (an error of kind `Other`).
+pub struct WholeLines<W: Write, S: Fn() -> bool> {
+    inner: W,
+    line: Vec<u8>,
+    stopped: S,
+    /// Lines passed on so far.
+    pub lines: u64,
+}
+
+impl<W: Write, S: Fn() -> bool> WholeLines<W, S> {
+    /// Lines of `inner`, until `stopped()`.
+    pub fn new(inner: W, stopped: S) -> Self {
+        WholeLines {
+            inner,
+            line: Vec::new(),
+            stopped,
+            lines: 0,
+        }
+    }
+}
+
+impl<W: Write, S: Fn() -> bool> Write for WholeLines<W, S> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if (self.stopped)() {
+            // Not `Interrupted`: `write_all` retries that kind for ever.
+            return Err(std::io::Error::other("stopped by a signal"));
+        }
+        for part in buf.split_inclusive(|&b| b == b'\n') {
+            self.line.extend_from_slice(part);
+            if part.ends_with(b"\n") {
+                self.inner.write_all(&self.line)?;
+                self.line.clear();
+                self.lines += 1;
+            }
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
 /// Writes the file at `path` whole or not at all ([`write_file`] in its folder).
 pub fn write_path(
     path: &Path,
@@ -105,6 +150,23 @@ pub fn prepare_out(dir: &Path, owned: &[&str]) -> Result<(), OutputError> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn whole_lines_pass_and_a_stop_drops_the_line_being_written() {
+        use std::cell::Cell;
+        let stop = Cell::new(false);
+        let mut out = Vec::new();
+        {
+            let mut w = WholeLines::new(&mut out, || stop.get());
+            w.write_all(b"{\"a\":1}\n{\"b\"").unwrap();
+            w.write_all(b":2}\n{\"c\":").unwrap();
+            stop.set(true);
+            let e = w.write_all(b"3}\n").unwrap_err();
+            assert_eq!(e.kind(), std::io::ErrorKind::Other);
+            assert_eq!(w.lines, 2);
+        }
+        assert_eq!(out, b"{\"a\":1}\n{\"b\":2}\n");
+    }
+
     use super::*;
 
     fn scratch(name: &str) -> std::path::PathBuf {

@@ -28,6 +28,8 @@ pub struct DeploymentChoice {
     pub engine_config: Option<PathBuf>,
     /// A profile YAML file replacing the deployment's profile.
     pub profile: Option<PathBuf>,
+    /// A model (a `config.json`, a folder holding one, or a preset) replacing the deployment's.
+    pub model: Option<PathBuf>,
 }
 
 /// Where session trees come from (`--workload`, `--trace` and its options).
@@ -140,7 +142,8 @@ pub fn config_text(path: &Path) -> Result<String> {
 
 /// The deployment the arguments describe: the preset or file, `--profile` replacing its profile
 /// before it is checked (so that a file changing the GPU can take a profile of that GPU), then
-/// `--engine-config`.
+/// `--model-config` replacing its model, then `--engine-config` (an engine preset's defaults depend on
+/// the model).
 pub fn resolved(args: &DeploymentChoice) -> Result<Deployment> {
     let profile = match &args.profile {
         Some(path) => {
@@ -154,9 +157,22 @@ pub fn resolved(args: &DeploymentChoice) -> Result<Deployment> {
         &args.deployment,
         profile.as_ref().map(|(f, p)| (f.as_str(), p)),
     )?;
+    if let Some(path) = &args.model {
+        d = with_model(d, path)?;
+    }
     if let Some(path) = &args.engine_config {
         d = with_engine(d, path)?;
     }
+    Ok(d)
+}
+
+/// `--model-config`: the deployment serving another model (read as `model` is in a deployment file),
+/// checked again (its heads against `tp`, its weights against the GPUs' memory).
+fn with_model(mut d: Deployment, path: &Path) -> Result<Deployment> {
+    let name = path.display().to_string();
+    d.model = model(&name).map_err(|e| anyhow!("--model-config {name}: {e}"))?;
+    d.check()
+        .map_err(|e| anyhow!("--model-config {name}: {e}"))?;
     Ok(d)
 }
 
@@ -839,6 +855,7 @@ mod tests {
             deployment: "qwen3-8b-1xh200".into(),
             engine_config: None,
             profile: None,
+            model: None,
         };
         let w = generated();
         let study = rate_sweep_study(&d, &w, &replay(), &[0.5, 2.0]).unwrap();

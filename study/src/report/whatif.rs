@@ -6,14 +6,16 @@ use serverbench_sim::Deployment;
 
 /// The line above the table.
 pub fn header(r: &WhatIf, d: &Deployment) -> String {
-    format!(
+    let mut h = format!(
         "serverbench what-if — {} ({} × {} GPU), each knob alone, mean over {} seeds, window {} s\n",
         r.deployment,
         d.gpus(),
         d.hardware.name,
         r.seeds.len(),
         r.window_s
-    )
+    );
+    h.extend(super::summary::unfitted_profile_note(d));
+    h
 }
 
 /// The Markdown table: a row per knob, D, G and f per level.
