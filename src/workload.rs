@@ -8,14 +8,13 @@ use crate::inputs;
 use crate::output::{write_json, write_path, write_text};
 use crate::signals::INTERRUPTED;
 use anyhow::{Context, Result};
-use serverbench_config::WholeLines;
+use serverbench_config::write_lines;
 use serverbench_study::inputs::CorpusFitChoice;
 use serverbench_study::report::scan::{self as render_scan, Scanned};
 use serverbench_study::scan_seeds;
 use serverbench_workloads::corpus::write_origins;
 use serverbench_workloads::report::{stats_source, stats_text};
 use serverbench_workloads::{workload_stats, write_corpus, write_trees};
-use std::io::Write;
 
 pub fn run(c: WorkloadCommand) -> Result<()> {
     match c {
@@ -88,31 +87,18 @@ fn write_out(
     stop: &serverbench_backends::Interrupt,
     write: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
 ) -> Result<()> {
-    let stopped = || stop.count() > 0;
-    let written = match out {
-        // Whole or not at all: a failed or interrupted write leaves no half file.
-        Some(path) => write_path(path, |w| write(&mut WholeLines::new(w, stopped)))
-            .map_err(anyhow::Error::from),
-        None => {
-            let mut w = WholeLines::new(std::io::stdout().lock(), stopped);
-            write(&mut w)
-                .and_then(|_| w.flush())
-                .context("cannot write to standard output")
-        }
+    let written = write_lines(out, || stop.count() > 0, write);
+    let Some(why) = stop.why() else {
+        return Ok(written?);
     };
-    match stop.why() {
-        Some(why) => {
-            let what = out.map_or(
-                "standard output kept the lines written before it".into(),
-                |p| format!("{} not written", p.display()),
-            );
-            Err(crate::exit(
-                INTERRUPTED,
-                format!("{why}: export stopped; {what}"),
-            ))
-        }
-        None => written,
-    }
+    let what = out.map_or(
+        "standard output kept the lines written before it".into(),
+        |p| format!("{} not written", p.display()),
+    );
+    Err(crate::exit(
+        INTERRUPTED,
+        format!("{why}: export stopped; {what}"),
+    ))
 }
 
 fn scan(a: WorkloadScanArgs) -> Result<()> {

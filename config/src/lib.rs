@@ -15,7 +15,7 @@ mod yaml;
 pub use error::{FieldError, InputError};
 pub use files::{read_text, MAX_CONFIG_BYTES, MAX_DATA_BYTES};
 pub use json::parse_json_line;
-pub use output::{prepare_out, write_file, write_path, OutputError, WholeLines};
+pub use output::{prepare_out, write_file, write_lines, write_path, OutputError, WholeLines};
 pub use presets::{
     parse_preset, parse_presets, preset_file, preset_files, preset_names, PresetFile,
 };

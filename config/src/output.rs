@@ -104,6 +104,25 @@ impl<W: Write, S: Fn() -> bool> Write for WholeLines<W, S> {
     }
 }
 
+/// Writes JSON lines (or any lines) to the file at `path` whole or not at all, or to standard output
+/// without it, through [`WholeLines`]: once `stopped()` says so the writing fails, standard output
+/// keeping the lines written before, the file not written at all.
+pub fn write_lines(
+    path: Option<&Path>,
+    stopped: impl Fn() -> bool,
+    write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<(), OutputError> {
+    match path {
+        Some(path) => write_path(path, |w| write(&mut WholeLines::new(w, stopped))),
+        None => {
+            let mut w = WholeLines::new(std::io::stdout().lock(), stopped);
+            write(&mut w)
+                .and_then(|_| w.flush())
+                .map_err(failed("standard output: cannot write".into()))
+        }
+    }
+}
+
 /// Writes the file at `path` whole or not at all ([`write_file`] in its folder).
 pub fn write_path(
     path: &Path,
