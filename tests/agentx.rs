@@ -668,6 +668,29 @@ fn what_agentx_refuses_or_leaves_out_is_refused_or_counted_here_too() {
     assert_eq!(e.field, "requests[2].agent_id", "{e}");
     let e = read("{\"id\": \"a\", \"requests\": [{\"t\": 0, \"in\": 10, \"out\": 1}]}\n{\"id\": \"a\", \"requests\": [{\"t\": 0, \"in\": 10, \"out\": 1}]}").unwrap_err();
     assert_eq!((e.line, e.field.as_str()), (2, "id"), "{e}");
+    // The fields AgentX's schema types and the replay does not use are typed here too, by name.
+    for (field, call) in [
+        ("requests[0].input_types", r#""input_types": "text""#),
+        (
+            "requests[0].output_types[1]",
+            r#""output_types": ["text", 7]"#,
+        ),
+        ("requests[0].stop", r#""stop": 3"#),
+        ("requests[0].think_time", r#""think_time": "x""#),
+        ("requests[0].ttft", r#""ttft": 1e300"#),
+    ] {
+        let text =
+            format!(r#"{{"id": "a", "requests": [{{"t": 0, "in": 10, "out": 1, {call}}}]}}"#);
+        assert_eq!(read(&text).unwrap_err().field, field, "{call}");
+    }
+    let e = read(r#"{"id": "a", "totals": 5, "requests": [{"t": 0, "in": 10, "out": 1}]}"#)
+        .unwrap_err();
+    assert_eq!(e.field, "totals", "{e}");
+    let e = read(r#"{"id": "a", "models": "m", "requests": [{"t": 0, "in": 10, "out": 1}]}"#)
+        .unwrap_err();
+    assert_eq!(e.field, "models", "{e}");
+    let e = read(r#"{"id": "a", "requests": [{"t": 0, "in": 10, "out": 1}, {"type": "subagent", "t": 1, "agent_id": "x", "total_tokens": -4, "requests": [{"t": 1, "in": 5, "out": 1}]}]}"#).unwrap_err();
+    assert_eq!(e.field, "requests[1].total_tokens", "{e}");
     // AgentX's extra-tolerant cases it would refuse but real files hold: global scope, a null
     // subagent_type, extra keys, a sub-agent time relative to its entry.
     let i = read(r#"{"id": "g", "hash_id_scope": "global", "_analysis": {}, "requests": [{"t": 10, "in": 10, "out": 1, "api_time": 1}, {"type": "subagent", "t": 12, "agent_id": "x", "subagent_type": null, "requests": [{"t": 0.5, "in": 5, "out": 1, "api_time": 1}]}, {"t": 20, "in": 30, "out": 1}]}"#).unwrap();

@@ -786,4 +786,74 @@ mod tests {
         out.summary.valid = true;
         assert_eq!(out.not_counted(), None);
     }
+
+    /// AgentX's body (reference/agentx-replay.md): chat messages (a system prompt where the tree has one), with the
+    /// tree instance's cache-bust marker at the start of the first user message and nowhere else,
+    /// `max_completion_tokens` and `ignore_eos` for an exact output, and usage at the stream's end.
+    #[test]
+    fn an_agentx_request_is_the_body_agentx_sends() {
+        use serverbench_workloads::{Generator, WorkloadSpec};
+        let g = Generator::new(WorkloadSpec::default(), 0, 200_000).unwrap();
+        let tree = (0..64)
+            .map(|k| g.generate(k))
+            .find(|t| t.requests().iter().filter(|r| r.agent == 0).count() >= 3)
+            .expect("a tree of three main-agent turns");
+        let third = tree
+            .requests()
+            .iter()
+            .filter(|r| r.agent == 0)
+            .nth(2)
+            .unwrap();
+        let client = HttpClient::new(crate::ClientConfig {
+            base_url: "http://127.0.0.1:1".into(),
+            api: crate::Api::Chat,
+            server: crate::Server::Vllm,
+            model: "m".into(),
+            timeout: std::time::Duration::from_secs(1),
+            api_key: None,
+            affinity_header: None,
+            headers: vec![],
+            key_over_plain_http: false,
+            words: None,
+            output_counter: None,
+        })
+        .unwrap();
+        let vocab = Vocab::new(100, 1000).unwrap();
+        let body = |lane, index| {
+            let b = agentx_request(lane, &tree, index, third, &client, vocab, 40);
+            serde_json::from_slice::<serde_json::Value>(&b).unwrap()
+        };
+        let v = body(3, 7);
+        assert_eq!(v["model"], "m");
+        assert_eq!(v["stream"], true);
+        assert_eq!(v["max_completion_tokens"], 40);
+        assert_eq!(v["ignore_eos"], true);
+        assert_eq!(v["stream_options"]["include_usage"], true);
+        let messages = v["messages"].as_array().unwrap();
+        assert!(matches!(
+            messages[0]["role"].as_str(),
+            Some("system" | "user")
+        ));
+        let roles: Vec<&str> = messages
+            .iter()
+            .map(|m| m["role"].as_str().unwrap())
+            .collect();
+        assert!(roles.contains(&"assistant"), "{roles:?}");
+        let contents: Vec<&str> = messages
+            .iter()
+            .map(|m| m["content"].as_str().unwrap())
+            .collect();
+        let first_user = roles.iter().position(|r| *r == "user").unwrap();
+        assert!(
+            contents[first_user].starts_with("[rid:"),
+            "{}",
+            contents[first_user]
+        );
+        assert_eq!(contents.iter().filter(|c| c.contains("[rid:")).count(), 1);
+        let marker = |v: &serde_json::Value| {
+            v["messages"][first_user]["content"].as_str().unwrap()[..19].to_string()
+        };
+        assert_eq!(marker(&v), marker(&body(3, 7)));
+        assert_ne!(marker(&v), marker(&body(3, 8)));
+    }
 }

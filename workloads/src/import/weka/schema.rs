@@ -108,6 +108,8 @@ pub fn trace(file: &str, line: usize, name: &str, v: &Value) -> Result<RawTrace,
         }
     };
     let declared = r.declared(o, "")?;
+    r.strings(o, "", "models")?;
+    r.optional_object(o, "", "totals")?;
     let list = o
         .get("requests")
         .and_then(Value::as_array)
@@ -210,6 +212,37 @@ impl Reader<'_> {
         }
     }
 
+    /// A list of strings, or absent or null.
+    fn strings(&self, o: &Map<String, Value>, path: &str, name: &str) -> Result<(), InputError> {
+        match o.get(name) {
+            None | Some(Value::Null) => Ok(()),
+            Some(Value::Array(a)) => match a.iter().position(|x| !x.is_string()) {
+                None => Ok(()),
+                Some(j) => Err(self.err(
+                    &format!("{}[{j}]", join(path, name)),
+                    format!("expected a string, got {}", a[j]),
+                )),
+            },
+            Some(v) => Err(self.err(
+                &join(path, name),
+                format!("expected a list of strings, got {v}"),
+            )),
+        }
+    }
+
+    /// A JSON object, or absent or null.
+    fn optional_object(
+        &self,
+        o: &Map<String, Value>,
+        path: &str,
+        name: &str,
+    ) -> Result<(), InputError> {
+        match o.get(name) {
+            None | Some(Value::Null) | Some(Value::Object(_)) => Ok(()),
+            Some(v) => Err(self.err(&join(path, name), format!("expected an object, got {v}"))),
+        }
+    }
+
     fn entries(&self, list: &[Value], path: &str) -> Result<Vec<Entry>, InputError> {
         let mut out = Vec::with_capacity(list.len());
         for (i, item) in list.iter().enumerate() {
@@ -242,6 +275,13 @@ impl Reader<'_> {
             return Err(self.err(&join(&path, "out"), "too large"));
         }
         let hash_ids = self.hash_ids(o, &path)?;
+        // Typed as AgentX's schema types them, though the replay does not use them: a trace AgentX
+        // would refuse is refused here too, naming the field.
+        self.strings(o, &path, "input_types")?;
+        self.strings(o, &path, "output_types")?;
+        self.string(o, &path, "stop")?;
+        self.seconds(o, &path, "think_time")?;
+        self.seconds(o, &path, "ttft")?;
         Ok(Call {
             t,
             model: self.string(o, &path, "model")?,
@@ -277,8 +317,12 @@ impl Reader<'_> {
                 ))
             }
         }
-        // `status` is read for its type only: AgentX decides background branches by time.
+        // `status` is read for its type only: AgentX decides background branches by time; so are the
+        // sub-agent's `models`, `total_tokens` and `tool_use_count`.
         self.string(o, &path, "status")?;
+        self.strings(o, &path, "models")?;
+        self.optional_count(o, &path, "total_tokens")?;
+        self.optional_count(o, &path, "tool_use_count")?;
         let duration_ms = match o.get("duration_ms") {
             None | Some(Value::Null) => None,
             Some(v) => match v.as_f64() {
