@@ -380,6 +380,19 @@ pub fn kv_shard(layers: &AttentionLayers, tp: u32) -> f64 {
     per_gpu_heads as f64 / layers.kv_heads.max(1) as f64
 }
 
+/// Seconds of one token's linear layers on one of `tp` GPUs: twice the multiplied parameters at `peak`
+/// (`gemm_efficiency` of the GPU's bf16 FLOPs), the routed experts' share at the profile's
+/// `expert_gemm_efficiency` of `bf16_flops` when it gives one.
+fn linear_s_per_token(m: &ModelSpec, p: &Profile, tp: f64, peak: f64, bf16_flops: f64) -> f64 {
+    match (&m.experts, p.expert_gemm_efficiency) {
+        (Some(e), Some(eff)) => {
+            let experts = e.active_params();
+            (2.0 * (m.matmul_params - experts) / peak + 2.0 * experts / (bf16_flops * eff)) / tp
+        }
+        _ => 2.0 * m.matmul_params / tp / peak,
+    }
+}
+
 impl CostModel {
     /// Precomputes the per-feature costs.
     pub fn new(i: CostInputs<'_>) -> CostModel {
@@ -461,7 +474,7 @@ impl CostModel {
         };
         let ring = 2.0 * (tp - 1.0) / tp;
         CostModel {
-            linear_s_per_token: 2.0 * m.matmul_params / tp / peak * compute_factor,
+            linear_s_per_token: linear_s_per_token(m, p, tp, peak, hw.bf16_flops) * compute_factor,
             gemm_half_tokens: p.gemm_half_tokens,
             full_s_per_pair: fa.flops_per_pair() / tp / attn_peak,
             sweep_s_per_token: p.attention_sweep_s_per_token,
@@ -837,6 +850,52 @@ mod tests {
             routing_skew,
             split_kv_decode: false,
         })
+    }
+
+    /// The routed experts' GEMMs at their own efficiency: a fresh prefill's linear time splits into the
+    /// dense part at `gemm_efficiency` and the experts' at `expert_gemm_efficiency`; a one-token decode,
+    /// bandwidth-bound, is left alone, and a dense model is unchanged bit for bit.
+    #[test]
+    fn the_experts_gemms_take_their_own_efficiency() {
+        let text = include_str!("../../tests/fixtures/hf/qwen3-30b-a3b.json");
+        let m = crate::hf::from_config("qwen3-30b-a3b", text).unwrap();
+        let h = HardwareSpec::preset("h200").unwrap();
+        let base = Profile::preset("h200-qwen3-8b-vllm").unwrap();
+        let slow = Profile {
+            expert_gemm_efficiency: Some(base.gemm_efficiency / 2.0),
+            ..base.clone()
+        };
+        let cost = |m: &ModelSpec, p: &Profile| {
+            CostModel::new(CostInputs {
+                model: m,
+                hardware: &h,
+                profile: p,
+                dtype: WeightDtype::Bf16,
+                group_size: 128,
+                tp: 1,
+                draft_params: 0.0,
+                graphs: None,
+                expert_parallel: false,
+                routing_skew: 0.0,
+                split_kv_decode: false,
+            })
+        };
+        let (a, b) = (cost(&m, &base), cost(&m, &slow));
+        let experts = m.experts.as_ref().unwrap().active_params();
+        let extra = 2.0 * experts / (h.bf16_flops * base.gemm_efficiency);
+        assert!((b.linear_s_per_token - a.linear_s_per_token - extra).abs() < 1e-15);
+        let mut p = BatchShape::default();
+        p.add_prefill(8192, 0, None);
+        assert!(b.step_seconds(&p) > a.step_seconds(&p) * 1.3);
+        assert_eq!(
+            b.step_seconds(&decode(1, 2048)),
+            a.step_seconds(&decode(1, 2048))
+        );
+        let dense = ModelSpec::preset("qwen3-8b").unwrap();
+        assert_eq!(
+            cost(&dense, &slow).step_seconds(&p),
+            cost(&dense, &base).step_seconds(&p)
+        );
     }
 
     fn decode(batch: u32, ctx: u32) -> BatchShape {

@@ -291,6 +291,7 @@ fn unit_profile(base: &Profile) -> Profile {
         // fits their own terms.
         moe_layer_s: 0.0,
         expert_memory_efficiency: None,
+        expert_gemm_efficiency: None,
         fit: None,
         ..base.clone()
     }

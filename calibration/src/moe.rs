@@ -765,8 +765,9 @@ mod tests {
         );
         let record = shipped.fit.as_ref().unwrap();
         assert_eq!(record.held_out_median_ape, Some(fit.held_out.median_ape));
-        // Everything else is the base's, but the band: the MoE replays' own measured error
-        // (results/h200-vllm-moe/replays/, scripts/regret.py), not the dense model's.
+        // Everything else is the base's, but the band (the MoE replays' own measured error:
+        // results/h200-vllm-moe/replays/, scripts/regret.py), the experts' GEMM efficiency and the
+        // front end (set from vLLM's step traces).
         assert_ne!(shipped.band, base.band);
         let back = Profile {
             name: base.name.clone(),
@@ -776,6 +777,10 @@ mod tests {
             moe_layer_s: 0.0,
             expert_memory_efficiency: None,
             eager_s_per_layer: base.eager_s_per_layer,
+            // Set from vLLM's step traces, not by this fit (the profile's comments say where).
+            expert_gemm_efficiency: None,
+            request_latency_s: base.request_latency_s,
+            frontend_s_per_token: base.frontend_s_per_token,
             ..shipped.clone()
         };
         assert_eq!(back, base);

@@ -107,6 +107,10 @@ pub struct Profile {
     /// weights do (`memory_efficiency`, `single_row_memory_efficiency` in a one-token step).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expert_memory_efficiency: Option<f64>,
+    /// Fraction of peak bf16 FLOPs the routed experts' GEMMs reach on a step's tokens (the engine's
+    /// fused-MoE kernel). Absent: `gemm_efficiency`, as the dense GEMMs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expert_gemm_efficiency: Option<f64>,
     /// The stated uncertainty of the figures, if the profile gives one (`sweep --band` runs both ends).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub band: Option<Band>,
@@ -119,7 +123,8 @@ pub struct Profile {
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Band {
-    /// Compute-bound efficiencies: `gemm_efficiency`, `attention_efficiency`.
+    /// Compute-bound efficiencies: `gemm_efficiency`, `attention_efficiency`,
+    /// `expert_gemm_efficiency`.
     pub compute: f64,
     /// Bandwidth-bound efficiencies: `memory_efficiency`, `kv_efficiency`, `single_row_memory_efficiency`,
     /// `expert_memory_efficiency`, `allreduce_efficiency`.
@@ -271,6 +276,7 @@ impl Profile {
         let mut p = self.clone();
         p.gemm_efficiency = eff(p.gemm_efficiency, b.compute);
         p.attention_efficiency = eff(p.attention_efficiency, b.compute);
+        p.expert_gemm_efficiency = p.expert_gemm_efficiency.map(|e| eff(e, b.compute));
         p.memory_efficiency = eff(p.memory_efficiency, b.memory);
         p.allreduce_efficiency = eff(p.allreduce_efficiency, b.memory);
         p.kv_efficiency = p.kv_efficiency.map(|e| eff(e, b.memory));
@@ -339,7 +345,14 @@ impl Profile {
             self.expert_memory_efficiency
                 .unwrap_or(self.memory_efficiency),
         );
-        for (name, v) in fractions.into_iter().chain([kv, single_row, expert]) {
+        let expert_gemm = (
+            "expert_gemm_efficiency",
+            self.expert_gemm_efficiency.unwrap_or(self.gemm_efficiency),
+        );
+        for (name, v) in fractions
+            .into_iter()
+            .chain([kv, single_row, expert, expert_gemm])
+        {
             if !(v > 0.0 && v <= 1.0) {
                 return Err(FieldError::new(name, format!("must be in (0, 1], got {v}")));
             }
@@ -498,6 +511,9 @@ mod tests {
         let e = moe.expert_memory_efficiency.unwrap();
         assert!((slow.expert_memory_efficiency.unwrap() - e * (1.0 - b.memory)).abs() < 1e-12);
         assert!((slow.moe_layer_s - moe.moe_layer_s * (1.0 + b.overhead)).abs() < 1e-15);
+        // … and the experts' GEMM efficiency with the compute half.
+        let g = moe.expert_gemm_efficiency.unwrap();
+        assert!((slow.expert_gemm_efficiency.unwrap() - g * (1.0 - b.compute)).abs() < 1e-12);
     }
 
     #[test]
@@ -507,6 +523,9 @@ mod tests {
         p.expert_memory_efficiency = Some(1.2);
         assert_eq!(p.check().unwrap_err().field, "expert_memory_efficiency");
         p.expert_memory_efficiency = None;
+        p.expert_gemm_efficiency = Some(0.0);
+        assert_eq!(p.check().unwrap_err().field, "expert_gemm_efficiency");
+        p.expert_gemm_efficiency = None;
         p.moe_layer_s = -1e-6;
         assert_eq!(p.check().unwrap_err().field, "moe_layer_s");
     }
