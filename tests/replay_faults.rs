@@ -1630,4 +1630,25 @@ fn calibrate_stops_on_sigterm_and_a_mixed_probe_does_not_wait_for_ended_streams(
         "{:?}",
         started.elapsed()
     );
+    // A server that never answers a completion: each probe gives up at --timeout (it waited a fixed
+    // 300 s), and the command fails naming the timeout.
+    let url = start(mock(&["qwen3-8b"], hang));
+    let started = std::time::Instant::now();
+    let o = serverbench_cmd(&[
+        "calibrate",
+        "--endpoint",
+        &url,
+        "--probe-prompts",
+        "64",
+        "--timeout",
+        "1",
+    ]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("the server answered timeout"), "{stderr}");
+    assert!(
+        started.elapsed() < Duration::from_secs(90),
+        "{:?}",
+        started.elapsed()
+    );
 }
