@@ -58,7 +58,8 @@ fn stats(a: WorkloadStatsArgs) -> Result<()> {
     let w = inputs::workload_choice(&a.workload);
     let trees = inputs::trees_of(&w, a.seed, a.trees, a.context_limit)?;
     let s = workload_stats(trees);
-    let what = stats_source(a.workload.trace.as_deref(), a.seed, a.trees);
+    let spec = a.workload.workload.as_deref();
+    let what = stats_source(a.workload.trace.as_deref(), spec, a.seed, a.trees);
     out!("{}", stats_text(&what, &s))?;
     Ok(())
 }

@@ -269,7 +269,13 @@ pub fn catalog(gpus: &[HardwareSpec], profiles: &[Profile]) -> String {
         "{:<14} {:>9} {:>9} {:>10} {:>10} {:>11} {:>7}  profiles (* fitted to measurements)\n",
         "gpu", "memory GB", "TB/s", "bf16 TF/s", "fp8 TF/s", "link GB/s", "$/GPU-h"
     );
+    let no_fp8 = gpus.iter().any(|h| h.fp8_flops <= h.bf16_flops);
     for h in gpus {
+        // A GPU without fp8 tensor cores runs fp8 weights at its bf16 rate: marked, not passed off.
+        let fp8 = match h.fp8_flops <= h.bf16_flops {
+            true => format!("{:.0}†", h.fp8_flops / 1e12),
+            false => format!("{:.0}", h.fp8_flops / 1e12),
+        };
         let mut names: Vec<String> = profiles
             .iter()
             .filter(|p| p.hardware == h.name)
@@ -277,16 +283,19 @@ pub fn catalog(gpus: &[HardwareSpec], profiles: &[Profile]) -> String {
             .collect();
         names.sort();
         out.push_str(&format!(
-            "{:<14} {:>9.1} {:>9.2} {:>10.0} {:>10.0} {:>11.0} {:>7.2}  {}\n",
+            "{:<14} {:>9.1} {:>9.2} {:>10.0} {:>10} {:>11.0} {:>7.2}  {}\n",
             h.name,
             h.memory_bytes / 1e9,
             h.memory_bandwidth / 1e12,
             h.bf16_flops / 1e12,
-            h.fp8_flops / 1e12,
+            fp8,
             h.link_bandwidth / 1e9,
             h.dollars_per_hour,
             names.join(", ")
         ));
+    }
+    if no_fp8 {
+        out.push_str("† no fp8 tensor cores: fp8 weights run at the bf16 rate\n");
     }
     out
 }
@@ -525,6 +534,17 @@ mod tests {
             );
         }
         assert!(table.contains("h200-qwen3-8b-vllm*"), "{table}");
+        // The A100s' fp8 column is their bf16 rate, marked as such; the H200's is its own.
+        let row = |name: &str| {
+            table
+                .lines()
+                .find(|l| l.starts_with(name))
+                .unwrap()
+                .to_string()
+        };
+        assert!(row("a100-80gb ").contains("312†"), "{table}");
+        assert!(!row("h200 ").contains('†'), "{table}");
+        assert!(table.contains("† no fp8 tensor cores"), "{table}");
     }
 
     #[test]

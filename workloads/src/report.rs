@@ -120,11 +120,20 @@ pub fn fit_text(r: &FitReport) -> String {
 }
 
 /// What `workload stats` summarised, for its first line: the trace's file or folder, or the
-/// generator's first `trees` trees of `seed`.
-pub fn stats_source(trace: Option<&std::path::Path>, seed: u64, trees: u64) -> String {
+/// generator's first `trees` trees of `seed` drawn from `spec` (a built-in spec's name or a file; the
+/// default spec when `None`).
+pub fn stats_source(
+    trace: Option<&std::path::Path>,
+    spec: Option<&std::path::Path>,
+    seed: u64,
+    trees: u64,
+) -> String {
     match trace {
         Some(p) => format!("trace {}", p.display()),
-        None => format!("agentic-coding generator, seed {seed}, first {trees} trees"),
+        None => format!(
+            "{} generator, seed {seed}, first {trees} trees",
+            spec.map_or(crate::DEFAULT_WORKLOAD.into(), |s| s.display().to_string())
+        ),
     }
 }
 
@@ -206,10 +215,15 @@ mod tests {
     #[test]
     fn stats_name_what_they_summarise() {
         let trace = std::path::Path::new("t.jsonl");
-        assert_eq!(stats_source(Some(trace), 3, 10), "trace t.jsonl");
+        assert_eq!(stats_source(Some(trace), None, 3, 10), "trace t.jsonl");
         assert_eq!(
-            stats_source(None, 3, 10),
+            stats_source(None, None, 3, 10),
             "agentic-coding generator, seed 3, first 10 trees"
+        );
+        let spec = std::path::Path::new("agentx-062126");
+        assert_eq!(
+            stats_source(None, Some(spec), 0, 5),
+            "agentx-062126 generator, seed 0, first 5 trees"
         );
     }
 

@@ -532,7 +532,8 @@ pub struct WorkloadSpec {
     /// Requests whose prompt plus output exceed this many tokens are left out of their session, as
     /// `cc-traces-weka-062126-256k` leaves them out of the full corpus: what waited for one waits for
     /// what it waited for, after its think time too. Requests longer than the deployment's context
-    /// are left out the same way (AgentX's `--max-context-length` leaves their traces out). A session
+    /// are left out of their sessions the same way (AgentX's `--max-context-length` leaves whole
+    /// traces out instead: a generated session is not a trace the benchmark could have left out). A session
     /// always keeps its first request. Absent: every request is kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_request_tokens: Option<u32>,
