@@ -838,18 +838,28 @@ mod tests {
             Profile::preset("h200-qwen3-8b-vllm").unwrap(),
         );
         CostModel::new(CostInputs {
-            model: &m,
-            hardware: &h,
-            profile: &p,
-            dtype: WeightDtype::Bf16,
-            group_size: 128,
             tp,
-            draft_params: 0.0,
-            graphs: None,
             expert_parallel,
             routing_skew,
-            split_kv_decode: false,
+            ..one_gpu(&m, &h, &p)
         })
+    }
+
+    /// One GPU, bf16 weights, no CUDA graphs, no expert parallelism or skew, no split-KV schedule.
+    fn one_gpu<'a>(m: &'a ModelSpec, h: &'a HardwareSpec, p: &'a Profile) -> CostInputs<'a> {
+        CostInputs {
+            model: m,
+            hardware: h,
+            profile: p,
+            dtype: WeightDtype::Bf16,
+            group_size: 128,
+            tp: 1,
+            draft_params: 0.0,
+            graphs: None,
+            expert_parallel: false,
+            routing_skew: 0.0,
+            split_kv_decode: false,
+        }
     }
 
     /// The routed experts' GEMMs at their own efficiency: a fresh prefill's linear time splits into the
@@ -865,21 +875,7 @@ mod tests {
             expert_gemm_efficiency: Some(base.gemm_efficiency / 2.0),
             ..base.clone()
         };
-        let cost = |m: &ModelSpec, p: &Profile| {
-            CostModel::new(CostInputs {
-                model: m,
-                hardware: &h,
-                profile: p,
-                dtype: WeightDtype::Bf16,
-                group_size: 128,
-                tp: 1,
-                draft_params: 0.0,
-                graphs: None,
-                expert_parallel: false,
-                routing_skew: 0.0,
-                split_kv_decode: false,
-            })
-        };
+        let cost = |m: &ModelSpec, p: &Profile| CostModel::new(one_gpu(m, &h, p));
         let (a, b) = (cost(&m, &base), cost(&m, &slow));
         let experts = m.experts.as_ref().unwrap().active_params();
         let extra = 2.0 * experts / (h.bf16_flops * base.gemm_efficiency);
@@ -1313,19 +1309,7 @@ mod tests {
                 attention_span_s_per_token: 0.0,
                 ..Profile::preset("h200-qwen3-8b-transformers").unwrap()
             };
-            CostModel::new(CostInputs {
-                model: &m,
-                hardware: &h,
-                profile: &p,
-                dtype: WeightDtype::Bf16,
-                group_size: 128,
-                tp: 1,
-                draft_params: 0.0,
-                graphs: None,
-                expert_parallel: false,
-                routing_skew: 0.0,
-                split_kv_decode: false,
-            })
+            CostModel::new(one_gpu(&m, &h, &p))
         };
         let (packed, per_seq) = (
             cost(AttentionLayout::Packed),
