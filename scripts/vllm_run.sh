@@ -5,7 +5,7 @@
 #   pack       (the CPU machine, repo root) vLLM's wheel and the packages the device lacks, pruned, the fat
 #              binaries an sm_90 GPU never loads zeroed (scripts/vllm/fatbin_blank.py), xz-compressed with
 #              the serverbench binary into .carry/vllm/ (~55 MiB; ignored through .git/info/exclude)
-#   split      (the CPU machine) cut the packed site.tar.xz into the two calls' carries again, with a new
+#   split      (the CPU machine) cut the packed site.tar.xz into the calls' carries again, with a new
 #              binary (SB_BIN, default target/release/serverbench, built with `--features cuda` for the
 #              peers part's CUDA engine): seconds, where `pack` takes minutes
 #   stash      keep this call's pieces of the carry in /tmp/parts (install does it too)
@@ -84,7 +84,7 @@
 #              alone, MOE_DEADLINE=S gives it S seconds (default: the call's time less 20 s); its fresh
 #              prompts compile the fused-MoE kernel's tuned sizes (moe_probe.py), so it goes before `runs`
 # The peers, calibrate, runs and verify parts are the dense model's. Two calls (results/h200-vllm-moe/):
-#   1. carry .carry/vllm-p1:                  bash scripts/vllm_run.sh stash
+#   1. carry .carry/vllm-p1 (then -p2, … each in a call of its own): bash scripts/vllm_run.sh stash
 #   2. carry .carry/vllm and .carry/vllm-moe: mkdir -p /tmp/sbv && touch /tmp/sbv/kernels.ok &&
 #        MOE=1 bash scripts/vllm_run.sh install model start check moe-probe
 #
@@ -201,25 +201,32 @@ pack_carry() {
   split_carry "$w" "$sb"
 }
 
-# The working tree (~23 MB) and the carry travel together under the device's 64 MiB, and vLLM does not fit
-# beside the tree in one call: site.tar.xz is cut into pieces of PIECE_MIB, the first in .carry/vllm-p1/
-# (call 1 carries it; `stash` keeps it in /tmp/parts), the rest in .carry/vllm/ with the contingency wheels;
-# both hold the stripped serverbench binary.
+# The working tree (36 MiB in December 2026) and the carry travel together under the device's 64 MiB, and
+# vLLM (about 50 MiB compressed) does not fit beside the tree in one call: site.tar.xz is cut into pieces
+# of PIECE_MIB (default: what fits beside the tree, 26 MiB less the binary), every piece but the last in
+# .carry/vllm-p1/, .carry/vllm-p2/, … (one call each, `stash` keeps it in /tmp/parts), the last in
+# .carry/vllm/ with the contingency wheels and the stripped serverbench binary (the call that installs).
 split_carry() { # PACK_WORK SERVERBENCH_BINARY
-  local w=$1 sb=$2
-  rm -rf "$CARRY" "$CARRY-p1"; mkdir -p "$CARRY/contingency" "$CARRY-p1"
+  local w=$1 sb=$2 tree
+  tree=$(( $(git -C "$ROOT" ls-files -z | xargs -0 du -cb | tail -1 | cut -f1) >> 20 ))
+  rm -rf "$CARRY" "$CARRY"-p?; mkdir -p "$CARRY/contingency"
   rm -f "$w"/xz/site.tar.xz.?
-  split -b "${PIECE_MIB:-36}m" -d -a 1 "$w/xz/site.tar.xz" "$w/xz/site.tar.xz."
-  local n=$(ls "$w"/xz/site.tar.xz.? | wc -l)
-  mv "$w/xz/site.tar.xz.0" "$CARRY-p1/"
-  mv "$w"/xz/site.tar.xz.? "$CARRY/" 2>/dev/null
-  echo "$n" | tee "$CARRY/pieces" > "$CARRY-p1/pieces"
-  cp "$w"/contingency/*.whl "$CARRY/contingency/"
   cp "$sb" "$w/serverbench" && strip "$w/serverbench" 2>/dev/null
   xz -9 -T0 -c "$w/serverbench" > "$CARRY/serverbench.xz"
-  cp "$CARRY/serverbench.xz" "$CARRY-p1/"
-  du -sb "$CARRY"/* "$CARRY-p1"/* | awk '{printf "%8.1f MB  %s\n", $1/1e6, $2}'
-  echo "$CARRY-p1: $(( $(du -sb "$CARRY-p1" | cut -f1) >> 20 )) MiB, $CARRY: $(( $(du -sb "$CARRY" | cut -f1) >> 20 )) MiB (a call carries at most 64 MiB with the repo's $(( $(git -C "$ROOT" ls-files -z | xargs -0 du -cb | tail -1 | cut -f1) >> 20 )) MiB)"
+  local piece=${PIECE_MIB:-$(( 62 - tree - 8 ))}
+  split -b "${piece}m" -d -a 1 "$w/xz/site.tar.xz" "$w/xz/site.tar.xz."
+  local n=$(ls "$w"/xz/site.tar.xz.? | wc -l) i
+  for (( i = 0; i < n - 1; i++ )); do
+    mkdir -p "$CARRY-p$((i + 1))"
+    mv "$w/xz/site.tar.xz.$i" "$CARRY-p$((i + 1))/"
+    echo "$n" > "$CARRY-p$((i + 1))/pieces"
+  done
+  mv "$w/xz/site.tar.xz.$((n - 1))" "$CARRY/"
+  echo "$n" > "$CARRY/pieces"
+  cp "$w"/contingency/*.whl "$CARRY/contingency/"
+  du -sb "$CARRY"/* "$CARRY"-p?/* | awk '{printf "%8.1f MB  %s\n", $1/1e6, $2}'
+  for d in "$CARRY"-p? "$CARRY"; do echo "$d: $(( $(du -sb "$d" | cut -f1) >> 20 )) MiB"; done
+  echo "(a call carries at most 64 MiB with the repo's $tree MiB: carry .carry/vllm-p1, -p2, … one call each, then .carry/vllm)"
 }
 
 # ---- on the device
@@ -239,7 +246,7 @@ install() {
   [ "${1:-}" = binary ] && return 0
   if [ ! -f "$SITE/vllm/__init__.py" ]; then
     local t=$(date +%s) n=$(cat /tmp/parts/pieces 2>/dev/null) have=$(ls /tmp/parts/site.tar.xz.? 2>/dev/null | wc -l)
-    [ -n "$n" ] && [ "$have" = "$n" ] || { echo "vLLM's carry is incomplete: $have of ${n:-?} pieces (carry .carry/vllm-p1 in an earlier call of this machine)"; return 1; }
+    [ -n "$n" ] && [ "$have" = "$n" ] || { echo "vLLM's carry is incomplete: $have of ${n:-?} pieces (carry .carry/vllm-p1, -p2, … in earlier calls of this machine)"; return 1; }
     mkdir -p "$SITE"
     cat $(ls /tmp/parts/site.tar.xz.? | sort) | dxz | tar -C "$SITE" -xf - || return 1
     echo "unpacked $(du -sm "$SITE" | cut -f1) MB into $SITE in $(( $(date +%s) - t )) s"
