@@ -57,19 +57,13 @@ fn main() {
         };
         let url = spawn_local(cfg).await.expect("emulator");
         let client = Arc::new(
-            HttpClient::new(ClientConfig {
-                base_url: url,
-                api: Api::CompletionsTokens,
-                server: serverbench_backends::Server::Vllm,
-                model: "m".into(),
-                timeout: Duration::from_secs(600),
-                api_key: None,
-                affinity_header: None,
-                headers: vec![],
-                key_over_plain_http: false,
-                words: None,
-                output_counter: None,
-            })
+            HttpClient::new(ClientConfig::new(
+                url,
+                Api::CompletionsTokens,
+                serverbench_backends::Server::Vllm,
+                "m",
+                Duration::from_secs(600),
+            ))
             .expect("client"),
         );
         let real = RealConfig {

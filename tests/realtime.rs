@@ -38,17 +38,8 @@ fn client(url: &str, timeout: Duration) -> Arc<HttpClient> {
 fn client_of(url: &str, timeout: Duration, api: Api) -> Arc<HttpClient> {
     Arc::new(
         HttpClient::new(ClientConfig {
-            base_url: url.into(),
-            api,
-            server: serverbench_backends::Server::Vllm,
-            model: "m".into(),
-            timeout,
-            api_key: None,
             affinity_header: Some("X-Session-ID".into()),
-            headers: vec![],
-            key_over_plain_http: false,
-            words: None,
-            output_counter: None,
+            ..ClientConfig::new(url, api, serverbench_backends::Server::Vllm, "m", timeout)
         })
         .unwrap(),
     )

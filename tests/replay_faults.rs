@@ -715,19 +715,13 @@ fn gate_line<'a>(stdout: &'a str, gate: &str) -> &'a str {
 
 /// A client of `/v1/completions` with text prompts and model `m`, for requests a test sends by hand.
 fn text_client(url: &str) -> serverbench_backends::HttpClient {
-    serverbench_backends::HttpClient::new(serverbench_backends::ClientConfig {
-        base_url: url.to_string(),
-        api: serverbench_backends::Api::CompletionsText,
-        server: serverbench_backends::Server::Vllm,
-        model: "m".into(),
-        timeout: std::time::Duration::from_secs(30),
-        api_key: None,
-        affinity_header: None,
-        headers: vec![],
-        key_over_plain_http: false,
-        words: None,
-        output_counter: None,
-    })
+    serverbench_backends::HttpClient::new(serverbench_backends::ClientConfig::new(
+        url,
+        serverbench_backends::Api::CompletionsText,
+        serverbench_backends::Server::Vllm,
+        "m",
+        std::time::Duration::from_secs(30),
+    ))
     .unwrap()
 }
 

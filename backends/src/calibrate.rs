@@ -350,17 +350,14 @@ pub fn probe_endpoint(
     let served = c.served_model.unwrap_or(c.model).to_string();
     let client = Arc::new(
         HttpClient::new(ClientConfig {
-            base_url: c.url.trim_end_matches('/').to_string(),
-            api: crate::inputs::api(c.api)?,
-            server: crate::inputs::server(c.server)?,
-            model: served.clone(),
-            timeout,
             api_key: c.api_key.clone(),
-            affinity_header: None,
-            headers: vec![],
-            key_over_plain_http: false,
-            words: None,
-            output_counter: None,
+            ..ClientConfig::new(
+                c.url.trim_end_matches('/'),
+                crate::inputs::api(c.api)?,
+                crate::inputs::server(c.server)?,
+                served.clone(),
+                timeout,
+            )
         })
         .map_err(|e| anyhow!(e))?,
     );

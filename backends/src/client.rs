@@ -36,6 +36,32 @@ pub struct ClientConfig {
     pub output_counter: Option<Arc<crate::OutputCounter>>,
 }
 
+impl ClientConfig {
+    /// A client of `server` at `base_url` sending `model` in `api`'s form, each request given up after
+    /// `timeout`; no API key, affinity header, extra headers or tokenizers (set those fields after).
+    pub fn new(
+        base_url: impl Into<String>,
+        api: Api,
+        server: Server,
+        model: impl Into<String>,
+        timeout: Duration,
+    ) -> ClientConfig {
+        ClientConfig {
+            base_url: base_url.into(),
+            api,
+            server,
+            model: model.into(),
+            timeout,
+            api_key: None,
+            affinity_header: None,
+            headers: vec![],
+            key_over_plain_http: false,
+            words: None,
+            output_counter: None,
+        }
+    }
+}
+
 /// What happened to one request, with wall-clock instants.
 #[derive(Clone, Debug)]
 pub struct StreamResult {
@@ -817,18 +843,11 @@ mod tests {
     use super::*;
 
     fn client(url: &str, allow: bool) -> HttpClient {
+        let at = Duration::from_secs(1);
         HttpClient::new(ClientConfig {
-            base_url: url.into(),
-            api: Api::CompletionsTokens,
-            server: Server::Vllm,
-            model: "m".into(),
-            timeout: Duration::from_secs(1),
             api_key: Some("secret".into()),
-            affinity_header: None,
-            headers: vec![],
             key_over_plain_http: allow,
-            words: None,
-            output_counter: None,
+            ..ClientConfig::new(url, Api::CompletionsTokens, Server::Vllm, "m", at)
         })
         .unwrap()
     }
@@ -964,18 +983,14 @@ mod tests {
 
     #[test]
     fn a_server_kind_refuses_a_prompt_form_it_does_not_take() {
-        let cfg = |server, api| ClientConfig {
-            base_url: "http://127.0.0.1:1".into(),
-            api,
-            server,
-            model: "m".into(),
-            timeout: Duration::from_secs(1),
-            api_key: None,
-            affinity_header: None,
-            headers: vec![],
-            key_over_plain_http: false,
-            words: None,
-            output_counter: None,
+        let cfg = |server, api| {
+            ClientConfig::new(
+                "http://127.0.0.1:1",
+                api,
+                server,
+                "m",
+                Duration::from_secs(1),
+            )
         };
         let e = HttpClient::new(cfg(Server::Transformers, Api::CompletionsTokens))
             .err()

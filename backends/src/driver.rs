@@ -804,19 +804,13 @@ mod tests {
             .filter(|r| r.agent == 0)
             .nth(2)
             .unwrap();
-        let client = HttpClient::new(crate::ClientConfig {
-            base_url: "http://127.0.0.1:1".into(),
-            api: crate::Api::Chat,
-            server: crate::Server::Vllm,
-            model: "m".into(),
-            timeout: std::time::Duration::from_secs(1),
-            api_key: None,
-            affinity_header: None,
-            headers: vec![],
-            key_over_plain_http: false,
-            words: None,
-            output_counter: None,
-        })
+        let client = HttpClient::new(crate::ClientConfig::new(
+            "http://127.0.0.1:1",
+            crate::Api::Chat,
+            crate::Server::Vllm,
+            "m",
+            std::time::Duration::from_secs(1),
+        ))
         .unwrap();
         let vocab = Vocab::new(100, 1000).unwrap();
         let body = |lane, index| {

@@ -179,25 +179,18 @@ fn fidelity_prompts(seed: u64, t: &FidelityGates, d: &Deployment) -> Result<Vec<
 
 /// A client for the fidelity requests to one server.
 fn fidelity_client(url: &str, server: &str, model: &str) -> Result<HttpClient> {
+    let kind = ServerKind::parse(server).ok_or_else(|| {
+        anyhow!(
+            "server kind `{server}`: expected one of {}",
+            ServerKind::names()
+        )
+    })?;
+    let timeout = std::time::Duration::from_secs(600);
     Ok(HttpClient::new(ClientConfig {
-        base_url: url.to_string(),
-        api: Api::CompletionsTokens,
-        server: ServerKind::parse(server).ok_or_else(|| {
-            anyhow!(
-                "server kind `{server}`: expected one of {}",
-                ServerKind::names()
-            )
-        })?,
-        model: model.to_string(),
-        timeout: std::time::Duration::from_secs(600),
         api_key: std::env::var("OPENAI_API_KEY")
             .ok()
             .filter(|k| !k.is_empty()),
-        affinity_header: None,
-        headers: Vec::new(),
-        key_over_plain_http: false,
-        words: None,
-        output_counter: None,
+        ..ClientConfig::new(url, Api::CompletionsTokens, kind, model, timeout)
     })?)
 }
 

@@ -23,7 +23,8 @@ import sys
 IDLE_GAP_US = 50_000  # a gap this long is the engine waiting for work, not a step-loop cost
 
 
-def read(path):
+def read_jsonl(path):
+    """every JSON line of the file (`.gz` read as gzip), a line cut short at the end of a copy left out"""
     op = gzip.open if path.endswith(".gz") else open
     out = []
     with op(path, "rt") as f:
@@ -32,14 +33,17 @@ def read(path):
             if not line:
                 continue
             try:
-                r = json.loads(line)
+                out.append(json.loads(line))
             except json.JSONDecodeError:
-                continue  # a line cut short at the end of a copy
-            # a step the scheduler made and whose output it took back (vLLM's own warm-up steps at
-            # start-up, which bypass the scheduler, and empty steps are left out)
-            if "i" in r and "gpu_us" in r and "upd_us" in r and r.get("tok", 0) > 0:
-                out.append(r)
+                continue
     return out
+
+
+def read(path):
+    # a step the scheduler made and whose output it took back (vLLM's own warm-up steps at start-up,
+    # which bypass the scheduler, and empty steps are left out)
+    return [r for r in read_jsonl(path)
+            if "i" in r and "gpu_us" in r and "upd_us" in r and r.get("tok", 0) > 0]
 
 
 def write_steps(steps, path):

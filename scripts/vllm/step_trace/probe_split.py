@@ -15,22 +15,11 @@ step, the hand-back of the token). The host time is then fitted as a + b * promp
 Plain Python.
 """
 import argparse
-import gzip
-import json
+import os
+import sys
 
-
-def read_jsonl(path):
-    op = gzip.open if path.endswith(".gz") else open
-    out = []
-    with op(path, "rt") as f:
-        for line in f:
-            line = line.strip()
-            if line:
-                try:
-                    out.append(json.loads(line))
-                except json.JSONDecodeError:
-                    pass  # a line cut short at the end of a copy
-    return out
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from analyse import read, read_jsonl  # noqa: E402
 
 
 def lone_runs(steps):
@@ -55,7 +44,6 @@ def lone_runs(steps):
 
 
 def split(probes, steps):
-    steps = [s for s in steps if "gpu_us" in s and s.get("tok", 0) > 0]
     runs = lone_runs(steps)
     out, k = [], 0
     for p in probes:
@@ -89,7 +77,7 @@ def main():
     ap.add_argument("probes")
     ap.add_argument("steps")
     a = ap.parse_args()
-    rows = split(read_jsonl(a.probes), read_jsonl(a.steps))
+    rows = split(read_jsonl(a.probes), read(a.steps))
     print(f"# Lone TTFT probes split into GPU and host time\n\n`probe_split.py {a.probes} {a.steps}`\n")
     print("| probe | chunks | graph | TTFT ms | GPU span ms | GPU busy ms | host ms |")
     print("|---|---:|---|---:|---:|---:|---:|")
