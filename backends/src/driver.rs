@@ -736,9 +736,12 @@ pub async fn unless_interrupted<F: std::future::Future>(
     stop: &Interrupt,
     f: F,
 ) -> Option<F::Output> {
+    // Biased, the stop first: a stop already requested wins over a future that is ready at once (a
+    // refused connection), where an unbiased select picks one of the two at random.
     tokio::select! {
-        out = f => Some(out),
+        biased;
         _ = stop.requested() => None,
+        out = f => Some(out),
     }
 }
 
