@@ -83,6 +83,9 @@
 #              over cached 8K-32K prefixes -> $OUT/moe-probe.tar.gz; MOE_ONLY=prefill,cached runs those kinds
 #              alone, MOE_DEADLINE=S gives it S seconds (default: the call's time less 20 s); its fresh
 #              prompts compile the fused-MoE kernel's tuned sizes (moe_probe.py), so it goes before `runs`
+#   idle-gap   scripts/vllm/idle_gap_probe.py against the server: lone requests (fresh 512-8,192 tokens, 16 over a
+#              cached 32K prefix, 512 over 8K) after 0-8 s with nothing in flight, and the GPU's clocks and power
+#              every 100 ms beside them (nvidia-smi) -> $OUT/idle-gap.tar.gz (with STEP_TRACE=1 its steps too)
 # The peers, calibrate, runs and verify parts are the dense model's. Two calls (results/h200-vllm-moe/):
 #   1. carry .carry/vllm-p1 (then -p2, … each in a call of its own): bash scripts/vllm_run.sh stash
 #   2. carry .carry/vllm and .carry/vllm-moe: mkdir -p /tmp/sbv && touch /tmp/sbv/kernels.ok &&
@@ -436,6 +439,19 @@ decode_grid() { # scripts/vllm/decode_grid.py against the server; with STEP_TRAC
   pack_steps decode-grid
 }
 
+idle_gap() { # scripts/vllm/idle_gap_probe.py against the server, the GPU's clocks logged beside it
+  mkdir -p "$WORK/idle-gap"
+  keep_packing idle-gap
+  nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,pstate,utilization.gpu,temperature.gpu \
+    --format=csv -lms 100 > "$WORK/idle-gap/smi.csv" 2>&1 &
+  local smi=$!
+  python3 "$HERE/vllm/idle_gap_probe.py" "$URL" "$NAME" "$WORK/idle-gap/probes.jsonl" \
+    --deadline-s "$(( $(left) - 20 ))" 2>&1 | tee "$WORK/idle-gap/log.txt"
+  kill "$smi" 2>/dev/null; wait "$smi" 2>/dev/null
+  curl -s -m 10 "$URL/metrics" > "$WORK/idle-gap/metrics_after.txt"
+  stop_packing; pack idle-gap
+  [ -f "$TRACE_FILE" ] && { sleep 2; pack_steps idle-gap final; }
+}
 moe_probe() { # scripts/vllm/moe_probe.py against the MoE server, within the call's time
   mkdir -p "$WORK/moe-probe"
   keep_packing moe-probe
@@ -636,6 +652,7 @@ for part in ${*:-install model peers-cuda start check peers calibrate runs}; do
     stash) stash ;;
     moe-pack) moe_pack || exit 1 ;;
     moe-probe) need_server; moe_probe ;;
+    idle-gap) need_server; idle_gap ;;
     peers-cuda) install binary && peers_cuda ;;
     start) need_server ;;
     check) need_server; check ;;
