@@ -35,6 +35,7 @@ printf 'new_tokens: {bands: [{dist: {dist: constant, value: -1}}]}\n' > "$T/band
 printf 'subagents: {fanout: {dist: geometric, p: 1.0e-17, offset: 1}}\n' > "$T/tinyp.yaml"
 printf '{"format":"serverbench-corpus","version":1,"id":"x","source":"t","calls":[{"agent":0,"deps":[],"input":4294967295,"app":0,"output":5}]}\n' > "$T/hugecorpus.jsonl"
 printf '{"format":"serverbench-corpus","version":1,"id":"x","source":"t","calls":[{"agent":0,"deps":[],"sent_s":10.0,"done_s":4.0,"input":100,"app":0,"output":5}]}\n' > "$T/earlydone.jsonl"
+printf '{"format":"serverbench-corpus","version":1,"id":"x","source":"t","calls":[{"agent":0,"deps":[],"sent_s":10.0,"done_s":12.0,"input":100,"output":5},{"agent":1,"deps":[0],"sent_s":3.0,"done_s":4.0,"input":100,"output":5}]}\n' > "$T/sentbefore.jsonl"
 mkdir -p "$T/links" && cp tests/fixtures/weka/sample_trace.json "$T/links/" && ln -s . "$T/links/a" && ln -s . "$T/links/b"
 # … a corpus with one session the generator cannot draw, ten copies of one session, a URL no replay
 # takes, and a signed frozen file edited after `freeze`.
@@ -59,6 +60,7 @@ cases=(
   "workload stats --trace $T/hugecorpus.jsonl"
   "replay --url http://127.0.0.1:1 --trace $T/hugecorpus.jsonl -w 60"
   "workload stats --trace $T/earlydone.jsonl"
+  "workload stats --trace $T/sentbefore.jsonl"
   "what-if -c 0 -w 60"
   "simulate --workload $T/deep.yaml"
   "simulate -d $T/deep.yaml"

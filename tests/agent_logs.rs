@@ -477,3 +477,94 @@ fn workload_specs_are_named_and_deployments_choose_theirs() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// One line of a hand-made Claude Code log: an entry `uuid` answering `parent` at `t` seconds past
+/// 2026-01-01T00:00:00Z, on a sidechain or not, an assistant line when `call` gives its message id and
+/// counts (tool uses named in `tools`).
+fn log_line(
+    uuid: &str,
+    parent: Option<&str>,
+    t: f64,
+    sidechain: bool,
+    call: Option<(&str, u64, u64)>,
+    tools: &[&str],
+) -> String {
+    let stamp = format!(
+        "2026-01-01T00:{:02}:{:06.3}Z",
+        (t / 60.0) as u64,
+        t % 60.0
+    );
+    let mut v = serde_json::json!({
+        "sessionId": "s-inline", "uuid": uuid, "parentUuid": parent, "timestamp": stamp,
+        "isSidechain": sidechain, "type": "user",
+        "message": {"role": "user", "content": "x"},
+    });
+    if let Some((id, input, output)) = call {
+        let content: Vec<serde_json::Value> = tools
+            .iter()
+            .map(|t| serde_json::json!({"type": "tool_use", "id": t, "name": "Task", "input": {}}))
+            .chain([serde_json::json!({"type": "text", "text": "done"})])
+            .collect();
+        v["type"] = "assistant".into();
+        v["message"] = serde_json::json!({
+            "id": id, "role": "assistant", "model": "m", "stop_reason": "end_turn", "content": content,
+            "usage": {"input_tokens": input, "cache_read_input_tokens": 0,
+                      "cache_creation_input_tokens": 0, "output_tokens": output},
+        });
+    }
+    format!("{v}\n")
+}
+
+/// An older log keeps sub-agents inline, without agent ids: two run side by side (written one after
+/// the other) are two sub-agents, each spawned by the call whose tool uses started them, not one whose
+/// calls go back in time; a warm-up sub-agent sent before the session's first call waits for nothing and
+/// gates nothing. No call of the reduced session waits for one sent after it (issue 41, item 6).
+#[test]
+fn inline_sub_agents_are_split_at_their_roots_and_none_waits_for_a_later_call() {
+    let side = |u: &str, p: Option<&str>, t: f64, c: Option<(&str, u64, u64)>| {
+        log_line(u, p, t, true, c, &[])
+    };
+    let text = [
+        side("w0", None, 90.0, None),
+        side("w1", Some("w0"), 91.0, Some(("mw", 3_000, 1))),
+        log_line("u0", None, 100.0, false, None, &[]),
+        log_line("a0", Some("u0"), 102.0, false, Some(("m0", 20_000, 50)), &["t1", "t2"]),
+        // The first sub-agent's whole sidechain, then the second's: they ran at the same time.
+        side("s1", None, 103.0, None),
+        side("s1a", Some("s1"), 104.0, Some(("ms1a", 5_000, 40))),
+        side("s1r", Some("s1a"), 105.0, None),
+        side("s1b", Some("s1r"), 108.0, Some(("ms1b", 5_200, 40))),
+        side("s2", None, 103.0, None),
+        side("s2a", Some("s2"), 104.5, Some(("ms2a", 6_000, 40))),
+        side("s2r", Some("s2a"), 105.5, None),
+        side("s2b", Some("s2r"), 107.0, Some(("ms2b", 6_300, 40))),
+        log_line("u1", Some("a0"), 110.0, false, None, &[]),
+        log_line("a1", Some("u1"), 112.0, false, Some(("m1", 21_000, 60)), &[]),
+    ]
+    .concat();
+    let r = reduce(&[("p/s-inline.jsonl", text)], false).unwrap();
+    let s = &r.reduced.unwrap().sessions[0];
+    s.check().unwrap();
+    let c = &s.calls;
+    assert_eq!(c.len(), 7);
+    assert_eq!((c[0].agent, c[0].input), (0, 20_000), "the root's first call leads");
+    let agents = c.iter().map(|c| c.agent).max().unwrap();
+    assert_eq!(agents, 3, "the warm-up and two parallel sub-agents");
+    let warm = c.iter().find(|c| c.input == 3_000).unwrap();
+    assert!(warm.deps.is_empty() && warm.background, "{warm:?}");
+    for first in [5_000, 6_000] {
+        let x = c.iter().find(|c| c.input == first).unwrap();
+        assert_eq!(x.deps, vec![0], "spawned by the root's first call: {x:?}");
+    }
+    for (i, x) in c.iter().enumerate() {
+        for &d in &x.deps {
+            assert!(
+                c[d as usize].sent_s <= x.sent_s,
+                "call {i} waits for call {d}, sent after it"
+            );
+        }
+    }
+    // The root's second call waits for both sub-agents' last calls.
+    let last = c.iter().find(|c| c.input == 21_000).unwrap();
+    assert_eq!(last.deps.len(), 3, "{last:?}");
+}

@@ -795,7 +795,8 @@ fn a_signalled_export_leaves_whole_lines_or_no_file() {
 
 /// Token counts are bounded by the longest context a deployment may have before any prompt is held as
 /// blocks: a corpus line of 2³²−1 prompt tokens, or a Claude Code log whose usage says so, is refused
-/// at once naming the file and field (issue 41, item 2); so is a call that finishes before it was sent.
+/// at once naming the file and field (issue 41, item 2); so is a call that finishes before it was sent,
+/// or one sent before a call it waits for (item 6).
 #[test]
 fn imported_token_counts_beyond_any_context_are_refused_before_they_cost_memory() {
     let d = dir("huge-counts");
@@ -821,6 +822,19 @@ fn imported_token_counts_beyond_any_context_are_refused_before_they_cost_memory(
     refused(
         &o,
         &["early.jsonl", "calls[0].done_s", "before its send time"],
+    );
+    // A call sent before the call it waits for was sent.
+    let before = d.join("before.jsonl");
+    std::fs::write(
+        &before,
+        r#"{"format":"serverbench-corpus","version":1,"id":"x","source":"t","calls":[{"agent":0,"deps":[],"sent_s":10.0,"done_s":12.0,"input":100,"output":5},{"agent":1,"deps":[0],"sent_s":3.0,"done_s":4.0,"input":100,"output":5}]}
+"#,
+    )
+    .unwrap();
+    let o = serverbench(["workload", "stats", "--trace", before.to_str().unwrap()]);
+    refused(
+        &o,
+        &["before.jsonl", "calls[1].deps", "sent after it"],
     );
     // A Claude Code log whose usage claims 4,000,000,000 prompt tokens.
     let main = std::fs::read_to_string(crate::fixture(

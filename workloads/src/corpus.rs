@@ -177,6 +177,23 @@ impl Session {
             if let Some(&d) = c.deps.iter().find(|&&d| d as usize >= i) {
                 return bad(i, "deps", format!("{d} is not an earlier call"));
             }
+            // A call may be sent while a call it waits for is still in flight (logs record such
+            // overlaps; the replay sends it once that call ends), never before that call was sent.
+            if let Some(sent) = c.sent_s {
+                let later = c.deps.iter().find_map(|&d| {
+                    let ds = self.calls[d as usize].sent_s?;
+                    (ds > sent).then_some((d, ds))
+                });
+                if let Some((d, ds)) = later {
+                    return bad(
+                        i,
+                        "deps",
+                        format!(
+                            "waits for call {d}, sent at {ds} s, after this call ({sent} s): a call cannot wait for one sent after it"
+                        ),
+                    );
+                }
+            }
             if c.app > c.input {
                 return bad(
                     i,
@@ -347,7 +364,12 @@ impl Session {
         let arrivals = tree.arrivals_ns();
         let origin = tree.first_arrival_ns().unwrap_or(0);
         let mut calls = Vec::with_capacity(tree.len());
+        // Agents numbered in order of their first call, as the format has them (a tree numbers its
+        // streams in another order: a Weka trace's in planning order).
+        let mut agent_ids: HashMap<u32, u32> = HashMap::new();
         for r in tree.requests() {
+            let next = agent_ids.len() as u32;
+            let agent = *agent_ids.entry(r.agent).or_insert(next);
             let ids = r.blocks.as_slice();
             let hit = ids.iter().rposition(|id| first_holder.contains_key(id));
             let prefix = hit.map(|p| (first_holder[&ids[p]], ((p + 1) as u32) * bs));
@@ -356,7 +378,7 @@ impl Session {
                 first_holder.entry(id).or_insert(r.id);
             }
             calls.push(Call {
-                agent: r.agent,
+                agent,
                 kind: match r.kind {
                     RequestKind::Compaction => CallKind::Compaction,
                     _ => CallKind::Turn,

@@ -272,11 +272,15 @@ impl SessionTree {
             let spawn = (a > 0)
                 .then(|| {
                     let f = first[a]?;
-                    let parent = reqs[f as usize]
-                        .deps
-                        .iter()
-                        .copied()
-                        .find(|&d| reqs[d as usize].agent != a as u32)?;
+                    let deps = &reqs[f as usize].deps;
+                    // A sub-agent waiting for nothing started with the session: its first call.
+                    let parent = if deps.is_empty() {
+                        0
+                    } else {
+                        deps.iter()
+                            .copied()
+                            .find(|&d| reqs[d as usize].agent != a as u32)?
+                    };
                     let l = last[a]?;
                     let join = reqs
                         .iter()

@@ -123,6 +123,8 @@ struct RawSession {
     /// Agent id → the tool use that spawned it (and whether its result says it was backgrounded).
     spawned_by: HashMap<String, (String, bool)>,
     seen_uuids: HashSet<String>,
+    /// Sub-agent lines written inline without an agent id: the agent key of each entry, by uuid.
+    inline_agent: HashMap<String, String>,
     /// The files its lines came from.
     files: std::collections::BTreeSet<usize>,
     /// The last compaction still waiting for its summary's length.
@@ -185,6 +187,27 @@ fn str_field<'a>(o: &'a Map<String, Value>, k: &str) -> Option<&'a str> {
     o.get(k).and_then(Value::as_str)
 }
 
+/// The agent of a sub-agent line that an older log keeps inline without an agent id: each sidechain
+/// starts at an entry with no parent (sub-agents run in parallel write theirs interleaved, or one
+/// after the other once each has finished), and every later line belongs to its parent's sidechain;
+/// a line whose parent was never seen falls back to one agent for the file.
+fn inline_agent(s: &mut RawSession, o: &Map<String, Value>, f: usize, n: usize) -> String {
+    let key = match o.get("parentUuid") {
+        None | Some(Value::Null) => format!("inline:{f}:{n}"),
+        Some(p) => p
+            .as_str()
+            .and_then(|p| s.inline_agent.get(p))
+            .cloned()
+            .unwrap_or_else(|| format!("inline:{f}")),
+    };
+    if let Some(uuid) = str_field(o, "uuid") {
+        s.inline_agent
+            .entry(uuid.to_string())
+            .or_insert_with(|| key.clone());
+    }
+    key
+}
+
 /// Reads one line of a log into its session.
 fn read_entry(
     sessions: &mut BTreeMap<String, RawSession>,
@@ -210,8 +233,7 @@ fn read_entry(
     let agent = match (sidechain, str_field(o, "agentId")) {
         (false, _) => String::new(),
         (true, Some(a)) => a.to_string(),
-        // An older log keeps its sub-agent lines inline without an id: one agent per file.
-        (true, None) => format!("inline:{f}"),
+        (true, None) => inline_agent(s, o, f, n),
     };
     if !sidechain && s.main.is_none() {
         s.main = Some((f, n));
@@ -597,7 +619,12 @@ fn add_agent(
                 let mut deps: Vec<u32> = Vec::new();
                 let (prefix, app) = match (prev, first_call) {
                     (None, _) => {
-                        if let Some((s, _)) = spawn {
+                        // A sub-agent that began before its spawner's agent sent anything (Claude
+                        // Code's warm-up calls at start-up; a resumed session's background agents)
+                        // waits for nothing: it starts with the session.
+                        if let Some(s) = spawn.and_then(|(s, _)| {
+                            spawner_sent_by(built, agent_calls, s, sent)
+                        }) {
                             deps.push(s as u32);
                         }
                         (None, c.cache_read.min(total))
@@ -679,6 +706,28 @@ fn add_agent(
     agent_calls.push(mine);
 }
 
+/// The call a sub-agent whose first call was sent at `sent` waits for: `spawner` (the call whose tool
+/// use started it, or the one sent last before it) if that was sent by then, else the latest call of
+/// the spawner's agent sent by then (a log's link can name a call sent after the sub-agent began);
+/// `None` when its agent had sent nothing by then.
+fn spawner_sent_by(
+    built: &[Built],
+    agent_calls: &[Vec<usize>],
+    spawner: usize,
+    sent: f64,
+) -> Option<usize> {
+    if built[spawner].sent <= sent {
+        return Some(spawner);
+    }
+    let agent = built[spawner].call.agent as usize;
+    agent_calls
+        .get(agent)?
+        .iter()
+        .rev()
+        .find(|&&i| built[i].sent <= sent)
+        .copied()
+}
+
 /// The tokens call `c` shares with its agent's previous call `p`: what the provider read from its
 /// cache, or — when the provider's cache had expired (sent more than its lifetime after `p` finished,
 /// with the missed part written again) — `p`'s whole prompt: an agent's history only grows, so the
@@ -716,6 +765,10 @@ fn order(id: &str, mut built: Vec<Built>) -> Session {
             continue;
         }
         let Some(&spawner) = built[first].call.deps.first() else {
+            // Started with the session: nothing waited for it to end.
+            for b in built.iter_mut().filter(|b| b.call.agent == agent) {
+                b.call.background = true;
+            }
             continue;
         };
         let spawner = spawner as usize;
@@ -739,9 +792,15 @@ fn order(id: &str, mut built: Vec<Built>) -> Session {
     for (j, last) in joins {
         built[j].call.deps.push(last);
     }
-    // Order by send time, keeping dependencies first (a stable topological order).
+    // Order by send time, keeping dependencies first (a stable topological order); the root's first
+    // call (built first) leads even where a sub-agent that waits for nothing began earlier.
     let mut order: Vec<usize> = (0..n).collect();
-    order.sort_by(|&a, &b| built[a].sent.total_cmp(&built[b].sent).then(a.cmp(&b)));
+    order.sort_by(|&a, &b| {
+        (a != 0)
+            .cmp(&(b != 0))
+            .then(built[a].sent.total_cmp(&built[b].sent))
+            .then(a.cmp(&b))
+    });
     let order = topological(&built, order);
     let mut position = vec![0u32; n];
     for (p, &i) in order.iter().enumerate() {

@@ -502,6 +502,25 @@ struct Emitter<'p, 'a> {
 }
 
 impl Emitter<'_, '_> {
+    /// The latest call sent by `t_ns` among `call` and the calls it waits for, directly or not (ties:
+    /// the later in the tree); `None` when all were sent after.
+    fn sent_by(&self, call: u32, t_ns: i64) -> Option<u32> {
+        let mut seen = std::collections::HashSet::new();
+        let mut stack = vec![call];
+        let mut best: Option<u32> = None;
+        while let Some(r) = stack.pop() {
+            if !seen.insert(r) {
+                continue;
+            }
+            let at = self.start_ns[r as usize];
+            if at <= t_ns && best.map_or(true, |b| (self.start_ns[b as usize], b) < (at, r)) {
+                best = Some(r);
+            }
+            stack.extend(self.requests[r as usize].deps.iter().copied());
+        }
+        best
+    }
+
     /// Emits stream `s` (its first call belongs to root turn `turn`), its branches after their
     /// spawning calls.
     fn stream(&mut self, s: usize, turn: u32) -> Result<(), InputError> {
@@ -517,7 +536,19 @@ impl Emitter<'_, '_> {
             let id = self.requests.len() as u32;
             let (deps, think_s) = match (k, spawn_from) {
                 (0, None) => (Vec::new(), 0.0),
-                (0, Some((parent, start))) => (vec![parent], (t - start).max(0.0)),
+                (0, Some((parent, start))) if ns(t) >= self.start_ns[parent as usize] => {
+                    (vec![parent], (t - start).max(0.0))
+                }
+                // Sent before its spawning call (AgentX sends it with that call): it waits for
+                // what had been sent by then.
+                (0, Some((parent, _))) => match self.sent_by(parent, ns(t)) {
+                    Some(j) => {
+                        let end = self.start_ns[j as usize]
+                            .saturating_add(self.api_ns[j as usize].unwrap_or(0) as i64);
+                        (vec![j], ((ns(t) - end) as f64 / 1e9).max(0.0))
+                    }
+                    None => (Vec::new(), 0.0),
+                },
                 _ => {
                     let prev = &plan.calls[k - 1].1;
                     let gap = t - prev.t - prev.api_time.unwrap_or(0.0).max(0.0);
