@@ -489,11 +489,7 @@ fn log_line(
     call: Option<(&str, u64, u64)>,
     tools: &[&str],
 ) -> String {
-    let stamp = format!(
-        "2026-01-01T00:{:02}:{:06.3}Z",
-        (t / 60.0) as u64,
-        t % 60.0
-    );
+    let stamp = format!("2026-01-01T00:{:02}:{:06.3}Z", (t / 60.0) as u64, t % 60.0);
     let mut v = serde_json::json!({
         "sessionId": "s-inline", "uuid": uuid, "parentUuid": parent, "timestamp": stamp,
         "isSidechain": sidechain, "type": "user",
@@ -528,7 +524,14 @@ fn inline_sub_agents_are_split_at_their_roots_and_none_waits_for_a_later_call() 
         side("w0", None, 90.0, None),
         side("w1", Some("w0"), 91.0, Some(("mw", 3_000, 1))),
         log_line("u0", None, 100.0, false, None, &[]),
-        log_line("a0", Some("u0"), 102.0, false, Some(("m0", 20_000, 50)), &["t1", "t2"]),
+        log_line(
+            "a0",
+            Some("u0"),
+            102.0,
+            false,
+            Some(("m0", 20_000, 50)),
+            &["t1", "t2"],
+        ),
         // The first sub-agent's whole sidechain, then the second's: they ran at the same time.
         side("s1", None, 103.0, None),
         side("s1a", Some("s1"), 104.0, Some(("ms1a", 5_000, 40))),
@@ -539,7 +542,14 @@ fn inline_sub_agents_are_split_at_their_roots_and_none_waits_for_a_later_call() 
         side("s2r", Some("s2a"), 105.5, None),
         side("s2b", Some("s2r"), 107.0, Some(("ms2b", 6_300, 40))),
         log_line("u1", Some("a0"), 110.0, false, None, &[]),
-        log_line("a1", Some("u1"), 112.0, false, Some(("m1", 21_000, 60)), &[]),
+        log_line(
+            "a1",
+            Some("u1"),
+            112.0,
+            false,
+            Some(("m1", 21_000, 60)),
+            &[],
+        ),
     ]
     .concat();
     let r = reduce(&[("p/s-inline.jsonl", text)], false).unwrap();
@@ -547,7 +557,11 @@ fn inline_sub_agents_are_split_at_their_roots_and_none_waits_for_a_later_call() 
     s.check().unwrap();
     let c = &s.calls;
     assert_eq!(c.len(), 7);
-    assert_eq!((c[0].agent, c[0].input), (0, 20_000), "the root's first call leads");
+    assert_eq!(
+        (c[0].agent, c[0].input),
+        (0, 20_000),
+        "the root's first call leads"
+    );
     let agents = c.iter().map(|c| c.agent).max().unwrap();
     assert_eq!(agents, 3, "the warm-up and two parallel sub-agents");
     let warm = c.iter().find(|c| c.input == 3_000).unwrap();

@@ -846,17 +846,28 @@ fn a_sub_agent_sent_before_its_spawning_call_waits_only_for_what_was_sent_by_the
         )
         .unwrap()
     };
-    let i = read(r#"{"id": "a", "requests": [{"t": 0, "in": 100, "out": 1, "api_time": 1, "hash_ids": [1]}, {"t": 10, "in": 200, "out": 1, "api_time": 2, "hash_ids": [1, 2]}, {"type": "subagent", "t": 5, "agent_id": "x", "duration_ms": 1000, "requests": [{"t": 5, "in": 150, "out": 1, "api_time": 1, "hash_ids": [9]}]}]}"#);
+    let i = read(
+        r#"{"id": "a", "requests": [{"t": 0, "in": 100, "out": 1, "api_time": 1, "hash_ids": [1]}, {"t": 10, "in": 200, "out": 1, "api_time": 2, "hash_ids": [1, 2]}, {"type": "subagent", "t": 5, "agent_id": "x", "duration_ms": 1000, "requests": [{"t": 5, "in": 150, "out": 1, "api_time": 1, "hash_ids": [9]}]}]}"#,
+    );
     let r = &i.trees[0].requests()[2];
     assert_eq!((r.agent, r.deps.as_slice()), (1, &[0][..]));
-    assert_eq!(r.think_ns, 4_000_000_000, "from the end of call 0 to its send");
+    assert_eq!(
+        r.think_ns, 4_000_000_000,
+        "from the end of call 0 to its send"
+    );
     let rec = i.trees[0].recorded().unwrap();
-    assert_eq!(rec.streams[1].spawn.unwrap().parent, 1, "AgentX spawns it from call 1");
+    assert_eq!(
+        rec.streams[1].spawn.unwrap().parent,
+        1,
+        "AgentX spawns it from call 1"
+    );
     let s = &i.reduced.unwrap().sessions[0];
     s.check().unwrap();
     assert_eq!(s.calls[2].deps, vec![0]);
     // Sent before every call of its parent: it waits for nothing.
-    let i = read(r#"{"id": "b", "requests": [{"t": 10, "in": 100, "out": 1, "api_time": 1, "hash_ids": [1]}, {"type": "subagent", "t": 5, "agent_id": "x", "requests": [{"t": 5, "in": 150, "out": 1, "api_time": 1, "hash_ids": [9]}]}]}"#);
+    let i = read(
+        r#"{"id": "b", "requests": [{"t": 10, "in": 100, "out": 1, "api_time": 1, "hash_ids": [1]}, {"type": "subagent", "t": 5, "agent_id": "x", "requests": [{"t": 5, "in": 150, "out": 1, "api_time": 1, "hash_ids": [9]}]}]}"#,
+    );
     let r = &i.trees[0].requests()[1];
     assert_eq!((r.agent, r.deps.len(), r.think_ns), (1, 0, 0));
     i.reduced.unwrap().sessions[0].check().unwrap();

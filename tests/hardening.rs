@@ -832,10 +832,7 @@ fn imported_token_counts_beyond_any_context_are_refused_before_they_cost_memory(
     )
     .unwrap();
     let o = serverbench(["workload", "stats", "--trace", before.to_str().unwrap()]);
-    refused(
-        &o,
-        &["before.jsonl", "calls[1].deps", "sent after it"],
-    );
+    refused(&o, &["before.jsonl", "calls[1].deps", "sent after it"]);
     // A Claude Code log whose usage claims 4,000,000,000 prompt tokens.
     let main = std::fs::read_to_string(crate::fixture(
         "claude-code/project/11111111-2222-3333-4444-555555555555.jsonl",

@@ -622,9 +622,9 @@ fn add_agent(
                         // A sub-agent that began before its spawner's agent sent anything (Claude
                         // Code's warm-up calls at start-up; a resumed session's background agents)
                         // waits for nothing: it starts with the session.
-                        if let Some(s) = spawn.and_then(|(s, _)| {
-                            spawner_sent_by(built, agent_calls, s, sent)
-                        }) {
+                        if let Some(s) =
+                            spawn.and_then(|(s, _)| spawner_sent_by(built, agent_calls, s, sent))
+                        {
                             deps.push(s as u32);
                         }
                         (None, c.cache_read.min(total))
