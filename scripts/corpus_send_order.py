@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Rewrites a corpus file reduced before 2026-12-05 so that no call waits for a call sent after it (the
+"""Rewrites a corpus file reduced before 2026-12-04 so that no call waits for a call sent after it (the
 corpus reader refuses such a file since then, docs/workload.md "No call waits for one sent after it"),
 as the reductions now keep to it, for stored files whose raw logs are not at hand:
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Replays the corpus's held-out Claude Code sessions (every 5th of corpus/claude-code) through the
-# simulator beside the generator fitted without them, on each L40 deployment at c = 1, 4 and 16 (cold
+# simulator beside the generator fitted without them, on each L40 deployment from c = 1 to past the level
+# `sweep --workload agentic-coding --protocol cold` recommends there (LEVELS_<deployment> below; cold
 # start, 1800 s, one seed per held-out session: seed s starts the lanes at held-out sessions s, s+1, …,
 # so every session is replayed about c times over the seeds), and prints a markdown table of mean D,
 # mean p90 TTFT and mean p90 TPOT over the seeds, and the generator's relative error.
@@ -14,9 +15,10 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 n=$(wc -l < "$tmp/held.jsonl")
 echo "| deployment | c | D held out | D generator | error | p90 TTFT held out (s) | generator | error | p90 TPOT held out (ms) | generator | error |"
 echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+declare -A LEVELS=([qwen3.5-9b-2xl40]=1,2,4,6,8,16 [gemma4-e4b-1xl40]=1,2,4,8,16,24,32,48 [qwen3.8-27b-int4-2xl40]=1,2,4,6,8,16)
 for d in qwen3.5-9b-2xl40 gemma4-e4b-1xl40 qwen3.8-27b-int4-2xl40; do
-  "$BIN" sweep -d "$d" -c 1,4,16 --seeds "0..$n" --protocol cold --trace "$tmp/held.jsonl" --out "$tmp/real" > /dev/null
-  "$BIN" sweep -d "$d" -c 1,4,16 --seeds "0..$n" --protocol cold --workload "$tmp/fit.yaml" --out "$tmp/gen" > /dev/null
+  "$BIN" sweep -d "$d" -c "${LEVELS[$d]}" --seeds "0..$n" --protocol cold --trace "$tmp/held.jsonl" --out "$tmp/real" > /dev/null
+  "$BIN" sweep -d "$d" -c "${LEVELS[$d]}" --seeds "0..$n" --protocol cold --workload "$tmp/fit.yaml" --out "$tmp/gen" > /dev/null
   python3 - "$d" "$tmp/real/sweep.csv" "$tmp/gen/sweep.csv" <<'PY'
 import csv, sys
 d, real, gen = sys.argv[1:]
