@@ -977,7 +977,8 @@ fn expert_parallelism_costs_a_lone_session_its_busiest_gpu() {
 /// Twenty public `config.json` files of fifteen architectures (dense, sliding-window, mixtures of
 /// experts, latent attention, alternating sliding and full layers, Gemma's patterns with shared KV and
 /// per-layer embeddings, Gated DeltaNet hybrids with and without experts), each on a GPU, weight format
-/// and tensor-parallel degree that holds it, sweep end to end and recommend (issue 40).
+/// and tensor-parallel degree that holds it, sweep end to end and recommend a level that scores, or none
+/// where no level does (issue 40).
 #[test]
 fn twenty_public_configs_simulate_end_to_end() {
     let dir = tempdir("twenty-configs");
@@ -1024,9 +1025,19 @@ fn twenty_public_configs_simulate_end_to_end() {
         ]);
         let text = String::from_utf8_lossy(&o.stdout);
         assert!(
-            o.status.success() && text.contains("Recommendation: accept"),
+            o.status.success() && text.contains("Recommendation: "),
             "{file} on {tp} × {hardware}: {text}{}",
             String::from_utf8_lossy(&o.stderr)
+        );
+        // A level is recommended only where it scores: D = 0 at every level recommends none.
+        let scores = text
+            .lines()
+            .filter_map(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
+            .any(|d| d > 0.0);
+        assert_eq!(
+            text.contains("Recommendation: accept"),
+            scores,
+            "{file} on {tp} × {hardware}: {text}"
         );
     }
 }

@@ -132,6 +132,11 @@ pub struct CostModel {
     linear_s_per_token: f64,
     gemm_half_tokens: f64,
     full_s_per_pair: f64,
+    /// A decode query's compute per context token: `full_s_per_pair`, or absorbed latent attention's.
+    decode_s_per_pair: f64,
+    /// Absorbed latent attention: what a decode context token's compute takes beyond its read, where
+    /// the kernel is bound by compute (0 otherwise).
+    decode_compute_excess_s_per_token: f64,
     sweep_s_per_token: f64,
     span_s_per_token: f64,
     tile_tokens: f64,
@@ -473,10 +478,21 @@ impl CostModel {
             0.0
         };
         let ring = 2.0 * (tp - 1.0) / tp;
+        let full_s_per_pair = fa.flops_per_pair() / tp / attn_peak;
+        let full_read_s_per_token = fa.layers as f64 * per_layer * full_shard / kv_bw;
+        let decode_s_per_pair = fa
+            .decode_flops_per_pair()
+            .map_or(full_s_per_pair, |f| f / tp / attn_peak);
+        let decode_compute_excess_s_per_token = match fa.decode_flops_per_pair() {
+            Some(_) => (decode_s_per_pair - full_read_s_per_token).max(0.0),
+            None => 0.0,
+        };
         CostModel {
             linear_s_per_token: linear_s_per_token(m, p, tp, peak, hw.bf16_flops) * compute_factor,
             gemm_half_tokens: p.gemm_half_tokens,
-            full_s_per_pair: fa.flops_per_pair() / tp / attn_peak,
+            full_s_per_pair,
+            decode_s_per_pair,
+            decode_compute_excess_s_per_token,
             sweep_s_per_token: p.attention_sweep_s_per_token,
             span_s_per_token: p.attention_span_s_per_token,
             tile_tokens: p.attention_tile_tokens as f64,
@@ -487,7 +503,7 @@ impl CostModel {
             weights_s: weight_bytes / weight_bw,
             weights_single_row_s: weight_bytes / single_row_bw,
             experts,
-            full_read_s_per_token: fa.layers as f64 * per_layer * full_shard / kv_bw,
+            full_read_s_per_token,
             shared_read_s_per_token: fa.layers as f64 * per_layer * full_shard / shared_bw,
             sliding_read_s_per_token: sliding_read,
             kv_write_s_per_token: fa.kv_layers as f64 * per_layer * full_shard / kv_bw
@@ -573,7 +589,8 @@ impl CostModel {
             kv: self.kv_read(b),
             head,
             decode_seqs: b.decode_seqs as u64,
-            full_s_per_pair: self.full_s_per_pair,
+            decode_s_per_pair: self.decode_s_per_pair,
+            decode_compute_excess_s_per_token: self.decode_compute_excess_s_per_token,
             packed_s_per_context,
             weights_s: parts.weights_s,
             eager_floor_s: self.eager_floor(b),
@@ -730,7 +747,10 @@ pub struct StepClock {
     /// Kernel sum: `max(weights, gemm) + attention`; otherwise the compute terms before decode attention.
     head: f64,
     decode_seqs: u64,
-    full_s_per_pair: f64,
+    /// A decode query's compute per context token ([`CostModel`]'s).
+    decode_s_per_pair: f64,
+    /// Kernel sum, absorbed latent attention: a decode context token's compute beyond its read.
+    decode_compute_excess_s_per_token: f64,
     /// Packed attention: seconds per decode context token (every query of the step attends to it); 0
     /// for per-sequence attention.
     packed_s_per_context: f64,
@@ -751,12 +771,12 @@ impl StepClock {
         let kv = self.kv.seconds(decode_context);
         let packed = self.packed_s_per_context * decode_context as f64;
         let body = if self.kernel_sum {
-            self.head + kv + packed
+            self.head + kv + packed + decode_context as f64 * self.decode_compute_excess_s_per_token
         } else {
             let attention = if self.packed_s_per_context > 0.0 {
                 packed
             } else {
-                (decode_context + self.decode_seqs) as f64 * self.full_s_per_pair
+                (decode_context + self.decode_seqs) as f64 * self.decode_s_per_pair
             };
             (self.head + attention).max(self.weights_s + kv)
         };
@@ -1499,5 +1519,72 @@ mod tests {
             let direct: u64 = (p..p + l).map(|i| (i + 1).min(w)).sum();
             assert_eq!(windowed_pairs(p, l, w), direct as f64, "p={p} l={l} w={w}");
         }
+    }
+
+    /// DeepSeek's latent attention decodes in its absorbed form, 2·H·(2·r + d_rope) FLOPs per pair and
+    /// layer (3.4 × the decompressed heads' prefill cost). On a GPU that runs all 128 heads (one rank of
+    /// data-parallel attention, or no tensor parallelism) that is 242 FLOPs per byte of latent read, past
+    /// an H200's ridge: a long-context decode step is priced by the compute, in both step-time forms,
+    /// where before only its reads priced it. Under tensor parallelism of 8 each GPU computes 16 heads
+    /// over the whole latent and stays bound by the reads. A dense model has no decode-specific FLOPs.
+    #[test]
+    fn absorbed_latent_attention_prices_decode_by_its_compute() {
+        let m = crate::hf::from_config(
+            "deepseek-r1",
+            include_str!("../../tests/fixtures/hf/deepseek-r1.json"),
+        )
+        .unwrap();
+        let fa = &m.full_attention;
+        let per_layer = 2.0 * 128.0 * (2.0 * 512.0 + 64.0);
+        assert_eq!(fa.decode_flops_per_pair(), Some(per_layer * 61.0));
+        assert!((fa.decode_flops_per_pair().unwrap() / fa.flops_per_pair() - 3.4).abs() < 0.01);
+        let h = HardwareSpec::preset("h200").unwrap();
+        let base = Profile::preset("h200-datasheet").unwrap();
+        let decode = |b: u32, ctx: u32| {
+            let mut s = BatchShape::default();
+            for _ in 0..b {
+                s.add_decode(ctx, None);
+            }
+            s
+        };
+        for step_time in [StepTime::KernelSum, StepTime::Roofline] {
+            let p = Profile {
+                step_time,
+                ..base.clone()
+            };
+            let c = CostModel::new(CostInputs {
+                model: &m,
+                hardware: &h,
+                profile: &p,
+                dtype: WeightDtype::Fp8,
+                group_size: 128,
+                tp: 1,
+                draft_params: 0.0,
+                graphs: None,
+                expert_parallel: false,
+                routing_skew: 0.0,
+                split_kv_decode: false,
+            });
+            let per_token =
+                fa.decode_flops_per_pair().unwrap() / (h.bf16_flops * p.attention_efficiency);
+            let read = fa.layers as f64 * fa.kv_bytes_per_token_per_layer() as f64
+                / (h.memory_bandwidth * p.kv_efficiency.unwrap_or(p.memory_efficiency));
+            assert!(
+                per_token > 1.2 * read,
+                "compute-bound: {per_token} against {read}"
+            );
+            // Growing the decode contexts grows the step by their compute, not by their reads (a
+            // batch large enough that attention, not the weights, bounds the roofline's step).
+            let (b, ctx) = (256u32, 32_768u32);
+            let added = c.step_seconds(&decode(b, 2 * ctx)) - c.step_seconds(&decode(b, ctx));
+            let want = (b as f64 * ctx as f64) * per_token;
+            assert!(
+                (added / want - 1.0).abs() < 0.02,
+                "{step_time:?}: {added} against {want}"
+            );
+        }
+        // A dense model's decode costs what it did: no latent, no decode-specific FLOPs.
+        let q = ModelSpec::preset("qwen3-8b").unwrap();
+        assert_eq!(q.full_attention.decode_flops_per_pair(), None);
     }
 }

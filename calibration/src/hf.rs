@@ -491,6 +491,7 @@ fn attention(
         head_dim: h.dim,
         window,
         latent_kv_bytes: None,
+        latent_decode_flops_per_pair: None,
     };
     let full = group(Kind::Full, global, None);
     let sliding = match (stack.count(Kind::Sliding), window) {
@@ -572,7 +573,8 @@ fn divides(q: u32, kv: u32, field: &str) -> Result<(), FieldError> {
 /// that tensor parallelism does not split. A prefill decompresses the latent into `num_attention_heads`
 /// keys of `qk_nope_head_dim + qk_rope_head_dim` and values of `v_head_dim`: `head_dim` is their mean,
 /// which gives that FLOPs per (query, key) pair. Decode reads the latent (the weights absorbed), which
-/// the KV bytes per token carry. Parameters: the query's down and up projections (`q_lora_rank`; a
+/// the KV bytes per token carry, and computes `2·H·(2·kv_lora_rank + qk_rope_head_dim)` FLOPs per pair
+/// against it (scores over the latent and rotary key, values in the latent). Parameters: the query's down and up projections (`q_lora_rank`; a
 /// full projection when it is null), the latent's down projection with the rotary key, its up
 /// projection to keys and values, and the output projection.
 fn latent_attention(
@@ -605,6 +607,7 @@ fn latent_attention(
         head_dim: (nope + rope + value).div_ceil(2),
         window: None,
         latent_kv_bytes: Some((latent + rope) as u64 * 2),
+        latent_decode_flops_per_pair: Some(2.0 * n * (2 * latent + rope) as f64),
     };
     Ok((attention, query + kv_down + kv_up + out))
 }

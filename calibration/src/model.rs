@@ -27,6 +27,13 @@ pub struct AttentionLayers {
     /// head sizes, so that the FLOPs per pair are a prefill's over the decompressed heads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latent_kv_bytes: Option<u64>,
+    /// Multi-head latent attention decoded in its absorbed form (the key and value up-projections
+    /// folded into the query and the output): FLOPs per (query, key) pair in one layer, `2·H·(2·r + d_rope)`
+    /// for `H` heads over the latent of `r` and the rotary key of `d_rope`. A decode query's pairs cost
+    /// these FLOPs against the latent it reads, so at DeepSeek's shapes decode attention is bound by
+    /// compute, not by its reads. `None`: decode attention costs its reads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latent_decode_flops_per_pair: Option<f64>,
 }
 
 impl AttentionLayers {
@@ -53,6 +60,13 @@ impl AttentionLayers {
     /// Attention FLOPs per (query token × context token) pair, summed over the layers of this group.
     pub fn flops_per_pair(&self) -> f64 {
         4.0 * self.q_heads as f64 * self.head_dim as f64 * self.layers as f64
+    }
+
+    /// A decode query's attention FLOPs per context token, summed over the layers, where decode is
+    /// priced by its compute (absorbed latent attention); `None` where its reads price it.
+    pub fn decode_flops_per_pair(&self) -> Option<f64> {
+        self.latent_decode_flops_per_pair
+            .map(|f| f * self.layers as f64)
     }
 }
 

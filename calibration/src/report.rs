@@ -308,8 +308,11 @@ fn group(label: &str, g: &AttentionLayers) -> String {
     let window = g
         .window
         .map_or_else(String::new, |w| format!(", window {w}"));
+    let decode = g.decode_flops_per_pair().map_or_else(String::new, |f| {
+        format!(" (decode, absorbed latent: {f:.0})")
+    });
     format!(
-        "  {label:<22} {} layers ({} with their own KV), {} query / {} KV heads of {}{window}; {:.0} FLOPs per (query, key) pair\n",
+        "  {label:<22} {} layers ({} with their own KV), {} query / {} KV heads of {}{window}; {:.0} FLOPs per (query, key) pair{decode}\n",
         g.layers,
         g.kv_layers,
         g.q_heads,

@@ -216,10 +216,14 @@ impl SweepTable {
         let mut notes = definitions(d);
         let robust = r.robust_level().expect("robust level exists");
         let best = r.best_level().expect("best level exists");
-        notes.push_str(&format!(
-            "  Recommendation: accept {} concurrent sessions (mean D {:.3}); the robust choice is {} (its worst 10 % of seeds still give D ≥ {:.3}).\n",
-            best.concurrency, best.d.mean, robust.concurrency, robust.d.p10
-        ));
+        notes.push_str(&if best.d.mean > 0.0 {
+            format!(
+                "  Recommendation: accept {} concurrent sessions (mean D {:.3}); the robust choice is {} (its worst 10 % of seeds still give D ≥ {:.3}).\n",
+                best.concurrency, best.d.mean, robust.concurrency, robust.d.p10
+            )
+        } else {
+            "  Recommendation: none — no request met both targets at any level swept (D = 0 everywhere): fewer sessions, a faster deployment or other targets.\n".to_string()
+        });
         if let Some(u) = &report.under_model_error {
             notes.push_str(&under_error_note(u, d));
         }
@@ -320,6 +324,11 @@ fn under_error_note(u: &UnderError, d: &Deployment) -> String {
         ),
     };
     let w = u.level(u.best_worst_case).expect("the pick is a level");
+    if w.d_worst <= 0.0 {
+        return format!(
+            "  Under the cost model's error ({whose}): no level scores above 0 at both ends.\n"
+        );
+    }
     let mut t = format!(
         "  Under the cost model's error ({whose}): accept {} (mean D ≥ {:.3} at both ends).\n",
         u.best_worst_case, w.d_worst
