@@ -19,6 +19,14 @@
 #   TOKENIZER_JSON  a Hugging Face tokenizer.json used by both AgentX (prompt synthesis) and serve
 #                 (token counting) [tests/fixtures/tokenizers/byte-level-bpe-3k.json]
 #   SKIP_AGENTX=1 / SKIP_SIM=1  skip one side (reuse what OUT_DIR holds)
+#   SERVE_FRONTEND_S_PER_TOKEN  the simulated side's chat front end, seconds per prompt token [9e-7]:
+#                 what `serve` itself spends on a request before its engine sees it (the body read, the
+#                 JSON, tokenizing the messages), measured on AgentX's records as the time from a
+#                 request's start to serve's 200 acknowledgement per prompt token (median at c = 1 on a
+#                 two-core machine, 2026-12-04: 0.90 µs); charged as the profile's `tokenize_s_per_token`
+#                 (a deployment file over the DEPLOYMENT preset, OUT_DIR/sim-deployment.yaml), as for a real
+#                 server's front end; 0 simulates the preset's own profile alone. A DEPLOYMENT file is
+#                 simulated as it is (give its profile the term).
 #
 # Writes, for each level C (default 1 4 16):
 #   OUT_DIR/agentx/cC/   AgentX's artifact dir (profile_export.jsonl: per-request records of the
@@ -45,6 +53,7 @@ out=$(cd "$out" && pwd)
 sb=${SERVERBENCH:-$repo/target/release/serverbench}
 venv=${AGENTX_VENV:-$repo/venv-agentx}
 deployment=${DEPLOYMENT:-qwen3.5-9b-2xl40}
+frontend=${SERVE_FRONTEND_S_PER_TOKEN:-9e-7}
 seed=${SEED:-42}
 duration=${DURATION:-600}
 port=${PORT:-8000}
@@ -126,8 +135,15 @@ for c in "${levels[@]}"; do
         s="$out/sim/c$c"
         rm -rf "$s"
         mkdir -p "$s"
+        # The simulated server: the deployment, with serve's own front end (SERVE_FRONTEND_S_PER_TOKEN).
+        case $deployment in
+            */*|*.yaml|*.yml) sim_dep=$deployment
+                echo "DEPLOYMENT is a file: its own profile's tokenize_s_per_token stands (SERVE_FRONTEND_S_PER_TOKEN not applied)" ;;
+            *) sim_dep="$out/sim-deployment.yaml"
+                printf 'base: %s\nprofile:\n  tokenize_s_per_token: %s\n' "$deployment" "$frontend" > "$sim_dep" ;;
+        esac
         start=$(date +%s.%N)
-        "$sb" simulate -d "$deployment" --protocol agentx --trace "$trace_dir" --trace-format weka \
+        "$sb" simulate -d "$sim_dep" --protocol agentx --trace "$trace_dir" --trace-format weka \
             -c "$c" --seed "$seed" -w "$duration" --out "$s" > "$s/stdout.txt" 2>&1
         end=$(date +%s.%N)
         python3 -c "print(f'simulate wall {$end - $start:.2f} s')" | tee "$s/wall.txt"
