@@ -627,19 +627,23 @@ fn max_context_length_drops_whole_traces_as_agentx_does() {
     assert!(i.keep_within(1_000).is_err(), "nothing left is an error");
 }
 
+/// `text` read as one Weka trace file, `t.jsonl`.
+fn read_weka(
+    text: &str,
+) -> Result<serverbench_workloads::Imported, serverbench_workloads::InputError> {
+    serverbench_workloads::import_files(
+        vec![serverbench_workloads::SourceFile {
+            name: "t.jsonl".into(),
+            text: text.into(),
+        }],
+        Some(TraceFormat::WEKA),
+        false,
+    )
+}
+
 #[test]
 fn what_agentx_refuses_or_leaves_out_is_refused_or_counted_here_too() {
-    use serverbench_workloads::{import_files, SourceFile};
-    let read = |text: &str| {
-        import_files(
-            vec![SourceFile {
-                name: "t.jsonl".into(),
-                text: text.into(),
-            }],
-            Some(TraceFormat::WEKA),
-            false,
-        )
-    };
+    let read = read_weka;
     // A sub-agent with no main-agent call before it is left out (AgentX drops it) and counted.
     let i = read(r#"{"id": "a", "requests": [{"type": "subagent", "t": 0, "agent_id": "x", "requests": [{"t": 0, "in": 10, "out": 1}]}, {"t": 1, "in": 20, "out": 2}]}"#).unwrap();
     assert_eq!(i.trees[0].len(), 1, "only the main call");
@@ -834,18 +838,7 @@ fn chat_prompts_pay_the_profiles_tokenizer_under_the_agentx_protocol() {
 /// passes the corpus's checks (issue 41, item 6: no call waits for one sent after it).
 #[test]
 fn a_sub_agent_sent_before_its_spawning_call_waits_only_for_what_was_sent_by_then() {
-    use serverbench_workloads::{import_files, SourceFile};
-    let read = |text: &str| {
-        import_files(
-            vec![SourceFile {
-                name: "t.jsonl".into(),
-                text: text.into(),
-            }],
-            Some(TraceFormat::WEKA),
-            false,
-        )
-        .unwrap()
-    };
+    let read = |text: &str| read_weka(text).unwrap();
     let i = read(
         r#"{"id": "a", "requests": [{"t": 0, "in": 100, "out": 1, "api_time": 1, "hash_ids": [1]}, {"t": 10, "in": 200, "out": 1, "api_time": 2, "hash_ids": [1, 2]}, {"type": "subagent", "t": 5, "agent_id": "x", "duration_ms": 1000, "requests": [{"t": 5, "in": 150, "out": 1, "api_time": 1, "hash_ids": [9]}]}]}"#,
     );

@@ -1553,17 +1553,8 @@ mod tests {
                 ..base.clone()
             };
             let c = CostModel::new(CostInputs {
-                model: &m,
-                hardware: &h,
-                profile: &p,
                 dtype: WeightDtype::Fp8,
-                group_size: 128,
-                tp: 1,
-                draft_params: 0.0,
-                graphs: None,
-                expert_parallel: false,
-                routing_skew: 0.0,
-                split_kv_decode: false,
+                ..one_gpu(&m, &h, &p)
             });
             let per_token =
                 fa.decode_flops_per_pair().unwrap() / (h.bf16_flops * p.attention_efficiency);
