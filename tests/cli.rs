@@ -1039,6 +1039,7 @@ fn twenty_public_configs_simulate_end_to_end() {
             scores,
             "{file} on {tp} × {hardware}: {text}"
         );
+        assert_eq!(text.contains("◀ best"), scores, "{file}: {text}");
     }
 }
 

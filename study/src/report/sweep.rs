@@ -209,13 +209,16 @@ impl SweepTable {
     /// recommendation under the cost model's error.
     pub fn levels(report: &SweepReport, d: &Deployment) -> SweepTable {
         let r = &report.result;
-        let rows = r.levels.iter().map(|l| {
-            let c = l.concurrency;
-            level_cells(c.to_string(), l, c == r.best_mean, c == r.best_robust)
-        });
-        let mut notes = definitions(d);
         let robust = r.robust_level().expect("robust level exists");
         let best = r.best_level().expect("best level exists");
+        // No level is marked best where none scores.
+        let scores = best.d.mean > 0.0;
+        let rows = r.levels.iter().map(|l| {
+            let c = l.concurrency;
+            let (mean, robust) = (c == r.best_mean && scores, c == r.best_robust && scores);
+            level_cells(c.to_string(), l, mean, robust)
+        });
+        let mut notes = definitions(d);
         notes.push_str(&if best.d.mean > 0.0 {
             format!(
                 "  Recommendation: accept {} concurrent sessions (mean D {:.3}); the robust choice is {} (its worst 10 % of seeds still give D ≥ {:.3}).\n",
