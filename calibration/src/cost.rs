@@ -480,13 +480,16 @@ impl CostModel {
         let ring = 2.0 * (tp - 1.0) / tp;
         let full_s_per_pair = fa.flops_per_pair() / tp / attn_peak;
         let full_read_s_per_token = fa.layers as f64 * per_layer * full_shard / kv_bw;
-        let decode_s_per_pair = fa
-            .decode_flops_per_pair()
-            .map_or(full_s_per_pair, |f| f / tp / attn_peak);
-        let decode_compute_excess_s_per_token = match fa.decode_flops_per_pair() {
-            Some(_) => (decode_s_per_pair - full_read_s_per_token).max(0.0),
-            None => 0.0,
-        };
+        // Absorbed latent attention prices a decode pair at its own FLOPs; what they take beyond the
+        // pair's read is the kernel-sum form's excess (0 for every other attention).
+        let (decode_s_per_pair, decode_compute_excess_s_per_token) =
+            match fa.decode_flops_per_pair() {
+                Some(f) => {
+                    let s = f / tp / attn_peak;
+                    (s, (s - full_read_s_per_token).max(0.0))
+                }
+                None => (full_s_per_pair, 0.0),
+            };
         CostModel {
             linear_s_per_token: linear_s_per_token(m, p, tp, peak, hw.bf16_flops) * compute_factor,
             gemm_half_tokens: p.gemm_half_tokens,

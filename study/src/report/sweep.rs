@@ -219,7 +219,7 @@ impl SweepTable {
             level_cells(c.to_string(), l, mean, robust)
         });
         let mut notes = definitions(d);
-        notes.push_str(&if best.d.mean > 0.0 {
+        notes.push_str(&if scores {
             format!(
                 "  Recommendation: accept {} concurrent sessions (mean D {:.3}); the robust choice is {} (its worst 10 % of seeds still give D ≥ {:.3}).\n",
                 best.concurrency, best.d.mean, robust.concurrency, robust.d.p10
