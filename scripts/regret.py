@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Recommendation regret of every stored vLLM set (results/h200-vllm/*/compare.json): the real D at the
 level the simulator recommends, against the best real D measured, for the plain recommendation (best
-simulated mean D) and for the one under the cost model's error (`sweep`'s worst case over both ends of
-the profile's band, `under_model_error` in sweep.json), each chosen among the set's measured levels.
+simulated mean D), for the one under the cost model's error (`sweep`'s level of least worst-case regret
+over the profile's nominal figures and both ends of its band, `under_model_error.least_regret` in
+sweep.json) and, beside it, for planning for the slow end alone (the level whose least D over the three
+is best, `best_worst_case`), each chosen among the set's measured levels.
 Also the measured error each profile's band states (p90 of |TPOT| and |TTFT p50| errors up to each of
 its sets' real best: the dense sets' for h200-qwen3-8b-vllm, the MoE sets' for h200-qwen3-30b-a3b-vllm). Prints markdown. Usage: scripts/regret.py [BIN] > results/h200-vllm/regret.md
 """
@@ -10,6 +12,8 @@ import json, subprocess, sys, tempfile, os
 
 BIN = sys.argv[1] if len(sys.argv) > 1 else "target/release/serverbench"
 SETS = ["syn-steady", "syn-cold", "fit-cold", "fit-cold-w30", "real-cold-w30", "real-cold-w120", "agentx-real",
+        # the synthetic-v1 replays again on a second start of the server (2026-12-05, step trace on)
+        "syn-steady-rep", "syn-cold-rep",
         # vLLM serving the Qwen3-30B-A3B shape (results/h200-vllm-moe/replays/, then warm/: a second server start)
         "../h200-vllm-moe/replays/moe-syn-cold", "../h200-vllm-moe/replays/moe-syn-steady",
         "../h200-vllm-moe/warm/moe-syn-cold-warm", "../h200-vllm-moe/warm/moe-syn-steady-warm"]
@@ -49,8 +53,8 @@ def pct(x):
     return f"{100 * x:.0f} %"
 
 
-print("| set | levels | real best (D) | plain pick (real D) | regret | under-error pick (real D) | regret |")
-print("|---|---|---|---|---:|---|---:|")
+print("| set | levels | real best (D) | plain pick (real D) | regret | under-error pick (real D) | regret | slow-end pick (real D) | regret |")
+print("|---|---|---|---|---:|---|---:|---|---:|")
 errors = {"dense": ([], []), "moe": ([], [])}
 for s in SETS:
     d = json.load(open(f"results/h200-vllm/{s}/compare.json"))
@@ -70,11 +74,11 @@ for s in SETS:
     with tempfile.TemporaryDirectory() as tmp:
         subprocess.run([BIN, "sweep", *args, "--out", tmp], check=True, capture_output=True)
         u = json.load(open(os.path.join(tmp, "sweep.json")))["under_model_error"]
-    robust = u["best_worst_case"]
+    robust, slow = u["least_regret"], u["best_worst_case"]
     assert u["best_nominal"] == plain, (s, u["best_nominal"], plain)
     regret = lambda c: 1 - real[c] / real[best] if real[best] > 0 else 0.0
     levels = ",".join(str(c) for c in real)
-    print(f"| {s.split('/')[-1]} | {levels} | {best} ({real[best]:.2f}) | {plain} ({real[plain]:.2f}) | {pct(regret(plain))} | {robust} ({real[robust]:.2f}) | {pct(regret(robust))} |")
+    print(f"| {s.split('/')[-1]} | {levels} | {best} ({real[best]:.2f}) | {plain} ({real[plain]:.2f}) | {pct(regret(plain))} | {robust} ({real[robust]:.2f}) | {pct(regret(robust))} | {slow} ({real[slow]:.2f}) | {pct(regret(slow))} |")
 
 
 def p90(xs):

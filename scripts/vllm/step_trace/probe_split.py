@@ -3,7 +3,7 @@
 
     python3 scripts/vllm/step_trace/probe_split.py PROBES.jsonl STEPS.jsonl.gz > split.md
 
-PROBES.jsonl is calibrate's probe log, STEPS the step trace vLLM wrote while the probes ran (vllm_run.sh
+PROBES.jsonl is calibrate's probe log (or idle_gap_probe.py's: then a table by idle gap follows), STEPS the step trace vLLM wrote while the probes ran (vllm_run.sh
 STEP_TRACE=1 ... calibrate). A lone probe's request is one run of consecutive steps that prefill one
 prompt and nothing else (no decodes, one request): its chunks, in order. The probes and those runs come in
 the same order, so each TTFT probe takes the next run whose new tokens and cached prefix are the probe's
@@ -43,10 +43,18 @@ def lone_runs(steps):
     return [(r[3] - r[0], r[0], r[1]) for r in runs if r[3] == r[2]]
 
 
+def as_probe(line):
+    """A line of idle_gap_probe.py's log in calibrate's probe-log form (its gap in the name); others as they are"""
+    if "shape" not in line:
+        return line
+    return {"probe": f"TTFT {line['shape']} after {line['gap_s']:g} s", "gap_s": line["gap_s"],
+            "prefill": [[line["prompt"] - line["cached"], line["cached"]]], "wall_ms": line["ttft_s"] * 1e3}
+
+
 def split(probes, steps):
     runs = lone_runs(steps)
     out, k = [], 0
-    for p in probes:
+    for p in map(as_probe, probes):
         if not p.get("probe", "").startswith("TTFT") or len(p.get("prefill", [])) != 1 or p.get("decode"):
             continue
         new, cached = p["prefill"][0]
@@ -60,7 +68,7 @@ def split(probes, steps):
         busy_ms = sum(s["gpu_us"] for s in rs) / 1e3
         out.append({"probe": p["probe"], "new": new, "cached": cached, "chunks": len(rs),
                     "ttft_ms": p["wall_ms"], "gpu_ms": gpu_ms, "busy_ms": busy_ms,
-                    "host_ms": p["wall_ms"] - gpu_ms, "cg": rs[0].get("cg")})
+                    "host_ms": p["wall_ms"] - gpu_ms, "cg": rs[0].get("cg"), "gap_s": p.get("gap_s")})
     return out
 
 
@@ -90,6 +98,35 @@ def main():
     a1, b1 = fit_line([r["new"] for r in fresh], [r["host_ms"] for r in fresh])
     print(f"\n{len(rows)} probes matched. Host time = {a0:.2f} ms + {b0 * 1e3:.3f} µs × prompt tokens "
           f"(all); fresh prompts alone: {a1:.2f} ms + {b1 * 1e3:.3f} µs × tokens ({len(fresh)} probes).")
+    by_gap(rows)
+
+
+def by_gap(rows):
+    """idle_gap_probe.py's probes: median GPU span and host time per shape and idle gap before the request"""
+    gaps = sorted({r["gap_s"] for r in rows if r["gap_s"] is not None})
+    if not gaps:
+        return
+    print("\nMedian GPU span / host time, ms, by the idle gap before the request:\n")
+    print("| shape | " + " | ".join(f"after {g:g} s" for g in gaps) + " |")
+    print("|---|" + "---:|" * len(gaps))
+    shapes = []
+    for r in rows:
+        name = r["probe"].split()[1]
+        if name not in shapes:
+            shapes.append(name)
+    for name in shapes:
+        cells = []
+        for g in gaps:
+            rs = [r for r in rows if r["probe"].split()[1] == name and r["gap_s"] == g]
+            cells.append(f"{median([r['gpu_ms'] for r in rs]):.1f} / {median([r['host_ms'] for r in rs]):.1f}"
+                         if rs else "–")
+        print(f"| {name} | " + " | ".join(cells) + " |")
+
+
+def median(xs):
+    xs = sorted(xs)
+    n = len(xs)
+    return (xs[n // 2] + xs[(n - 1) // 2]) / 2
 
 
 if __name__ == "__main__":

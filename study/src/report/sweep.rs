@@ -310,8 +310,9 @@ pub fn page(d: &Deployment, meta: Meta, table: &SweepTable, svg: &str, csv: &str
     r
 }
 
-/// The lines under the recommendation: the level that is best in the worst case of the profile's
-/// band, and, where it is not the nominal one, what the nominal one's score hangs on.
+/// The lines under the recommendation: the level of least worst-case regret over the profile's band,
+/// where planning for the slow end alone would differ, and, where the pick is not the nominal one,
+/// what the nominal one's score hangs on.
 fn under_error_note(u: &UnderError, d: &Deployment) -> String {
     let band = format!(
         "compute ±{:.0} %, bandwidth ±{:.0} %, host ±{:.0} %",
@@ -326,16 +327,29 @@ fn under_error_note(u: &UnderError, d: &Deployment) -> String {
             d.profile.name
         ),
     };
-    let w = u.level(u.best_worst_case).expect("the pick is a level");
-    if w.d_worst <= 0.0 {
+    if u.nothing_scores() {
         return format!(
-            "  Under the cost model's error ({whose}): no level scores above 0 at both ends.\n"
+            "  Under the cost model's error ({whose}): no level scores above 0 anywhere in the band.\n"
         );
     }
+    let p = u.level(u.least_regret).expect("the pick is a level");
     let mut t = format!(
-        "  Under the cost model's error ({whose}): accept {} (mean D ≥ {:.3} at both ends).\n",
-        u.best_worst_case, w.d_worst
+        "  Under the cost model's error ({whose}): accept {}: wherever in the band the server lies, it gives up at most {:.0} % of the best level's mean D (mean D {:.3}, {:.3} at the slow end, {:.3} at the fast end).\n",
+        u.least_regret,
+        100.0 * p.regret_worst,
+        p.d_nominal,
+        p.d_slow,
+        p.d_fast
     );
+    if u.best_worst_case != u.least_regret {
+        let w = u.level(u.best_worst_case).expect("a level");
+        t.push_str(&format!(
+            "  Planning for the slow end alone would accept {} (mean D ≥ {:.3} at both ends, up to {:.0} % below the best).\n",
+            u.best_worst_case,
+            w.d_worst,
+            100.0 * w.regret_worst
+        ));
+    }
     if let (Some((metric, near)), Some(n)) = (u.hangs_on(), u.level(u.best_nominal)) {
         t.push_str(&format!(
             "  At {} the score hangs on a {metric} within {:.0} % of its target (mean D {:.3}, {:.3} at the slow end, {:.3} at the fast end).\n",
@@ -513,7 +527,7 @@ fn band_text(d: &Deployment, b: &BandPicks) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{run_sweep, Inline, Study};
+    use crate::{run_sweep, Inline, LevelUnderError, Study};
     use serverbench_sim::RunConfig;
     use serverbench_workloads::Workload;
 
@@ -575,6 +589,43 @@ mod tests {
             partial_error(None, None, 8),
             "interrupted: wrote those of the 8 replays that finished, marked partial"
         );
+    }
+
+    /// The note under the error, from the simulated D of the MoE replays on vLLM (regret.md,
+    /// moe-syn-cold): 16 is the pick of least worst-case regret, 8 the slow end's.
+    #[test]
+    fn the_note_under_the_error_gives_the_pick_its_worst_regret_and_the_slow_end_s_plan() {
+        let (r, d) = report(&[]);
+        let mut u = r.under_model_error.unwrap();
+        let level = |concurrency, (d_nominal, d_slow, d_fast): (f64, f64, f64)| LevelUnderError {
+            concurrency,
+            d_nominal,
+            d_slow,
+            d_fast,
+            d_worst: f64::min(d_nominal, f64::min(d_slow, d_fast)),
+            regret_worst: 0.0,
+            ttft_to_target: 0.5,
+            tpot_to_target: 0.89,
+        };
+        u.levels = vec![
+            level(4, (2.32, 2.12, 2.43)),
+            level(8, (3.44, 2.89, 3.70)),
+            level(16, (3.90, 2.47, 4.81)),
+        ];
+        u.least_regret = crate::robust::set_regrets(&mut u.levels);
+        (u.best_worst_case, u.best_nominal) = (8, 16);
+        let note = under_error_note(&u, &d);
+        assert!(note.contains("): accept 16: wherever in the band the server lies, it gives up at most 15 % of the best level's mean D (mean D 3.900, 2.470 at the slow end, 4.810 at the fast end).\n"), "{note}");
+        assert!(note.contains("  Planning for the slow end alone would accept 8 (mean D ≥ 2.890 at both ends, up to 23 % below the best).\n"), "{note}");
+        assert!(!note.contains("hangs on"), "the pick is the nominal one: {note}");
+        // A nominal pick that does not survive: what its score hangs on.
+        u.best_nominal = 8;
+        let note = under_error_note(&u, &d);
+        assert!(note.contains("  At 8 the score hangs on a TPOT within 11 % of its target (mean D 3.440, 2.890 at the slow end, 3.700 at the fast end).\n"), "{note}");
+        for l in &mut u.levels {
+            (l.d_nominal, l.d_slow, l.d_fast) = (0.0, 0.0, 0.0);
+        }
+        assert!(under_error_note(&u, &d).ends_with("no level scores above 0 anywhere in the band.\n"));
     }
 
     #[test]
