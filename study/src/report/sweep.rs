@@ -617,7 +617,10 @@ mod tests {
         let note = under_error_note(&u, &d);
         assert!(note.contains("): accept 16: wherever in the band the server lies, it gives up at most 15 % of the best level's mean D (mean D 3.900, 2.470 at the slow end, 4.810 at the fast end).\n"), "{note}");
         assert!(note.contains("  Planning for the slow end alone would accept 8 (mean D ≥ 2.890 at both ends, up to 23 % below the best).\n"), "{note}");
-        assert!(!note.contains("hangs on"), "the pick is the nominal one: {note}");
+        assert!(
+            !note.contains("hangs on"),
+            "the pick is the nominal one: {note}"
+        );
         // A nominal pick that does not survive: what its score hangs on.
         u.best_nominal = 8;
         let note = under_error_note(&u, &d);
@@ -625,7 +628,9 @@ mod tests {
         for l in &mut u.levels {
             (l.d_nominal, l.d_slow, l.d_fast) = (0.0, 0.0, 0.0);
         }
-        assert!(under_error_note(&u, &d).ends_with("no level scores above 0 anywhere in the band.\n"));
+        assert!(
+            under_error_note(&u, &d).ends_with("no level scores above 0 anywhere in the band.\n")
+        );
     }
 
     #[test]
