@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""Tries a mechanism for FlashAttention 3's decode over a shared prefix against the bench's 22 cases
+(results/h200-vllm/split-kv/fa3-bench/fa3-shared*.json: each batch with its first 20,480 keys shared, and the
+same contexts on pages of their own): a re-read of a shared page is served from the L2 — costing ALPHA of a
+read from memory — only when another sequence's thread block read the same page of the same KV head less
+than W block-times earlier. Thread blocks follow FlashAttention 3's split-KV rule (calibration/src/splitkv.rs:
+⌈1.1 · blocks · heads / SMs⌉ blocks per SM, at most 32 pieces a sequence); every block reads one 128-key block
+per block-time; blocks start as the 132 SMs free up, in each of six launch orders (sequence, piece, head
+nested either way) or all at once (ORDER "once"). For each order, (W, ALPHA) is fitted by least squares on the
+saving (1 − shared time / unshared time), and the best order's cases are listed. W = inf is a constant ALPHA
+(every re-read from the L2), the model the split-KV README set aside.
+
+    python3 scripts/vllm/l2_reuse_model.py > results/h200-vllm/split-kv/l2-reuse.md
+
+Plain Python, a CPU, a second or so.
+"""
+import heapq
+import json
+import math
+
+SMS, HEADS, BLOCK = 132, 8, 128
+BENCH = "results/h200-vllm/split-kv/fa3-bench/{}.json"
+ORDERS = ["once", "s,j,h", "s,h,j", "j,s,h", "j,h,s", "h,s,j", "h,j,s"]
+
+
+def pieces(ctxs):
+    """(blocks, blocks per piece) of each sequence under FA3's split rule"""
+    total = sum(-(-c // BLOCK) for c in ctxs)
+    per_sm = max(1, math.ceil(total * 1.1 * HEADS / SMS))
+    out = []
+    for c in ctxs:
+        n = -(-c // BLOCK)
+        k = min(max(1, -(-n // per_sm)), 32)
+        out.append((n, -(-n // k)))
+    return out
+
+
+def starts(st, order):
+    """start time (block-times) of each (sequence, piece, head) thread block"""
+    tbs = [(min(pp, n - j * pp), s, j, h) for s, (n, pp) in enumerate(st) for j in range(-(-n // pp))
+           for h in range(HEADS)]
+    if order == "once":
+        return {(s, j, h): 0.0 for _, s, j, h in tbs}
+    pos = {"s": 1, "j": 2, "h": 3}
+    tbs.sort(key=lambda t: tuple(t[pos[k]] for k in order.split(",")))
+    free = [0.0] * SMS
+    out = {}
+    for length, s, j, h in tbs:
+        t = heapq.heappop(free)
+        out[(s, j, h)] = t
+        heapq.heappush(free, t + length)
+    return out
+
+
+def hit_share(ctxs, shared, order, w):
+    """re-reads served from the L2 as a share of all the batch's block reads"""
+    st = pieces(ctxs)
+    start = starts(st, order)
+    hits = 0
+    for b in range(shared // BLOCK):
+        for h in range(HEADS):
+            ts = sorted(start[(s, b // pp, h)] + b % pp for s, (_, pp) in enumerate(st))
+            hits += sum(1 for x, y in zip(ts, ts[1:]) if y - x < w)
+    return hits / (sum(n for n, _ in st) * HEADS)
+
+
+def cases():
+    out = []
+    for name in ["fa3-shared", "fa3-shared-steady"]:
+        cs = json.load(open(BENCH.format(name)))["cases"]
+        for a, b in zip(cs[0::2], cs[1::2]):
+            assert a["shared"] > 0 and b["shared"] == 0 and a["ctxs"] == b["ctxs"]
+            out.append((a["ctxs"], a["shared"], 1 - a["us"] / b["us"]))
+    return out
+
+
+def fit(cs, order):
+    best = None
+    for w in [0.5, 1, 2, 4, 8, 16, math.inf]:
+        share = [hit_share(c, s, order, w) for c, s, _ in cs]
+        for a in [x / 100 for x in range(0, 100, 5)]:
+            rms = math.sqrt(sum((h * (1 - a) - m) ** 2 for h, (_, _, m) in zip(share, cs)) / len(cs))
+            if best is None or rms < best[0]:
+                best = (rms, w, a, share)
+    return best
+
+
+def main():
+    cs = cases()
+    print("# A page-coincidence L2 model of FA3's decode over a shared prefix\n")
+    print("`python3 scripts/vllm/l2_reuse_model.py` (docstring: the model). Saving = 1 − shared time / "
+          "unshared time, in points.\n")
+    print("| launch order | W (block-times) | ALPHA | rms error of the saving |\n|---|---:|---:|---:|")
+    fits = {o: fit(cs, o) for o in ORDERS}
+    for o, (rms, w, a, _) in fits.items():
+        print(f"| {o} | {w:g} | {a:.2f} | {100 * rms:.1f} |")
+    order = min(fits, key=lambda o: fits[o][0])
+    rms, w, a, share = fits[order]
+    print(f"\nThe best order, {order}, case by case:\n")
+    print("| sequences | contexts | measured saving | model |\n|---:|---|---:|---:|")
+    for (c, _, m), h in zip(cs, share):
+        text = ", ".join(str(x) for x in c[:4]) + (", …" if len(c) > 4 else "")
+        print(f"| {len(c)} | {text} | {100 * m:.1f} % | {100 * h * (1 - a):.1f} % |")
+
+
+if __name__ == "__main__":
+    main()
