@@ -100,6 +100,28 @@ fn print_config_is_a_valid_deployment_file() {
     );
 }
 
+/// A deployment whose context holds less than the spec's measured sessions says so, once, on
+/// standard error; a spec without measured session shapes gets no note.
+#[test]
+fn a_context_that_cuts_the_specs_sessions_gets_a_note() {
+    let o = serverbench(["simulate", "-d", "gemma4-e4b-1xl40", "-w", "60"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let err = String::from_utf8_lossy(&o.stderr);
+    let note = "note: workload spec agentx-062126-256k on a 131,072-token context: sessions compact at 112,877 tokens at most; of the spec's 419 measured session shapes, 76 compacted later than that in their corpus and 66 began with a longer first prompt (cut to fit)";
+    assert_eq!(err.matches(note).count(), 1, "{err}");
+    let o = serverbench([
+        "simulate",
+        "-d",
+        "gemma4-e4b-1xl40",
+        "--workload",
+        "synthetic-v1",
+        "-w",
+        "60",
+    ]);
+    assert!(o.status.success());
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("note:"));
+}
+
 #[test]
 fn bad_files_get_an_error_naming_file_and_field_and_exit_2() {
     let dir = tempdir("bad");

@@ -5,6 +5,7 @@
 //! through `serverbench_config::read_text` and the importers); it never prints (what an import left
 //! out goes to the workload choice's `note`).
 
+use crate::report::summary::thousands;
 use crate::Study;
 use anyhow::{anyhow, bail, Result};
 use serverbench_calibration::{InputError, Profile};
@@ -268,6 +269,9 @@ pub fn fitted_workload(
 ) -> Result<Workload> {
     let w = workload(args, d)?;
     if let Workload::Generated(spec) = &w {
+        if let Some(c) = spec.context_cuts(d.context_limit) {
+            (args.note)(&context_note(&workload_name(args, &w), d.context_limit, c));
+        }
         if let Err(e) = spec.check_context(d.context_limit) {
             let spec_name = workload_name(args, &w);
             return Err(match context_limit_line(deployment)? {
@@ -283,6 +287,24 @@ pub fn fitted_workload(
         }
     }
     Ok(w)
+}
+
+/// The note a deployment gets when its context cuts the spec's measured session shapes.
+fn context_note(spec: &str, context_limit: u32, c: serverbench_workloads::ContextCuts) -> String {
+    let mut cuts = Vec::new();
+    if c.later > 0 {
+        cuts.push(format!("{} compacted later than that in their corpus", c.later));
+    }
+    if c.longer > 0 {
+        cuts.push(format!("{} began with a longer first prompt (cut to fit)", c.longer));
+    }
+    format!(
+        "note: {spec} on a {}-token context: sessions compact at {} tokens at most; of the spec's {} measured session shapes, {}",
+        thousands(context_limit as u64),
+        thousands(c.compact_at as u64),
+        c.shapes,
+        cuts.join(" and ")
+    )
 }
 
 /// The deployment file and the line of it that sets `context_limit`, when `deployment` is a file

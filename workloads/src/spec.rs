@@ -757,6 +757,34 @@ impl WorkloadSpec {
         ))
     }
 
+    /// What a deployment's context limit cuts from the measured session shapes this spec draws
+    /// (`session_shapes`): how many compacted later in their corpus than the limit lets a session
+    /// grow (they compact at the limit instead), and how many began with a first prompt longer than
+    /// their threshold leaves room for (it is cut to fit). `None` when the spec draws no shapes or the
+    /// limit cuts none.
+    pub fn context_cuts(&self, context_limit: u32) -> Option<ContextCuts> {
+        let rows = self.session_shapes.as_ref()?;
+        let threshold = self.compaction_threshold(context_limit);
+        let limit = self.limit_threshold(context_limit).max(threshold);
+        // As the generator clamps a session's own threshold.
+        let floor = threshold.min(self.system_prefix_tokens + self.compaction.summary_tokens + 1);
+        let (mut later, mut longer) = (0, 0);
+        for r in rows {
+            let threshold = match r[2] > 0.0 {
+                true => (r[2] as u32).clamp(floor, limit),
+                false => limit,
+            };
+            later += usize::from(r[2] > limit as f64);
+            longer += usize::from(r[0] + self.system_prefix_tokens as f64 > threshold as f64);
+        }
+        (later + longer > 0).then_some(ContextCuts {
+            compact_at: limit,
+            shapes: rows.len(),
+            later,
+            longer,
+        })
+    }
+
     /// The context length past which an agent compacts, for a deployment's context limit (a
     /// session's own threshold, where the spec draws one, is capped by the same limit).
     pub fn compaction_threshold(&self, context_limit: u32) -> u32 {
@@ -775,10 +803,47 @@ impl WorkloadSpec {
     }
 }
 
+/// What a deployment's context cuts from a spec's measured session shapes ([`WorkloadSpec::context_cuts`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ContextCuts {
+    /// The most tokens a session's context reaches before it compacts on this deployment.
+    pub compact_at: u32,
+    /// Session shapes the spec draws from.
+    pub shapes: usize,
+    /// Shapes that compacted later than `compact_at` in their corpus: they compact there instead.
+    pub later: usize,
+    /// Shapes whose first prompt (with the prefix) passes their threshold here: it is cut to fit.
+    pub longer: usize,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use rand::SeedableRng;
+
+    /// The 256K stand-in on Gemma's 131,072-token context: 90 % of it less the reserve for answers is
+    /// where every session compacts; the shapes that compacted later, or began longer, are counted.
+    #[test]
+    fn a_context_that_cuts_measured_session_shapes_counts_them() {
+        let spec = WorkloadSpec::preset("agentx-062126-256k").unwrap();
+        let c = spec.context_cuts(131_072).unwrap();
+        assert_eq!(c.compact_at, spec.compaction_threshold(131_072));
+        assert_eq!(
+            (c.compact_at, c.shapes, c.later, c.longer),
+            (112_877, 419, 76, 66)
+        );
+        let generic = WorkloadSpec::preset("agentic-coding").unwrap();
+        assert_eq!(
+            generic.context_cuts(1_048_576),
+            None,
+            "a 1M context cuts none"
+        );
+        assert_eq!(
+            WorkloadSpec::synthetic_v1().context_cuts(40_960),
+            None,
+            "no shapes"
+        );
+    }
 
     #[test]
     fn defaults_are_valid_and_round_trip_through_yaml() {
