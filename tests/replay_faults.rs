@@ -768,6 +768,68 @@ fn verify_takes_its_fidelity_prompts_from_the_deployments_workload() {
     );
 }
 
+/// `freeze`, then `verify`, under the AgentX protocol (the default deployment's own): a healthy server
+/// passes every gate. Its requests are chat completions, so the full prompt is not checked; in a 60 s
+/// window lane 0 of both held-out seeds completes nothing — its first request outlasts the window on
+/// the simulated server too — and is not held against the server.
+#[test]
+fn verify_under_the_agentx_protocol_passes_a_healthy_server() {
+    let _guard = crate::SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let rt = crate::runtime();
+    let preset = "qwen3.5-9b-2xl40";
+    let (candidate, reference) = (
+        emulator_of(&rt, preset, 0, Default::default()),
+        emulator_of(&rt, preset, 0, Default::default()),
+    );
+    let dir = out_dir("verify-agentx");
+    std::fs::create_dir_all(&dir).unwrap();
+    let frozen = dir.join("frozen.json");
+    let o = serverbench_cmd(&[
+        "freeze",
+        "-d",
+        preset,
+        "-c",
+        "2",
+        "-w",
+        "60",
+        "--held-out",
+        "2",
+        "--dev-seeds",
+        "0..4",
+        "--url",
+        &candidate,
+        "--model",
+        "m",
+        "-o",
+        frozen.to_str().unwrap(),
+        "--key",
+        &keys().0,
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let file: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&frozen).unwrap()).unwrap();
+    assert_eq!(file["frozen"]["protocol"], "agentx");
+    let out = dir.join("run");
+    let (code, stdout, stderr) = verify(&frozen, &out, &["--reference", &reference]);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(stdout.contains("VERIFIED"), "{stdout}");
+    assert!(
+        gate_line(&stdout, "full prompt").contains("not checked for chat completions"),
+        "{stdout}"
+    );
+    // Lane 0 completed nothing in either held-out run, as on the simulated server.
+    for seed in file["frozen"]["held_out_seeds"].as_array().unwrap() {
+        let records =
+            std::fs::read_to_string(out.join(format!("seed_{seed}")).join("records.jsonl"))
+                .unwrap();
+        assert!(!records.is_empty());
+        assert!(
+            !records.contains("\"lane\":0,"),
+            "lane 0 of seed {seed} has a record: the case no longer covers the rule"
+        );
+    }
+}
+
 /// `freeze`, then `verify`: against a healthy emulated server checked against a reference of the same
 /// checkpoint every gate passes and the score counts; an edited frozen file is refused; a server that
 /// miscounts prompts fails the full-prompt gate; without a reference the score does not count.

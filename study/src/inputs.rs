@@ -293,10 +293,16 @@ pub fn fitted_workload(
 fn context_note(spec: &str, context_limit: u32, c: serverbench_workloads::ContextCuts) -> String {
     let mut cuts = Vec::new();
     if c.later > 0 {
-        cuts.push(format!("{} compacted later than that in their corpus", c.later));
+        cuts.push(format!(
+            "{} compacted later than that in their corpus",
+            c.later
+        ));
     }
     if c.longer > 0 {
-        cuts.push(format!("{} began with a longer first prompt (cut to fit)", c.longer));
+        cuts.push(format!(
+            "{} began with a longer first prompt (cut to fit)",
+            c.longer
+        ));
     }
     format!(
         "note: {spec} on a {}-token context: sessions compact at {} tokens at most; of the spec's {} measured session shapes, {}",

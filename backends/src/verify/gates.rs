@@ -56,7 +56,7 @@ pub struct Run {
     pub client: serde_json::Value,
     /// How the natural-stop probe ended (`finish_reason`), when it ran.
     pub natural_stop: Option<String>,
-    /// Lanes that completed no request.
+    /// Lanes that completed no request where the frozen deployment's simulated server completes some.
     pub lanes_without_progress: Vec<u32>,
 }
 
@@ -92,7 +92,7 @@ pub(super) fn gates(t: &Gates, runs: &[Run], api: &str) -> Vec<Gate> {
         gate(
             "full prompt",
             true,
-            "not checked with --api chat (a chat template adds tokens)".into(),
+            "not checked for chat completions (--api chat, or the AgentX protocols: a chat template adds tokens)".into(),
         );
     } else {
         gate(
@@ -153,9 +153,9 @@ pub(super) fn gates(t: &Gates, runs: &[Run], api: &str) -> Vec<Gate> {
         "every session progresses",
         !t.require_every_lane_progress || stalled.is_empty(),
         if stalled.is_empty() {
-            "every lane completed requests in every run".into()
+            "every lane completed requests in every run where the frozen deployment's simulated server completes some".into()
         } else {
-            format!("lanes that completed nothing: {}", stalled.join("; "))
+            format!("lanes that completed nothing where the frozen deployment's simulated server completes requests: {}", stalled.join("; "))
         },
     );
     let not_finite: Vec<u64> = runs

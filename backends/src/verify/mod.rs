@@ -483,7 +483,11 @@ pub fn verify(
             probe: i == 0,
             dir: &dir,
         })?;
-        runs.push(read_run(&dir, seed, f.concurrency)?);
+        let mut run = read_run(&dir, seed, f.concurrency)?;
+        let moved = simulated_progress(&f, &d, seed)?;
+        run.lanes_without_progress
+            .retain(|&l| moved.get(l as usize).copied().unwrap_or(true));
+        runs.push(run);
     }
     let fidelity = match &o.reference {
         Some(reference) => {
@@ -508,7 +512,12 @@ pub fn verify(
         }
         None => None,
     };
-    let mut gates = gates(&f.gates, &runs, &f.server.api);
+    // The AgentX protocols send chat completions whatever the frozen `--api` (as AgentX does).
+    let api = match serverbench_sim::Protocol::parse(&f.protocol).is_some_and(|p| p.is_agentx()) {
+        true => "chat",
+        false => f.server.api.as_str(),
+    };
+    let mut gates = gates(&f.gates, &runs, api);
     gates.extend(fidelity_gates(&f.gates.fidelity, &fidelity));
     let passed = gates.iter().all(|g| g.passed);
     let mean = |x: fn(&Summary) -> f64| {
@@ -530,6 +539,42 @@ pub fn verify(
         rehearsal: matches!(trust, Trust::Unsigned),
         measured,
     })
+}
+
+/// Per lane, whether the frozen deployment's simulated server completes a request on it in the
+/// held-out run of `seed` (the same workload, protocol, concurrency and window the replay runs): a
+/// lane it leaves without progress (under the AgentX protocols a lane can start after a short window,
+/// or send one request longer than it) is not held against the server under test.
+fn simulated_progress(f: &Frozen, d: &Deployment, seed: u64) -> Result<Vec<bool>> {
+    let choice = serverbench_study::inputs::WorkloadChoice {
+        workload: None,
+        trace: None,
+        trace_format: None,
+        max_context_length: None,
+        trace_repeat: serverbench_workloads::TraceRepeat::Fresh,
+        note: |_| {},
+    };
+    let workload = serverbench_study::inputs::workload(&choice, d)?;
+    let mut cfg = RunConfig::new(f.concurrency, seed, f.window_s);
+    cfg.protocol = serverbench_sim::Protocol::parse(&f.protocol).ok_or_else(|| {
+        anyhow!(
+            "frozen protocol {:?}: not one serverbench knows",
+            f.protocol
+        )
+    })?;
+    let study = serverbench_study::Study::new(d.clone(), workload, cfg);
+    let out = study.run(&cfg)?;
+    let mut moved = vec![false; f.concurrency as usize];
+    for r in out
+        .records
+        .iter()
+        .filter(|r| r.outcome == Outcome::Completed)
+    {
+        if let Some(m) = moved.get_mut(r.lane as usize) {
+            *m = true;
+        }
+    }
+    Ok(moved)
 }
 
 /// A held-out run as its replay wrote it in `dir` (`summary.json`, `records.jsonl`).
