@@ -269,9 +269,6 @@ pub fn fitted_workload(
 ) -> Result<Workload> {
     let w = workload(args, d)?;
     if let Workload::Generated(spec) = &w {
-        if let Some(c) = spec.context_cuts(d.context_limit) {
-            (args.note)(&context_note(&workload_name(args, &w), d.context_limit, c));
-        }
         if let Err(e) = spec.check_context(d.context_limit) {
             let spec_name = workload_name(args, &w);
             return Err(match context_limit_line(deployment)? {
@@ -284,6 +281,9 @@ pub fn fitted_workload(
                 .into(),
                 None => anyhow!("{spec_name}: {e}"),
             });
+        }
+        if let Some(c) = spec.context_cuts(d.context_limit) {
+            (args.note)(&context_note(&workload_name(args, &w), d.context_limit, c));
         }
     }
     Ok(w)
