@@ -725,31 +725,26 @@ fn text_client(url: &str) -> serverbench_backends::HttpClient {
     .unwrap()
 }
 
-/// `verify`'s fidelity prompts come from the deployment's own workload, as its replays do: a deployment
-/// that names `synthetic-v1` for a 40,960-token context is checked with its sessions (the default
-/// workload's cannot fit that context, and `verify` used to stop there with a workload error).
-#[test]
-fn verify_takes_its_fidelity_prompts_from_the_deployments_workload() {
-    let _guard = crate::SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let rt = crate::runtime();
-    let preset = "qwen3-8b-1xh200-vllm";
+/// Two emulators of `preset` (the candidate and a reference of the same checkpoint) and `freeze` of
+/// it against the candidate at c = 2 with `flags` (window, held-out seeds, …), signed with the
+/// evaluator's key, into `name`'s folder: (reference URL, the frozen file). The emulators run on `rt`.
+fn frozen_preset(
+    rt: &tokio::runtime::Runtime,
+    preset: &str,
+    name: &str,
+    flags: &[&str],
+) -> (String, std::path::PathBuf) {
     let (candidate, reference) = (
-        emulator_of(&rt, preset, 0, Default::default()),
-        emulator_of(&rt, preset, 0, Default::default()),
+        emulator_of(rt, preset, 0, Default::default()),
+        emulator_of(rt, preset, 0, Default::default()),
     );
-    let dir = out_dir("verify-workload");
+    let dir = out_dir(name);
     std::fs::create_dir_all(&dir).unwrap();
     let frozen = dir.join("frozen.json");
-    let o = serverbench_cmd(&[
-        "freeze",
-        "-d",
-        preset,
-        "-c",
-        "2",
-        "-w",
-        "20",
-        "--held-out",
-        "1",
+    let mut args = vec!["freeze", "-d", preset, "-c", "2"];
+    args.extend_from_slice(flags);
+    let key = &keys().0;
+    args.extend_from_slice(&[
         "--url",
         &candidate,
         "--model",
@@ -757,9 +752,27 @@ fn verify_takes_its_fidelity_prompts_from_the_deployments_workload() {
         "-o",
         frozen.to_str().unwrap(),
         "--key",
-        &keys().0,
+        key,
     ]);
+    let o = serverbench_cmd(&args);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    (reference, frozen)
+}
+
+/// `verify`'s fidelity prompts come from the deployment's own workload, as its replays do: a deployment
+/// that names `synthetic-v1` for a 40,960-token context is checked with its sessions (the default
+/// workload's cannot fit that context, and `verify` used to stop there with a workload error).
+#[test]
+fn verify_takes_its_fidelity_prompts_from_the_deployments_workload() {
+    let _guard = crate::SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let rt = crate::runtime();
+    let (reference, frozen) = frozen_preset(
+        &rt,
+        "qwen3-8b-1xh200-vllm",
+        "verify-workload",
+        &["-w", "20", "--held-out", "1"],
+    );
+    let dir = frozen.parent().unwrap();
     let (_, stdout, stderr) = verify(&frozen, &dir.join("run"), &["--reference", &reference]);
     assert!(!stderr.contains("error:"), "{stderr}");
     assert!(
@@ -776,36 +789,13 @@ fn verify_takes_its_fidelity_prompts_from_the_deployments_workload() {
 fn verify_under_the_agentx_protocol_passes_a_healthy_server() {
     let _guard = crate::SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let rt = crate::runtime();
-    let preset = "qwen3.5-9b-2xl40";
-    let (candidate, reference) = (
-        emulator_of(&rt, preset, 0, Default::default()),
-        emulator_of(&rt, preset, 0, Default::default()),
+    let (reference, frozen) = frozen_preset(
+        &rt,
+        "qwen3.5-9b-2xl40",
+        "verify-agentx",
+        &["-w", "60", "--held-out", "2", "--dev-seeds", "0..4"],
     );
-    let dir = out_dir("verify-agentx");
-    std::fs::create_dir_all(&dir).unwrap();
-    let frozen = dir.join("frozen.json");
-    let o = serverbench_cmd(&[
-        "freeze",
-        "-d",
-        preset,
-        "-c",
-        "2",
-        "-w",
-        "60",
-        "--held-out",
-        "2",
-        "--dev-seeds",
-        "0..4",
-        "--url",
-        &candidate,
-        "--model",
-        "m",
-        "-o",
-        frozen.to_str().unwrap(),
-        "--key",
-        &keys().0,
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let dir = frozen.parent().unwrap();
     let file: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&frozen).unwrap()).unwrap();
     assert_eq!(file["frozen"]["protocol"], "agentx");
