@@ -1,7 +1,10 @@
 //! The seeded `agentic-coding` generator: tree `k` of seed `s` is a pure function of (spec, s, k, context limit).
 
 use crate::hash::{mix2, mix64};
-use crate::spec::{WorkloadSpec, MAX_FANOUT, MAX_PART_TOKENS, MAX_THINK_S, MAX_TURNS};
+use crate::spec::{
+    shape_first_prompt, Thresholds, WorkloadSpec, MAX_FANOUT, MAX_PART_TOKENS, MAX_THINK_S,
+    MAX_TURNS,
+};
 use crate::tree::{Blocks, Request, RequestKind, SessionTree};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -29,9 +32,8 @@ pub trait TreeSource: Send + Sync {
 pub struct Generator {
     spec: WorkloadSpec,
     seed: u64,
-    threshold: u32,
-    /// `context_fraction` of the deployment's limit: what caps a session's own threshold.
-    limit: u32,
+    /// Where sessions compact on this deployment.
+    thresholds: Thresholds,
     /// The deployment's context limit: a spec with `max_request_tokens` leaves out longer requests too.
     context_limit: u32,
 }
@@ -41,13 +43,10 @@ impl Generator {
     pub fn new(spec: WorkloadSpec, seed: u64, context_limit: u32) -> Result<Self, FieldError> {
         spec.check()?;
         spec.check_context(context_limit)?;
-        let threshold = spec.compaction_threshold(context_limit);
-        let limit = spec.limit_threshold(context_limit).max(threshold);
         Ok(Generator {
+            thresholds: spec.thresholds(context_limit),
             spec,
             seed,
-            threshold,
-            limit,
             context_limit,
         })
     }
@@ -61,18 +60,14 @@ impl Generator {
     pub fn generate(&self, k: u64) -> SessionTree {
         let mut b = Builder {
             spec: &self.spec,
-            threshold: self.threshold,
+            threshold: self.thresholds.default,
             rng: ChaCha8Rng::seed_from_u64(mix2(self.seed, k)),
             tree_key: mix2(mix64(self.seed ^ 0xA6E7), k),
             requests: Vec::new(),
             epochs: Vec::new(),
             request_epoch: Vec::new(),
             next_agent: 1,
-            // A session's own threshold is never below what the prefix and summary leave room for.
-            threshold_floor: self
-                .threshold
-                .min(self.spec.system_prefix_tokens + self.spec.compaction.summary_tokens + 1),
-            limit: self.limit,
+            thresholds: self.thresholds,
         };
         b.root();
         let mut requests = b.finish();
@@ -127,8 +122,7 @@ struct Builder<'a> {
     request_epoch: Vec<usize>,
     next_agent: u32,
     /// Bounds of a session's own compaction threshold.
-    threshold_floor: u32,
-    limit: u32,
+    thresholds: Thresholds,
 }
 
 impl<'a> Builder<'a> {
@@ -311,15 +305,10 @@ impl<'a> Builder<'a> {
         let (turns, first) = match &spec.session_shapes {
             Some(rows) => {
                 let r = rows[self.rng.random_range(0..rows.len())];
-                // A session that never compacted goes on to the deployment's own limit.
-                self.threshold = if r[2] > 0.0 {
-                    (r[2] as u32).clamp(self.threshold_floor, self.limit)
-                } else {
-                    self.limit
-                };
+                self.threshold = self.thresholds.of_shape(r[2]);
                 (
                     (r[1].round() as u32).clamp(1, MAX_TURNS),
-                    (r[0].round() as u32).clamp(1, MAX_PART_TOKENS),
+                    shape_first_prompt(&r),
                 )
             }
             None => {

@@ -40,7 +40,9 @@ pub use import::{
 };
 pub use recorded::{Recorded, Spawn, Stream};
 pub use repeat::{FreshRepeats, SharedIds, TraceRepeat};
-pub use spec::{CompactionSpec, ContextCuts, Dist, SubagentSpec, WorkloadSpec, DEFAULT_WORKLOAD};
+pub use spec::{
+    CompactionSpec, ContextCuts, Dist, SubagentSpec, Thresholds, WorkloadSpec, DEFAULT_WORKLOAD,
+};
 pub use stats::{ks_distance, quantile, workload_stats, Quantiles, WorkloadStats};
 pub use tree::{Blocks, Request, RequestKind, SessionTree, TreeError};
 

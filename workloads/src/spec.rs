@@ -757,28 +757,37 @@ impl WorkloadSpec {
         ))
     }
 
+    /// The compaction thresholds a deployment's context limit allows this spec's sessions.
+    pub fn thresholds(&self, context_limit: u32) -> Thresholds {
+        let default = self.compaction_threshold(context_limit);
+        Thresholds {
+            default,
+            limit: self.limit_threshold(context_limit).max(default),
+            // Never below what the prefix and summary leave room for.
+            floor: default.min(self.system_prefix_tokens + self.compaction.summary_tokens + 1),
+        }
+    }
+
     /// What a deployment's context limit cuts from the measured session shapes this spec draws
     /// (`session_shapes`): how many compacted later in their corpus than the limit lets a session
     /// grow (they compact at the limit instead), and how many began with a first prompt longer than
-    /// their threshold leaves room for (it is cut to fit). `None` when the spec draws no shapes or the
-    /// limit cuts none.
+    /// their threshold leaves room for (cut to fit, under a measured growth model). `None` when the
+    /// spec draws no shapes or the limit cuts none.
     pub fn context_cuts(&self, context_limit: u32) -> Option<ContextCuts> {
         let rows = self.session_shapes.as_ref()?;
-        let threshold = self.compaction_threshold(context_limit);
-        let limit = self.limit_threshold(context_limit).max(threshold);
-        // As the generator clamps a session's own threshold.
-        let floor = threshold.min(self.system_prefix_tokens + self.compaction.summary_tokens + 1);
+        let t = self.thresholds(context_limit);
+        let cuts_first = self.new_tokens.is_some();
         let (mut later, mut longer) = (0, 0);
         for r in rows {
-            let threshold = match r[2] > 0.0 {
-                true => (r[2] as u32).clamp(floor, limit),
-                false => limit,
-            };
-            later += usize::from(r[2] > limit as f64);
-            longer += usize::from(r[0] + self.system_prefix_tokens as f64 > threshold as f64);
+            later += usize::from(r[2] > t.limit as f64);
+            let room = t
+                .of_shape(r[2])
+                .saturating_sub(self.system_prefix_tokens)
+                .max(1);
+            longer += usize::from(cuts_first && shape_first_prompt(r) > room);
         }
         (later + longer > 0).then_some(ContextCuts {
-            compact_at: limit,
+            compact_at: t.limit,
             shapes: rows.len(),
             later,
             longer,
@@ -801,6 +810,33 @@ impl WorkloadSpec {
             None => by_fraction,
         }
     }
+}
+
+/// The compaction thresholds of a spec's sessions on one deployment ([`WorkloadSpec::thresholds`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Thresholds {
+    /// Where a session without a measured shape compacts.
+    pub default: u32,
+    /// The most a session's own threshold may be: `context_fraction` of the limit less the reserve.
+    pub limit: u32,
+    /// The least: what the prefix and summary leave room for.
+    pub floor: u32,
+}
+
+impl Thresholds {
+    /// Where a session of a measured shape compacts, from the threshold its corpus recorded (0: it
+    /// never compacted, so it goes on to the deployment's own limit).
+    pub fn of_shape(&self, recorded: f64) -> u32 {
+        match recorded > 0.0 {
+            true => (recorded as u32).clamp(self.floor, self.limit),
+            false => self.limit,
+        }
+    }
+}
+
+/// A measured shape's first prompt after the prefix, as the generator draws it.
+pub(crate) fn shape_first_prompt(r: &[f64; 3]) -> u32 {
+    (r[0].round() as u32).clamp(1, MAX_PART_TOKENS)
 }
 
 /// What a deployment's context cuts from a spec's measured session shapes ([`WorkloadSpec::context_cuts`]).

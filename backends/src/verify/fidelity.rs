@@ -9,7 +9,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use serverbench_sim::Deployment;
 use serverbench_workloads::tokens::{prompt_tokens, Vocab};
-use serverbench_workloads::{Workload, WorkloadSpec};
+use serverbench_workloads::Workload;
 use std::path::Path;
 
 /// Thresholds of the generation-fidelity gates (`verify --reference`).
@@ -154,12 +154,7 @@ pub struct AnswerCounts {
 /// replays' prompts.
 fn fidelity_prompts(seed: u64, t: &FidelityGates, d: &Deployment) -> Result<Vec<Vec<u32>>> {
     // The deployment's own workload spec, as the replays of `verify` use it.
-    let spec = d
-        .workload
-        .as_deref()
-        .and_then(WorkloadSpec::preset)
-        .unwrap_or_default();
-    let source = Workload::Generated(std::sync::Arc::new(spec))
+    let source = Workload::builtin(d.workload.as_deref())
         .source(seed, d.context_limit)
         .map_err(|e| anyhow!("workload: {e}"))?;
     let vocab = Vocab::new(100, d.model_spec().vocab)

@@ -462,6 +462,12 @@ pub fn verify(
         None => Trust::Unsigned,
     };
     let (f, d) = read_frozen(&o.frozen, &trust)?;
+    let protocol = serverbench_sim::Protocol::parse(&f.protocol).ok_or_else(|| {
+        anyhow!(
+            "frozen protocol {:?}: not one serverbench knows",
+            f.protocol
+        )
+    })?;
     let url = o.url.clone().unwrap_or_else(|| f.server.url.clone());
     let questions = match &o.answers {
         Some(path) => Some(read_questions(path)?),
@@ -484,7 +490,7 @@ pub fn verify(
             dir: &dir,
         })?;
         let mut run = read_run(&dir, seed, f.concurrency)?;
-        let moved = simulated_progress(&f, &d, seed)?;
+        let moved = simulated_progress(&f, &d, protocol, seed)?;
         run.lanes_without_progress
             .retain(|&l| moved.get(l as usize).copied().unwrap_or(true));
         runs.push(run);
@@ -513,7 +519,7 @@ pub fn verify(
         None => None,
     };
     // The AgentX protocols send chat completions whatever the frozen `--api` (as AgentX does).
-    let api = match serverbench_sim::Protocol::parse(&f.protocol).is_some_and(|p| p.is_agentx()) {
+    let api = match protocol.is_agentx() {
         true => "chat",
         false => f.server.api.as_str(),
     };
@@ -545,36 +551,31 @@ pub fn verify(
 /// held-out run of `seed` (the same workload, protocol, concurrency and window the replay runs): a
 /// lane it leaves without progress (under the AgentX protocols a lane can start after a short window,
 /// or send one request longer than it) is not held against the server under test.
-fn simulated_progress(f: &Frozen, d: &Deployment, seed: u64) -> Result<Vec<bool>> {
-    let choice = serverbench_study::inputs::WorkloadChoice {
-        workload: None,
-        trace: None,
-        trace_format: None,
-        max_context_length: None,
-        trace_repeat: serverbench_workloads::TraceRepeat::Fresh,
-        note: |_| {},
-    };
-    let workload = serverbench_study::inputs::workload(&choice, d)?;
+fn simulated_progress(
+    f: &Frozen,
+    d: &Deployment,
+    protocol: serverbench_sim::Protocol,
+    seed: u64,
+) -> Result<Vec<bool>> {
     let mut cfg = RunConfig::new(f.concurrency, seed, f.window_s);
-    cfg.protocol = serverbench_sim::Protocol::parse(&f.protocol).ok_or_else(|| {
-        anyhow!(
-            "frozen protocol {:?}: not one serverbench knows",
-            f.protocol
-        )
-    })?;
-    let study = serverbench_study::Study::new(d.clone(), workload, cfg);
-    let out = study.run(&cfg)?;
-    let mut moved = vec![false; f.concurrency as usize];
-    for r in out
-        .records
-        .iter()
+    cfg.protocol = protocol;
+    let workload = serverbench_workloads::Workload::builtin(d.workload.as_deref());
+    let out = serverbench_study::Study::new(d.clone(), workload, cfg).run(&cfg)?;
+    Ok(progressed(&out.records, f.concurrency))
+}
+
+/// Per lane, whether one of `records` completed on it.
+fn progressed<'a>(records: impl IntoIterator<Item = &'a Record>, concurrency: u32) -> Vec<bool> {
+    let mut moved = vec![false; concurrency as usize];
+    for r in records
+        .into_iter()
         .filter(|r| r.outcome == Outcome::Completed)
     {
         if let Some(m) = moved.get_mut(r.lane as usize) {
             *m = true;
         }
     }
-    Ok(moved)
+    moved
 }
 
 /// A held-out run as its replay wrote it in `dir` (`summary.json`, `records.jsonl`).
@@ -588,20 +589,18 @@ pub fn read_run(dir: &Path, seed: u64, concurrency: u32) -> Result<Run> {
     let summary: Summary = serde_json::from_value(v["summary"].clone())
         .with_context(|| format!("{}: no replay summary", path.display()))?;
     let records = std::fs::read_to_string(dir.join("records.jsonl")).unwrap_or_default();
-    let mut progressed = vec![false; concurrency as usize];
-    for line in records.lines() {
-        let r: Record = serde_json::from_str(line).with_context(|| {
-            format!(
-                "{}: a malformed record",
-                dir.join("records.jsonl").display()
-            )
-        })?;
-        if r.outcome == Outcome::Completed {
-            if let Some(p) = progressed.get_mut(r.lane as usize) {
-                *p = true;
-            }
-        }
-    }
+    let records = records
+        .lines()
+        .map(|line| {
+            serde_json::from_str::<Record>(line).with_context(|| {
+                format!(
+                    "{}: a malformed record",
+                    dir.join("records.jsonl").display()
+                )
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let progressed = progressed(&records, concurrency);
     Ok(Run {
         seed,
         summary,
