@@ -76,6 +76,10 @@
 #              20,480-token prefix (the same pages), beside the same contexts unshared (SHARED_CASES,
 #              SHARED_PREFIX: other cases; FA3_NAME: the output files' name); MIXED=1: one prefill chunk over a
 #              cached prefix, alone and after decodes, as a step that prefills while others decode (MIXED_CASES)
+#   moe-bench  (before `start`: the GPU to itself; installs the MoE kernels as MOE=1 does, so carry .carry/vllm-moe)
+#              scripts/vllm/moe_kernel_bench.py: vLLM's fused-MoE layer alone for the Qwen3-30B-A3B shape at
+#              M = 1-16,384 tokens (tuned configs, padded rows, CUDA-graph and eager times) -> $OUT/moe-bench.tar.gz;
+#              MOE_SIZES=M,M,… other sizes
 #   decode-grid scripts/vllm/decode_grid.py against the server: pure decode steps of B = 1-16 sequences of
 #              chosen contexts (with STEP_TRACE=1 their steps come back as $OUT/steps-decode-grid.jsonl.gz)
 #   moe-probe  scripts/vllm/moe_probe.py against the server: decode TPOT at batch 1-256 over 2,048-token
@@ -428,6 +432,14 @@ fa3_bench() { # scripts/vllm/fa3_decode_bench.py: FA3's decode attention alone, 
   pack fa3-bench
 }
 
+moe_bench() { # scripts/vllm/moe_kernel_bench.py: the fused-MoE layer alone (MOE=1 install), before the server
+  MOE=1; install || return 1
+  mkdir -p "$WORK/moe-bench"
+  PYTHONPATH=$SITE python3 "$HERE/vllm/moe_kernel_bench.py" "$WORK/moe-bench/moe-bench.json" ${MOE_SIZES:-} 2>&1 \
+    | tee "$WORK/moe-bench/moe-bench.txt"
+  pack moe-bench
+}
+
 decode_grid() { # scripts/vllm/decode_grid.py against the server; with STEP_TRACE=1 its steps come back too
   mkdir -p "$WORK/decode-grid"
   pack_steps decode-grid final
@@ -658,6 +670,7 @@ for part in ${*:-install model peers-cuda start check peers calibrate runs}; do
     check) need_server; check ;;
     peers) need_server; peers ;;
     fa3-bench) fa3_bench ;;
+    moe-bench) moe_bench ;;
     decode-grid) need_server; decode_grid ;;
     calibrate) need_server; calibrate ;;
     runs) need_server; runs ;;
