@@ -2,6 +2,7 @@
 //! `t = max(t_compute, t_memory) + t_allreduce + t_overhead` (docs/simulator.md). Pure arithmetic, no state.
 
 use crate::model::{streamed_weight_bytes, AttentionLayers, HardwareSpec, ModelSpec, WeightDtype};
+use crate::padding::ExpertPadding;
 use crate::profile::{AttentionLayout, Profile, StepTime};
 use crate::splitkv::SplitKv;
 
@@ -149,6 +150,10 @@ pub struct CostModel {
     weights_single_row_s: f64,
     /// A mixture of experts: what each distinct expert a step reads adds to `weights_s`.
     experts: Option<ExpertReads>,
+    /// A mixture of experts whose profile gives the fused-MoE kernel's tile table: the rows it pads.
+    expert_padding: Option<ExpertPadding>,
+    /// Seconds of one routed row (one token in one expert) through every routed layer's GEMMs, on this GPU.
+    expert_s_per_row: f64,
     full_read_s_per_token: f64,
     /// `full_read_s_per_token` for a re-read of a block another decode of the step reads too.
     shared_read_s_per_token: f64,
@@ -398,6 +403,23 @@ fn linear_s_per_token(m: &ModelSpec, p: &Profile, tp: f64, peak: f64, bf16_flops
     }
 }
 
+/// Seconds of one routed row (a token in one of its experts) through every routed layer's GEMMs on one
+/// of `tp` GPUs, at the rate [`linear_s_per_token`] gives the experts; 0 for a dense model.
+pub(crate) fn expert_s_per_row(
+    m: &ModelSpec,
+    p: &Profile,
+    tp: f64,
+    peak: f64,
+    bf16_flops: f64,
+) -> f64 {
+    m.experts.as_ref().map_or(0.0, |e| {
+        let rate = p
+            .expert_gemm_efficiency
+            .map_or(peak, |eff| bf16_flops * eff);
+        2.0 * e.params_per_expert_all_layers() / rate / tp
+    })
+}
+
 impl CostModel {
     /// Precomputes the per-feature costs.
     pub fn new(i: CostInputs<'_>) -> CostModel {
@@ -492,6 +514,11 @@ impl CostModel {
             };
         CostModel {
             linear_s_per_token: linear_s_per_token(m, p, tp, peak, hw.bf16_flops) * compute_factor,
+            expert_padding: m
+                .experts
+                .as_ref()
+                .and_then(|e| ExpertPadding::new(e, &p.expert_tile_rows, i.routing_skew)),
+            expert_s_per_row: expert_s_per_row(m, p, tp, peak, hw.bf16_flops) * compute_factor,
             gemm_half_tokens: p.gemm_half_tokens,
             full_s_per_pair,
             decode_s_per_pair,
@@ -653,7 +680,7 @@ impl CostModel {
             0.0
         };
         StepParts {
-            gemm_s: self.linear_s_per_token * n,
+            gemm_s: self.linear_s_per_token * n + self.expert_padding_s(n),
             weights_s: (if n == 1.0 {
                 self.weights_single_row_s
             } else {
@@ -670,6 +697,15 @@ impl CostModel {
                 + n * self.allreduce_s_per_token
                 + self.step_overhead_s,
         }
+    }
+
+    /// What the fused-MoE kernel's tile padding adds to a step of `tokens` tokens' GEMMs (0 without a
+    /// tile table).
+    #[inline]
+    fn expert_padding_s(&self, tokens: f64) -> f64 {
+        self.expert_padding
+            .as_ref()
+            .map_or(0.0, |p| p.excess_rows(tokens) * self.expert_s_per_row)
     }
 
     /// The full-attention pairs a step computes but those of packed attention's decode contexts: the
@@ -913,6 +949,44 @@ mod tests {
         let dense = ModelSpec::preset("qwen3-8b").unwrap();
         assert_eq!(
             cost(&dense, &slow).step_seconds(&p),
+            cost(&dense, &base).step_seconds(&p)
+        );
+    }
+
+    /// The fused-MoE kernel's tile padding: with the H200 table's 128-row tiles a fresh 1,024-token
+    /// prefill multiplies twice its routed rows (each expert's ~64 rows fill one tile), so its expert
+    /// GEMMs take exactly twice as long; a decode batch, bound by the experts' reads, is unchanged; and a
+    /// dense model or an empty table leaves every step as it was.
+    #[test]
+    fn the_experts_gemms_multiply_padded_rows() {
+        let text = include_str!("../../tests/fixtures/hf/qwen3-30b-a3b.json");
+        let m = crate::hf::from_config("qwen3-30b-a3b", text).unwrap();
+        let h = HardwareSpec::preset("h200").unwrap();
+        let base = Profile::preset("h200-qwen3-8b-vllm").unwrap();
+        let tiled = Profile {
+            expert_tile_rows: [(1, 16), (256, 32), (512, 64), (1024, 128)]
+                .into_iter()
+                .map(|(tokens, rows)| crate::profile::ExpertTile { tokens, rows })
+                .collect(),
+            ..base.clone()
+        };
+        let cost = |m: &ModelSpec, p: &Profile| CostModel::new(one_gpu(m, &h, p));
+        let (a, b) = (cost(&m, &base), cost(&m, &tiled));
+        let mut p = BatchShape::default();
+        p.add_prefill(1024, 0, None);
+        let routed_gemm = 1024.0 * 8.0 * a.expert_s_per_row;
+        let added = b.parts(&p).gemm_s - a.parts(&p).gemm_s;
+        assert!(
+            (added / routed_gemm - 1.0).abs() < 1e-3,
+            "{added} vs {routed_gemm}"
+        );
+        assert_eq!(
+            b.step_seconds(&decode(32, 2048)),
+            a.step_seconds(&decode(32, 2048))
+        );
+        let dense = ModelSpec::preset("qwen3-8b").unwrap();
+        assert_eq!(
+            cost(&dense, &tiled).step_seconds(&p),
             cost(&dense, &base).step_seconds(&p)
         );
     }

@@ -4,8 +4,9 @@
 //! GPUs, and tokens move to and from the experts' GPUs by all-to-all dispatch and combine over the
 //! GPUs' link. Pure arithmetic over step shapes; never schedules, never holds state between steps.
 
-use crate::cost::{BatchShape, CostInputs, CostModel, ExpertReads};
+use crate::cost::{expert_s_per_row, BatchShape, CostInputs, CostModel, ExpertReads};
 use crate::model::{streamed_weight_bytes, ModelSpec, WeightDtype};
+use crate::padding::ExpertPadding;
 
 /// What one lockstep step of the attention ranks costs.
 #[derive(Clone, Debug, PartialEq)]
@@ -16,9 +17,13 @@ pub struct DpAttentionCost {
     /// The routed experts' weight reads of a step of all ranks' tokens, per GPU (the busiest under
     /// expert parallelism).
     experts: ExpertReads,
-    /// The routed experts' GEMMs, seconds per token of the whole step (each GPU computes `1 ÷ tp` of
-    /// them).
-    expert_gemm_s_per_token: f64,
+    /// The routed experts' GEMMs, seconds per routed row (a token in one expert) of the whole step (each
+    /// GPU computes `1 ÷ tp` of them).
+    expert_s_per_row: f64,
+    /// Experts per token.
+    per_token: f64,
+    /// The fused-MoE kernel's tile padding, where the profile gives its table.
+    padding: Option<ExpertPadding>,
     /// `routed layers × moe_layer_s`.
     moe_fixed_s: f64,
     /// Seconds of one all-to-all exchange (dispatch or combine) of one routed layer before its bytes:
@@ -117,10 +122,15 @@ impl DpAttentionCost {
         Some(DpAttentionCost {
             rank,
             experts,
-            expert_gemm_s_per_token: 2.0 * e.active_params()
-                / gpus
-                / (hw.bf16_flops * p.gemm_efficiency)
-                * compute_factor,
+            expert_s_per_row: expert_s_per_row(
+                m,
+                p,
+                gpus,
+                hw.bf16_flops * p.gemm_efficiency,
+                hw.bf16_flops,
+            ) * compute_factor,
+            per_token: e.per_token as f64,
+            padding: ExpertPadding::new(e, &p.expert_tile_rows, i.routing_skew),
             moe_fixed_s: e.layers as f64 * p.moe_layer_s,
             a2a_latency_s: hw.link_latency_s,
             a2a_s_per_token: m.hidden as f64 * 2.0 * destinations
@@ -153,13 +163,17 @@ impl DpAttentionCost {
 
     /// Seconds of the routed layers over `tokens` tokens of all ranks: the larger of the distinct
     /// experts' weights this GPU reads (the busiest GPU under expert parallelism) and its share of the
-    /// expert GEMMs (the fused-MoE kernel overlaps the two), plus each routed layer's fixed time.
+    /// expert GEMMs (the fused-MoE kernel overlaps the two; its routed rows padded to the kernel's tiles
+    /// where the profile gives them, at `expert_gemm_efficiency` as on one GPU), plus each routed
+    /// layer's fixed time.
     pub fn experts_s(&self, tokens: u64) -> f64 {
         if tokens == 0 {
             return 0.0;
         }
         let n = tokens as f64;
-        let (reads, gemm) = (self.experts.seconds(n), n * self.expert_gemm_s_per_token);
+        let padding = self.padding.as_ref().map_or(0.0, |p| p.excess_rows(n));
+        let rows = n * self.per_token + padding;
+        let (reads, gemm) = (self.experts.seconds(n), rows * self.expert_s_per_row);
         reads.max(gemm) + self.moe_fixed_s
     }
 

@@ -16,6 +16,7 @@ pub mod model;
 pub mod model_source;
 pub mod moe;
 pub mod ops;
+pub mod padding;
 pub mod profile;
 pub mod profile_source;
 pub mod report;

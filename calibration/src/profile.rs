@@ -111,6 +111,14 @@ pub struct Profile {
     /// fused-MoE kernel). Absent: `gemm_efficiency`, as the dense GEMMs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expert_gemm_efficiency: Option<f64>,
+    /// The fused-MoE kernel's row tile by step size (Triton's `BLOCK_SIZE_M` in the engine's tuned
+    /// configuration table for this model's expert shape on this GPU): a step uses the entry whose
+    /// `tokens` is nearest its token count (the smaller on a tie, as vLLM picks), and each expert's
+    /// routed rows are padded to a multiple of its `rows` before the GEMMs, which multiply the padded
+    /// rows at `expert_gemm_efficiency` ([`crate::padding`]). Empty: no padding, the GEMMs count routed
+    /// rows only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expert_tile_rows: Vec<ExpertTile>,
     /// The stated uncertainty of the figures, if the profile gives one (`sweep --band` runs both ends).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub band: Option<Band>,
@@ -118,6 +126,19 @@ pub struct Profile {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fit: Option<FitRecord>,
 }
+
+/// One entry of a fused-MoE kernel's tile table ([`Profile::expert_tile_rows`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExpertTile {
+    /// The step size (tokens) the entry was tuned for.
+    pub tokens: u32,
+    /// Rows of one tile: each expert's rows are padded to a multiple of it.
+    pub rows: u32,
+}
+
+/// Largest tile a profile's `expert_tile_rows` may give (Triton fused-MoE configurations use 16 to 256).
+pub const MAX_EXPERT_TILE_ROWS: u32 = 4096;
 
 /// A profile's stated uncertainty, as relative half-widths (0.15: ±15 %).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -405,6 +426,7 @@ impl Profile {
                 ));
             }
         }
+        self.check_expert_tiles()?;
         if self.attention_tile_tokens > 0 && self.attention_parallel_tiles <= 0.0 {
             return Err(FieldError::new(
                 "attention_parallel_tiles",
@@ -424,6 +446,33 @@ impl Profile {
                     ));
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// `expert_tile_rows`: tokens strictly ascending, each tile 1 to [`MAX_EXPERT_TILE_ROWS`] rows.
+    fn check_expert_tiles(&self) -> Result<(), FieldError> {
+        let mut last = 0;
+        for (i, t) in self.expert_tile_rows.iter().enumerate() {
+            if t.tokens <= last {
+                return Err(FieldError::new(
+                    "expert_tile_rows",
+                    format!(
+                        "entry {i}: tokens must be positive and ascending, got {} after {last}",
+                        t.tokens
+                    ),
+                ));
+            }
+            if !(1..=MAX_EXPERT_TILE_ROWS).contains(&t.rows) {
+                return Err(FieldError::new(
+                    "expert_tile_rows",
+                    format!(
+                        "entry {i}: rows must be 1 to {MAX_EXPERT_TILE_ROWS}, got {}",
+                        t.rows
+                    ),
+                ));
+            }
+            last = t.tokens;
         }
         Ok(())
     }
@@ -484,6 +533,40 @@ mod tests {
         let e = Profile::from_yaml("p.yaml", "name: x\nhardware: [1]\n").unwrap_err();
         assert_eq!((e.file.as_str(), e.field.as_str()), ("p.yaml", "hardware"));
         assert_eq!(e.line, 2);
+    }
+
+    /// A tile table out of order, with a zero or oversized tile, or with unknown keys is refused by name.
+    #[test]
+    fn a_bad_expert_tile_table_names_the_field() {
+        let base = serde_yaml::to_string(&Profile::preset("l40-datasheet").unwrap()).unwrap();
+        for (table, says) in [
+            (
+                "[{tokens: 256, rows: 32}, {tokens: 128, rows: 16}]",
+                "ascending",
+            ),
+            ("[{tokens: 0, rows: 16}]", "positive"),
+            ("[{tokens: 1, rows: 0}]", "rows must be"),
+            ("[{tokens: 1, rows: 100000}]", "rows must be"),
+        ] {
+            let text = format!("{base}expert_tile_rows: {table}\n");
+            let e = Profile::from_yaml("p.yaml", &text).unwrap_err();
+            assert_eq!(e.field, "expert_tile_rows", "{table}: {e}");
+            assert!(e.to_string().contains(says), "{table}: {e}");
+        }
+        let text = format!("{base}expert_tile_rows: [{{tokens: 1, rows: 16, block_k: 64}}]\n");
+        let e = Profile::from_yaml("p.yaml", &text).unwrap_err();
+        assert!(e.to_string().contains("block_k"), "{e}");
+        let text = format!(
+            "{base}expert_tile_rows: [{{tokens: 1, rows: 16}}, {{tokens: 1024, rows: 128}}]\n"
+        );
+        let p = Profile::from_yaml("p.yaml", &text).unwrap();
+        assert_eq!(
+            p.expert_tile_rows[1],
+            ExpertTile {
+                tokens: 1024,
+                rows: 128
+            }
+        );
     }
 
     #[test]
