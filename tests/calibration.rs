@@ -343,34 +343,41 @@ fn compare_reproduces_the_documented_fidelity_from_stored_measurements() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
-/// The shipped L40 profiles are what `scripts/fit_l40_profiles.sh` fits from the shipped operator
-/// tables (and their per-class reports are the stored ones).
-#[test]
-fn the_shipped_l40_profiles_reproduce_from_the_shipped_operator_tables() {
-    let dir = std::env::temp_dir().join(format!("serverbench-l40-ops-{}", std::process::id()));
+/// Runs an operator-table fit script (`BIN OUTDIR REPORTDIR`) into a fresh temporary folder.
+fn run_ops_script(script: &str, tag: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("serverbench-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let o = std::process::Command::new("bash")
-        .arg(repo("scripts/fit_l40_profiles.sh"))
+        .arg(repo(script))
         .arg(env!("CARGO_BIN_EXE_serverbench"))
         .arg(&dir)
         .arg(&dir)
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    dir
+}
+
+/// A profile file as parsed, its fit's timestamp cleared (the one field a refit changes).
+fn profile_without_timestamp(path: std::path::PathBuf) -> serverbench_calibration::Profile {
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut p =
+        serverbench_calibration::Profile::from_yaml(&path.display().to_string(), &text).unwrap();
+    p.fit.as_mut().unwrap().fitted_at.clear();
+    p
+}
+
+/// The shipped L40 profiles are what `scripts/fit_l40_profiles.sh` fits from the shipped operator
+/// tables (and their per-class reports are the stored ones).
+#[test]
+fn the_shipped_l40_profiles_reproduce_from_the_shipped_operator_tables() {
+    let dir = run_ops_script("scripts/fit_l40_profiles.sh", "l40-ops");
     for fw in ["sglang", "vllm"] {
-        let read = |path: std::path::PathBuf| {
-            let text = std::fs::read_to_string(&path).unwrap();
-            let mut p =
-                serverbench_calibration::Profile::from_yaml(&path.display().to_string(), &text)
-                    .unwrap();
-            p.fit.as_mut().unwrap().fitted_at.clear();
-            p
-        };
         let name = format!("l40-ops-{fw}.yaml");
         assert_eq!(
-            read(dir.join(&name)),
-            read(repo(&format!("presets/profiles/{name}"))),
+            profile_without_timestamp(dir.join(&name)),
+            profile_without_timestamp(repo(&format!("presets/profiles/{name}"))),
             "presets/profiles/{name} is stale: run scripts/fit_l40_profiles.sh"
         );
         let report = format!("fit_{fw}.md");
@@ -380,6 +387,46 @@ fn the_shipped_l40_profiles_reproduce_from_the_shipped_operator_tables() {
             "results/l40-ops/{report} is stale"
         );
     }
+}
+
+/// `h200-ops-vllm` is what `scripts/fit_h200_ops_profile.sh` fits from the published H200 tables, its
+/// report the stored one; its experts' terms come from the fused-MoE rows (on padded rows: the kernel
+/// alone reaches about half of peak) and its tile table and host terms from the measured MoE profile.
+#[test]
+fn the_h200_ops_profile_reproduces_from_the_published_tables() {
+    let dir = run_ops_script("scripts/fit_h200_ops_profile.sh", "h200-ops");
+    let fitted = profile_without_timestamp(dir.join("h200-ops-vllm.yaml"));
+    assert_eq!(
+        fitted,
+        profile_without_timestamp(repo("presets/profiles/h200-ops-vllm.yaml")),
+        "presets/profiles/h200-ops-vllm.yaml is stale: run scripts/fit_h200_ops_profile.sh"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("fit.md")).unwrap(),
+        std::fs::read_to_string(repo("results/published-moe/ops-profile/fit.md")).unwrap(),
+        "results/published-moe/ops-profile/fit.md is stale"
+    );
+    let moe = serverbench_calibration::Profile::preset("h200-qwen3-30b-a3b-vllm").unwrap();
+    let gemm = fitted.expert_gemm_efficiency.unwrap();
+    assert!((0.45..0.55).contains(&gemm), "{gemm}");
+    assert_ne!(
+        fitted.expert_memory_efficiency,
+        moe.expert_memory_efficiency
+    );
+    assert_eq!(fitted.expert_tile_rows, moe.expert_tile_rows);
+    assert_eq!(fitted.moe_layer_s, moe.moe_layer_s);
+    let classes: Vec<_> = fitted
+        .fit
+        .unwrap()
+        .op_classes
+        .into_iter()
+        .map(|c| c.field)
+        .collect();
+    assert!(
+        classes.contains(&"expert_gemm_efficiency".to_string()),
+        "{classes:?}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
 }
 
 /// The L40 validation table in docs/fidelity.md and results/l40-ops/validation.md is what

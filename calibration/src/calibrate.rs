@@ -476,7 +476,12 @@ pub fn fit_op_tables(
         }
         rows.extend(t.rows);
     }
-    let fits = fit_ops(&rows, &|gpu| HardwareSpec::preset(gpu)).map_err(|e| anyhow!(e))?;
+    let fits = fit_ops(
+        &rows,
+        &|gpu| HardwareSpec::preset(gpu),
+        &base.expert_tile_rows,
+    )
+    .map_err(|e| anyhow!(e))?;
     let (mut p, used) =
         profile_from_ops(base, &fits, &sources).map_err(|e| anyhow!("--from-ops: {e}"))?;
     p.name = o.name.clone();

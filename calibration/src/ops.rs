@@ -4,11 +4,12 @@
 //! of sessions.
 //!
 //! Two table layouts are read: NVIDIA aiconfigurator's operator database (`op_name`, `device`,
-//! `latency` in ms) and LLMServingSim's per-layer profile (`layer,tokens,time_us` and
+//! `latency` in ms; its fused mixture-of-experts layers too) and LLMServingSim's per-layer profile (`layer,tokens,time_us` and
 //! `prefill_chunk,kv_prefill,n_decode,kv_decode,time_us`, a Llama-3.1-8B layer in µs).
 
 use crate::model::HardwareSpec;
-use crate::profile::{Profile, StepTime};
+use crate::padding::tile_rows;
+use crate::profile::{ExpertTile, Profile, StepTime};
 use serverbench_config::InputError;
 use std::collections::BTreeMap;
 
@@ -24,6 +25,11 @@ pub const MAX_MEMORY_TOKENS: u64 = 16;
 /// New tokens per sequence from which a prefill-attention chunk fills the GPU (shorter chunks over a
 /// long prefix sweep it at a rate set by the prefix, a term these tables do not fit).
 pub const MIN_PREFILL_CHUNK: u64 = 1024;
+/// Rows an expert multiplies from which a fused-MoE layer is bound by its GEMMs (past the ridge of the
+/// Hopper and Blackwell parts: 206 FLOPs a byte on an H200, 281 on a B200; near it on an L40S's 419).
+pub const MIN_MOE_COMPUTE_ROWS: u64 = 256;
+/// Rows an expert multiplies up to which a fused-MoE layer that reads every expert is bound by those reads.
+pub const MAX_MOE_MEMORY_ROWS: u64 = 4;
 /// All-reduce messages from which the link's bandwidth, not its latency, sets the time.
 pub const MIN_ALLREDUCE_BYTES: f64 = 16.0 * 1024.0 * 1024.0;
 
@@ -80,6 +86,22 @@ pub enum Op {
         /// Bytes per KV element.
         kv_bytes: u64,
     },
+    /// One fused mixture-of-experts layer on one GPU (aiconfigurator's `moe` rows: routing, both expert
+    /// GEMMs, the activation and the weighted sum; the router's own projection not included) over
+    /// `tokens` tokens, each routed to `topk` of `experts` experts of `hidden × inter` gate, up and down
+    /// projections, balanced: every expert gets `tokens · topk / experts` rows.
+    Moe {
+        /// Tokens.
+        tokens: u64,
+        /// Hidden size.
+        hidden: u64,
+        /// One expert's intermediate size.
+        inter: u64,
+        /// Experts per token.
+        topk: u64,
+        /// Experts.
+        experts: u64,
+    },
     /// An all-reduce of `bytes` over `gpus`.
     AllReduce {
         /// GPUs.
@@ -105,7 +127,27 @@ impl Op {
                 let pairs = chunk as f64 * prefix as f64 + (chunk * (chunk + 1)) as f64 / 2.0;
                 4.0 * (q_heads * head_dim) as f64 * batch as f64 * pairs
             }
+            Op::Moe {
+                tokens,
+                hidden,
+                inter,
+                topk,
+                ..
+            } => 6.0 * (tokens * topk) as f64 * (hidden * inter) as f64,
             _ => 0.0,
+        }
+    }
+
+    /// A fused-MoE row's rows per expert (balanced routing), rounded up; 0 for other operators.
+    fn moe_rows_per_expert(&self) -> u64 {
+        match *self {
+            Op::Moe {
+                tokens,
+                topk,
+                experts,
+                ..
+            } => (tokens * topk).div_ceil(experts.max(1)),
+            _ => 0,
         }
     }
 
@@ -134,6 +176,14 @@ impl Op {
                 head_dim,
                 ..
             } => (batch * (prefix + chunk) * 2 * kv_heads * head_dim * 2) as f64,
+            // the bf16 weights of every expert a token chose (balanced: the first tokens · topk)
+            Op::Moe {
+                tokens,
+                hidden,
+                inter,
+                topk,
+                experts,
+            } => (experts.min(tokens * topk) * 3 * hidden * inter * 2) as f64,
         }
     }
 }
@@ -161,6 +211,14 @@ pub enum OpClass {
     PrefillAttention,
     /// All-reduce of ≥ [`MIN_ALLREDUCE_BYTES`] → `allreduce_efficiency` (of the link's bandwidth).
     AllReduce,
+    /// Fused-MoE layers of at least [`MIN_MOE_COMPUTE_ROWS`] rows an expert → `expert_gemm_efficiency`
+    /// (of the GPU's bf16 peak, on the rows the kernel multiplies: each expert's padded to the base
+    /// profile's `expert_tile_rows`).
+    MoeCompute,
+    /// Fused-MoE layers that read every expert, of at most [`MAX_MOE_MEMORY_ROWS`] rows an expert and
+    /// ≥ [`MIN_MEMORY_BYTES`] of weights → `expert_memory_efficiency` (the whole layer's time: its
+    /// routing and launch tail are counted as reading time).
+    MoeMemory,
 }
 
 impl OpClass {
@@ -175,6 +233,8 @@ impl OpClass {
             OpClass::PrefillAttention => "prefill attention",
             OpClass::DecodeAttention => "decode attention",
             OpClass::AllReduce => "all-reduce",
+            OpClass::MoeCompute => "fused moe (compute)",
+            OpClass::MoeMemory => "fused moe (weights)",
         }
     }
 
@@ -196,6 +256,7 @@ impl OpClass {
                 | OpClass::Fp8Compute
                 | OpClass::Int4Compute
                 | OpClass::PrefillAttention
+                | OpClass::MoeCompute
         )
     }
 }
@@ -246,6 +307,20 @@ impl OpRow {
             Op::AllReduce { gpus: 2, .. } if self.op.bytes() >= MIN_ALLREDUCE_BYTES => {
                 Some(OpClass::AllReduce)
             }
+            Op::Moe { .. } if self.op.moe_rows_per_expert() >= MIN_MOE_COMPUTE_ROWS => {
+                Some(OpClass::MoeCompute)
+            }
+            Op::Moe {
+                tokens,
+                topk,
+                experts,
+                ..
+            } if tokens * topk >= experts
+                && self.op.moe_rows_per_expert() <= MAX_MOE_MEMORY_ROWS
+                && self.op.bytes() >= MIN_MEMORY_BYTES =>
+            {
+                Some(OpClass::MoeMemory)
+            }
             _ => None,
         }
     }
@@ -255,8 +330,8 @@ impl OpRow {
 /// Qwen3.5 9B where a table has them — GEMMs with k = 4096 (its hidden size), decode attention with 4
 /// KV heads (its full-attention layers') — and, in tables without them, a part of the grid the fit
 /// must extrapolate to: prefill attention with 64 query heads (L40S) or over a cached prefix of 4,096
-/// tokens or more (4090), the 4090's `down_proj` and its decode batches of 64 or more, and every other
-/// all-reduce size.
+/// tokens or more (4090), the 4090's `down_proj` and its decode batches of 64 or more, every other
+/// all-reduce size, and fused-MoE layers whose token count is not a power of two.
 pub fn held_out(op: &Op, layer: Option<&str>) -> bool {
     match (*op, layer) {
         (Op::Gemm { .. }, Some(layer)) => layer == "down_proj",
@@ -266,6 +341,7 @@ pub fn held_out(op: &Op, layer: Option<&str>) -> bool {
         (Op::Decode { kv_heads, .. }, None) => kv_heads == 4,
         (Op::Decode { batch, .. }, Some(_)) => batch >= 64,
         (Op::AllReduce { bytes, .. }, _) => bytes.trailing_zeros() % 2 == 1,
+        (Op::Moe { tokens, .. }, _) => !tokens.is_power_of_two(),
     }
 }
 
@@ -493,9 +569,53 @@ fn aiconfigurator_row(
                 bytes: cols.count(rec, line, "message_size")? * width,
             }
         }
+        "moe" => match moe_row(cols, rec, line)? {
+            Ok(op) => op,
+            Err(skipped) => return Ok(Parsed::Skipped(skipped)),
+        },
         other => return Ok(Parsed::Skipped(other.to_string())),
     };
     Ok(Parsed::Row(gpu, op, seconds, None))
+}
+
+/// An aiconfigurator `moe` row: one GPU's whole layer (no tensor or expert parallelism), bf16, balanced
+/// routing; others are skipped, named (`Err`).
+fn moe_row(
+    cols: &Columns<'_>,
+    rec: &csv::StringRecord,
+    line: usize,
+) -> Result<Result<Op, String>, InputError> {
+    let dtype = cols.text(rec, line, "moe_dtype")?.trim();
+    if !matches!(dtype, "bfloat16" | "float16") {
+        return Ok(Err(format!("moe {dtype}")));
+    }
+    if cols.count(rec, line, "moe_tp_size")? != 1 || cols.count(rec, line, "moe_ep_size")? != 1 {
+        return Ok(Err("moe over several GPUs".into()));
+    }
+    let routing = cols.text(rec, line, "distribution")?.trim();
+    if !matches!(routing, "balanced" | "uniform") {
+        return Ok(Err(format!("moe {routing} routing")));
+    }
+    let (tokens, topk, experts) = (
+        cols.count(rec, line, "num_tokens")?,
+        cols.count(rec, line, "topk")?,
+        cols.count(rec, line, "num_experts")?,
+    );
+    if tokens == 0 || experts == 0 || topk == 0 || topk > experts {
+        return Err(InputError::new(
+            cols.file,
+            line,
+            "topk",
+            format!("{tokens} tokens, top-{topk} of {experts} experts: need positive counts and topk at most the experts"),
+        ));
+    }
+    Ok(Ok(Op::Moe {
+        tokens,
+        hidden: cols.count(rec, line, "hidden_size")?,
+        inter: cols.count(rec, line, "inter_size")?,
+        topk,
+        experts,
+    }))
 }
 
 fn serving_sim_row(
@@ -595,11 +715,35 @@ fn ideal_s(row: &OpRow, class: OpClass, hw: &HardwareSpec) -> f64 {
     }
 }
 
+/// A balanced fused-MoE row's FLOPs on the rows its kernel multiplies: every expert's rows padded to
+/// the tile `tiles` gives its token count.
+fn padded_moe_flops(op: &Op, tiles: &[ExpertTile]) -> f64 {
+    let Op::Moe {
+        tokens,
+        hidden,
+        inter,
+        experts,
+        ..
+    } = *op
+    else {
+        return op.flops();
+    };
+    let rows = op.moe_rows_per_expert();
+    let padded = match tile_rows(tiles, tokens as f64) {
+        Some(b) => rows.div_ceil(b as u64) * b as u64,
+        None => rows,
+    };
+    6.0 * (experts * padded) as f64 * (hidden * inter) as f64
+}
+
 /// Fits every class on every GPU that has rows of it; `hardware` looks up a GPU's preset. Ratio
-/// classes (fp8 and int4) are fitted against the bf16 GEMM of the same shape in the same table.
+/// classes (fp8 and int4) are fitted against the bf16 GEMM of the same shape in the same table; the
+/// fused-MoE compute class on the rows the kernel multiplies, each expert's padded to `tiles` (empty:
+/// the routed rows).
 pub fn fit_ops(
     rows: &[OpRow],
     hardware: &dyn Fn(&str) -> Option<HardwareSpec>,
+    tiles: &[ExpertTile],
 ) -> Result<Vec<ClassFit>, String> {
     let mut groups: BTreeMap<(OpClass, String), Vec<&OpRow>> = BTreeMap::new();
     for r in rows {
@@ -658,6 +802,7 @@ pub fn fit_ops(
                     };
                     twin(r).map(|t| t * r.op.bytes() / (2.0 * (n * k) as f64))
                 }
+                OpClass::MoeCompute => Some(padded_moe_flops(&r.op, tiles) / hw.bf16_flops),
                 _ => Some(ideal_s(r, *class, &hw)),
             }
         };
@@ -820,6 +965,19 @@ pub fn profile_from_ops(
             used.push((field, f));
         }
     }
+    // Optional too: a mixture of experts' own kernel, where the tables time it.
+    for (field, class) in [
+        ("expert_gemm_efficiency", OpClass::MoeCompute),
+        ("expert_memory_efficiency", OpClass::MoeMemory),
+    ] {
+        if let Some(f) = pick(class) {
+            match class {
+                OpClass::MoeCompute => p.expert_gemm_efficiency = Some(f.value),
+                _ => p.expert_memory_efficiency = Some(f.value),
+            }
+            used.push((field, f));
+        }
+    }
     p.step_time = StepTime::KernelSum;
     p.gemm_half_tokens = 0.0;
     p.single_row_memory_efficiency = None;
@@ -902,7 +1060,7 @@ mod tests {
         for (file, text) in synthetic() {
             rows.extend(read_op_table(&file, &text).unwrap().rows);
         }
-        let fits = fit_ops(&rows, &|g| HardwareSpec::preset(g)).unwrap();
+        let fits = fit_ops(&rows, &|g| HardwareSpec::preset(g), &[]).unwrap();
         let value = |c: OpClass| fits.iter().find(|f| f.class == c).unwrap().value;
         for (class, want) in [
             (OpClass::GemmCompute, 0.8),
@@ -986,10 +1144,88 @@ mod tests {
     fn rows_of_an_unknown_gpu_are_an_error_naming_it() {
         let text = format!("{GEMM}\nX,1,NVIDIA B300,gemm,k,bfloat16,4096,4096,4096,1.0\n");
         let rows = read_op_table("t.csv", &text).unwrap().rows;
-        let e = fit_ops(&rows, &|g| HardwareSpec::preset(g)).unwrap_err();
+        let e = fit_ops(&rows, &|g| HardwareSpec::preset(g), &[]).unwrap_err();
         assert!(
             e.contains("\"b300\"") && e.contains("presets/hardware"),
             "{e}"
         );
+    }
+
+    const MOE: &str = "framework,version,device,op_name,kernel_source,moe_dtype,num_tokens,hidden_size,inter_size,topk,num_experts,moe_tp_size,moe_ep_size,distribution,latency";
+
+    /// A fused-MoE table of the Qwen3-30B-A3B shape on an H200 made from known terms: every expert read
+    /// at 80 % of the bandwidth while few rows each, the padded rows' GEMMs at 50 % of the bf16 peak (the
+    /// tile 16 rows up to 128 tokens, then 128), the larger of the two.
+    fn moe_table(tiles: &[ExpertTile]) -> String {
+        let h = HardwareSpec::preset("h200").unwrap();
+        let mut t = format!("{MOE}\n");
+        for tokens in [
+            16u64, 32, 48, 64, 1024, 2048, 3072, 4096, 5120, 6144, 7168, 8192, 12288, 16384,
+        ] {
+            let rows = tokens * 8 / 128;
+            let b = tile_rows(tiles, tokens as f64).unwrap() as u64;
+            let gemm =
+                6.0 * (128 * rows.div_ceil(b) * b) as f64 * 2048.0 * 768.0 / (h.bf16_flops * 0.5);
+            let reads = 128.0 * 3.0 * 2048.0 * 768.0 * 2.0 / (h.memory_bandwidth * 0.8);
+            let ms = gemm.max(reads) * 1e3;
+            for (routing, tp) in [("balanced", 1), ("power_law_1.01", 1), ("balanced", 2)] {
+                t += &format!("VLLM,0.24.0,NVIDIA H200,moe,triton,bfloat16,{tokens},2048,768,8,128,{tp},1,{routing},{ms}\n");
+            }
+        }
+        t
+    }
+
+    fn h200_tiles() -> Vec<ExpertTile> {
+        [(1, 16), (128, 16), (256, 32), (512, 64), (1024, 128)]
+            .into_iter()
+            .map(|(tokens, rows)| ExpertTile { tokens, rows })
+            .collect()
+    }
+
+    /// Balanced one-GPU bf16 rows are read (power-law routing and several GPUs are skipped, named), fall
+    /// in the compute class from 256 rows an expert and the weights class up to 4, and the fit recovers
+    /// both efficiencies when it pads the rows as the kernel does: without the tiles the held-out 5,120
+    /// and 7,168 tokens (320 and 448 rows an expert, padded to 384 and 512) are priced 17 and 13 % short.
+    #[test]
+    fn fused_moe_rows_fit_the_experts_efficiencies_on_padded_rows() {
+        let tiles = h200_tiles();
+        let t = read_op_table("moe.csv", &moe_table(&tiles)).unwrap();
+        assert_eq!(t.rows.len(), 14);
+        assert_eq!(t.skipped["moe power_law_1.01 routing"], 14);
+        assert_eq!(t.skipped["moe over several GPUs"], 14);
+        let classes: Vec<_> = t.rows.iter().map(|r| r.class()).collect();
+        assert_eq!(classes[..4], [Some(OpClass::MoeMemory); 4]);
+        assert_eq!(classes[4..7], [None; 3]); // 64 to 192 rows an expert: between the regimes
+        assert!(classes[7..].iter().all(|c| *c == Some(OpClass::MoeCompute)));
+        let fits = fit_ops(&t.rows, &|g| HardwareSpec::preset(g), &tiles).unwrap();
+        let value = |c| fits.iter().find(|f| f.class == c).unwrap().value;
+        assert!((value(OpClass::MoeCompute) - 0.5).abs() < 1e-9);
+        assert!((value(OpClass::MoeMemory) - 0.8).abs() < 1e-9);
+        let compute = fits
+            .iter()
+            .find(|f| f.class == OpClass::MoeCompute)
+            .unwrap();
+        assert_eq!((compute.fitted, compute.held_out), (3, 4)); // 4,096, 8,192, 16,384 fitted
+        assert!(compute.held_out_median_ape.unwrap() < 1e-9);
+        let unpadded = fit_ops(&t.rows, &|g| HardwareSpec::preset(g), &[]).unwrap();
+        let c = unpadded
+            .iter()
+            .find(|f| f.class == OpClass::MoeCompute)
+            .unwrap();
+        assert!(c.held_out_median_ape.unwrap() > 0.05, "{c:?}");
+    }
+
+    /// A `moe` row with top-k above its experts is an error naming the file, line and field.
+    #[test]
+    fn a_contradictory_moe_row_names_its_field() {
+        let text = format!(
+            "{MOE}\nVLLM,0.24.0,NVIDIA H200,moe,triton,bfloat16,16,2048,768,9,8,1,1,balanced,0.3\n"
+        );
+        let e = read_op_table("moe.csv", &text).unwrap_err();
+        assert_eq!(
+            (e.file.as_str(), e.line, e.field.as_str()),
+            ("moe.csv", 2, "topk")
+        );
+        assert!(e.to_string().contains("top-9 of 8 experts"), "{e}");
     }
 }

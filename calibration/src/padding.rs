@@ -15,11 +15,23 @@
 use crate::model::Experts;
 use crate::profile::ExpertTile;
 
+/// The tile's rows for a step of `tokens` tokens under a table: the entry whose tokens is nearest (the
+/// smaller on a tie), as vLLM picks from its tuned configuration table; `None` for an empty table.
+pub fn tile_rows(tiles: &[ExpertTile], tokens: f64) -> Option<u32> {
+    let mut best = tiles.first()?;
+    for t in &tiles[1..] {
+        if (t.tokens as f64 - tokens).abs() < (best.tokens as f64 - tokens).abs() {
+            best = t;
+        }
+    }
+    Some(best.rows)
+}
+
 /// A kernel's tile table and the routing it pads.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct ExpertPadding {
-    /// `(tokens, rows)` ascending in tokens: the tile of the entry whose tokens is nearest the step's.
-    tiles: Vec<(f64, f64)>,
+    /// The kernel's tile table, never empty.
+    tiles: Vec<ExpertTile>,
     count: f64,
     per_token: f64,
     /// Skewed routing: each expert's chance `q_e` that one token picks it. `None`: uniform.
@@ -34,26 +46,16 @@ impl ExpertPadding {
             return None;
         }
         Some(ExpertPadding {
-            tiles: tiles
-                .iter()
-                .map(|t| (t.tokens as f64, t.rows as f64))
-                .collect(),
+            tiles: tiles.to_vec(),
             count: experts.count as f64,
             per_token: experts.per_token as f64,
             skewed: (skew > 0.0).then(|| experts.inclusion_probabilities(skew)),
         })
     }
 
-    /// The tile's rows for a step of `tokens` tokens: the entry whose tokens is nearest (the smaller
-    /// on a tie), as vLLM picks from its tuned configuration table.
+    /// The tile's rows for a step of `tokens` tokens ([`tile_rows`]).
     pub(crate) fn tile_rows(&self, tokens: f64) -> f64 {
-        let mut best = self.tiles[0];
-        for &t in &self.tiles[1..] {
-            if (t.0 - tokens).abs() < (best.0 - tokens).abs() {
-                best = t;
-            }
-        }
-        best.1
+        tile_rows(&self.tiles, tokens).unwrap_or(1) as f64
     }
 
     /// Expected rows the kernel multiplies beyond the `tokens × per_token` routed ones.

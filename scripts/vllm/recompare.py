@@ -9,9 +9,12 @@ at c = 16: the same throughput, fewer requests under the TPOT target), so they s
 analysis, not fidelity.
 
 Usage: recompare.py SERVERBENCH OUT.md [BEFORE]   (from the repository root; runs on a CPU, a few minutes)
+EXTRA_ARGS: more `compare` arguments for the new side only (e.g. `--profile presets/profiles/h200-ops-vllm.yaml`:
+the stored simulation beside the same sets under another profile).
 """
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -56,7 +59,8 @@ def best(rows: dict, side: str) -> int:
 def simulate(binary: str, name: str, args: str, tmp: str, tag: str) -> dict:
     copy = Path(tmp) / tag / name.replace("../", "").replace("/", "_")
     shutil.copytree(Path(R) / name, copy)
-    cmd = [binary, "compare", *args.split(), "--reuse", "--out", str(copy)]
+    extra = os.environ.get("EXTRA_ARGS", "").split() if tag == "new" else []
+    cmd = [binary, "compare", *args.split(), *extra, "--reuse", "--out", str(copy)]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     return metrics(copy / "compare.json")
 
