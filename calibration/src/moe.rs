@@ -767,7 +767,7 @@ mod tests {
         assert_eq!(record.held_out_median_ape, Some(fit.held_out.median_ape));
         // Everything else is the base's, but the band (the MoE replays' own measured error:
         // results/h200-vllm-moe/replays/, scripts/regret.py), the experts' GEMM efficiency and the
-        // front end (set from vLLM's step traces).
+        // front end (set from vLLM's step traces) and the fused-MoE kernel's tile table.
         assert_ne!(shipped.band, base.band);
         let back = Profile {
             name: base.name.clone(),
@@ -779,6 +779,8 @@ mod tests {
             eager_s_per_layer: base.eager_s_per_layer,
             // Set from vLLM's step traces, not by this fit (the profile's comments say where).
             expert_gemm_efficiency: None,
+            // vLLM's own tuned kernel table, read from its wheel (the profile's comments say so).
+            expert_tile_rows: Vec::new(),
             request_latency_s: base.request_latency_s,
             frontend_s_per_token: base.frontend_s_per_token,
             ..shipped.clone()

@@ -12,28 +12,15 @@ routing). Also the same without padding.
 """
 import csv
 import math
-import re
 import statistics
+import sys
+
+sys.path.insert(0, "results/h200-vllm-moe/kernel")
+from padding import profile, tile  # noqa: E402  (the profile's terms and the tile rule, read once)
 
 E, K, HIDDEN, INTER = 128, 8, 2048, 768
 BW, PEAK = 4.8e12, 989e12  # presets/hardware/h200.yaml
 TABLE = "calibration/tables/h200/h200_moe_vllm_0.24.0.csv"
-PROFILE = "presets/profiles/h200-qwen3-30b-a3b-vllm.yaml"
-
-
-def profile():
-    text = open(PROFILE).read()
-    num = lambda key: float(re.search(rf"^{key}: *([0-9.e-]+)", text, re.M).group(1))
-    tiles = [(int(a), int(b)) for a, b in re.findall(r"- \{tokens: (\d+), rows: (\d+)\}", text)]
-    return num("expert_memory_efficiency"), num("expert_gemm_efficiency"), num("moe_layer_s"), tiles
-
-
-def tile(tiles, m):
-    best = tiles[0]
-    for t in tiles[1:]:
-        if abs(t[0] - m) < abs(best[0] - m):
-            best = t
-    return best[1]
 
 
 def main():
