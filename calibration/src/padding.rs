@@ -76,23 +76,30 @@ impl ExpertPadding {
     }
 }
 
-/// `E[⌈X / b⌉]` for `X ~ Binomial(n, q)`.
+/// `E[⌈X / b⌉]` for `X ~ Binomial(n, q)`, in at most about two dozen terms whatever `n`: where the spread
+/// is at least a tile the residue `X mod b` is as good as uniform, so `⌈X / b⌉ = (X + pad) / b` with a
+/// mean pad of `(b − 1) / 2`; otherwise `Σ_j P(X > j·b)`, the terms far below the mean counted as 1.
 fn tiles_of(n: f64, q: f64, b: f64) -> f64 {
     if q <= 0.0 {
         return 0.0;
     }
-    let chosen = 1.0 - (1.0 - q.min(1.0)).powf(n);
+    let q = q.min(1.0);
     let mean = n * q;
     let sd = (n * q * (1.0 - q)).max(0.0).sqrt();
-    let mut sum = chosen;
-    let mut j = 1.0;
+    if sd >= b {
+        return (mean + (b - 1.0) / 2.0) / b;
+    }
+    if sd == 0.0 {
+        return (mean / b).ceil(); // q = 1: every token picks the expert
+    }
+    let chosen = 1.0 - (1.0 - q).powf(n);
+    // tiles j ≥ 1 whose edge lies more than 10 sd below the mean are passed with certainty
+    let certain = ((mean - 10.0 * sd) / b).floor().max(0.0);
+    let mut sum = chosen + certain;
+    let mut j = certain + 1.0;
     // the tail beyond mean + 10 sd is below 1e-23
     while j * b < n && j * b <= mean + 10.0 * sd {
-        sum += if sd > 0.0 {
-            0.5 * libm::erfc((j * b + 0.5 - mean) / (sd * std::f64::consts::SQRT_2))
-        } else {
-            1.0 // q = 1: every token picks the expert, X = n > j·b
-        };
+        sum += 0.5 * libm::erfc((j * b + 0.5 - mean) / (sd * std::f64::consts::SQRT_2));
         j += 1.0;
     }
     sum
@@ -126,20 +133,27 @@ mod tests {
         .collect()
     }
 
-    /// `E[⌈X/b⌉]` summed exactly over the binomial's probabilities, for the check.
+    /// `E[⌈X/b⌉]` summed over the binomial's probabilities (in log space, within 15 sd of the mean), for
+    /// the check.
     fn exact(n: u64, q: f64, b: u64) -> f64 {
-        let mut p = (1.0 - q).powf(n as f64); // P(X = 0)
-        let mut sum = 0.0;
-        for x in 1..=n {
-            p *= (n - x + 1) as f64 / x as f64 * q / (1.0 - q);
-            sum += p * x.div_ceil(b) as f64;
-        }
-        sum
+        let (nf, mean) = (n as f64, n as f64 * q);
+        let sd = (mean * (1.0 - q)).sqrt();
+        let lo = (mean - 15.0 * sd).max(1.0) as u64;
+        let hi = ((mean + 15.0 * sd) as u64 + b).min(n);
+        let ln_pmf = |x: f64| {
+            libm::lgamma(nf + 1.0) - libm::lgamma(x + 1.0) - libm::lgamma(nf - x + 1.0)
+                + x * q.ln()
+                + (nf - x) * (1.0 - q).ln()
+        };
+        (lo..=hi)
+            .map(|x| ln_pmf(x as f64).exp() * x.div_ceil(b) as f64)
+            .sum()
     }
 
     #[test]
     fn the_expected_tiles_match_the_binomial_sum() {
-        // decode-sized steps (a tile is rarely exceeded) and prefill-sized ones (several tiles an expert)
+        // decode-sized steps (a tile is rarely exceeded), prefill-sized ones (several tiles an expert) and
+        // long ones whose spread passes a tile (the uniform-residue form)
         for (n, b) in [
             (64, 16),
             (200, 16),
@@ -150,6 +164,9 @@ mod tests {
             (2048, 128),
             (4096, 128),
             (8192, 128),
+            (16384, 16),
+            (65536, 32),
+            (262144, 128),
         ] {
             let (got, want) = (
                 tiles_of(n as f64, 1.0 / 16.0, b as f64),
@@ -161,6 +178,15 @@ mod tests {
                 "n {n}, b {b}: {got} vs {want}"
             );
         }
+    }
+
+    /// A certain expert (q = 1) and an absurdly long step cost a handful of terms, not one per tile.
+    #[test]
+    fn long_steps_and_certain_experts_are_closed_forms() {
+        assert_eq!(tiles_of(1e9, 1.0, 16.0), (1e9f64 / 16.0).ceil());
+        let t = tiles_of(1e9, 0.999_999, 1.0);
+        assert!((t - 1e9 * 0.999_999).abs() / t < 1e-6, "{t}");
+        assert_eq!(tiles_of(1e6, 0.0, 16.0), 0.0);
     }
 
     #[test]
