@@ -19,6 +19,8 @@
 #   TOKENIZER_JSON  a Hugging Face tokenizer.json used by both AgentX (prompt synthesis) and serve
 #                 (token counting) [tests/fixtures/tokenizers/byte-level-bpe-3k.json]
 #   SKIP_AGENTX=1 / SKIP_SIM=1  skip one side (reuse what OUT_DIR holds)
+#   SERVE_CPUS, AGENTX_CPUS  CPU lists (taskset -c) to pin serve and AgentX apart, so that AgentX's
+#                 processes do not delay serve's wall-clock engine [unset: both share every CPU]
 #   SERVE_FRONTEND_S_PER_TOKEN  the simulated side's chat front end, seconds per prompt token [9e-7]:
 #                 what `serve` itself spends on a request before its engine sees it (the body read, the
 #                 JSON, tokenizing the messages), measured on AgentX's records as the time from a
@@ -102,7 +104,7 @@ for c in "${levels[@]}"; do
             echo "port $port already answers: stop that server first" >&2
             exit 1
         fi
-        "$sb" serve -d "$deployment" --port "$port" --time-scale 1 \
+        ${SERVE_CPUS:+taskset -c "$SERVE_CPUS"} "$sb" serve -d "$deployment" --port "$port" --time-scale 1 \
             --tokenizer "$tok_dir/tokenizer.json" > "$d/serve.log" 2>&1 &
         serve_pid=$!
         for _ in $(seq 100); do
@@ -120,7 +122,7 @@ for c in "${levels[@]}"; do
             --concurrency "$c" --tokenizer "$tok_dir" > "$d/plan.json" 2> "$d/plan.log"
         start=$(date +%s.%N)
         AGENTX_PROBE_DIR="$d" AGENTX_PROBE_TIMERS=1 PYTHONPATH="$here/probe${PYTHONPATH:+:$PYTHONPATH}" \
-            "$venv/bin/agentx" profile --unsafe-override \
+            ${AGENTX_CPUS:+taskset -c "$AGENTX_CPUS"} "$venv/bin/agentx" profile --unsafe-override \
             --model "$model" --url "http://127.0.0.1:$port" \
             --input-file "$trace_dir" --custom-dataset-type weka_trace \
             --concurrency "$c" --random-seed "$seed" --tokenizer "$tok_dir" \
