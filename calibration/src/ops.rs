@@ -111,11 +111,17 @@ pub enum Op {
     },
 }
 
+/// The product of a row's counts, in floating point: each count may be as large as a table allows
+/// (2⁴⁰), and their integer product would overflow.
+fn product(counts: &[u64]) -> f64 {
+    counts.iter().map(|&c| c as f64).product()
+}
+
 impl Op {
     /// The work a row does in the unit its class is fitted in: FLOPs (compute classes) or bytes.
     fn flops(&self) -> f64 {
         match *self {
-            Op::Gemm { m, n, k, .. } => 2.0 * (m * n * k) as f64,
+            Op::Gemm { m, n, k, .. } => 2.0 * product(&[m, n, k]),
             Op::Prefill {
                 batch,
                 chunk,
@@ -124,8 +130,8 @@ impl Op {
                 head_dim,
                 ..
             } => {
-                let pairs = chunk as f64 * prefix as f64 + (chunk * (chunk + 1)) as f64 / 2.0;
-                4.0 * (q_heads * head_dim) as f64 * batch as f64 * pairs
+                let pairs = product(&[chunk, prefix]) + chunk as f64 * (chunk as f64 + 1.0) / 2.0;
+                4.0 * product(&[q_heads, head_dim, batch]) * pairs
             }
             Op::Moe {
                 tokens,
@@ -133,7 +139,7 @@ impl Op {
                 inter,
                 topk,
                 ..
-            } => 6.0 * (tokens * topk) as f64 * (hidden * inter) as f64,
+            } => 6.0 * product(&[tokens, topk, hidden, inter]),
             _ => 0.0,
         }
     }
@@ -146,7 +152,10 @@ impl Op {
                 topk,
                 experts,
                 ..
-            } => (tokens * topk).div_ceil(experts.max(1)),
+            } => {
+                // at most `tokens`, as topk ≤ experts; the product itself may pass 2⁶⁴
+                ((tokens as u128 * topk as u128).div_ceil(experts.max(1) as u128)) as u64
+            }
             _ => 0,
         }
     }
@@ -154,10 +163,10 @@ impl Op {
     fn bytes(&self) -> f64 {
         match *self {
             Op::Gemm { n, k, dtype, .. } => match dtype {
-                GemmDtype::Bf16 => 2.0 * (n * k) as f64,
-                GemmDtype::Fp8 => (n * k) as f64,
+                GemmDtype::Bf16 => 2.0 * product(&[n, k]),
+                GemmDtype::Fp8 => product(&[n, k]),
                 // half a byte per weight and a bf16 scale per 128 weights
-                GemmDtype::Int4 => (n * k) as f64 / 2.0 + 2.0 * (n * k) as f64 / 128.0,
+                GemmDtype::Int4 => product(&[n, k]) / 2.0 + 2.0 * product(&[n, k]) / 128.0,
             },
             Op::Decode {
                 batch,
@@ -165,7 +174,7 @@ impl Op {
                 kv_heads,
                 head_dim,
                 kv_bytes,
-            } => (batch * context * 2 * kv_heads * head_dim * kv_bytes) as f64,
+            } => 2.0 * product(&[batch, context, kv_heads, head_dim, kv_bytes]),
             Op::AllReduce { gpus, bytes } => 2.0 * (gpus - 1) as f64 / gpus as f64 * bytes as f64,
             // the cached prefix read and the chunk's KV written, bf16
             Op::Prefill {
@@ -175,7 +184,7 @@ impl Op {
                 kv_heads,
                 head_dim,
                 ..
-            } => (batch * (prefix + chunk) * 2 * kv_heads * head_dim * 2) as f64,
+            } => 4.0 * product(&[batch, prefix.saturating_add(chunk), kv_heads, head_dim]),
             // the bf16 weights of every expert a token chose (balanced: the first tokens · topk)
             Op::Moe {
                 tokens,
@@ -183,7 +192,7 @@ impl Op {
                 inter,
                 topk,
                 experts,
-            } => (experts.min(tokens * topk) * 3 * hidden * inter * 2) as f64,
+            } => 6.0 * product(&[experts.min(tokens.saturating_mul(topk)), hidden, inter]),
         }
     }
 }
@@ -315,7 +324,7 @@ impl OpRow {
                 topk,
                 experts,
                 ..
-            } if tokens * topk >= experts
+            } if tokens as u128 * topk as u128 >= experts as u128
                 && self.op.moe_rows_per_expert() <= MAX_MOE_MEMORY_ROWS
                 && self.op.bytes() >= MIN_MEMORY_BYTES =>
             {
@@ -730,10 +739,10 @@ fn padded_moe_flops(op: &Op, tiles: &[ExpertTile]) -> f64 {
     };
     let rows = op.moe_rows_per_expert();
     let padded = match tile_rows(tiles, tokens as f64) {
-        Some(b) => rows.div_ceil(b as u64) * b as u64,
+        Some(b) => rows.div_ceil(b as u64).saturating_mul(b as u64),
         None => rows,
     };
-    6.0 * (experts * padded) as f64 * (hidden * inter) as f64
+    6.0 * product(&[experts, padded, hidden, inter])
 }
 
 /// Fits every class on every GPU that has rows of it; `hardware` looks up a GPU's preset. Ratio
@@ -800,7 +809,7 @@ pub fn fit_ops(
                     let Op::Gemm { n, k, .. } = r.op else {
                         return None;
                     };
-                    twin(r).map(|t| t * r.op.bytes() / (2.0 * (n * k) as f64))
+                    twin(r).map(|t| t * r.op.bytes() / (2.0 * product(&[n, k])))
                 }
                 OpClass::MoeCompute => Some(padded_moe_flops(&r.op, tiles) / hw.bf16_flops),
                 _ => Some(ideal_s(r, *class, &hw)),
@@ -1227,5 +1236,24 @@ mod tests {
             ("moe.csv", 2, "topk")
         );
         assert!(e.to_string().contains("top-9 of 8 experts"), "{e}");
+    }
+
+    /// Counts as large as a table may give (2⁴⁰ each) multiply without overflowing: such rows are read
+    /// and classified, never a panic or a wrapped product.
+    #[test]
+    fn the_largest_counts_do_not_overflow() {
+        let big = 1u64 << 40;
+        let text = format!(
+            "{GEMM}\nX,1,NVIDIA H200,gemm,k,bfloat16,{big},{big},{big},1.0\n\
+             {MOE}\nVLLM,0.24.0,NVIDIA H200,moe,triton,bfloat16,{big},{big},{big},{big},{big},1,1,balanced,1.0\n"
+        );
+        let (gemm, moe) = text.split_once(&format!("{MOE}\n")).unwrap();
+        let g = read_op_table("g.csv", gemm).unwrap();
+        assert_eq!(g.rows[0].op.flops(), 2.0 * (big as f64).powi(3));
+        let m = read_op_table("m.csv", &format!("{MOE}\n{moe}")).unwrap();
+        let op = &m.rows[0].op;
+        assert_eq!(op.moe_rows_per_expert(), big);
+        assert_eq!(m.rows[0].class(), Some(OpClass::MoeCompute));
+        assert!(padded_moe_flops(op, &[]).is_finite() && op.bytes().is_finite());
     }
 }
