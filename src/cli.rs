@@ -712,8 +712,8 @@ pub struct CalibrateArgs {
     #[arg(long, num_args = 1.., required_unless_present_any = ["microbench", "endpoint", "derive_from", "from_probes", "from_ops", "from_moe_probes"])]
     pub from_steps: Vec<PathBuf>,
     /// Fit a profile for `--hardware` from measured operator tables: CSV files, or directories whose
-    /// every `.csv` is read (aiconfigurator's operator database or LLMServingSim's per-layer profile);
-    /// reports each operator class's error on held-out rows.
+    /// every `.csv` is read (aiconfigurator's operator database, its fused-MoE rows included, or
+    /// LLMServingSim's per-layer profile); reports each operator class's error on held-out rows.
     #[arg(long, num_args = 1.., conflicts_with_all = ["from_steps", "microbench", "endpoint", "derive_from", "from_probes"])]
     pub from_ops: Vec<PathBuf>,
     /// `--from-ops`: the GPU whose compute-bound rows (GEMM compute, prefill attention) set the compute
