@@ -402,6 +402,17 @@ fn the_default_workload_spec_is_the_fit_of_the_shipped_corpus() {
         report.contains("fitted on 712 sessions, 177 held out"),
         "{report}"
     );
+    // Resumed and fresh sessions told apart: the Claude Code logs' sessions are all fresh, a share of
+    // the WEKA proxy traces start past 50,000 tokens; the spec's share is its shapes' own.
+    assert!(report.contains("resumed sessions: 212 of 712"), "{report}");
+    assert!(report.contains("fresh sessions: 500 of 712"), "{report}");
+    let spec = WorkloadSpec::preset("agentic-coding").unwrap();
+    let rows = spec.session_shapes.as_deref().unwrap();
+    assert_eq!(spec.resumed_share, Some(0.2978));
+    assert_eq!(
+        spec.resumed_share,
+        Some(serverbench_workloads::spec::resumed_share_of(rows))
+    );
     std::fs::remove_dir_all(&dir).ok();
     assert_eq!(
         WorkloadSpec::default(),

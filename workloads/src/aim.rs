@@ -756,6 +756,9 @@ fn round_spec(s: &mut WorkloadSpec) {
             r[1] = r[1].round().max(1.0);
             r[2] = crate::fit::round4(r[2]);
         }
+        // Rounding may move a first prompt across the resumed line: the share stays the rows' own.
+        let share = crate::spec::resumed_share_of(rows);
+        s.resumed_share = s.resumed_share.map(|_| share);
     }
     s.compaction.max_tokens = crate::fit::round4(s.compaction.max_tokens as f64) as u32;
     if let Some(g) = s.new_tokens.as_mut() {

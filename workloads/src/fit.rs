@@ -415,6 +415,7 @@ pub fn fit(m: &Measured, source: &str) -> WorkloadSpec {
         system_prefix_tokens: prefix,
         first_prompt_tokens: empirical(&first).unwrap_or(base.first_prompt_tokens.clone()),
         root_turns: empirical(&m.root_turns).unwrap_or(base.root_turns.clone()),
+        resumed_share: Some(crate::spec::resumed_share_of(&shapes)),
         session_shapes: Some(shapes),
         output_tokens: empirical(&m.root_output).unwrap_or(base.output_tokens.clone()),
         think_time_s: empirical(&m.think_s).unwrap_or(base.think_time_s.clone()),
@@ -511,6 +512,46 @@ pub struct FitReport {
     pub nested_subagents: usize,
     /// Sessions of the fitted part left out: the generator cannot draw them.
     pub left_out: Vec<LeftOut>,
+    /// The fitted sessions' shapes told apart: those that resume an earlier conversation (a first
+    /// prompt past [`crate::spec::RESUMED_ABOVE_TOKENS`] after the prefix) and fresh ones.
+    pub resumed: KindShape,
+    /// Fresh sessions.
+    pub fresh: KindShape,
+}
+
+/// One kind of session in the fitted corpus: how many, and their first prompts (after the prefix)
+/// and root turns at the median and p90.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct KindShape {
+    /// Sessions of this kind.
+    pub sessions: usize,
+    /// First prompt after the prefix, p50 and p90, tokens.
+    pub first_prompt: [f64; 2],
+    /// Root turns, p50 and p90.
+    pub root_turns: [f64; 2],
+}
+
+impl KindShape {
+    /// The shapes of `rows` whose kind is `resumed`.
+    pub fn of(rows: &[[f64; 3]], resumed: bool) -> Self {
+        let kind: Vec<&[f64; 3]> = rows
+            .iter()
+            .filter(|r| crate::spec::shape_is_resumed(r) == resumed)
+            .collect();
+        let at = |col: usize| {
+            let mut v: Vec<f64> = kind.iter().map(|r| r[col]).collect();
+            v.sort_by(f64::total_cmp);
+            if v.is_empty() {
+                return [0.0, 0.0];
+            }
+            [quantile(&v, 0.5), quantile(&v, 0.9)]
+        };
+        KindShape {
+            sessions: kind.len(),
+            first_prompt: at(0),
+            root_turns: at(1),
+        }
+    }
 }
 
 /// Whether the session at position `i` of a corpus is held out of the fit.
@@ -622,6 +663,7 @@ pub fn fit_and_report(
         }),
         row("sub-agent turns", "", |m| m.subagent_turns.clone()),
     ];
+    let shapes = spec.session_shapes.as_deref().unwrap_or_default();
     let tokens = &rows[3];
     let rel = |g: f64, h: f64| if h > 0.0 { g / h - 1.0 } else { 0.0 };
     let report = FitReport {
@@ -641,6 +683,8 @@ pub fn fit_and_report(
         nested_subagents: train_m.nested,
         rows,
         left_out,
+        resumed: KindShape::of(shapes, true),
+        fresh: KindShape::of(shapes, false),
     };
     Ok((spec, report))
 }

@@ -2,8 +2,8 @@
 
 use crate::hash::{mix2, mix64};
 use crate::spec::{
-    shape_first_prompt, Thresholds, WorkloadSpec, MAX_FANOUT, MAX_PART_TOKENS, MAX_THINK_S,
-    MAX_TURNS,
+    resumed_share_of, shape_first_prompt, shape_is_resumed, Thresholds, WorkloadSpec, MAX_FANOUT,
+    MAX_PART_TOKENS, MAX_THINK_S, MAX_TURNS,
 };
 use crate::tree::{Blocks, Request, RequestKind, SessionTree};
 use rand::{Rng, SeedableRng};
@@ -300,11 +300,29 @@ impl<'a> Builder<'a> {
         (vec![c], 0)
     }
 
+    /// A session's measured shape: a row drawn uniformly, or, where `resumed_share` differs from the
+    /// rows' own share, the kind first (resumed with that probability) and then a row of that kind.
+    fn shape(&mut self, rows: &[[f64; 3]]) -> [f64; 3] {
+        let share = self
+            .spec
+            .resumed_share
+            .filter(|&p| p != resumed_share_of(rows));
+        let Some(p) = share else {
+            return rows[self.rng.random_range(0..rows.len())];
+        };
+        let resumed = self.rng.random::<f64>() < p;
+        let kind: Vec<&[f64; 3]> = rows
+            .iter()
+            .filter(|r| shape_is_resumed(r) == resumed)
+            .collect();
+        *kind[self.rng.random_range(0..kind.len())]
+    }
+
     fn root(&mut self) {
         let spec = self.spec;
         let (turns, first) = match &spec.session_shapes {
             Some(rows) => {
-                let r = rows[self.rng.random_range(0..rows.len())];
+                let r = self.shape(rows);
                 self.threshold = self.thresholds.of_shape(r[2]);
                 (
                     (r[1].round() as u32).clamp(1, MAX_TURNS),
@@ -540,6 +558,72 @@ mod tests {
             .count();
         let share = spawning as f64 / n as f64;
         assert!((share - 0.3).abs() < 0.07, "{share}");
+    }
+
+    /// Two fresh shapes and two resumed ones (first prompts past 50,000 tokens), no compaction.
+    fn shaped(share: Option<f64>) -> WorkloadSpec {
+        WorkloadSpec {
+            session_shapes: Some(vec![
+                [1_000.0, 3.0, 0.0],
+                [2_000.0, 3.0, 0.0],
+                [80_000.0, 3.0, 0.0],
+                [120_000.0, 3.0, 0.0],
+            ]),
+            resumed_share: share,
+            ..WorkloadSpec::synthetic_v1()
+        }
+    }
+
+    /// The share of `n` trees of `spec` whose first request starts past the prefix plus 50,000 tokens.
+    fn resumed_trees(spec: WorkloadSpec, n: u64) -> f64 {
+        let prefix = spec.system_prefix_tokens;
+        let g = Generator::new(spec, 9, 1_048_576).unwrap();
+        let resumed = (0..n)
+            .filter(|&k| g.generate(k).requests()[0].input_tokens > prefix + 50_000)
+            .count();
+        resumed as f64 / n as f64
+    }
+
+    #[test]
+    fn a_resumed_share_draws_resumed_and_fresh_sessions_in_that_share() {
+        assert_eq!(resumed_trees(shaped(Some(0.0)), 300), 0.0);
+        assert_eq!(resumed_trees(shaped(Some(1.0)), 300), 1.0);
+        let share = resumed_trees(shaped(Some(0.2)), 1000);
+        assert!((share - 0.2).abs() < 0.04, "{share}");
+        // The rows' own share (as `workload fit` writes it) draws a row uniformly: the very stream of
+        // a spec without the field.
+        let own = Generator::new(shaped(Some(0.5)), 4, 1_048_576).unwrap();
+        let none = Generator::new(shaped(None), 4, 1_048_576).unwrap();
+        for k in 0..50 {
+            assert_eq!(own.generate(k), none.generate(k));
+        }
+        let share = resumed_trees(shaped(None), 1000);
+        assert!((share - 0.5).abs() < 0.05, "{share}");
+    }
+
+    #[test]
+    fn a_resumed_share_the_shapes_cannot_give_is_refused() {
+        let field = |spec: WorkloadSpec| Generator::new(spec, 0, 1_048_576).err().unwrap();
+        let e = field(shaped(Some(1.5)));
+        assert!(e.to_string().contains("resumed_share"), "{e}");
+        let no_shapes = WorkloadSpec {
+            resumed_share: Some(0.3),
+            ..WorkloadSpec::synthetic_v1()
+        };
+        assert!(field(no_shapes)
+            .to_string()
+            .contains("needs session_shapes"));
+        let mut fresh_only = shaped(Some(0.3));
+        fresh_only.session_shapes.as_mut().unwrap().truncate(2);
+        assert!(field(fresh_only)
+            .to_string()
+            .contains("no session_shapes row"));
+        let mut fresh_only = shaped(Some(0.0));
+        fresh_only.session_shapes.as_mut().unwrap().truncate(2);
+        assert!(Generator::new(fresh_only, 0, 1_048_576).is_ok());
+        let mut resumed_only = shaped(Some(0.9));
+        resumed_only.session_shapes.as_mut().unwrap().drain(..2);
+        assert!(field(resumed_only).to_string().contains("none is fresh"));
     }
 
     #[test]

@@ -116,6 +116,18 @@ pub fn fit_text(r: &FitReport) -> String {
         r.subagents_per_session,
         r.nested_subagents
     );
+    for (name, k) in [("resumed", &r.resumed), ("fresh", &r.fresh)] {
+        let _ = writeln!(
+            out,
+            "  {name} sessions: {} of {} (first prompt past the prefix p50 {:.0}, p90 {:.0} tokens; root turns p50 {:.0}, p90 {:.0})",
+            k.sessions,
+            r.resumed.sessions + r.fresh.sessions,
+            k.first_prompt[0],
+            k.first_prompt[1],
+            k.root_turns[0],
+            k.root_turns[1]
+        );
+    }
     out
 }
 

@@ -515,6 +515,13 @@ pub struct WorkloadSpec {
     /// never compacted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_shapes: Option<Vec<[f64; 3]>>,
+    /// The share of sessions that resume an earlier conversation: those drawn from shapes whose
+    /// first prompt is more than [`RESUMED_ABOVE_TOKENS`] past the prefix ([`shape_is_resumed`]).
+    /// `workload fit` writes the share its shapes have, and a session then draws a row uniformly
+    /// (which gives each kind that share); another share draws the kind first, then a row of that
+    /// kind (`0`: fresh sessions only). Needs `session_shapes` with a row of each kind it can draw.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumed_share: Option<f64>,
     /// Output tokens per turn.
     pub output_tokens: Dist,
     /// Tool-result tokens appended before each later turn.
@@ -583,6 +590,7 @@ impl WorkloadSpec {
             first_prompt_tokens: Dist::lognormal(500.0, 1.0, Some(1.0), None),
             root_turns: Dist::lognormal(40.0, 0.7, Some(1.0), Some(400.0)),
             session_shapes: None,
+            resumed_share: None,
             output_tokens: Dist::lognormal(150.0, 1.2, Some(1.0), Some(8_192.0)),
             tool_result_tokens: Dist::lognormal(400.0, 1.5, Some(0.0), Some(40_000.0)),
             think_time_s: Dist::lognormal(2.0, 1.0, None, None),
@@ -596,6 +604,29 @@ impl WorkloadSpec {
 }
 
 impl WorkloadSpec {
+    /// `resumed_share` is a share, and the shapes hold a row of each kind it draws.
+    fn check_resumed_share(&self, p: f64) -> Result<(), FieldError> {
+        let bad = |why: &str| Err(FieldError::new("resumed_share", why));
+        if !(0.0..=1.0).contains(&p) {
+            return bad("must be a share between 0 and 1");
+        }
+        let Some(rows) = &self.session_shapes else {
+            return bad("needs session_shapes (it chooses between their resumed and fresh rows)");
+        };
+        let resumed = rows.iter().filter(|r| shape_is_resumed(r)).count();
+        if p > 0.0 && resumed == 0 {
+            return bad(
+                "is above 0, but no session_shapes row starts past 50,000 tokens (a resumed session)",
+            );
+        }
+        if p < 1.0 && resumed == rows.len() {
+            return bad(
+                "is below 1, but every session_shapes row starts past 50,000 tokens (none is fresh)",
+            );
+        }
+        Ok(())
+    }
+
     /// Checks every field; the error names the field and the reason.
     pub fn check(&self) -> Result<(), FieldError> {
         let bad = |field: &str, why: &str| Err(FieldError::new(field, why));
@@ -685,6 +716,9 @@ impl WorkloadSpec {
                     ));
                 }
             }
+        }
+        if let Some(p) = self.resumed_share {
+            self.check_resumed_share(p)?;
         }
         for (name, n) in [
             ("new_tokens", &self.new_tokens),
@@ -832,6 +866,26 @@ impl Thresholds {
             false => self.limit,
         }
     }
+}
+
+/// A first prompt more than this many tokens past the application prefix continues an earlier
+/// conversation (a resumed session, or a capture that began mid-session) rather than opening one: no
+/// fresh session in the corpus's Claude Code logs starts beyond 43,563 tokens, while the WEKA proxy
+/// traces put a quarter of their sessions past 89,000 with few between (docs/workload.md, "Resumed
+/// and fresh sessions").
+pub const RESUMED_ABOVE_TOKENS: f64 = 50_000.0;
+
+/// Whether a `session_shapes` row is a resumed session's (its first prompt past
+/// [`RESUMED_ABOVE_TOKENS`]).
+pub fn shape_is_resumed(r: &[f64; 3]) -> bool {
+    r[0] > RESUMED_ABOVE_TOKENS
+}
+
+/// The share of `rows` that are resumed sessions', rounded as the fit rounds (4 digits).
+pub fn resumed_share_of(rows: &[[f64; 3]]) -> f64 {
+    let n = rows.iter().filter(|r| shape_is_resumed(r)).count();
+    let share = n as f64 / rows.len().max(1) as f64;
+    (share * 1e4).round() / 1e4
 }
 
 /// A measured shape's first prompt after the prefix, as the generator draws it.
