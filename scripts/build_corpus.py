@@ -10,10 +10,17 @@ GitHub repositories, one sub-folder per collection, each with a manifest.jsonl w
     RAW/claude-code/      Claude Code session logs (~/.claude/projects/...)
     RAW/other-agents/     Weka agent traces (callanjfox/kv-cache-tester) and other agents' logs
     RAW/trajectories/     SWE-agent and mini-swe-agent trajectories
+    RAW/codex/            Codex CLI rollouts (~/.codex/sessions/.../rollout-*.jsonl); its
+                          manifest_details.jsonl (the same lines with `licence_files_at_commit` and
+                          `notes`) says where a licence file existed at the commit read
 Only sources whose licence allows redistribution (MIT, Apache-2.0) are written; the others are
-reduced into HELD_OUT (outside the repository) for the held-out check docs/workload.md quotes.
+reduced into HELD_OUT (outside the repository) for the held-out check docs/workload.md quotes. A Codex
+rollout ships only where its repository had a licence file at the commit it was read from (a licence
+added later, or one declared only in package metadata, is not enough).
 
 Usage: RAW=/work/raw HELD_OUT=/tmp/held-out scripts/build_corpus.py [BIN]
+       ONLY=codex RAW=/work/raw scripts/build_corpus.py [BIN]   (rebuilds corpus/codex/ and its
+       manifest lines and licences alone, leaving the other collections as they are)
 """
 import json, os, shutil, subprocess, sys, tempfile
 
@@ -25,14 +32,52 @@ OUT = os.path.join(ROOT, "corpus")
 SHIPPABLE = {"MIT", "Apache-2.0"}
 
 
-def manifest():
+def manifest(groups=("claude-code", "other-agents", "trajectories", "codex")):
     entries = {}
-    for group in ("claude-code", "other-agents", "trajectories"):
+    for group in groups:
         path = os.path.join(RAW, group, "manifest.jsonl")
         for line in open(path):
             x = json.loads(line)
+            x["group"] = group
             entries[os.path.realpath(x["local"])] = x
+    details = os.path.join(RAW, "codex", "manifest_details.jsonl")
+    if "codex" in groups and os.path.exists(details):
+        for line in open(details):
+            x = json.loads(line)
+            licensed = x.get("licence_files_at_commit") != [] and not any(
+                "no LICENSE file" in n for n in x.get("notes", []))
+            entries[os.path.realpath(x["local"])]["licensed_at_commit"] = licensed
     return entries
+
+
+def codex_shippable(x):
+    return x["group"] == "codex" and x["licence"] in SHIPPABLE and x.get("licensed_at_commit", False)
+
+
+def write_manifest(man):
+    with open(os.path.join(OUT, "manifest.jsonl"), "w") as f:
+        for m in man:
+            f.write(json.dumps(m, sort_keys=True) + "\n")
+
+
+def copy_licences(man, entries):
+    for repo in sorted({m["repo"] for m in man}):
+        src = next(x["licence_file"] for x in entries.values() if x["repo"] == repo)
+        shutil.copy(src, os.path.join(OUT, "licences", repo.replace("/", "__") + ".txt"))
+
+
+def codex_only():
+    """Rebuilds corpus/codex/ alone: its sessions, its manifest lines, its repositories' licences."""
+    entries = manifest(("codex",))
+    shipped = sorted(f for f, x in entries.items() if codex_shippable(x))
+    shutil.rmtree(os.path.join(OUT, "codex"), ignore_errors=True)
+    os.makedirs(os.path.join(OUT, "codex"))
+    man = []
+    reduce(shipped, "codex", f"{OUT}/codex/rollouts.jsonl", entries, "codex", man)
+    kept = [json.loads(l) for l in open(os.path.join(OUT, "manifest.jsonl"))]
+    kept = [m for m in kept if m["agent"] != "codex"]
+    write_manifest(kept + man)
+    copy_licences(man, entries)
 
 
 def stage(files):
@@ -79,7 +124,7 @@ def main():
     mini = lambda x: x.get("agent") == "mini-swe-agent"
     swe = lambda x: x.get("agent") == "swe-agent"
     shutil.rmtree(OUT, ignore_errors=True)
-    for sub in ("claude-code", "mini-swe-agent", "swe-agent", "licences"):
+    for sub in ("claude-code", "mini-swe-agent", "swe-agent", "codex", "licences"):
         os.makedirs(os.path.join(OUT, sub))
     os.makedirs(HELD_OUT, exist_ok=True)
     man = []
@@ -92,6 +137,7 @@ def main():
            entries, "mini-swe-agent", man)
     reduce(by(lambda x: swe(x) and lic(x)), "trajectory", f"{OUT}/swe-agent/test-data.jsonl",
            entries, "swe-agent", man)
+    reduce(by(codex_shippable), "codex", f"{OUT}/codex/rollouts.jsonl", entries, "codex", man)
     # Held out, never shipped: sources without a licence that allows it.
     held = []
     reduce(by(lambda x: claude_logs(x) and not lic(x)), "claude-code", f"{HELD_OUT}/claude-code-logs.jsonl",
@@ -101,12 +147,11 @@ def main():
     with open(os.path.join(HELD_OUT, "manifest.jsonl"), "w") as f:
         for m in held:
             f.write(json.dumps(m) + "\n")
-    with open(os.path.join(OUT, "manifest.jsonl"), "w") as f:
-        for m in man:
-            f.write(json.dumps(m, sort_keys=True) + "\n")
-    for repo in sorted({m["repo"] for m in man}):
-        src = next(x["licence_file"] for x in entries.values() if x["repo"] == repo)
-        shutil.copy(src, os.path.join(OUT, "licences", repo.replace("/", "__") + ".txt"))
+    write_manifest(man)
+    copy_licences(man, entries)
 
 
-main()
+if os.environ.get("ONLY") == "codex":
+    codex_only()
+else:
+    main()

@@ -331,6 +331,12 @@ pub struct SloArgs {
     /// Seeds (k independent seeds): a count N or a range A..B.
     #[arg(long, default_value = "8")]
     pub seeds: String,
+    /// Freeze on N corpora drawn from the workload spec (generator seeds 0..N, each replayed with the
+    /// same rows on every seed, as AgentX replays one corpus) and take the median over draws of each
+    /// target: a spec does not know which sessions a corpus puts first. A spec under an AgentX
+    /// protocol only; 1 (the default) is the one corpus every other command replays.
+    #[arg(long, default_value = "1")]
+    pub corpus_draws: u64,
     /// Write the deployment with the frozen targets to this YAML file.
     #[arg(long, short = 'o')]
     pub out: Option<PathBuf>,

@@ -105,8 +105,12 @@ fn write_out(
 fn scan(a: WorkloadScanArgs) -> Result<()> {
     let d = inputs::deployment(&a.deployment)?;
     let seeds = inputs::seeds(&a.seeds)?;
-    let workload =
-        inputs::fitted_workload(&a.deployment, &inputs::workload_choice(&a.workload), &d)?;
+    let workload = inputs::fitted_workload(
+        &a.deployment,
+        &inputs::workload_choice(&a.workload),
+        &d,
+        false,
+    )?;
     inputs::check_scan(a.concurrency, a.window, a.idle_gap_cap)?;
     let started = std::time::Instant::now();
     let (c, window, cap) = (a.concurrency, a.window, a.idle_gap_cap);

@@ -104,10 +104,25 @@ fn print_config_is_a_valid_deployment_file() {
 /// standard error; a spec without measured session shapes gets no note.
 #[test]
 fn a_context_that_cuts_the_specs_sessions_gets_a_note() {
-    let o = serverbench(["simulate", "-d", "gemma4-e4b-1xl40", "-w", "60"]);
+    let o = serverbench([
+        "simulate",
+        "-d",
+        "gemma4-e4b-1xl40",
+        "-w",
+        "60",
+        "--protocol",
+        "cold",
+    ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let err = String::from_utf8_lossy(&o.stderr);
     let note = "note: workload spec agentx-062126-256k on a 131,072-token context: sessions compact at 112,877 tokens at most; of the spec's 419 measured session shapes, 76 compacted later than that in their corpus and 66 began with a longer first prompt (cut to fit)";
+    assert_eq!(err.matches(note).count(), 1, "{err}");
+    // Under AgentX's protocol (the deployment's own) sessions are not cut: those that do not fit are
+    // left out whole, and the note counts how many of the first ones fit.
+    let o = serverbench(["simulate", "-d", "gemma4-e4b-1xl40", "-w", "60"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let err = String::from_utf8_lossy(&o.stderr);
+    let note = "note: workload spec agentx-062126-256k on a 131,072-token context under AgentX's protocol: its sessions run as recorded, and those with a request longer than the context (prompt plus output) are left out whole, as --max-context-length leaves a corpus's traces out; 12 of its first 200 sessions fit";
     assert_eq!(err.matches(note).count(), 1, "{err}");
     let o = serverbench([
         "simulate",
@@ -117,6 +132,8 @@ fn a_context_that_cuts_the_specs_sessions_gets_a_note() {
         "synthetic-v1",
         "-w",
         "60",
+        "--protocol",
+        "cold",
     ]);
     assert!(o.status.success());
     assert!(!String::from_utf8_lossy(&o.stderr).contains("note:"));
@@ -1188,4 +1205,75 @@ fn dense_model_refuses(dir: &Path, overrides: &str, field: &str) {
             && err.contains(&format!("{field}: the model has no routed experts")),
         "{err}"
     );
+}
+
+/// `slo --corpus-draws N` freezes on N corpora of the spec (the same rows for every seed of a draw) and
+/// takes the median over draws of each target; a trace or a protocol that draws sessions per seed is
+/// refused by the flag's name.
+#[test]
+fn slo_over_corpus_draws_freezes_the_median_draw() {
+    let o = serverbench([
+        "slo",
+        "-d",
+        "qwen3.5-9b-2xl40",
+        "--corpus-draws",
+        "3",
+        "--seeds",
+        "2",
+        "-w",
+        "300",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(text.contains("3 corpus draws × 2 seeds"), "{text}");
+    let draws: Vec<(f64, f64)> = text
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() == 3 && f[0].parse::<u64>().is_ok())
+                .then(|| (f[1].parse().unwrap(), f[2].parse().unwrap()))
+        })
+        .collect();
+    assert_eq!(draws.len(), 3, "{text}");
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[1]
+    };
+    let ttft = median(draws.iter().map(|d| d.0).collect());
+    let tpot = median(draws.iter().map(|d| d.1).collect());
+    let frozen =
+        format!("τ_first = {ttft:.5} s, τ_token = {tpot:.4} ms (the median over corpus draws");
+    assert!(text.contains(&frozen), "{frozen}\n{text}");
+    // Draw 0 is the corpus every other command replays: its line is the plain freeze's.
+    let plain = serverbench(["slo", "-d", "qwen3.5-9b-2xl40", "--seeds", "2", "-w", "300"]);
+    let plain = String::from_utf8_lossy(&plain.stdout).to_string();
+    assert!(
+        plain.contains(&format!(
+            "τ_first = {:.5} s, τ_token = {:.4} ms",
+            draws[0].0, draws[0].1
+        )),
+        "{plain}"
+    );
+    for (extra, why) in [
+        (
+            vec!["--protocol", "cold"],
+            "only the AgentX protocols replay a corpus",
+        ),
+        (
+            vec![
+                "--protocol",
+                "agentx",
+                "--trace",
+                "tests/fixtures/weka/sample_trace_with_subagent.json",
+            ],
+            "a trace is its own corpus",
+        ),
+    ] {
+        let mut args = vec!["slo", "--corpus-draws", "2", "--seeds", "1", "-w", "60"];
+        args.extend(extra);
+        let o = serverbench(args);
+        assert_eq!(o.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(&format!("--corpus-draws: {why}")), "{err}");
+    }
 }

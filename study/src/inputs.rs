@@ -242,7 +242,8 @@ pub fn study_on(
     w: &WorkloadChoice,
     r: &ReplayChoice,
 ) -> Result<Study> {
-    let w = fitted_workload(&d_args.deployment, w, &d)?;
+    let agentx = Protocol::parse(r.protocol()).is_some_and(|p| p.is_agentx());
+    let w = fitted_workload(&d_args.deployment, w, &d, agentx)?;
     Ok(Study::new(d, w, run_config(r, 1, 0)?))
 }
 
@@ -255,7 +256,10 @@ pub fn workload(args: &WorkloadChoice, d: &Deployment) -> Result<Workload> {
 fn workload_or(args: &WorkloadChoice, default_spec: Option<&str>) -> Result<Workload> {
     Ok(match trace(args)? {
         Some(t) => Workload::trace(t, args.trace_repeat),
-        None => Workload::Generated(Arc::new(spec(args, default_spec)?)),
+        None => Workload::Generated(
+            Arc::new(spec(args, default_spec)?),
+            serverbench_workloads::CORPUS_SEED,
+        ),
     })
 }
 
@@ -266,9 +270,10 @@ pub fn fitted_workload(
     deployment: &str,
     args: &WorkloadChoice,
     d: &Deployment,
+    agentx: bool,
 ) -> Result<Workload> {
     let w = workload(args, d)?;
-    if let Workload::Generated(spec) = &w {
+    if let Workload::Generated(spec, _) = &w {
         if let Err(e) = spec.check_context(d.context_limit) {
             let spec_name = workload_name(args, &w);
             return Err(match context_limit_line(deployment)? {
@@ -282,11 +287,37 @@ pub fn fitted_workload(
                 None => anyhow!("{spec_name}: {e}"),
             });
         }
-        if let Some(c) = spec.context_cuts(d.context_limit) {
-            (args.note)(&context_note(&workload_name(args, &w), d.context_limit, c));
+        let name = workload_name(args, &w);
+        if agentx && d.context_limit < serverbench_workloads::rows::RECORDED_CONTEXT {
+            (args.note)(&rows_note(&name, spec, d.context_limit));
+        } else if let Some(c) = spec.context_cuts(d.context_limit) {
+            (args.note)(&context_note(&name, d.context_limit, c));
         }
     }
     Ok(w)
+}
+
+/// Sessions counted for the note on a spec's rows under AgentX.
+const ROWS_NOTE_SESSIONS: u64 = 200;
+
+/// The note a deployment whose context is shorter than the spec's sessions ran in gets under AgentX's
+/// protocols: whole sessions are left out, and how many of the first ones fit.
+fn rows_note(spec_name: &str, spec: &WorkloadSpec, context_limit: u32) -> String {
+    let fit = serverbench_workloads::Generator::new(
+        spec.clone(),
+        serverbench_workloads::CORPUS_SEED,
+        serverbench_workloads::rows::RECORDED_CONTEXT,
+    )
+    .map(|g| {
+        (0..ROWS_NOTE_SESSIONS)
+            .filter(|&k| g.generate(k).peak_context() <= context_limit as u64)
+            .count()
+    })
+    .unwrap_or(0);
+    format!(
+        "note: {spec_name} on a {}-token context under AgentX's protocol: its sessions run as recorded, and those with a request longer than the context (prompt plus output) are left out whole, as --max-context-length leaves a corpus's traces out; {fit} of its first {ROWS_NOTE_SESSIONS} sessions fit",
+        thousands(context_limit as u64)
+    )
 }
 
 /// The note a deployment gets when its context cuts the spec's measured session shapes.
@@ -334,7 +365,7 @@ pub fn source(
     d: &Deployment,
     protocol: serverbench_sim::Protocol,
 ) -> Result<Arc<dyn TreeSource>> {
-    let w = fitted_workload(deployment, args, d)?;
+    let w = fitted_workload(deployment, args, d, protocol.is_agentx())?;
     w.source_for(seed, d.context_limit, protocol.is_agentx())
         .map_err(|e| anyhow!("{}: {e}", workload_name(args, &w)))
 }
@@ -389,7 +420,7 @@ pub fn corpus_sessions(
 /// How errors name the workload: the spec's name or file, or the trace.
 fn workload_name(args: &WorkloadChoice, w: &Workload) -> String {
     match (w, &args.workload) {
-        (Workload::Generated(s), None) => format!(
+        (Workload::Generated(s, _), None) => format!(
             "workload spec {}",
             s.name
                 .as_deref()

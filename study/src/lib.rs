@@ -45,7 +45,10 @@ pub use result_plots::{rate_sweep_plot, screen_plot, sweep_plot, QUALIFIED_F};
 pub use robust::{under_model_error, LevelUnderError, UnderError, DEFAULT_BAND};
 pub use scan::{scan_seeds, SeedScan};
 pub use screen::{run_screen, screen, ScreenPlan, ScreenResult, SeedRow};
-pub use slo::{freeze_slo, slo_reference, with_frozen_slo, SeedP90, SloReference};
+pub use slo::{
+    freeze_over_corpora, freeze_slo, slo_reference, with_frozen_slo, CorpusFreeze, SeedP90,
+    SloReference,
+};
 pub use sweep::{
     sweep, sweep_rates, sweep_rates_until, Cell, Level, RateLevel, RateSweep, SweepPlan,
     SweepResult, WindowD,
@@ -87,6 +90,10 @@ pub enum StudyError {
     /// The caller's [`Executor`] could not carry out the runs (its own words).
     #[error("{0}")]
     Executor(String),
+    /// Corpus draws asked of a workload that has one corpus (a trace) or of a protocol that draws
+    /// sessions per seed.
+    #[error("--corpus-draws: {0}")]
+    CorpusDraws(&'static str),
 }
 
 impl From<FieldError> for StudyError {

@@ -44,6 +44,72 @@ pub fn freeze_slo(
     };
     Ok((rows, slo))
 }
+/// One corpus draw's freeze: its seeds' p90s and the targets frozen from them.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CorpusFreeze {
+    /// The generator seed whose stream is this draw's corpus.
+    pub corpus_seed: u64,
+    /// Each run seed's p90s on it.
+    pub rows: Vec<SeedP90>,
+    /// The maximum over seeds of each.
+    pub slo: Slo,
+}
+
+/// The freeze of [`freeze_slo`] on `draws` corpora of the study's spec (generator seeds `0..draws`,
+/// each the same rows for every run seed, as AgentX replays one corpus), and the targets: the median
+/// over draws of each draw's frozen target. A spec stands in for a corpus whose rows it does not know,
+/// so which rows come first is drawn, not fixed. Needs a generated spec under an AgentX protocol.
+pub fn freeze_over_corpora(
+    study: &Study,
+    concurrency: u32,
+    seeds: &[u64],
+    draws: u64,
+    progress: &(dyn Fn() + Sync),
+) -> Result<(Vec<CorpusFreeze>, Slo), StudyError> {
+    if draws == 0 {
+        return Err(StudyError::NothingToRun);
+    }
+    if !study.replay.protocol.is_agentx() {
+        return Err(StudyError::CorpusDraws(
+            "only the AgentX protocols replay a corpus (the others draw each seed's own sessions)",
+        ));
+    }
+    let mut out = Vec::new();
+    for corpus_seed in 0..draws {
+        let workload =
+            study
+                .workload
+                .with_corpus_seed(corpus_seed)
+                .ok_or(StudyError::CorpusDraws(
+                    "a trace is its own corpus: draws need a workload spec",
+                ))?;
+        let drawn = Study {
+            workload,
+            ..study.clone()
+        };
+        let (rows, slo) = freeze_slo(&drawn, concurrency, seeds, progress)?;
+        out.push(CorpusFreeze {
+            corpus_seed,
+            rows,
+            slo,
+        });
+    }
+    let median = |f: fn(&Slo) -> f64| {
+        let mut v: Vec<f64> = out.iter().map(|d| f(&d.slo)).collect();
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        match n % 2 {
+            1 => v[n / 2],
+            _ => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+        }
+    };
+    let slo = Slo {
+        ttft_s: median(|s| s.ttft_s),
+        tpot_s: median(|s| s.tpot_s),
+    };
+    Ok((out, slo))
+}
+
 /// The configuration targets are frozen on: the deployment (on its reference arm, when it has one and
 /// its own engine was not asked for), the concurrency, and how a header names the arm.
 pub struct SloReference {

@@ -25,6 +25,7 @@ pub mod import;
 pub mod recorded;
 pub mod repeat;
 pub mod report;
+pub mod rows;
 pub mod spec;
 pub mod stats;
 pub mod tokens;
@@ -107,8 +108,9 @@ pub fn parse_spec(file: &str, text: &str) -> Result<WorkloadSpec, InputError> {
 /// trace read from a file (the same trees for every seed). Cheap to clone and share between threads.
 #[derive(Clone, Debug)]
 pub enum Workload {
-    /// The `agentic-coding` generator.
-    Generated(std::sync::Arc<WorkloadSpec>),
+    /// The `agentic-coding` generator, and the generator seed whose stream is its corpus under the
+    /// AgentX protocols ([`CORPUS_SEED`] unless [`Workload::with_corpus_seed`] draws another).
+    Generated(std::sync::Arc<WorkloadSpec>, u64),
     /// A trace's trees, repeated as `repeat` says when a replay needs more of them.
     Trace {
         /// The trees read from the file.
@@ -122,7 +124,7 @@ pub enum Workload {
 
 impl Default for Workload {
     fn default() -> Self {
-        Workload::Generated(std::sync::Arc::new(WorkloadSpec::default()))
+        Workload::Generated(std::sync::Arc::new(WorkloadSpec::default()), CORPUS_SEED)
     }
 }
 
@@ -135,7 +137,16 @@ impl Workload {
     /// with the default spec when there is none.
     pub fn builtin(name: Option<&str>) -> Workload {
         let spec = name.and_then(WorkloadSpec::preset).unwrap_or_default();
-        Workload::Generated(std::sync::Arc::new(spec))
+        Workload::Generated(std::sync::Arc::new(spec), CORPUS_SEED)
+    }
+
+    /// The same workload with its corpus under the AgentX protocols drawn from generator seed `seed`
+    /// (another draw of the spec's sessions); `None` for a trace, which is its own corpus.
+    pub fn with_corpus_seed(&self, seed: u64) -> Option<Workload> {
+        match self {
+            Workload::Generated(spec, _) => Some(Workload::Generated(spec.clone(), seed)),
+            Workload::Trace { .. } => None,
+        }
     }
 
     /// A trace's workload.
@@ -150,9 +161,10 @@ impl Workload {
     /// The tree stream of `seed` as AgentX reads it when `rows_in_order`: a trace's rows in file order,
     /// every pass the same rows (that replay's cache-bust marker makes each a new session, and the
     /// seed moves only where each lane starts); a spec's rows are likewise one corpus drawn from it,
-    /// the generator's stream of seed [`CORPUS_SEED`], the same for every run seed, as the benchmark
-    /// replays one fixed corpus whatever its seed (`reference/agentx-replay.md` §7, §13). Otherwise
-    /// [`Workload::source`].
+    /// the generator's stream of its corpus seed ([`CORPUS_SEED`] by default), the same for every run seed, as the benchmark
+    /// replays one fixed corpus whatever its seed (`reference/agentx-replay.md` §7, §13), generated as
+    /// its corpus recorded them and those that cannot fit `context_limit` left out whole
+    /// ([`rows::FittingRows`]). Otherwise [`Workload::source`].
     pub fn source_for(
         &self,
         seed: u64,
@@ -161,7 +173,9 @@ impl Workload {
     ) -> Result<std::sync::Arc<dyn TreeSource>, serverbench_config::FieldError> {
         match self {
             Workload::Trace { trace, .. } if rows_in_order => Ok(trace.clone()),
-            Workload::Generated(_) if rows_in_order => self.source(CORPUS_SEED, context_limit),
+            Workload::Generated(spec, corpus) if rows_in_order => Ok(std::sync::Arc::new(
+                rows::FittingRows::new((**spec).clone(), *corpus, context_limit)?,
+            )),
             _ => self.source(seed, context_limit),
         }
     }
@@ -184,7 +198,7 @@ impl Workload {
                 repeat: TraceRepeat::Fresh,
                 shared,
             } => std::sync::Arc::new(FreshRepeats::new(trace.clone(), seed, shared.clone())),
-            Workload::Generated(spec) => {
+            Workload::Generated(spec, _) => {
                 std::sync::Arc::new(Generator::new((**spec).clone(), seed, context_limit)?)
             }
         })

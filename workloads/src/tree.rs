@@ -441,6 +441,16 @@ impl SessionTree {
         &self.requests
     }
 
+    /// The longest context any request reaches: its prompt plus its output (at least one token), as
+    /// AgentX's `--max-context-length` measures a trace.
+    pub fn peak_context(&self) -> u64 {
+        self.requests
+            .iter()
+            .map(|r| r.input_tokens as u64 + r.output_tokens.max(1) as u64)
+            .max()
+            .unwrap_or(0)
+    }
+
     /// Number of requests.
     pub fn len(&self) -> usize {
         self.requests.len()

@@ -330,17 +330,10 @@ impl Imported {
     /// passes `max_context`, as AgentX's `--max-context-length` does, with its session; says so in
     /// what was left out. Returns how many trees were left out; an error when none is left.
     pub fn keep_within(&mut self, max_context: u32) -> Result<usize, InputError> {
-        let peak = |t: &SessionTree| {
-            t.requests()
-                .iter()
-                .map(|r| r.input_tokens as u64 + r.output_tokens as u64)
-                .max()
-                .unwrap_or(0)
-        };
         let keep: Vec<bool> = self
             .trees
             .iter()
-            .map(|t| peak(t) <= max_context as u64)
+            .map(|t| t.peak_context() <= max_context as u64)
             .collect();
         let scanned = keep.len();
         let dropped = keep.iter().filter(|k| !**k).count();

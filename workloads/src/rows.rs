@@ -1,0 +1,143 @@
+//! A spec's sessions as the AgentX protocols read a corpus: generated as the corpus recorded them (in
+//! a context as long as its sessions ran), and those that cannot fit the deployment's context left
+//! out whole, as a valid AgentX run of a corpus on that server must leave their traces out
+//! (`--max-context-length`). It never cuts or compacts a session to make it fit.
+
+use crate::generator::{Generator, TreeSource};
+use crate::spec::WorkloadSpec;
+use crate::tree::SessionTree;
+use serverbench_config::FieldError;
+use std::sync::{Arc, Mutex};
+
+/// The context the corpora's sessions ran in (Claude's 1M-token context: `cc-traces-weka-062126`
+/// reconstructs inputs of up to 990,016 tokens): a spec's rows are generated against it.
+pub const RECORDED_CONTEXT: u32 = 1_048_576;
+
+/// Most sessions drawn in a row without one that fits: the first row must be found within it (else
+/// the spec is refused for this context), and a later row not found within it repeats the rows found.
+pub const MAX_DRAWS_PER_ROW: u64 = 10_000;
+
+/// The rows of a spec's corpus that fit a context: row `k` is the `k`-th session of the generator's
+/// stream (against [`RECORDED_CONTEXT`]) whose peak request fits.
+pub struct FittingRows {
+    generator: Generator,
+    context_limit: u32,
+    /// Generator indices of the rows found so far, and the next index to try.
+    found: Mutex<(Vec<u64>, u64)>,
+}
+
+impl FittingRows {
+    /// The rows of `spec`'s stream of `seed` that fit `context_limit`; an error naming `context_limit`
+    /// when none of the first [`MAX_DRAWS_PER_ROW`] sessions does.
+    pub fn new(spec: WorkloadSpec, seed: u64, context_limit: u32) -> Result<Self, FieldError> {
+        if context_limit <= spec.system_prefix_tokens {
+            return Err(none_fit(
+                context_limit,
+                format!(
+                    "every session starts with the spec's {}-token prefix",
+                    spec.system_prefix_tokens
+                ),
+            ));
+        }
+        let generator = Generator::new(spec, seed, context_limit.max(RECORDED_CONTEXT))?;
+        let rows = FittingRows {
+            generator,
+            context_limit,
+            found: Mutex::new((Vec::new(), 0)),
+        };
+        if rows.index(0).is_none() {
+            return Err(none_fit(
+                context_limit,
+                format!("none of the spec's first {MAX_DRAWS_PER_ROW} sessions does"),
+            ));
+        }
+        Ok(rows)
+    }
+
+    /// The generator index of row `k`, searching on as far as needed; `None` when a search of
+    /// [`MAX_DRAWS_PER_ROW`] sessions found none.
+    fn index(&self, k: u64) -> Option<u64> {
+        let mut guard = self.found.lock().unwrap_or_else(|e| e.into_inner());
+        let (found, next) = &mut *guard;
+        while (found.len() as u64) <= k {
+            let start = *next;
+            loop {
+                if *next - start >= MAX_DRAWS_PER_ROW {
+                    return None;
+                }
+                let i = *next;
+                *next += 1;
+                if self.generator.generate(i).peak_context() <= self.context_limit as u64 {
+                    found.push(i);
+                    break;
+                }
+            }
+        }
+        Some(found[k as usize])
+    }
+}
+
+/// No session of the spec fits `context_limit` whole, because of `why`.
+fn none_fit(context_limit: u32, why: String) -> FieldError {
+    FieldError::new(
+        "context_limit",
+        format!(
+            "no session of the spec fits a context of {context_limit} tokens whole (a request's prompt plus output): {why}, so an AgentX run of its corpus on it would leave out every trace"
+        ),
+    )
+}
+
+impl TreeSource for FittingRows {
+    fn tree(&self, k: u64) -> Arc<SessionTree> {
+        let i = self.index(k).unwrap_or_else(|| {
+            // No further row within the search: the rows found repeat (at least one exists).
+            let found = self.found.lock().unwrap_or_else(|e| e.into_inner());
+            found.0[(k % found.0.len() as u64) as usize]
+        });
+        Arc::new(self.generator.generate(i))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_are_the_sessions_that_fit_whole_in_stream_order() {
+        let spec = WorkloadSpec::default();
+        let limit = 131_072;
+        let rows = FittingRows::new(spec.clone(), 0, limit).unwrap();
+        let g = Generator::new(spec, 0, RECORDED_CONTEXT).unwrap();
+        let fitting: Vec<u64> = (0..400)
+            .filter(|&i| g.generate(i).peak_context() <= limit as u64)
+            .take(5)
+            .collect();
+        assert!(fitting.len() == 5 && fitting[4] > 4, "{fitting:?}");
+        for (k, &i) in fitting.iter().enumerate().rev() {
+            assert_eq!(*rows.tree(k as u64), g.generate(i));
+        }
+        // A context every session fits leaves the stream as it is.
+        let all = FittingRows::new(WorkloadSpec::default(), 0, RECORDED_CONTEXT).unwrap();
+        for k in 0..5 {
+            assert_eq!(*all.tree(k), g.generate(k));
+        }
+    }
+
+    #[test]
+    fn a_context_no_session_fits_is_refused_by_name() {
+        let e = FittingRows::new(WorkloadSpec::default(), 0, 12_000)
+            .err()
+            .unwrap();
+        assert_eq!(e.field, "context_limit");
+        assert!(e.reason.contains("fits a context of 12000 tokens"), "{e}");
+        assert!(e.reason.contains("15168-token prefix"), "{e}");
+        // Past the prefix, but shorter than any session of a spec whose first prompts are all long.
+        let spec = WorkloadSpec {
+            session_shapes: Some(vec![[200_000.0, 3.0, 0.0]]),
+            resumed_share: None,
+            ..WorkloadSpec::default()
+        };
+        let e = FittingRows::new(spec, 0, 100_000).err().unwrap();
+        assert!(e.reason.contains("first 10000 sessions"), "{e}");
+    }
+}
