@@ -432,12 +432,15 @@ fn the_shipped_corpus_reads_and_its_manifest_covers_it() {
         "corpus/claude-code",
         "corpus/mini-swe-agent",
         "corpus/swe-agent",
+        "corpus/codex",
     ]
     .map(repo);
     let paths: Vec<&std::path::Path> = dirs.iter().map(|d| d.as_path()).collect();
     let i = import(&paths, Some(TraceFormat::CORPUS)).unwrap();
     let sessions = i.reduced.unwrap().sessions;
-    assert!(sessions.len() >= 1_300, "{}", sessions.len());
+    assert!(sessions.len() >= 1_700, "{}", sessions.len());
+    let codex = sessions.iter().filter(|s| s.source == "codex-cli").count();
+    assert_eq!(codex, 326, "the Codex CLI rollouts");
     let manifest = std::fs::read_to_string(repo("corpus/manifest.jsonl")).unwrap();
     let ids: std::collections::HashSet<String> = manifest
         .lines()
