@@ -18,12 +18,13 @@ pub const RECORDED_CONTEXT: u32 = 1_048_576;
 pub const MAX_DRAWS_PER_ROW: u64 = 10_000;
 
 /// The rows of a spec's corpus that fit a context: row `k` is the `k`-th session of the generator's
-/// stream (against [`RECORDED_CONTEXT`]) whose peak request fits.
+/// stream (against [`RECORDED_CONTEXT`]) whose peak request fits. Rows are kept once found (a replay
+/// reads a few per lane), so each is generated once.
 pub struct FittingRows {
     generator: Generator,
     context_limit: u32,
-    /// Generator indices of the rows found so far, and the next index to try.
-    found: Mutex<(Vec<u64>, u64)>,
+    /// The rows found so far, and the next generator index to try.
+    found: Mutex<(Vec<Arc<SessionTree>>, u64)>,
 }
 
 impl FittingRows {
@@ -45,7 +46,7 @@ impl FittingRows {
             context_limit,
             found: Mutex::new((Vec::new(), 0)),
         };
-        if rows.index(0).is_none() {
+        if rows.row(0).is_none() {
             return Err(none_fit(
                 context_limit,
                 format!("none of the spec's first {MAX_DRAWS_PER_ROW} sessions does"),
@@ -54,9 +55,9 @@ impl FittingRows {
         Ok(rows)
     }
 
-    /// The generator index of row `k`, searching on as far as needed; `None` when a search of
-    /// [`MAX_DRAWS_PER_ROW`] sessions found none.
-    fn index(&self, k: u64) -> Option<u64> {
+    /// Row `k`, searching on as far as needed; `None` when a search of [`MAX_DRAWS_PER_ROW`]
+    /// sessions found none.
+    fn row(&self, k: u64) -> Option<Arc<SessionTree>> {
         let mut guard = self.found.lock().unwrap_or_else(|e| e.into_inner());
         let (found, next) = &mut *guard;
         while (found.len() as u64) <= k {
@@ -65,15 +66,15 @@ impl FittingRows {
                 if *next - start >= MAX_DRAWS_PER_ROW {
                     return None;
                 }
-                let i = *next;
+                let tree = self.generator.generate(*next);
                 *next += 1;
-                if self.generator.generate(i).peak_context() <= self.context_limit as u64 {
-                    found.push(i);
+                if tree.peak_context() <= self.context_limit as u64 {
+                    found.push(Arc::new(tree));
                     break;
                 }
             }
         }
-        Some(found[k as usize])
+        Some(found[k as usize].clone())
     }
 }
 
@@ -89,12 +90,11 @@ fn none_fit(context_limit: u32, why: String) -> FieldError {
 
 impl TreeSource for FittingRows {
     fn tree(&self, k: u64) -> Arc<SessionTree> {
-        let i = self.index(k).unwrap_or_else(|| {
+        self.row(k).unwrap_or_else(|| {
             // No further row within the search: the rows found repeat (at least one exists).
             let found = self.found.lock().unwrap_or_else(|e| e.into_inner());
-            found.0[(k % found.0.len() as u64) as usize]
-        });
-        Arc::new(self.generator.generate(i))
+            found.0[(k % found.0.len() as u64) as usize].clone()
+        })
     }
 }
 
