@@ -752,7 +752,7 @@ fn agentx_validity_needs_coverage_of_long_windows_and_few_overflows() {
 fn a_specs_rows_are_one_corpus_for_every_seed_under_agentx() {
     use serverbench_workloads::{Workload, WorkloadSpec, CORPUS_SEED};
     let spec = WorkloadSpec::preset("agentx-062126").unwrap();
-    let w = Workload::Generated(std::sync::Arc::new(spec), CORPUS_SEED);
+    let w = Workload::generated(spec);
     let limit = 1_048_576;
     let corpus = w.source(CORPUS_SEED, limit).unwrap();
     for seed in [1, 5, 42] {

@@ -256,10 +256,7 @@ pub fn workload(args: &WorkloadChoice, d: &Deployment) -> Result<Workload> {
 fn workload_or(args: &WorkloadChoice, default_spec: Option<&str>) -> Result<Workload> {
     Ok(match trace(args)? {
         Some(t) => Workload::trace(t, args.trace_repeat),
-        None => Workload::Generated(
-            Arc::new(spec(args, default_spec)?),
-            serverbench_workloads::CORPUS_SEED,
-        ),
+        None => Workload::generated(spec(args, default_spec)?),
     })
 }
 
@@ -273,7 +270,7 @@ pub fn fitted_workload(
     agentx: bool,
 ) -> Result<Workload> {
     let w = workload(args, d)?;
-    if let Workload::Generated(spec, _) = &w {
+    if let Workload::Generated(spec, _, _) = &w {
         if let Err(e) = spec.check_context(d.context_limit) {
             let spec_name = workload_name(args, &w);
             return Err(match context_limit_line(deployment)? {
@@ -420,7 +417,7 @@ pub fn corpus_sessions(
 /// How errors name the workload: the spec's name or file, or the trace.
 fn workload_name(args: &WorkloadChoice, w: &Workload) -> String {
     match (w, &args.workload) {
-        (Workload::Generated(s, _), None) => format!(
+        (Workload::Generated(s, _, _), None) => format!(
             "workload spec {}",
             s.name
                 .as_deref()

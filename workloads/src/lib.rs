@@ -108,9 +108,10 @@ pub fn parse_spec(file: &str, text: &str) -> Result<WorkloadSpec, InputError> {
 /// trace read from a file (the same trees for every seed). Cheap to clone and share between threads.
 #[derive(Clone, Debug)]
 pub enum Workload {
-    /// The `agentic-coding` generator, and the generator seed whose stream is its corpus under the
-    /// AgentX protocols ([`CORPUS_SEED`] unless [`Workload::with_corpus_seed`] draws another).
-    Generated(std::sync::Arc<WorkloadSpec>, u64),
+    /// The `agentic-coding` generator, the generator seed whose stream is its corpus under the AgentX
+    /// protocols ([`CORPUS_SEED`] unless [`Workload::with_corpus_seed`] draws another), and that
+    /// corpus's rows once found, shared by every run of the workload (and its clones).
+    Generated(std::sync::Arc<WorkloadSpec>, u64, rows::RowsCache),
     /// A trace's trees, repeated as `repeat` says when a replay needs more of them.
     Trace {
         /// The trees read from the file.
@@ -124,7 +125,7 @@ pub enum Workload {
 
 impl Default for Workload {
     fn default() -> Self {
-        Workload::Generated(std::sync::Arc::new(WorkloadSpec::default()), CORPUS_SEED)
+        Workload::generated(WorkloadSpec::default())
     }
 }
 
@@ -137,14 +138,28 @@ impl Workload {
     /// with the default spec when there is none.
     pub fn builtin(name: Option<&str>) -> Workload {
         let spec = name.and_then(WorkloadSpec::preset).unwrap_or_default();
-        Workload::Generated(std::sync::Arc::new(spec), CORPUS_SEED)
+        Workload::generated(spec)
+    }
+
+    /// The generator with `spec`, its corpus under the AgentX protocols the stream of
+    /// [`CORPUS_SEED`].
+    pub fn generated(spec: WorkloadSpec) -> Workload {
+        Workload::Generated(
+            std::sync::Arc::new(spec),
+            CORPUS_SEED,
+            rows::RowsCache::default(),
+        )
     }
 
     /// The same workload with its corpus under the AgentX protocols drawn from generator seed `seed`
     /// (another draw of the spec's sessions); `None` for a trace, which is its own corpus.
     pub fn with_corpus_seed(&self, seed: u64) -> Option<Workload> {
         match self {
-            Workload::Generated(spec, _) => Some(Workload::Generated(spec.clone(), seed)),
+            Workload::Generated(spec, _, _) => Some(Workload::Generated(
+                spec.clone(),
+                seed,
+                rows::RowsCache::default(),
+            )),
             Workload::Trace { .. } => None,
         }
     }
@@ -173,9 +188,9 @@ impl Workload {
     ) -> Result<std::sync::Arc<dyn TreeSource>, serverbench_config::FieldError> {
         match self {
             Workload::Trace { trace, .. } if rows_in_order => Ok(trace.clone()),
-            Workload::Generated(spec, corpus) if rows_in_order => Ok(std::sync::Arc::new(
-                rows::FittingRows::new((**spec).clone(), *corpus, context_limit)?,
-            )),
+            Workload::Generated(spec, corpus, cache) if rows_in_order => {
+                Ok(cache.rows(spec, *corpus, context_limit)?)
+            }
             _ => self.source(seed, context_limit),
         }
     }
@@ -198,7 +213,7 @@ impl Workload {
                 repeat: TraceRepeat::Fresh,
                 shared,
             } => std::sync::Arc::new(FreshRepeats::new(trace.clone(), seed, shared.clone())),
-            Workload::Generated(spec, _) => {
+            Workload::Generated(spec, _, _) => {
                 std::sync::Arc::new(Generator::new((**spec).clone(), seed, context_limit)?)
             }
         })

@@ -7,6 +7,7 @@ use crate::generator::{Generator, TreeSource};
 use crate::spec::WorkloadSpec;
 use crate::tree::SessionTree;
 use serverbench_config::FieldError;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 /// The context the corpora's sessions ran in (Claude's 1M-token context: `cc-traces-weka-062126`
@@ -20,6 +21,7 @@ pub const MAX_DRAWS_PER_ROW: u64 = 10_000;
 /// The rows of a spec's corpus that fit a context: row `k` is the `k`-th session of the generator's
 /// stream (against [`RECORDED_CONTEXT`]) whose peak request fits. Rows are kept once found (a replay
 /// reads a few per lane), so each is generated once.
+#[derive(Debug)]
 pub struct FittingRows {
     generator: Generator,
     context_limit: u32,
@@ -75,6 +77,31 @@ impl FittingRows {
             }
         }
         Some(found[k as usize].clone())
+    }
+}
+
+/// The rows of a workload's corpus per context limit, found once and shared by every run that reads
+/// them (a sweep's runs read the same rows: finding them is most of a short replay's work where few
+/// sessions fit).
+#[derive(Clone, Debug, Default)]
+pub struct RowsCache(Arc<Mutex<HashMap<u32, Arc<FittingRows>>>>);
+
+impl RowsCache {
+    /// The rows of `spec`'s stream of `seed` that fit `context_limit` (one cache serves one spec and
+    /// seed: [`crate::Workload`] keeps one per corpus).
+    pub fn rows(
+        &self,
+        spec: &WorkloadSpec,
+        seed: u64,
+        context_limit: u32,
+    ) -> Result<Arc<FittingRows>, FieldError> {
+        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(rows) = map.get(&context_limit) {
+            return Ok(rows.clone());
+        }
+        let rows = Arc::new(FittingRows::new(spec.clone(), seed, context_limit)?);
+        map.insert(context_limit, rows.clone());
+        Ok(rows)
     }
 }
 
