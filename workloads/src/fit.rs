@@ -54,6 +54,8 @@ pub struct Measured {
     pub fanout: Vec<f64>,
     /// Sessions whose root spawned sub-agents, and those sessions' root turns.
     pub spawning_sessions: usize,
+    /// Per spawning session: its first spawning root turn as a fraction of its root turns.
+    pub first_spawn_at: Vec<f64>,
     /// Root turns of the sessions that spawned sub-agents.
     pub spawning_root_turns: f64,
     /// Turns per sub-agent.
@@ -239,11 +241,19 @@ fn measure_tree(tree: &SessionTree, shared: &HashSet<u64>, m: &mut Measured) {
     }
     if !spawned.is_empty() {
         m.spawning_sessions += 1;
-        m.spawning_root_turns += by_agent.first().map_or(0, |idx| {
+        let roots: Vec<usize> = by_agent.first().map_or(Vec::new(), |idx| {
             idx.iter()
-                .filter(|&&i| reqs[i].kind != RequestKind::Compaction)
-                .count()
-        }) as f64;
+                .copied()
+                .filter(|&i| reqs[i].kind != RequestKind::Compaction)
+                .collect()
+        });
+        m.spawning_root_turns += roots.len() as f64;
+        if let Some(k) = roots
+            .iter()
+            .position(|&i| spawned.contains_key(&(i as u32)))
+        {
+            m.first_spawn_at.push(k as f64 / roots.len() as f64);
+        }
     }
     let mut fan: Vec<usize> = spawned.into_values().collect();
     fan.sort_unstable();
@@ -368,10 +378,15 @@ pub fn fit(m: &Measured, source: &str) -> WorkloadSpec {
         session_probability: (m.sessions > 0)
             .then(|| round4(m.spawning_sessions as f64 / m.sessions as f64)),
         spawn_spread: None,
-        spawn_probability: if root_turns > 0.0 {
-            round4(spawning / root_turns)
-        } else {
-            0.0
+        // Each spawning session's first spawn is placed by `first_spawn_at`; the rate is that of
+        // the spawning sessions' other root turns.
+        first_spawn_at: empirical(&m.first_spawn_at),
+        spawn_probability: match m.first_spawn_at.len() as f64 {
+            firsts if root_turns > firsts => {
+                round4((spawning - firsts).max(0.0) / (root_turns - firsts))
+            }
+            _ if root_turns > 0.0 => round4(spawning / root_turns),
+            _ => 0.0,
         },
         fanout: empirical(&m.fanout).unwrap_or(base.subagents.fanout.clone()),
         turns: empirical(&m.subagent_turns).unwrap_or(base.subagents.turns.clone()),

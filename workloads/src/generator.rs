@@ -354,6 +354,15 @@ impl<'a> Builder<'a> {
             }
             None => spec.subagents.spawn_probability,
         };
+        // The turn a session that uses sub-agents spawns at for certain (drawn only where the spec has
+        // the field, so that specs without it keep their streams).
+        let first_spawn = match (&spec.subagents.first_spawn_at, spawning) {
+            (Some(d), true) => {
+                let f = d.sample(&mut self.rng).clamp(0.0, 1.0);
+                Some(((f * turns as f64) as u32).min(turns - 1))
+            }
+            _ => None,
+        };
         let mut deps = Vec::new();
         let mut think_ns = 0;
         for turn in 0..turns {
@@ -377,7 +386,7 @@ impl<'a> Builder<'a> {
             );
             self.keep_output(&mut ctx, output);
             deps.push(id);
-            if spawning && self.rng.random::<f64>() < spawn_p {
+            if spawning && (first_spawn == Some(turn) || self.rng.random::<f64>() < spawn_p) {
                 let fanout = spec
                     .subagents
                     .fanout
@@ -624,6 +633,39 @@ mod tests {
         let mut resumed_only = shaped(Some(0.9));
         resumed_only.session_shapes.as_mut().unwrap().drain(..2);
         assert!(field(resumed_only).to_string().contains("none is fresh"));
+    }
+
+    #[test]
+    fn a_session_drawn_to_use_sub_agents_spawns_where_first_spawn_at_says() {
+        use crate::spec::Dist;
+        let mut spec = WorkloadSpec::synthetic_v1();
+        spec.subagents.spawn_probability = 0.0;
+        spec.subagents.session_probability = Some(0.4);
+        let g = |spec: &WorkloadSpec| Generator::new(spec.clone(), 2, 1_048_576).unwrap();
+        let n = 400;
+        let spawning = |g: &Generator| {
+            (0..n)
+                .filter(|&k| g.generate(k).requests().iter().any(|r| r.agent != 0))
+                .count()
+        };
+        // Without the field a zero per-turn rate spawns nothing, whatever the session share.
+        assert_eq!(spawning(&g(&spec)), 0);
+        // With it every session drawn to use sub-agents spawns, at its drawn root turn (here the
+        // first), so the share of sessions that spawn is the session share.
+        spec.subagents.first_spawn_at = Some(Dist::Constant { value: 0.0 });
+        let with = g(&spec);
+        let share = spawning(&with) as f64 / n as f64;
+        assert!((share - 0.4).abs() < 0.07, "{share}");
+        for k in 0..n {
+            let t = with.generate(k);
+            if let Some(sub) = t.requests().iter().find(|r| r.agent != 0) {
+                let parent = &t.requests()[sub.deps[0] as usize];
+                assert_eq!((parent.agent, parent.turn), (0, 0));
+            }
+        }
+        spec.subagents.first_spawn_at = Some(Dist::Constant { value: 1.5 });
+        let e = Generator::new(spec, 0, 1_048_576).err().unwrap();
+        assert!(e.to_string().contains("subagents.first_spawn_at"), "{e}");
     }
 
     #[test]

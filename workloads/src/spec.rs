@@ -405,6 +405,12 @@ pub struct SubagentSpec {
     /// 1 and this sigma, drawn once per session; absent: the same for every session.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spawn_spread: Option<f64>,
+    /// Where a session that uses sub-agents first spawns them, as a fraction of its root turns (0: its
+    /// first turn): that turn spawns for certain, and `spawn_probability` is then the rate of its
+    /// other turns. Absent: every turn spawns at `spawn_probability`, so a session drawn to use
+    /// sub-agents may spawn none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_spawn_at: Option<Dist>,
     /// Number of sub-agents spawned together.
     pub fanout: Dist,
     /// Turns per sub-agent.
@@ -436,6 +442,7 @@ impl Default for SubagentSpec {
             session_probability: None,
             spawn_probability: 0.04,
             spawn_spread: None,
+            first_spawn_at: None,
             fanout: Dist::Geometric {
                 p: 0.5,
                 offset: 1.0,
@@ -703,6 +710,10 @@ impl WorkloadSpec {
             if let Some(d) = d {
                 d.check(MAX_PART_TOKENS as f64).map_err(|e| e.under(name))?;
             }
+        }
+        if let Some(d) = &self.subagents.first_spawn_at {
+            d.check(1.0)
+                .map_err(|e| e.under("subagents.first_spawn_at"))?;
         }
         if let Some(rows) = &self.session_shapes {
             if rows.is_empty() {
