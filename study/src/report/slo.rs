@@ -21,23 +21,34 @@ pub fn text(
         r.arm,
         rows.len()
     );
-    let _ = writeln!(
-        t,
-        "  {:>6}  {:>13}  {:>14}",
-        "seed", "p90 TTFT (s)", "p90 TPOT (ms)"
+    p90_table(
+        &mut t,
+        "seed",
+        "",
+        rows.iter().map(|r| (r.seed, r.ttft_s, r.tpot_s)),
     );
-    for r in rows {
-        let _ = writeln!(
-            t,
-            "  {:>6}  {:>13.5}  {:>14.4}",
-            r.seed,
-            r.ttft_s,
-            r.tpot_s * 1e3
-        );
-    }
+    t.push('\n');
+    frozen_lines(&mut t, d, slo, "the maximum over seeds of each p90");
+    t
+}
+
+/// A table of p90 TTFT (s) and TPOT (ms) by `label` (seed or corpus draw), `note` after its header.
+fn p90_table(t: &mut String, label: &str, note: &str, rows: impl Iterator<Item = (u64, f64, f64)>) {
     let _ = writeln!(
         t,
-        "\n  frozen: τ_first = {:.5} s, τ_token = {:.4} ms (the maximum over seeds of each p90)",
+        "  {label:>6}  {:>13}  {:>14}{note}",
+        "p90 TTFT (s)", "p90 TPOT (ms)"
+    );
+    for (k, ttft_s, tpot_s) in rows {
+        let _ = writeln!(t, "  {k:>6}  {ttft_s:>13.5}  {:>14.4}", tpot_s * 1e3);
+    }
+}
+
+/// The frozen targets (`how` they were taken) and the deployment's old ones.
+fn frozen_lines(t: &mut String, d: &Deployment, slo: &Slo, how: &str) {
+    let _ = writeln!(
+        t,
+        "  frozen: τ_first = {:.5} s, τ_token = {:.4} ms ({how})",
         slo.ttft_s,
         slo.tpot_s * 1e3
     );
@@ -47,7 +58,6 @@ pub fn text(
         d.slo.ttft_s,
         d.slo.tpot_s * 1e3
     );
-    t
 }
 
 /// The table of a freeze over corpus draws: the reference, a line per draw (its frozen targets, the
@@ -69,20 +79,14 @@ pub fn text_over_corpora(
         r.arm,
         draws.len(),
     );
-    let _ = writeln!(
-        t,
-        "  {:>6}  {:>13}  {:>14}   (each the maximum over its seeds)",
-        "corpus", "p90 TTFT (s)", "p90 TPOT (ms)"
+    p90_table(
+        &mut t,
+        "corpus",
+        "   (each the maximum over its seeds)",
+        draws
+            .iter()
+            .map(|x| (x.corpus_seed, x.slo.ttft_s, x.slo.tpot_s)),
     );
-    for x in draws {
-        let _ = writeln!(
-            t,
-            "  {:>6}  {:>13.5}  {:>14.4}",
-            x.corpus_seed,
-            x.slo.ttft_s,
-            x.slo.tpot_s * 1e3
-        );
-    }
     let spread = |f: fn(&Slo) -> f64| {
         let v: Vec<f64> = draws.iter().map(|x| f(&x.slo)).collect();
         (
@@ -98,18 +102,7 @@ pub fn text_over_corpora(
         o_lo * 1e3,
         o_hi * 1e3
     );
-    let _ = writeln!(
-        t,
-        "  frozen: τ_first = {:.5} s, τ_token = {:.4} ms (the median over corpus draws of each)",
-        slo.ttft_s,
-        slo.tpot_s * 1e3
-    );
-    let _ = writeln!(
-        t,
-        "  (was τ_first = {:.5} s, τ_token = {:.4} ms)",
-        d.slo.ttft_s,
-        d.slo.tpot_s * 1e3
-    );
+    frozen_lines(&mut t, d, slo, "the median over corpus draws of each");
     t
 }
 
