@@ -300,16 +300,12 @@ const ROWS_NOTE_SESSIONS: u64 = 200;
 /// The note a deployment whose context is shorter than the spec's sessions ran in gets under AgentX's
 /// protocols: whole sessions are left out, and how many of the first ones fit.
 fn rows_note(spec_name: &str, spec: &WorkloadSpec, context_limit: u32) -> String {
-    let fit = serverbench_workloads::Generator::new(
-        spec.clone(),
+    let fit = serverbench_workloads::rows::fitting_among(
+        spec,
         serverbench_workloads::CORPUS_SEED,
-        serverbench_workloads::rows::RECORDED_CONTEXT,
+        ROWS_NOTE_SESSIONS,
+        context_limit,
     )
-    .map(|g| {
-        (0..ROWS_NOTE_SESSIONS)
-            .filter(|&k| g.generate(k).peak_context() <= context_limit as u64)
-            .count()
-    })
     .unwrap_or(0);
     format!(
         "note: {spec_name} on a {}-token context under AgentX's protocol: its sessions run as recorded, and those with a request longer than the context (prompt plus output) are left out whole, as --max-context-length leaves a corpus's traces out; {fit} of its first {ROWS_NOTE_SESSIONS} sessions fit",

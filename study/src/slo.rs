@@ -97,11 +97,7 @@ pub fn freeze_over_corpora(
     let median = |f: fn(&Slo) -> f64| {
         let mut v: Vec<f64> = out.iter().map(|d| f(&d.slo)).collect();
         v.sort_by(f64::total_cmp);
-        let n = v.len();
-        match n % 2 {
-            1 => v[n / 2],
-            _ => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-        }
+        serverbench_workloads::quantile(&v, 0.5)
     };
     let slo = Slo {
         ttft_s: median(|s| s.ttft_s),

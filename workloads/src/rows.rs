@@ -42,7 +42,7 @@ impl FittingRows {
                 ),
             ));
         }
-        let generator = Generator::new(spec, seed, context_limit.max(RECORDED_CONTEXT))?;
+        let generator = recorded(spec, seed, context_limit)?;
         let rows = FittingRows {
             generator,
             context_limit,
@@ -70,7 +70,7 @@ impl FittingRows {
                 }
                 let tree = self.generator.generate(*next);
                 *next += 1;
-                if tree.peak_context() <= self.context_limit as u64 {
+                if fits(&tree, self.context_limit) {
                     found.push(Arc::new(tree));
                     break;
                 }
@@ -78,6 +78,31 @@ impl FittingRows {
         }
         Some(found[k as usize].clone())
     }
+}
+
+/// The generator of `spec`'s sessions as its corpus recorded them: against [`RECORDED_CONTEXT`], or
+/// a longer context.
+fn recorded(spec: WorkloadSpec, seed: u64, context_limit: u32) -> Result<Generator, FieldError> {
+    Generator::new(spec, seed, context_limit.max(RECORDED_CONTEXT))
+}
+
+/// Whether `tree` fits `context_limit` whole (every request's prompt plus output).
+fn fits(tree: &SessionTree, context_limit: u32) -> bool {
+    tree.peak_context() <= context_limit as u64
+}
+
+/// How many of the first `sessions` of `spec`'s stream of `seed` (as recorded) fit `context_limit`
+/// whole: the share of a corpus an AgentX run on that context keeps.
+pub fn fitting_among(
+    spec: &WorkloadSpec,
+    seed: u64,
+    sessions: u64,
+    context_limit: u32,
+) -> Result<usize, FieldError> {
+    let g = recorded(spec.clone(), seed, context_limit)?;
+    Ok((0..sessions)
+        .filter(|&k| fits(&g.generate(k), context_limit))
+        .count())
 }
 
 /// The rows of a workload's corpus per context limit, found once and shared by every run that reads
@@ -140,6 +165,11 @@ mod tests {
             .take(5)
             .collect();
         assert!(fitting.len() == 5 && fitting[4] > 4, "{fitting:?}");
+        let first = fitting[4] + 1;
+        assert_eq!(
+            fitting_among(&WorkloadSpec::default(), 0, first, limit).unwrap(),
+            5
+        );
         for (k, &i) in fitting.iter().enumerate().rev() {
             assert_eq!(*rows.tree(k as u64), g.generate(i));
         }
