@@ -74,6 +74,11 @@ install() {
         printf '#!%s\nimport sys, urllib.request\nurl = [a for a in sys.argv[1:] if not a.startswith("-")][0]\ntry:\n    sys.stdout.write(urllib.request.urlopen(url, timeout=5).read().decode())\nexcept Exception:\n    sys.exit(22)\n' "$py" > "$CX/bin/curl"
         chmod +x "$CX/bin/curl"
     fi
+    # And a taskset (`taskset -c CPUS COMMAND…`) where it has none.
+    if ! command -v taskset > /dev/null; then
+        printf '#!%s\nimport os, sys\ncpus = set()\nfor part in sys.argv[2].split(","):\n    a, _, b = part.partition("-")\n    cpus.update(range(int(a), int(b or a) + 1))\nos.sched_setaffinity(0, cpus)\nos.execvp(sys.argv[3], sys.argv[3:])\n' "$py" > "$CX/bin/taskset"
+        chmod +x "$CX/bin/taskset"
+    fi
     "$CX/bin/serverbench" --version || return 1
     "$CX/venv/bin/python" -c "import agentx_cli, aiperf.cli; print('agentx imports')" || return 1
     "$CX/venv/bin/agentx" profile --help > /dev/null 2>&1 || { "$CX/venv/bin/agentx" profile --help 2>&1 | tail -20; return 1; }
