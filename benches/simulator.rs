@@ -213,9 +213,15 @@ fn main_job(c: &mut Criterion) {
         b.iter(|| {
             let paths: Vec<&std::path::Path> = dirs.iter().map(|p| p.as_path()).collect();
             let i = serverbench_workloads::import(&paths, None).expect("the corpus reads");
-            let (spec, report) =
-                serverbench_workloads::fit::fit_and_report(&i.trees, &[], "bench", 2000, 1_048_576)
-                    .expect("fits");
+            let (spec, report) = serverbench_workloads::fit::fit_and_report(
+                &i.trees,
+                &[],
+                "bench",
+                2000,
+                1_048_576,
+                false,
+            )
+            .expect("fits");
             black_box((spec.system_prefix_tokens, report.rows.len()))
         })
     });

@@ -6,12 +6,13 @@
 # so every session is replayed about c times over the seeds), and prints a markdown table of mean D,
 # mean p90 TTFT and mean p90 TPOT over the seeds, and the generator's relative error.
 # (`--protocol cold` names the cold start: the L40 deployments default to AgentX's protocol.)
-# Usage: scripts/workload_replay_check.sh [BIN] > results/workload-fit/replays.md
+# Usage: [FIT_ARGS=...] scripts/workload_replay_check.sh [BIN] > results/workload-fit/replays.md
+# (FIT_ARGS: further `workload fit` options, e.g. --session-speed > replays-session-speed.md)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${1:-target/release/serverbench}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-"$BIN" workload fit corpus/claude-code --held-out "$tmp/held.jsonl" -o "$tmp/fit.yaml" > /dev/null
+"$BIN" workload fit corpus/claude-code ${FIT_ARGS:-} --held-out "$tmp/held.jsonl" -o "$tmp/fit.yaml" > /dev/null
 n=$(wc -l < "$tmp/held.jsonl")
 echo "| deployment | c | D held out | D generator | error | p90 TTFT held out (s) | generator | error | p90 TPOT held out (ms) | generator | error |"
 echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"

@@ -415,6 +415,10 @@ pub struct WorkloadFitArgs {
     /// then move the spec until its sessions show those numbers, and print each beside them.
     #[arg(long)]
     pub targets: Option<String>,
+    /// Fit each session's own speed: the factor its think times are multiplied by
+    /// (`session_think_scales`), beside the spread of think times within a session.
+    #[arg(long)]
+    pub session_speed: bool,
 }
 
 #[derive(Args, Debug)]

@@ -36,6 +36,7 @@ fn fit(a: WorkloadFitArgs) -> Result<()> {
         trees: a.trees,
         context_limit: a.context_limit,
         name: a.name.clone(),
+        session_speed: a.session_speed,
         note: inputs::note,
     })?;
     if let Some(path) = &a.held_out {

@@ -46,6 +46,8 @@ pub struct Measured {
     pub subagent_output: Vec<f64>,
     /// Think time before each request that has a dependency, seconds.
     pub think_s: Vec<f64>,
+    /// The session (index into the per-session samples) of each `think_s` entry.
+    pub think_session: Vec<usize>,
     /// Root later turns: (context extended, tokens added, fraction kept if the history changed).
     pub root_growth: Vec<(f64, f64, Option<f64>)>,
     /// The same for sub-agents.
@@ -155,6 +157,7 @@ fn measure_tree(tree: &SessionTree, shared: &HashSet<u64>, m: &mut Measured) {
         total += r.input_tokens as f64 + r.output_tokens as f64;
         if !r.deps.is_empty() {
             m.think_s.push(r.think_ns as f64 / 1e9);
+            m.think_session.push(m.root_turns.len());
         }
     }
     m.session_tokens.push(total);
@@ -338,6 +341,37 @@ fn growth_model(samples: &[(f64, f64, Option<f64>)]) -> Option<NewTokens> {
         rewrite_probability: round4(kept.len() as f64 / samples.len() as f64),
         rewrite_kept_fraction: empirical(&kept).unwrap_or(Dist::Constant { value: 0.0 }),
     })
+}
+
+/// The report row the per-session token errors are read from.
+const TOKENS_PER_SESSION: &str = "tokens per session";
+
+/// Gives each session shape its session's own speed ([`crate::speed`]): `think_time_s` becomes the
+/// corpus's think times at its typical speed and spread, `session_think_speeds` each shape's `[a, b]`.
+pub fn with_session_speeds(spec: &mut WorkloadSpec, m: &Measured) {
+    let sessions = m.root_turns.len();
+    let speeds = crate::speed::session_speeds(&m.think_s, &m.think_session, sessions);
+    let Some(base) = empirical(&speeds.base) else {
+        return;
+    };
+    spec.think_time_s = base;
+    let round = |x: [f64; 2]| [round4(x[0]), round4(x[1])];
+    spec.session_think_speeds = Some(speeds.sessions.into_iter().map(round).collect());
+}
+
+/// Each session's median think time (sessions with none left out).
+fn session_think_medians(m: &Measured) -> Vec<f64> {
+    let mut per: Vec<Vec<f64>> = vec![Vec::new(); m.root_turns.len()];
+    for (&g, &i) in m.think_s.iter().zip(&m.think_session) {
+        per[i].push(g);
+    }
+    per.into_iter()
+        .filter(|v| !v.is_empty())
+        .map(|mut v| {
+            v.sort_by(f64::total_cmp);
+            quantile(&v, 0.5)
+        })
+        .collect()
 }
 
 /// Per session `[first prompt, turns, compaction threshold (0: never)]`.
@@ -594,11 +628,15 @@ pub fn split(trees: &[SessionTree]) -> (Vec<&SessionTree>, Vec<&SessionTree>) {
 fn fit_generable(
     train: &mut Vec<&SessionTree>,
     source: &str,
+    session_speed: bool,
 ) -> (Measured, WorkloadSpec, Vec<LeftOut>) {
     let mut left_out = Vec::new();
     loop {
         let m = measure(train);
-        let spec = fit(&m, source);
+        let mut spec = fit(&m, source);
+        if session_speed {
+            with_session_speeds(&mut spec, &m);
+        }
         let rows = spec.session_shapes.as_deref().unwrap_or_default();
         let bad: Vec<usize> = (0..rows.len().min(train.len()))
             .filter(|&i| !crate::spec::session_shape_ok(&rows[i]))
@@ -641,9 +679,10 @@ pub fn fit_and_report(
     source: &str,
     generated: u64,
     context_limit: u32,
+    session_speed: bool,
 ) -> Result<(WorkloadSpec, FitReport), serverbench_config::FieldError> {
     let (mut train, held) = split(trees);
-    let (train_m, spec, left_out) = fit_generable(&mut train, source);
+    let (train_m, spec, left_out) = fit_generable(&mut train, source, session_speed);
     let held = if held.is_empty() { train.clone() } else { held };
     let held_m = measure(&held);
     let g = Generator::new(spec.clone(), 0, context_limit)?;
@@ -670,7 +709,8 @@ pub fn fit_and_report(
         row("uncached prompt per request", "tok", |m| m.uncached.clone()),
         row("output per request", "tok", |m| m.output.clone()),
         row("think time per request", "s", |m| m.think_s.clone()),
-        row("tokens per session", "tok", |m| m.session_tokens.clone()),
+        row("session median think", "s", session_think_medians),
+        row(TOKENS_PER_SESSION, "tok", |m| m.session_tokens.clone()),
         row("root turns per session", "", |m| m.root_turns.clone()),
         row("first prompt", "tok", |m| m.first_prompt.clone()),
         row("new tokens per later turn", "tok", |m| {
@@ -679,7 +719,11 @@ pub fn fit_and_report(
         row("sub-agent turns", "", |m| m.subagent_turns.clone()),
     ];
     let shapes = spec.session_shapes.as_deref().unwrap_or_default();
-    let tokens = &rows[3];
+    let tokens = rows
+        .iter()
+        .find(|r| r.quantity == TOKENS_PER_SESSION)
+        .expect("the rows above include tokens per session")
+        .clone();
     let rel = |g: f64, h: f64| if h > 0.0 { g / h - 1.0 } else { 0.0 };
     let report = FitReport {
         fitted_sessions: train.len(),

@@ -23,6 +23,8 @@ pub struct FitRequest<'a> {
     pub context_limit: u32,
     /// The spec's name.
     pub name: Option<String>,
+    /// Fit each session's own speed ([`crate::speed`]): `session_think_scales`.
+    pub session_speed: bool,
 }
 
 /// `workload fit`'s answer.
@@ -83,6 +85,7 @@ pub fn fit_corpus(req: FitRequest<'_>) -> Result<FittedCorpus, FitError> {
         &source,
         req.generated,
         req.context_limit,
+        req.session_speed,
     )
     .map_err(FitError::Fit)?;
     let aimed = match req.targets {
@@ -186,6 +189,7 @@ mod tests {
             generated: 100,
             context_limit: 40_960,
             name: Some("fitted".into()),
+            session_speed: false,
         }
     }
 

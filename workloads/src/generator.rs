@@ -68,6 +68,7 @@ impl Generator {
             request_epoch: Vec::new(),
             next_agent: 1,
             thresholds: self.thresholds,
+            think_speed: None,
         };
         b.root();
         let mut requests = b.finish();
@@ -123,6 +124,8 @@ struct Builder<'a> {
     next_agent: u32,
     /// Bounds of a session's own compaction threshold.
     thresholds: Thresholds,
+    /// The session's own speed (`session_think_speeds`) and `think_time_s`' median.
+    think_speed: Option<([f64; 2], f64)>,
 }
 
 impl<'a> Builder<'a> {
@@ -229,13 +232,12 @@ impl<'a> Builder<'a> {
     }
 
     fn think_ns(&mut self) -> u64 {
-        (self
-            .spec
-            .think_time_s
-            .sample(&mut self.rng)
-            .min(MAX_THINK_S)
-            * 1e9)
-            .round() as u64
+        let g = self.spec.think_time_s.sample(&mut self.rng);
+        let g = match self.think_speed {
+            Some((speed, median)) => crate::speed::think_of(speed, median, g),
+            None => g,
+        };
+        (g.min(MAX_THINK_S) * 1e9).round() as u64
     }
 
     fn push(&mut self, ctx: &Context, t: Turn) -> u32 {
@@ -302,28 +304,34 @@ impl<'a> Builder<'a> {
 
     /// A session's measured shape: a row drawn uniformly, or, where `resumed_share` differs from the
     /// rows' own share, the kind first (resumed with that probability) and then a row of that kind.
-    fn shape(&mut self, rows: &[[f64; 3]]) -> [f64; 3] {
+    /// The row's index is returned beside it (its speed, `session_think_speeds`, is the same row's).
+    fn shape(&mut self, rows: &[[f64; 3]]) -> (usize, [f64; 3]) {
         let share = self
             .spec
             .resumed_share
             .filter(|&p| p != resumed_share_of(rows));
         let Some(p) = share else {
-            return rows[self.rng.random_range(0..rows.len())];
+            let i = self.rng.random_range(0..rows.len());
+            return (i, rows[i]);
         };
         let resumed = self.rng.random::<f64>() < p;
-        let kind: Vec<&[f64; 3]> = rows
-            .iter()
-            .filter(|r| shape_is_resumed(r) == resumed)
+        let kind: Vec<usize> = (0..rows.len())
+            .filter(|&i| shape_is_resumed(&rows[i]) == resumed)
             .collect();
-        *kind[self.rng.random_range(0..kind.len())]
+        let i = kind[self.rng.random_range(0..kind.len())];
+        (i, rows[i])
     }
 
     fn root(&mut self) {
         let spec = self.spec;
         let (turns, first) = match &spec.session_shapes {
             Some(rows) => {
-                let r = self.shape(rows);
+                let (i, r) = self.shape(rows);
                 self.threshold = self.thresholds.of_shape(r[2]);
+                if let Some(speeds) = &spec.session_think_speeds {
+                    let median = spec.think_time_s.median().unwrap_or(1.0);
+                    self.think_speed = Some((speeds[i], median));
+                }
                 (
                     (r[1].round() as u32).clamp(1, MAX_TURNS),
                     shape_first_prompt(&r),
@@ -608,6 +616,65 @@ mod tests {
         }
         let share = resumed_trees(shaped(None), 1000);
         assert!((share - 0.5).abs() < 0.05, "{share}");
+    }
+
+    /// Each later request's think time, in seconds, over the first `n` trees.
+    fn think_times(spec: WorkloadSpec, n: u64) -> Vec<f64> {
+        let g = Generator::new(spec, 3, 1_048_576).unwrap();
+        (0..n)
+            .flat_map(|k| g.generate(k).requests().to_vec())
+            .filter(|r| !r.deps.is_empty())
+            .map(|r| r.think_ns as f64 / 1e9)
+            .collect()
+    }
+
+    #[test]
+    fn a_session_speed_scales_and_widens_its_think_times_around_the_median() {
+        let with = |speed: [f64; 2]| WorkloadSpec {
+            session_think_speeds: Some(vec![speed; 4]),
+            ..shaped(None)
+        };
+        let plain = think_times(shaped(None), 30);
+        assert!(plain.len() > 30);
+        let c = shaped(None).think_time_s.median().unwrap();
+        // [1, 1] is the spec without speeds; the draws are the same, so each think time maps.
+        assert_eq!(think_times(with([1.0, 1.0]), 30), plain);
+        // Think times are whole nanoseconds: equal to a few of them.
+        let close = |a: f64, b: f64| (a - b).abs() <= 1e-7 * b.max(1.0);
+        let tenfold = think_times(with([10.0, 1.0]), 30);
+        let bad: Vec<_> = plain
+            .iter()
+            .zip(&tenfold)
+            .filter(|(g, t)| !close(**t, 10.0 * **g))
+            .take(3)
+            .collect();
+        assert!(bad.is_empty(), "{bad:?}");
+        // b = 0: every think time is the median, times a; b = 2 doubles each one's log distance.
+        // (A sub-agent's first request waits for its spawn without a think time of its own: 0 stays.)
+        let flat = think_times(with([3.0, 0.0]), 30);
+        assert!(plain.iter().zip(&flat).all(|(g, t)| if *g > 0.0 {
+            close(*t, 3.0 * c)
+        } else {
+            *t == 0.0
+        }));
+        let wide = think_times(with([1.0, 2.0]), 30);
+        assert!(plain
+            .iter()
+            .zip(&wide)
+            .all(|(g, t)| close(*t, c * (g / c).powi(2))));
+        // One pair per row, a above 0.
+        let field = |spec: WorkloadSpec| {
+            Generator::new(spec, 0, 1_048_576)
+                .err()
+                .unwrap()
+                .to_string()
+        };
+        let mut short = with([1.0, 1.0]);
+        short.session_think_speeds.as_mut().unwrap().pop();
+        assert!(field(short).contains("has 3 pairs for 4 session_shapes rows"));
+        let mut zero = with([1.0, 1.0]);
+        zero.session_think_speeds.as_mut().unwrap()[2] = [0.0, 1.0];
+        assert!(field(zero).contains("session_think_speeds[2]"));
     }
 
     #[test]

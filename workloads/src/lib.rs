@@ -27,6 +27,7 @@ pub mod repeat;
 pub mod report;
 pub mod rows;
 pub mod spec;
+pub mod speed;
 pub mod stats;
 pub mod tokens;
 pub mod tree;

@@ -205,6 +205,7 @@ mod tests {
             generated: 100,
             context_limit: 40_960,
             name: None,
+            session_speed: false,
         })
         .unwrap();
         let text = fitted_text(&f);
@@ -221,6 +222,15 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("aimed at"), "{text}");
+        // The per-session token errors are the tokens-per-session row's, wherever it sits.
+        let tokens = f
+            .report
+            .rows
+            .iter()
+            .find(|r| r.quantity == "tokens per session")
+            .unwrap();
+        let p50 = tokens.generator.p50 / tokens.held_out.p50 - 1.0;
+        assert!((f.report.session_tokens_error_p50 - p50).abs() < 1e-12);
     }
 
     /// The first line names the trace, or the generator's seed and tree count.

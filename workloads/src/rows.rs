@@ -192,6 +192,7 @@ mod tests {
         let spec = WorkloadSpec {
             session_shapes: Some(vec![[200_000.0, 3.0, 0.0]]),
             resumed_share: None,
+            session_think_speeds: None,
             ..WorkloadSpec::default()
         };
         let e = FittingRows::new(spec, 0, 100_000).err().unwrap();

@@ -288,6 +288,11 @@ pub const MAX_PART_TOKENS: u32 = 1_048_576;
 /// Most tokens of a fixed-size field (prefix, summaries, results, compaction threshold): the longest
 /// context a deployment may have.
 pub const MAX_FIXED_TOKENS: u32 = 16_777_216;
+/// Largest factor a session's speed may multiply its think times by (`session_think_speeds`' `a`).
+pub const MAX_THINK_SCALE: f64 = 1e4;
+/// Largest widening of a session's think-time spread (`session_think_speeds`' `b`).
+pub const MAX_THINK_SPREAD: f64 = 100.0;
+
 /// Longest think time, seconds (the replay's idle-gap cap applies on top).
 pub const MAX_THINK_S: f64 = 1e6;
 /// Largest block of the generated block-hash chains, tokens.
@@ -529,6 +534,14 @@ pub struct WorkloadSpec {
     /// kind (`0`: fresh sessions only). Needs `session_shapes` with a row of each kind it can draw.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resumed_share: Option<f64>,
+    /// Each `session_shapes` row's own speed, `[a, b]`: a session drawn from that row thinks
+    /// `a · c · (g / c)^b` for each `g` drawn from `think_time_s` (`c` its median), so `a` sets how
+    /// fast the session turns around and `b` how widely its think times spread (`think_time_s` is
+    /// then the corpus's think times at its typical speed). `workload fit --session-speed` measures
+    /// them ([`crate::speed`]); one pair per row, `a` above 0, `b` at least 0. Absent: every session
+    /// draws its think times from `think_time_s` alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_think_speeds: Option<Vec<[f64; 2]>>,
     /// Output tokens per turn.
     pub output_tokens: Dist,
     /// Tool-result tokens appended before each later turn.
@@ -598,6 +611,7 @@ impl WorkloadSpec {
             root_turns: Dist::lognormal(40.0, 0.7, Some(1.0), Some(400.0)),
             session_shapes: None,
             resumed_share: None,
+            session_think_speeds: None,
             output_tokens: Dist::lognormal(150.0, 1.2, Some(1.0), Some(8_192.0)),
             tool_result_tokens: Dist::lognormal(400.0, 1.5, Some(0.0), Some(40_000.0)),
             think_time_s: Dist::lognormal(2.0, 1.0, None, None),
@@ -611,6 +625,40 @@ impl WorkloadSpec {
 }
 
 impl WorkloadSpec {
+    /// `session_think_speeds`: one `[a, b]` per `session_shapes` row, `think_time_s` with a median.
+    fn check_think_speeds(&self, speeds: &[[f64; 2]]) -> Result<(), FieldError> {
+        let rows = self.session_shapes.as_ref().map_or(0, Vec::len);
+        if speeds.len() != rows {
+            return Err(FieldError::new(
+                "session_think_speeds",
+                format!(
+                    "has {} pairs for {rows} session_shapes rows (one per row)",
+                    speeds.len()
+                ),
+            ));
+        }
+        if !self.think_time_s.median().is_some_and(|c| c > 0.0) {
+            return Err(FieldError::new(
+                "session_think_speeds",
+                "needs think_time_s with a median above 0 (the speeds scale around it)",
+            ));
+        }
+        let ok = |x: &[f64; 2]| {
+            x[0].is_finite()
+                && x[0] > 0.0
+                && x[0] <= MAX_THINK_SCALE
+                && x[1].is_finite()
+                && (0.0..=MAX_THINK_SPREAD).contains(&x[1])
+        };
+        match speeds.iter().position(|x| !ok(x)) {
+            Some(i) => Err(FieldError::new(
+                format!("session_think_speeds[{i}]"),
+                format!("[a, b] must have a above 0 and at most {MAX_THINK_SCALE}, b from 0 to {MAX_THINK_SPREAD}"),
+            )),
+            None => Ok(()),
+        }
+    }
+
     /// `resumed_share` is a share, and the shapes hold a row of each kind it draws.
     fn check_resumed_share(&self, p: f64) -> Result<(), FieldError> {
         let bad = |why: &str| Err(FieldError::new("resumed_share", why));
@@ -730,6 +778,9 @@ impl WorkloadSpec {
         }
         if let Some(p) = self.resumed_share {
             self.check_resumed_share(p)?;
+        }
+        if let Some(speeds) = &self.session_think_speeds {
+            self.check_think_speeds(speeds)?;
         }
         for (name, n) in [
             ("new_tokens", &self.new_tokens),
