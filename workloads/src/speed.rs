@@ -253,7 +253,7 @@ mod tests {
         for i in 0..20 {
             let w = if i < 10 { 1.0 } else { 3.0 };
             for x in r {
-                think.push((w * x as f64).exp());
+                think.push((w * x).exp());
                 session.push(i);
             }
         }
