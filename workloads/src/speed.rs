@@ -251,7 +251,7 @@ mod tests {
         ];
         let (mut think, mut session) = (Vec::new(), Vec::new());
         for i in 0..20 {
-            let w = if i < 10 { 1.0 } else { 3.0 };
+            let w: f64 = if i < 10 { 1.0 } else { 3.0 };
             for x in r {
                 think.push((w * x).exp());
                 session.push(i);
