@@ -124,8 +124,8 @@ struct Builder<'a> {
     next_agent: u32,
     /// Bounds of a session's own compaction threshold.
     thresholds: Thresholds,
-    /// The session's own speed (`session_think_speeds`) and `think_time_s`' median.
-    think_speed: Option<([f64; 2], f64)>,
+    /// The session's own speed (`session_think_speeds`), `think_time_s`' median and largest value.
+    think_speed: Option<([f64; 2], f64, f64)>,
 }
 
 impl<'a> Builder<'a> {
@@ -234,7 +234,7 @@ impl<'a> Builder<'a> {
     fn think_ns(&mut self) -> u64 {
         let g = self.spec.think_time_s.sample(&mut self.rng);
         let g = match self.think_speed {
-            Some((speed, median)) => crate::speed::think_of(speed, median, g),
+            Some((speed, median, longest)) => crate::speed::think_of(speed, median, longest, g),
             None => g,
         };
         (g.min(MAX_THINK_S) * 1e9).round() as u64
@@ -329,8 +329,9 @@ impl<'a> Builder<'a> {
                 let (i, r) = self.shape(rows);
                 self.threshold = self.thresholds.of_shape(r[2]);
                 if let Some(speeds) = &spec.session_think_speeds {
-                    let median = spec.think_time_s.median().unwrap_or(1.0);
-                    self.think_speed = Some((speeds[i], median));
+                    let t = &spec.think_time_s;
+                    let longest = t.upper().unwrap_or(f64::INFINITY);
+                    self.think_speed = Some((speeds[i], t.median().unwrap_or(1.0), longest));
                 }
                 (
                     (r[1].round() as u32).clamp(1, MAX_TURNS),

@@ -99,7 +99,10 @@ pub fn session_speeds(think_s: &[f64], session: &[usize], sessions: usize) -> Sp
     let sd = within_var.sqrt();
     let loc: Vec<f64> = (0..sessions).map(location).collect();
     let spr: Vec<f64> = (0..sessions).map(spread).collect();
-    // Residuals, rescaled to the corpus's location and spread.
+    // Residuals, rescaled to the corpus's location and spread; none longer than the corpus's longest
+    // think time (a session of very even gaps turns its one outlier into a residual far past anything
+    // recorded once rescaled).
+    let longest = think_s.iter().copied().fold(LOG_FLOOR_S, f64::max);
     let base: Vec<f64> = logs
         .iter()
         .zip(session)
@@ -109,7 +112,7 @@ pub fn session_speeds(think_s: &[f64], session: &[usize], sessions: usize) -> Sp
             } else {
                 0.0
             };
-            (mean_log + sd * r).exp()
+            (mean_log + sd * r).exp().min(longest)
         })
         .collect();
     let c = median_log(&base);
@@ -185,12 +188,15 @@ fn spread_components(g: &Groups) -> (f64, f64) {
     (mean, (var - noise).max(0.0))
 }
 
-/// A session's think time from a base draw `g0`: `a · c · (g0 / c)^b` (`c` the base's median).
-pub fn think_of(speed: [f64; 2], base_median: f64, g0: f64) -> f64 {
-    if g0 <= 0.0 || base_median <= 0.0 {
-        return speed[0] * g0;
-    }
-    speed[0] * base_median * (g0 / base_median).powf(speed[1])
+/// A session's think time from a base draw `g0`: `a · c · (g0 / c)^b` (`c` the base's median), at most
+/// `longest` (the base's largest value: no session thinks longer than the corpus's longest think time).
+pub fn think_of(speed: [f64; 2], base_median: f64, longest: f64, g0: f64) -> f64 {
+    let g = if g0 <= 0.0 || base_median <= 0.0 {
+        speed[0] * g0
+    } else {
+        speed[0] * base_median * (g0 / base_median).powf(speed[1])
+    };
+    g.min(longest)
 }
 
 #[cfg(test)]
@@ -206,7 +212,7 @@ mod tests {
         s.base
             .iter()
             .zip(session)
-            .map(|(&g0, &i)| think_of(s.sessions[i], c, g0))
+            .map(|(&g0, &i)| think_of(s.sessions[i], c, f64::INFINITY, g0))
             .collect()
     }
 
@@ -285,6 +291,7 @@ mod tests {
         assert!(s.base.iter().all(|x| x.is_finite() && *x > 0.0));
         let none = session_speeds(&[], &[], 2);
         assert_eq!(none.sessions, vec![[1.0, 1.0], [1.0, 1.0]]);
-        assert_eq!(think_of([2.0, 1.5], 4.0, 0.0), 0.0);
+        assert_eq!(think_of([2.0, 1.5], 4.0, f64::INFINITY, 0.0), 0.0);
+        assert_eq!(think_of([2.0, 1.0], 4.0, 5.0, 3.0), 5.0);
     }
 }
