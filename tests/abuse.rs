@@ -385,3 +385,68 @@ fn serve_reads_huge_bodies_in_bounded_memory_without_stalling_other_clients() {
         "/health took {slowest_health:?}"
     );
 }
+
+/// Sends `request` and returns how long after `start` the answer's status line arrived, and that line.
+async fn answered_at(url: String, request: String, start: Instant) -> (Duration, String) {
+    let mut s = TcpStream::connect(host(&url)).await.unwrap();
+    s.write_all(request.as_bytes()).await.unwrap();
+    let mut buf = [0u8; 256];
+    let n = s.read(&mut buf).await.unwrap();
+    let line = String::from_utf8_lossy(&buf[..n])
+        .lines()
+        .next()
+        .unwrap_or("")
+        .to_string();
+    (start.elapsed(), line)
+}
+
+/// The front end takes one request at a time, in arrival order, as the simulated one does: a short chat
+/// prompt that arrives while a long one is being tokenized waits for it, where side by side on two cores
+/// it would be answered first.
+#[test]
+fn serve_tokenizes_one_request_at_a_time_in_arrival_order() {
+    let _guard = crate::SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    crate::runtime().block_on(async {
+        let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/tokenizers/byte-level-bpe-3k.json");
+        let words = std::sync::Arc::new(serverbench_backends::Words::from_file(&path).unwrap());
+        let d = Deployment::preset("qwen3.5-9b-2xl40").unwrap();
+        let srv = spawn_local_server(ServeConfig {
+            cost: d.cost_model(),
+            deployment: d,
+            time_scale: 10.0,
+            model_name: "m".into(),
+            vocab: words.vocab_size(),
+            cuda: None,
+            limits: ServeLimits {
+                body_timeout: Duration::from_secs(30),
+                ..limits()
+            },
+            generation: Default::default(),
+            words: Some(words),
+        })
+        .await
+        .unwrap();
+        let chat = |text: &str| {
+            let body = serde_json::json!({
+                "messages": [{"role": "user", "content": text}],
+                "max_completion_tokens": 1, "stream": true
+            });
+            post("/v1/chat/completions", &body.to_string())
+        };
+        // About 700K tokens of varied words: the tokenizer takes a large part of a second on it.
+        let long: String = (0..300_000).map(|i| format!("w{} ", i % 977)).collect();
+        let start = Instant::now();
+        let first = tokio::spawn(answered_at(srv.url.clone(), chat(&long), start));
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let (short_at, short_line) =
+            answered_at(srv.url.clone(), chat("a short question"), start).await;
+        let (long_at, long_line) = first.await.unwrap();
+        assert!(long_line.starts_with("HTTP/1.1 200"), "{long_line}");
+        assert!(short_line.starts_with("HTTP/1.1 200"), "{short_line}");
+        assert!(
+            long_at > Duration::from_millis(300) && short_at >= long_at,
+            "the long prompt answered after {long_at:?}, the short one (sent at 300 ms) after {short_at:?}"
+        );
+    });
+}

@@ -6,8 +6,9 @@
 #
 # The machine has no network: AgentX (agentx-harness 1.0.12 and whatever of its requirements the
 # machine's Python lacks) travels as wheels, with the stripped, xz-compressed serverbench binary and
-# the xz-compressed traces, in .carry/ax-1, -2, -3 (ignored through .git/info/exclude), one piece per
-# call because the repository and a piece together must stay under the device's 64 MiB.
+# the xz-compressed traces, in .carry/ax-1 and -2 (ignored through .git/info/exclude), one piece per
+# call because the repository and a piece together must stay under the device's 64 MiB (2026-12-05:
+# 16.2 and 16.3 MB beside a 47 MB repository).
 #
 # Verbs (run from the repository root on the device machine):
 #   stash            keep this call's carried pieces in /tmp/axstash
@@ -24,10 +25,14 @@
 #
 # Preparing the carry, here (wheels for the device's Python 3.12, cp312 manylinux):
 #   pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
-#       --platform manylinux_2_17_x86_64 … -d WHEELS -r REQUIREMENTS   (AgentX's environment less
-#       what the machine's image already has: docs in results/agentx-conformance/README.md)
+#       --platform manylinux_2_17_x86_64 … -d WHEELS -r REQUIREMENTS   (AgentX's environment, `pip list`
+#       of a local install, less what the machine's image already has (the device library's KINDS.md)
+#       and less the plot-only plotly, dash, dash-bootstrap-components, kaleido, SQLAlchemy, alembic and
+#       optuna, which `agentx profile` does not import: 54 wheels, 26 MB)
 #   strip -o sb target/release/serverbench && xz -c sb > serverbench.xz
-#   the traces, each xz-compressed, into .carry/ax-3/traces/
+#   split the wheels and serverbench.xz into .carry/ax-1 and .carry/ax-2 (about 16 MB each), and the
+#   traces, each xz-compressed, into .carry/ax-2/traces/
+# The calls: `stash` carrying .carry/ax-1, `start 470` carrying .carry/ax-2, `wait 470`.
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)

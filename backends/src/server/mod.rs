@@ -153,6 +153,12 @@ struct Emulator {
     submit: Mutex<std_mpsc::Sender<Submission>>,
     /// Bytes of request bodies held at once.
     bodies: body::BodyBudget,
+    /// The front end's one turn: requests are parsed and tokenized one at a time, in the order their
+    /// bodies arrived (the queue is fair), as the simulated front end takes them (`frontend_s_per_token`,
+    /// `tokenize_s_per_token`) and as a single tokenizer process does. Parsed side by side on many
+    /// cores, a burst of long prompts reached the engine smallest first, in another order than the
+    /// simulator's (results/agentx-conformance/README.md).
+    front_end: tokio::sync::Mutex<()>,
     /// Set when a shutdown stops waiting for open requests: each ends with an error saying so (a
     /// stream with an error event and `data: [DONE]`) instead of being cut.
     closing: tokio::sync::watch::Sender<bool>,
@@ -325,6 +331,7 @@ fn router(cfg: ServeConfig) -> Result<(Router, http::Closing), String> {
     let em = Arc::new(Emulator {
         submit: Mutex::new(tx),
         bodies: body::BodyBudget::new(params::body_limit(cfg.deployment.context_limit)),
+        front_end: tokio::sync::Mutex::new(()),
         closing: closing.clone(),
         metrics,
         latency,
@@ -535,9 +542,10 @@ async fn chat(State(em): State<Arc<Emulator>>, req: Request) -> Response {
 /// prompt's ids and the parameters out.
 type Parser = fn(&[u8], u32, u32, Option<&crate::Words>) -> Result<(Vec<u32>, Params), Refusal>;
 
-/// Reads the request's body within its bounds (`body::read`) and parses it on a blocking thread: a
-/// prompt of a million ids takes tens of milliseconds to read, which on an async worker would stall
-/// every stream and `/health` (eight 17 MB bodies stalled them 3.3 s).
+/// Reads the request's body within its bounds (`body::read`) and parses it on a blocking thread, one
+/// request at a time (`Emulator::front_end`): a prompt of a million ids takes tens of milliseconds to
+/// read, which on an async worker would stall every stream and `/health` (eight 17 MB bodies stalled
+/// them 3.3 s).
 async fn parse(
     em: &Arc<Emulator>,
     req: Request,
@@ -553,6 +561,8 @@ async fn parse(
         context_limit,
     )
     .await?;
+    // One request at a time, first come first served; held until this one's parse is done.
+    let _turn = em.front_end.lock().await;
     let em = em.clone();
     tokio::task::spawn_blocking(move || {
         // The body and its share of the budget go when the parse is done.
