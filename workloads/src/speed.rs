@@ -14,7 +14,8 @@
 //!
 //! The spec carries the pooled residuals as `think_time_s` (think times at the corpus's location and
 //! spread, `exp(μ + σ_w·r)`) and per session shape `[a, b]`: a session draws `g0` from `think_time_s`
-//! and thinks `a · c · (g0 / c)^b`, `c` the median of `think_time_s`.
+//! and thinks `a · c · (g0 / c)^b`, `c` the median of `think_time_s`, never longer than the longest think
+//! time the corpus recorded (the largest value of `think_time_s`).
 
 /// Think times below this are read as this on the log scale (a zero gap has no logarithm).
 pub const LOG_FLOOR_S: f64 = 1e-3;
