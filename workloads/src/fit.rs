@@ -365,13 +365,7 @@ fn session_think_medians(m: &Measured) -> Vec<f64> {
     for (&g, &i) in m.think_s.iter().zip(&m.think_session) {
         per[i].push(g);
     }
-    per.into_iter()
-        .filter(|v| !v.is_empty())
-        .map(|mut v| {
-            v.sort_by(f64::total_cmp);
-            quantile(&v, 0.5)
-        })
-        .collect()
+    per.iter().filter_map(|v| median(v)).collect()
 }
 
 /// Per session `[first prompt, turns, compaction threshold (0: never)]`.

@@ -38,7 +38,7 @@ pub struct Speeds {
     pub spread_var: f64,
 }
 
-/// Per-session sums of the log think times.
+/// Per session: how many think times, and their logs' mean and sample variance.
 struct Groups {
     n: Vec<usize>,
     mean: Vec<f64>,
