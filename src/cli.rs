@@ -415,8 +415,8 @@ pub struct WorkloadFitArgs {
     /// then move the spec until its sessions show those numbers, and print each beside them.
     #[arg(long)]
     pub targets: Option<String>,
-    /// Fit each session's own speed: the factor its think times are multiplied by
-    /// (`session_think_scales`), beside the spread of think times within a session.
+    /// Fit each session's own speed and spread of think times (`session_think_speeds`, one `[a, b]`
+    /// per session shape; `think_time_s` then holds the corpus's think times at its typical speed).
     #[arg(long)]
     pub session_speed: bool,
 }
