@@ -19,7 +19,9 @@
 #                    /tmp/cx/out into $OUT/conformance.tar.gz
 #
 # Levels and cores (LEVELS, default "16:0-3:4-6 4:7-9:10-11 1:12-13:14-15": level:serve CPUs:AgentX
-# CPUs), seed 42, a 600 s window, deployment qwen3.5-9b-2xl40, ports 8000, 8001, … in that order.
+# CPUs[:seed]), seed 42 unless a level names its own (its results then go to cC-sSEED, so that one
+# level can run at two seeds side by side), a 600 s window, deployment qwen3.5-9b-2xl40, ports 8000,
+# 8001, … in that order.
 # The simulated side is left to `SKIP_AGENTX=1 conformance.sh` afterwards, on the machine that keeps
 # the results, with serve's front end as measured on this machine's records.
 #
@@ -95,26 +97,34 @@ start() {
     install || { echo "install failed"; return 1; }
     nproc; lscpu | grep -E "Model name|^CPU\(s\)" || true
     mkdir -p "$CX/out"
-    local port=8000 spec c scpu acpu
+    local port=8000 spec c scpu acpu seed t
     for spec in $LEVELS; do
-        IFS=: read -r c scpu acpu <<< "$spec"
+        IFS=: read -r c scpu acpu seed <<< "$spec"
+        t=$(tag "$spec")
         setsid nohup env PATH="$CX/bin:$PATH" SERVERBENCH="$CX/bin/serverbench" AGENTX_VENV="$CX/venv" \
             TOKENIZER_JSON="$CX/repo/tests/fixtures/tokenizers/byte-level-bpe-3k.json" PORT=$port \
-            SERVE_CPUS=$scpu AGENTX_CPUS=$acpu \
-            bash -c "bash '$CX/repo/scripts/agentx/conformance.sh' '$CX/traces' '$CX/out/c$c' $c; echo \"exit \$?\" > '$CX/out/c$c.done'" \
-            > "$CX/out/c$c.log" 2>&1 < /dev/null &
-        echo "level $c: serve on CPUs $scpu, AgentX on $acpu, port $port"
+            SERVE_CPUS=$scpu AGENTX_CPUS=$acpu SEED="${seed:-42}" \
+            bash -c "bash '$CX/repo/scripts/agentx/conformance.sh' '$CX/traces' '$CX/out/$t' $c; echo \"exit \$?\" > '$CX/out/$t.done'" \
+            > "$CX/out/$t.log" 2>&1 < /dev/null &
+        echo "level $c (seed ${seed:-42}, $t): serve on CPUs $scpu, AgentX on $acpu, port $port"
         port=$((port + 1))
     done
     sleep "${1:-0}"
     progress
 }
 
+# A level's results folder: cC, or cC-sSEED where the level names its seed.
+tag() {
+    local c scpu acpu seed
+    IFS=: read -r c scpu acpu seed <<< "$1"
+    echo "c$c${seed:+-s$seed}"
+}
+
 progress() {
-    local spec c
+    local spec c t
     for spec in $LEVELS; do
-        c=${spec%%:*}
-        echo "c$c: $(cat "$CX/out/c$c.done" 2>/dev/null || echo running) $(tail -c 300 "$CX/out/c$c/agentx/c$c/agentx.log" 2>/dev/null | tr '\n' ' ' | tail -c 200)"
+        c=${spec%%:*}; t=$(tag "$spec")
+        echo "$t: $(cat "$CX/out/$t.done" 2>/dev/null || echo running) $(tail -c 300 "$CX/out/$t/agentx/c$c/agentx.log" 2>/dev/null | tr '\n' ' ' | tail -c 200)"
     done
 }
 
@@ -122,7 +132,7 @@ wait_done() {
     local max=${1:-560} t=0 spec c all
     while [ "$t" -lt "$max" ]; do
         all=1
-        for spec in $LEVELS; do c=${spec%%:*}; [ -f "$CX/out/c$c.done" ] || all=0; done
+        for spec in $LEVELS; do [ -f "$CX/out/$(tag "$spec").done" ] || all=0; done
         [ "$all" = 1 ] && break
         sleep 5; t=$((t + 5))
     done
