@@ -18,6 +18,12 @@ trace's ``max(out, 1)`` (AgentX's ``max_completion_tokens``), looked up by the r
 ``source_trace_id`` / ``source_outer_idx`` / ``source_inner_idx``.
 
 Usage: compare_runs.py OUT --deployment NAME --sb BINARY --duration W --trace-dir DIR [--json F]
+       compare_runs.py --pool OUT [OUT ...] --deployment … --trace-dir DIR   (runs of other seeds)
+
+``--pool``: each level that every OUT holds, scored over all of their records together on both sides:
+the window counts once per run, so D, G and f are the runs' means, and the quantiles are taken over the
+pooled requests (the tail of one run of a few dozen requests turns on which of two simultaneous
+arrivals the server took first; pooling runs of other seeds gives the p90 more requests to rest on).
 Only the standard library is used.
 """
 
@@ -563,23 +569,64 @@ def compare_level(c: int, out: Path, outs, rows, dep, window_s) -> tuple[list[st
     return lines, doc
 
 
+def levels_in(out: Path) -> set:
+    """The levels whose AgentX and simulated records OUT holds."""
+    def has(p: Path) -> bool:
+        return p.exists() or Path(str(p) + ".gz").exists()
+
+    return {
+        int(p.name[1:])
+        for p in (out / "agentx").glob("c*")
+        if has(out / "sim" / p.name / "records.jsonl") and has(p / "art" / "profile_export.jsonl")
+    }
+
+
+def pooled(outs_dirs: list, outs, dep, window_s) -> tuple[list, list]:
+    """Markdown lines and a JSON list: every common level scored over all runs' records at once."""
+    common = sorted(set.intersection(*(levels_in(o) for o in outs_dirs)))
+    lines, docs = [], []
+    for c in common:
+        ax, sm = [], []
+        for o in outs_dirs:
+            ax += agentx_side(o / "agentx" / f"c{c}", outs, dep, window_s)["records"]
+            sm += sim_side(o / "sim" / f"c{c}")["records"]
+        n = len(outs_dirs)
+        a_s, s_s = score(ax, dep, window_s * n), score(sm, dep, window_s * n)
+        lines += [f"## c = {c}, {n} runs pooled", "", "| | AgentX vs serve | simulate | sim − AgentX |", "|---|---|---|---|"]
+        for key, nd in [("requests", 0), ("qualified", 0), ("D", 3), ("G", 3), ("f", 3), ("ttft_p50", 3),
+                        ("ttft_p90", 3), ("tpot_p50", 4), ("tpot_p90", 4)]:
+            a, b = a_s[key], s_s[key]
+            lines.append(f"| {key} | {fmt(a, nd) if nd else a} | {fmt(b, nd) if nd else b} | {pct(a, b)} |")
+        lines.append("")
+        docs.append({"concurrency": c, "runs": [str(o) for o in outs_dirs], "agentx": a_s, "sim": s_s})
+    return lines, docs
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("out")
+    ap.add_argument("out", nargs="?")
+    ap.add_argument("--pool", nargs="+", default=None, help="score these runs' levels together")
     ap.add_argument("--deployment", default="qwen3.5-9b-2xl40")
     ap.add_argument("--sb", default="target/release/serverbench")
     ap.add_argument("--duration", type=float, default=600.0)
     ap.add_argument("--trace-dir", required=True)
     ap.add_argument("--json", default=None, help="also write the numbers here (default OUT/comparison.json)")
     a = ap.parse_args()
-    out = Path(a.out)
+    if (a.out is None) == (a.pool is None):
+        ap.error("give OUT or --pool OUT [OUT ...]")
     dep = deployment_numbers(a.sb, a.deployment)
     outs, rows, files = trace_outs(Path(a.trace_dir))
-    levels = sorted(
-        int(p.name[1:])
-        for p in (out / "agentx").glob("c*")
-        if ((out / "sim" / p.name / "records.jsonl").exists() or (out / "sim" / p.name / "records.jsonl.gz").exists()) and ((p / "art" / "profile_export.jsonl").exists() or (p / "art" / "profile_export.jsonl.gz").exists())
-    )
+    if a.pool:
+        dirs = [Path(p) for p in a.pool]
+        print(f"# AgentX vs simulate, runs pooled: {a.deployment}, window {a.duration:g} s each, {len(files)} traces\n")
+        print("Runs: " + ", ".join(f"`{p}`" for p in a.pool) + "\n")
+        lines, docs = pooled(dirs, outs, dep, a.duration)
+        print("\n".join(lines))
+        if a.json:
+            Path(a.json).write_text(json.dumps({"deployment": dep, "pooled": docs}, indent=1))
+        return 0
+    out = Path(a.out)
+    levels = sorted(levels_in(out))
     print(f"# AgentX vs simulate: {a.deployment}, window {a.duration:g} s, {len(files)} traces\n")
     print(
         f"Prices ${dep['p_in']}/M in, ${dep['p_out']}/M out; {dep['gpus']:g} GPUs × ${dep['gpu_hour']}/h; "
