@@ -8,7 +8,11 @@ prompt's tokens (the server's usage count). Prints the p10, p50 and p90 in micro
 over the warm-up and profiling records of each folder given, and the value to pass as
 `SERVE_FRONTEND_S_PER_TOKEN` to conformance.sh (the p50, as the conformance runs charge it).
 
-Usage: frontend_rate.py AGENTX_LEVEL_DIR [...]     (e.g. OUT/agentx/c1)
+`--alone`: only the requests whose start-to-acknowledgement span overlaps no other request's, so that
+serve's front end (which takes one request at a time) was free when they came: the front end's own rate
+at any concurrency, without the time a request waits behind another's parse.
+
+Usage: frontend_rate.py [--alone] AGENTX_LEVEL_DIR [...]     (e.g. OUT/agentx/c1)
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ from compare_runs import metric, quantile, read_text_maybe_gz  # noqa: E402
 import json  # noqa: E402
 
 
-def rates(d: Path) -> list[float]:
+def spans(d: Path) -> list[tuple[int, int, int]]:
+    """(start ns, acknowledgement ns, prompt tokens) of every record with serve's acknowledgement."""
     text = read_text_maybe_gz(d / "art" / "profile_export.jsonl")
     out = []
     for line in text.splitlines():
@@ -35,16 +40,36 @@ def rates(d: Path) -> list[float]:
         tokens = metric(r, "usage_prompt_tokens") or metric(r, "input_sequence_length")
         if ack is None or not tokens:
             continue
-        out.append((ack - md["request_start_ns"]) / 1e9 / tokens)
+        out.append((md["request_start_ns"], ack, tokens))
     return out
+
+
+def alone(sp: list) -> list:
+    """The spans that overlap no other span."""
+    sp = sorted(sp)
+    keep = []
+    for i, (a, b, t) in enumerate(sp):
+        before = i > 0 and max(s[1] for s in sp[:i]) > a
+        after = i + 1 < len(sp) and sp[i + 1][0] < b
+        if not before and not after:
+            keep.append((a, b, t))
+    return keep
+
+
+def rates(d: Path, only_alone: bool = False) -> list[float]:
+    sp = spans(d)
+    if only_alone:
+        sp = alone(sp)
+    return [(b - a) / 1e9 / t for a, b, t in sp]
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("dirs", nargs="+", type=Path)
+    ap.add_argument("--alone", action="store_true", help="only requests that found the front end free")
     args = ap.parse_args()
     for d in args.dirs:
-        xs = rates(d)
+        xs = rates(d, args.alone)
         if not xs:
             print(f"{d}: no record with serve's acknowledgement", file=sys.stderr)
             return 1
