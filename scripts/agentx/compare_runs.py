@@ -149,8 +149,10 @@ def score(reqs, dep, window_s):
 def load_probe(d: Path) -> dict:
     out = defaultdict(list)
     p = d / "probe.jsonl"
-    if p.exists():
-        for line in p.read_text().splitlines():
+    if p.exists() or Path(str(p) + ".gz").exists():
+        for line in read_text_maybe_gz(p).splitlines():
+            if not line.strip():
+                continue
             doc = json.loads(line)
             out[doc["kind"]].append(doc)
     return out
