@@ -47,12 +47,13 @@ def spans(d: Path) -> list[tuple[int, int, int]]:
 def alone(sp: list) -> list:
     """The spans that overlap no other span."""
     sp = sorted(sp)
-    keep = []
+    keep, reach = [], None  # reach: the latest end of the spans before this one
     for i, (a, b, t) in enumerate(sp):
-        before = i > 0 and max(s[1] for s in sp[:i]) > a
+        before = reach is not None and reach > a
         after = i + 1 < len(sp) and sp[i + 1][0] < b
         if not before and not after:
             keep.append((a, b, t))
+        reach = b if reach is None else max(reach, b)
     return keep
 
 
@@ -71,7 +72,8 @@ def main() -> int:
     for d in args.dirs:
         xs = rates(d, args.alone)
         if not xs:
-            print(f"{d}: no record with serve's acknowledgement", file=sys.stderr)
+            what = "that found the front end free" if args.alone else "with serve's acknowledgement"
+            print(f"{d}: no record {what}", file=sys.stderr)
             return 1
         q = [quantile(xs, p) * 1e6 for p in (0.1, 0.5, 0.9)]
         print(f"{d}: {len(xs)} requests, µs per prompt token p10 {q[0]:.3f} p50 {q[1]:.3f} p90 {q[2]:.3f}; "
