@@ -5,18 +5,22 @@ same contexts on pages of their own): a re-read of a shared page is served from 
 read from memory — only when another sequence's thread block read the same page of the same KV head less
 than W block-times earlier. Thread blocks follow FlashAttention 3's split-KV rule (calibration/src/splitkv.rs:
 ⌈1.1 · blocks · heads / SMs⌉ blocks per SM, at most 32 pieces a sequence); every block reads one 128-key block
-per block-time; blocks start as the 132 SMs free up, in each of six launch orders (sequence, piece, head
-nested either way) or all at once (ORDER "once"). For each order, (W, ALPHA) is fitted by least squares on the
+per block-time — from the piece's first block to its last, or (`--reverse`) from its last to its first, the
+order FlashAttention's kernels walk a piece's KV blocks (`for n_block = n_block_max - 1; n_block >=
+n_block_min; --n_block`: the causal edge first); blocks start as the 132 SMs free up, in each of six launch
+orders (sequence, piece, head nested either way) or all at once (ORDER "once"). For each order, (W, ALPHA) is fitted by least squares on the
 saving (1 − shared time / unshared time), and the best order's cases are listed. W = inf is a constant ALPHA
 (every re-read from the L2), the model the split-KV README set aside.
 
     python3 scripts/vllm/l2_reuse_model.py > results/h200-vllm/split-kv/l2-reuse.md
+    python3 scripts/vllm/l2_reuse_model.py --reverse > results/h200-vllm/split-kv/l2-reuse-reverse.md
 
 Plain Python, a CPU, a second or so.
 """
 import heapq
 import json
 import math
+import sys
 
 SMS, HEADS, BLOCK = 132, 8, 128
 BENCH = "results/h200-vllm/split-kv/fa3-bench/{}.json"
@@ -52,14 +56,21 @@ def starts(st, order):
     return out
 
 
-def hit_share(ctxs, shared, order, w):
+def read_offset(b, n, pp, reverse):
+    """block-times after its piece's start at which a sequence of `n` blocks cut into pieces of `pp`
+    reads its block `b`"""
+    j = b // pp
+    return min((j + 1) * pp, n) - 1 - b if reverse else b - j * pp
+
+
+def hit_share(ctxs, shared, order, w, reverse=False):
     """re-reads served from the L2 as a share of all the batch's block reads"""
     st = pieces(ctxs)
     start = starts(st, order)
     hits = 0
     for b in range(shared // BLOCK):
         for h in range(HEADS):
-            ts = sorted(start[(s, b // pp, h)] + b % pp for s, (_, pp) in enumerate(st))
+            ts = sorted(start[(s, b // pp, h)] + read_offset(b, n, pp, reverse) for s, (n, pp) in enumerate(st))
             hits += sum(1 for x, y in zip(ts, ts[1:]) if y - x < w)
     return hits / (sum(n for n, _ in st) * HEADS)
 
@@ -74,10 +85,10 @@ def cases():
     return out
 
 
-def fit(cs, order):
+def fit(cs, order, reverse=False):
     best = None
     for w in [0.5, 1, 2, 4, 8, 16, math.inf]:
-        share = [hit_share(c, s, order, w) for c, s, _ in cs]
+        share = [hit_share(c, s, order, w, reverse) for c, s, _ in cs]
         for a in [x / 100 for x in range(0, 100, 5)]:
             rms = math.sqrt(sum((h * (1 - a) - m) ** 2 for h, (_, _, m) in zip(share, cs)) / len(cs))
             if best is None or rms < best[0]:
@@ -86,12 +97,14 @@ def fit(cs, order):
 
 
 def main():
+    reverse = "--reverse" in sys.argv[1:]
     cs = cases()
-    print("# A page-coincidence L2 model of FA3's decode over a shared prefix\n")
-    print("`python3 scripts/vllm/l2_reuse_model.py` (docstring: the model). Saving = 1 − shared time / "
-          "unshared time, in points.\n")
+    walk = "each piece read from its last block to its first" if reverse else "each piece read from its first block"
+    print(f"# A page-coincidence L2 model of FA3's decode over a shared prefix ({walk})\n")
+    print(f"`python3 scripts/vllm/l2_reuse_model.py{' --reverse' if reverse else ''}` (docstring: the model). "
+          "Saving = 1 − shared time / unshared time, in points.\n")
     print("| launch order | W (block-times) | ALPHA | rms error of the saving |\n|---|---:|---:|---:|")
-    fits = {o: fit(cs, o) for o in ORDERS}
+    fits = {o: fit(cs, o, reverse) for o in ORDERS}
     for o, (rms, w, a, _) in fits.items():
         print(f"| {o} | {w:g} | {a:.2f} | {100 * rms:.1f} |")
     order = min(fits, key=lambda o: fits[o][0])
