@@ -40,8 +40,13 @@ def coincident_tokens(ctxs, shared_blocks, w, reverse):
 def steps(spec, shared):
     label, _, files = spec.partition("=")
     log, _, check = files.partition(":")
-    rows = list(csv.DictReader(open(check)))
-    logged = [json.loads(line) for line in open(log) if line.strip()]
+    if not (label and log and check):
+        sys.exit(f"{spec}: give LABEL=STEPS:CSV")
+    try:
+        rows = list(csv.DictReader(open(check)))
+        logged = [json.loads(line) for line in open(log) if line.strip()]
+    except (OSError, ValueError) as e:
+        sys.exit(f"{spec}: {e}")
     if len(rows) != len(logged):
         sys.exit(f"{spec}: {len(logged)} steps in the log but {len(rows)} rows in the check")
     out = []
@@ -64,13 +69,13 @@ def main():
     ap.add_argument("--forward", action="store_true", help="pieces read from their first block")
     a = ap.parse_args()
     shared_blocks = a.shared // BLOCK
+    traces = [steps(spec, a.shared) for spec in a.traces]
     print(f"W = {a.w:g} block-times, ALPHA = {a.alpha:g}, pieces read {'forward' if a.forward else 'from their last block'}; "
           f"error = predicted / measured − 1 (median), pure decode steps of 2 or more decodes over the shared "
           f"{a.shared:,} tokens\n")
     print("| trace | decodes | steps | profile | with the model | served from L2 (share of context) |")
     print("|---|---|---:|---:|---:|---:|")
-    for spec in a.traces:
-        label, rows = steps(spec, a.shared)
+    for label, rows in traces:
         classes, every = {}, []
         for d, measured, predicted in rows:
             saved = coincident_tokens(d, shared_blocks, a.w, not a.forward)
