@@ -13,7 +13,11 @@ the same contexts on pages of their own: what reading a shared prefix (from L2 a
 does to the schedule's time.
 
 SHARED_CASES (JSON: a list of cases, each the own keys of its sequences) replaces the shared cases below, and
-SHARED_PREFIX (20,480) sets the prefix's length.
+SHARED_PREFIX (20,480) sets the prefix's length. `fa3_cases/l2_delta.json` holds the cases that test which
+way FA3 walks a piece (2026-12-05): 16 one-piece sequences whose own keys step by 0–32 blocks of 128 (read from
+each piece's end, a shared block's readers drift apart by the step; read forward, they stay together), 24
+equal and 24 stepped ones, five batches of 12–28 decodes taken from vLLM's own steady c = 16 and cold c = 8–32
+steps, and the shuffled steady batch of `fa3-shared-steady.json` again.
 
 With MIXED=1, each case is one prefill chunk of L new tokens over P cached ones (its keys are the P + L
 tokens, causal from the bottom right as vLLM calls it), alone or after decodes of given contexts, in one
