@@ -14,6 +14,7 @@ saving (1 − shared time / unshared time), and the best order's cases are liste
 
     python3 scripts/vllm/l2_reuse_model.py > results/h200-vllm/split-kv/l2-reuse.md
     python3 scripts/vllm/l2_reuse_model.py --reverse > results/h200-vllm/split-kv/l2-reuse-reverse.md
+    python3 scripts/vllm/l2_reuse_model.py --check fa3-shared-delta   (another bench file beside both models)
 
 Plain Python, a CPU, a second or so.
 """
@@ -75,9 +76,9 @@ def hit_share(ctxs, shared, order, w, reverse=False):
     return hits / (sum(n for n, _ in st) * HEADS)
 
 
-def cases():
+def cases(names=("fa3-shared", "fa3-shared-steady")):
     out = []
-    for name in ["fa3-shared", "fa3-shared-steady"]:
+    for name in names:
         cs = json.load(open(BENCH.format(name)))["cases"]
         for a, b in zip(cs[0::2], cs[1::2]):
             assert a["shared"] > 0 and b["shared"] == 0 and a["ctxs"] == b["ctxs"]
@@ -96,7 +97,35 @@ def fit(cs, order, reverse=False):
     return best
 
 
+def check(name):
+    """Each case of another bench file (BENCH's folder, `name` without .json) beside both orders' models as
+    fitted to the stored 22 cases, all blocks started at once."""
+    stored = cases()
+    fitted = {rev: fit(stored, "once", rev) for rev in (False, True)}
+    print(f"# {name}: measured saving against the page-coincidence model, blocks started at once\n")
+    print("Fitted to the 22 stored cases: " + "; ".join(
+        f"{'from the end' if rev else 'forward'} W {w:g}, ALPHA {a:.2f} (rms {100 * rms:.1f})"
+        for rev, (rms, w, a, _) in fitted.items()) + ".\n")
+    print("| sequences | own keys (first four) | split counts | measured | forward | from the end |")
+    print("|---:|---|---|---:|---:|---:|")
+    errs = {False: [], True: []}
+    for c, shared, measured in cases([name]):
+        model = {}
+        for rev, (_, w, a, _) in fitted.items():
+            model[rev] = hit_share(c, shared, "once", w, rev) * (1 - a)
+            errs[rev].append(model[rev] - measured)
+        splits = sorted({-(-n // pp) for n, pp in pieces(c)})
+        own = ", ".join(str(x - shared) for x in c[:4]) + (", …" if len(c) > 4 else "")
+        print(f"| {len(c)} | {own} | {splits} | {100 * measured:.1f} % | {100 * model[False]:.1f} % | "
+              f"{100 * model[True]:.1f} % |")
+    for rev, e in errs.items():
+        print(f"\n{'From the end' if rev else 'Forward'}: rms {100 * math.sqrt(sum(x * x for x in e) / len(e)):.1f} points.")
+
+
 def main():
+    if "--check" in sys.argv[1:]:
+        check(sys.argv[sys.argv.index("--check") + 1])
+        return
     reverse = "--reverse" in sys.argv[1:]
     cs = cases()
     walk = "each piece read from its last block to its first" if reverse else "each piece read from its first block"
