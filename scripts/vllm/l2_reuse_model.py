@@ -97,6 +97,29 @@ def fit(cs, order, reverse=False):
     return best
 
 
+def soft_share(ctxs, shared, tau, reverse=True):
+    """hit_share with a soft window, every block started at once: a re-read hits with probability
+    exp(−gap / tau), gap the block-times since the nearest earlier read of that block"""
+    st = pieces(ctxs)
+    hits = 0.0
+    for b in range(shared // BLOCK):
+        ts = sorted(read_offset(b, n, pp, reverse) for n, pp in st if n > b)
+        hits += sum(math.exp(-(y - x) / tau) for x, y in zip(ts, ts[1:]))
+    return hits / sum(n for n, _ in st)
+
+
+def fit_soft(cs, reverse=True):
+    """(rms, tau, ALPHA, shares) of the soft window fitted to cases `cs` by least squares"""
+    best = None
+    for tau in (2, 4, 6, 8, 10, 12, 16, 24, 32, 64):
+        share = [soft_share(c, s, tau, reverse) for c, s, _ in cs]
+        for a in [x / 100 for x in range(0, 100, 2)]:
+            rms = math.sqrt(sum((h * (1 - a) - m) ** 2 for h, (_, _, m) in zip(share, cs)) / len(cs))
+            if best is None or rms < best[0]:
+                best = (rms, tau, a, share)
+    return best
+
+
 def check(name):
     """Each case of another bench file (BENCH's folder, `name` without .json) beside both orders' models as
     fitted to the stored 22 cases, all blocks started at once."""
@@ -120,6 +143,16 @@ def check(name):
               f"{100 * model[True]:.1f} % |")
     for rev, e in errs.items():
         print(f"\n{'From the end' if rev else 'Forward'}: rms {100 * math.sqrt(sum(x * x for x in e) / len(e)):.1f} points.")
+    here = cases([name])
+    print("\nA soft window (a re-read hits with probability exp(−gap / tau)) fitted to this file's own cases:\n")
+    print("| sequences | own keys (first four) | measured | forward | from the end |\n|---:|---|---:|---:|---:|")
+    soft = {rev: fit_soft(here, rev) for rev in (False, True)}
+    for i, (c, shared, measured) in enumerate(here):
+        own = ", ".join(str(x - shared) for x in c[:4]) + (", …" if len(c) > 4 else "")
+        cells = " | ".join(f"{100 * soft[rev][3][i] * (1 - soft[rev][2]):.1f} %" for rev in (False, True))
+        print(f"| {len(c)} | {own} | {100 * measured:.1f} % | {cells} |")
+    for rev, (rms, tau, a, _) in soft.items():
+        print(f"\n{'From the end' if rev else 'Forward'}: tau {tau:g} block-times, ALPHA {a:.2f}, rms {100 * rms:.1f} points.")
 
 
 def main():
