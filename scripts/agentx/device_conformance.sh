@@ -6,9 +6,9 @@
 #
 # The machine has no network: AgentX (agentx-harness 1.0.12 and whatever of its requirements the
 # machine's Python lacks) travels as wheels, with the stripped, xz-compressed serverbench binary and
-# the xz-compressed traces, in .carry/ax-1 and -2 (ignored through .git/info/exclude), one piece per
+# the xz-compressed traces, in .carry/ax-1, -2 and -3 (ignored through .git/info/exclude), one piece per
 # call because the repository and a piece together must stay under the device's 64 MiB (2026-12-05:
-# 16.2 and 16.3 MB beside a 47 MB repository).
+# 10.7, 10.8 and 11.0 MB beside a 51 MB working tree; two pieces of 16 MB no longer fit beside it).
 #
 # Verbs (run from the repository root on the device machine):
 #   stash            keep this call's carried pieces in /tmp/axstash
@@ -32,9 +32,10 @@
 #       and less the plot-only plotly, dash, dash-bootstrap-components, kaleido, SQLAlchemy, alembic and
 #       optuna, which `agentx profile` does not import: 54 wheels, 26 MB)
 #   strip -o sb target/release/serverbench && xz -c sb > serverbench.xz
-#   split the wheels and serverbench.xz into .carry/ax-1 and .carry/ax-2 (about 16 MB each), and the
+#   split the wheels and serverbench.xz into .carry/ax-1, -2 and -3 (about 11 MB each), and the
 #   traces, each xz-compressed, into .carry/ax-2/traces/
-# The calls: `stash` carrying .carry/ax-1, `start 470` carrying .carry/ax-2, `wait 470`.
+# The calls: `stash` carrying .carry/ax-1, `stash` carrying .carry/ax-3, `start 470` carrying
+# .carry/ax-2, `wait 470`.
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
