@@ -14,11 +14,13 @@ wrote and CSV what `serverbench calibrate --from-steps STEPS --check h200-qwen3-
 decodes, the median error of the profile alone and with the model, and the share of the step's context
 the model serves from the L2. Plain Python; about ten seconds a trace.
 
-    python3 scripts/vllm/l2_reuse_steps.py cold=/tmp/cold.jsonl:/tmp/cold.csv … [--w 4] [--alpha 0.7]
+    python3 scripts/vllm/l2_reuse_steps.py cold=/tmp/cold.jsonl:/tmp/cold.csv … [--w 4 | --soft TAU] [--alpha 0.7]
+        [--forward] [--by-count]   (--by-count: a row per number of decodes, those with fewer than 20 steps left out)
 """
 import argparse
 import csv
 import json
+import math
 import statistics as st
 import sys
 from pathlib import Path
@@ -27,13 +29,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from l2_reuse_model import BLOCK, pieces, read_offset  # noqa: E402
 
 
-def coincident_tokens(ctxs, shared_blocks, w, reverse):
-    """context tokens of one KV head's reads the model serves from the L2 (every head alike)"""
+def coincident_tokens(ctxs, shared_blocks, w, reverse, tau=None):
+    """context tokens of one KV head's reads the model serves from the L2 (every head alike): re-reads
+    within W block-times of the previous read, or with `tau`, each with probability exp(−gap / tau)"""
     geometry = pieces(ctxs)
-    hits = 0
+    hits = 0.0
     for b in range(shared_blocks):
         ts = sorted(read_offset(b, n, pp, reverse) for n, pp in geometry if n > b)
-        hits += sum(1 for x, y in zip(ts, ts[1:]) if y - x < w)
+        gaps = [y - x for x, y in zip(ts, ts[1:])]
+        hits += sum(math.exp(-g / tau) for g in gaps) if tau else sum(1 for g in gaps if g < w)
     return hits * BLOCK
 
 
@@ -67,10 +71,14 @@ def main():
     ap.add_argument("--ms-per-token", type=float, default=32e-6,
                     help="the profile's decode read time per context token, ms [32e-6: 32 µs per 1K tokens]")
     ap.add_argument("--forward", action="store_true", help="pieces read from their first block")
+    ap.add_argument("--soft", type=float, default=None, metavar="TAU",
+                    help="a soft window instead of W: a re-read hits with probability exp(-gap / TAU)")
+    ap.add_argument("--by-count", action="store_true", help="one row per number of decodes (16 and more together)")
     a = ap.parse_args()
     shared_blocks = a.shared // BLOCK
     traces = [steps(spec, a.shared) for spec in a.traces]
-    print(f"W = {a.w:g} block-times, ALPHA = {a.alpha:g}, pieces read {'forward' if a.forward else 'from their last block'}; "
+    window = f"a soft window of {a.soft:g} block-times" if a.soft else f"W = {a.w:g} block-times"
+    print(f"{window}, ALPHA = {a.alpha:g}, pieces read {'forward' if a.forward else 'from their last block'}; "
           f"error = predicted / measured − 1 (median), pure decode steps of 2 or more decodes over the shared "
           f"{a.shared:,} tokens\n")
     print("| trace | decodes | steps | profile | with the model | served from L2 (share of context) |")
@@ -78,14 +86,19 @@ def main():
     for label, rows in traces:
         classes, every = {}, []
         for d, measured, predicted in rows:
-            saved = coincident_tokens(d, shared_blocks, a.w, not a.forward)
+            saved = coincident_tokens(d, shared_blocks, a.w, not a.forward, a.soft)
             with_model = predicted - saved * (1 - a.alpha) * a.ms_per_token
-            k = "2-3" if len(d) < 4 else "4-7" if len(d) < 8 else "8-11" if len(d) < 12 else "12+"
+            if a.by_count:
+                k = str(min(len(d), 16)) + ("+" if len(d) >= 16 else "")
+            else:
+                k = "2-3" if len(d) < 4 else "4-7" if len(d) < 8 else "8-11" if len(d) < 12 else "12+"
             item = (predicted / measured - 1, with_model / measured - 1, saved / sum(d))
             classes.setdefault(k, []).append(item)
             every.append(item)
         for k in sorted(classes, key=lambda k: int(k.split("-")[0].rstrip("+"))) + ["all"]:
             v = every if k == "all" else classes[k]
+            if a.by_count and k != "all" and len(v) < 20:
+                continue
             print(f"| {label} | {k} | {len(v)} | {100 * st.median(x for x, _, _ in v):+.1f} % | "
                   f"{100 * st.median(y for _, y, _ in v):+.1f} % | {st.median(z for _, _, z in v):.2f} |")
 
