@@ -11,6 +11,7 @@
 set -euo pipefail
 [ $# -eq 4 ] || { sed -n 2,10p "$0" >&2; exit 2; }
 traces=$1 seeds=$2 levels=$3 rates=$4
+here=$(cd "$(dirname "$0")" && pwd)
 sb=${SERVERBENCH:-target/release/serverbench}
 deployment=${DEPLOYMENT:-qwen3.5-9b-2xl40}
 duration=${DURATION:-600}
@@ -24,15 +25,16 @@ for seed in $seeds; do
             printf 'base: %s\nprofile:\n  tokenize_s_per_token: %se-6\n' "$deployment" "$r" > "$work/dep.yaml"
             "$sb" simulate -d "$work/dep.yaml" --protocol agentx --trace "$traces" --trace-format weka \
                 -c "$c" --seed "$seed" -w "$duration" --out "$work/out" > /dev/null
-            python3 - "$work/out/records.jsonl" "$work/out/summary.json" "$seed" "$c" "$r" <<'PY'
-import json, sys
-sys.path.insert(0, "scripts/agentx")
-from compare_runs import quantile
-recs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-s = json.load(open(sys.argv[2]))["summary"]
-done = [r for r in recs if r["outcome"] == "completed" and r.get("first_token_ns") is not None]
-ttft = [(r["first_token_ns"] - r["send_ns"]) / 1e9 for r in done]
-tpot = [(r["last_token_ns"] - r["first_token_ns"]) / 1e9 / (r["output_tokens"] - 1) if r["output_tokens"] > 1 else 0.0 for r in done]
+            python3 - "$here" "$work/out" "$seed" "$c" "$r" <<'PY'
+import sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from compare_runs import quantile, sim_side
+side = sim_side(Path(sys.argv[2]))
+done = [r for r in side["records"] if r["completed"]]
+ttft = [r["ttft"] for r in done if r["ttft"] is not None]
+tpot = [r["tpot"] for r in done if r["tpot"] is not None]
+s = side["summary"]
 print(f"| {sys.argv[3]} | {sys.argv[4]} | {sys.argv[5]} | {s['requests']} | {s['score']['d']:.3f} | {quantile(ttft, 0.9):.3f} | {quantile(tpot, 0.9) * 1e3:.1f} |")
 PY
         done

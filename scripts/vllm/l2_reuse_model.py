@@ -97,15 +97,22 @@ def fit(cs, order, reverse=False):
     return best
 
 
-def soft_share(ctxs, shared, tau, reverse=True):
-    """hit_share with a soft window, every block started at once: a re-read hits with probability
-    exp(−gap / tau), gap the block-times since the nearest earlier read of that block"""
-    st = pieces(ctxs)
+def once_hits(ctxs, shared_blocks, reverse, w=None, tau=None):
+    """Re-reads of one KV head's shared blocks served from the L2, every thread block started at once:
+    those within `w` block-times of the block's previous read, or with `tau` each with probability
+    exp(−gap / tau), gap the block-times since the nearest earlier read of that block."""
+    geometry = pieces(ctxs)
     hits = 0.0
-    for b in range(shared // BLOCK):
-        ts = sorted(read_offset(b, n, pp, reverse) for n, pp in st if n > b)
-        hits += sum(math.exp(-(y - x) / tau) for x, y in zip(ts, ts[1:]))
-    return hits / sum(n for n, _ in st)
+    for b in range(shared_blocks):
+        ts = sorted(read_offset(b, n, pp, reverse) for n, pp in geometry if n > b)
+        gaps = [y - x for x, y in zip(ts, ts[1:])]
+        hits += sum(math.exp(-g / tau) for g in gaps) if tau else sum(1 for g in gaps if g < w)
+    return hits
+
+
+def soft_share(ctxs, shared, tau, reverse=True):
+    """hit_share with a soft window (`once_hits` with `tau`), every block started at once"""
+    return once_hits(ctxs, shared // BLOCK, reverse, tau=tau) / sum(n for n, _ in pieces(ctxs))
 
 
 def fit_soft(cs, reverse=True):

@@ -20,25 +20,17 @@ the model serves from the L2. Plain Python; about ten seconds a trace.
 import argparse
 import csv
 import json
-import math
 import statistics as st
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from l2_reuse_model import BLOCK, pieces, read_offset  # noqa: E402
+from l2_reuse_model import BLOCK, once_hits  # noqa: E402
 
 
 def coincident_tokens(ctxs, shared_blocks, w, reverse, tau=None):
-    """context tokens of one KV head's reads the model serves from the L2 (every head alike): re-reads
-    within W block-times of the previous read, or with `tau`, each with probability exp(−gap / tau)"""
-    geometry = pieces(ctxs)
-    hits = 0.0
-    for b in range(shared_blocks):
-        ts = sorted(read_offset(b, n, pp, reverse) for n, pp in geometry if n > b)
-        gaps = [y - x for x, y in zip(ts, ts[1:])]
-        hits += sum(math.exp(-g / tau) for g in gaps) if tau else sum(1 for g in gaps if g < w)
-    return hits * BLOCK
+    """context tokens of one KV head's reads the model serves from the L2 (every head alike)"""
+    return once_hits(ctxs, shared_blocks, reverse, w, tau) * BLOCK
 
 
 def steps(spec, shared):
