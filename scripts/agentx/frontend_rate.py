@@ -13,6 +13,8 @@ serve's front end (which takes one request at a time) was free when they came: t
 at any concurrency, without the time a request waits behind another's parse.
 
 Usage: frontend_rate.py [--alone] AGENTX_LEVEL_DIR [...]     (e.g. OUT/agentx/c1)
+
+With several folders a last row pools their requests (the rate a set of runs on one machine shares).
 """
 
 from __future__ import annotations
@@ -69,16 +71,25 @@ def main() -> int:
     ap.add_argument("dirs", nargs="+", type=Path)
     ap.add_argument("--alone", action="store_true", help="only requests that found the front end free")
     args = ap.parse_args()
+    pooled = []
     for d in args.dirs:
         xs = rates(d, args.alone)
         if not xs:
             what = "that found the front end free" if args.alone else "with serve's acknowledgement"
             print(f"{d}: no record {what}", file=sys.stderr)
             return 1
-        q = [quantile(xs, p) * 1e6 for p in (0.1, 0.5, 0.9)]
-        print(f"{d}: {len(xs)} requests, µs per prompt token p10 {q[0]:.3f} p50 {q[1]:.3f} p90 {q[2]:.3f}; "
-              f"SERVE_FRONTEND_S_PER_TOKEN={quantile(xs, 0.5):.3g}")
+        print(line(str(d), xs))
+        pooled += xs
+    if len(args.dirs) > 1:
+        print(line(f"all {len(args.dirs)} folders{' --alone' if args.alone else ''}", pooled))
     return 0
+
+
+def line(name: str, xs: list[float]) -> str:
+    """one row: the count, p10 / p50 / p90 in µs a token, and the p50 as conformance.sh takes it"""
+    q = [quantile(xs, p) * 1e6 for p in (0.1, 0.5, 0.9)]
+    return (f"{name}: {len(xs)} requests, µs per prompt token p10 {q[0]:.3f} p50 {q[1]:.3f} p90 {q[2]:.3f}; "
+            f"SERVE_FRONTEND_S_PER_TOKEN={quantile(xs, 0.5):.3g}")
 
 
 if __name__ == "__main__":
