@@ -15,6 +15,7 @@ saving (1 − shared time / unshared time), and the best order's cases are liste
     python3 scripts/vllm/l2_reuse_model.py > results/h200-vllm/split-kv/l2-reuse.md
     python3 scripts/vllm/l2_reuse_model.py --reverse > results/h200-vllm/split-kv/l2-reuse-reverse.md
     python3 scripts/vllm/l2_reuse_model.py --check fa3-shared-delta   (another bench file beside both models)
+    python3 scripts/vllm/l2_reuse_model.py --fit-soft   (the soft window exp(−gap / tau) from the end, per launch order)
 
 Plain Python, a CPU, a second or so.
 """
@@ -97,29 +98,37 @@ def fit(cs, order, reverse=False):
     return best
 
 
-def once_hits(ctxs, shared_blocks, reverse, w=None, tau=None):
-    """Re-reads of one KV head's shared blocks served from the L2, every thread block started at once:
-    those within `w` block-times of the block's previous read, or with `tau` each with probability
-    exp(−gap / tau), gap the block-times since the nearest earlier read of that block."""
+def once_hits(ctxs, shared_blocks, reverse, w=None, tau=None, order=None):
+    """Re-reads of one KV head's shared blocks served from the L2: those within `w` block-times of the
+    block's previous read, or with `tau` each with probability exp(−gap / tau), gap the block-times since
+    the nearest earlier read of that block. Every thread block starts at once, or (`order`, one of
+    ORDERS but "once") as the SMs free up in that launch order, the hits then averaged over the heads."""
     geometry = pieces(ctxs)
+    if order in (None, "once"):
+        begin, heads = (lambda s, j, h: 0.0), [0]
+    else:
+        at = starts(geometry, order)
+        begin, heads = (lambda s, j, h: at[(s, j, h)]), range(HEADS)
     hits = 0.0
     for b in range(shared_blocks):
-        ts = sorted(read_offset(b, n, pp, reverse) for n, pp in geometry if n > b)
-        gaps = [y - x for x, y in zip(ts, ts[1:])]
-        hits += sum(math.exp(-g / tau) for g in gaps) if tau else sum(1 for g in gaps if g < w)
-    return hits
+        for h in heads:
+            ts = sorted(begin(s, b // pp, h) + read_offset(b, n, pp, reverse)
+                        for s, (n, pp) in enumerate(geometry) if n > b)
+            gaps = [y - x for x, y in zip(ts, ts[1:])]
+            hits += sum(math.exp(-g / tau) for g in gaps) if tau else sum(1 for g in gaps if g < w)
+    return hits / len(heads)
 
 
-def soft_share(ctxs, shared, tau, reverse=True):
-    """hit_share with a soft window (`once_hits` with `tau`), every block started at once"""
-    return once_hits(ctxs, shared // BLOCK, reverse, tau=tau) / sum(n for n, _ in pieces(ctxs))
+def soft_share(ctxs, shared, tau, reverse=True, order=None):
+    """hit_share with a soft window (`once_hits` with `tau`), every block started at once or in `order`"""
+    return once_hits(ctxs, shared // BLOCK, reverse, tau=tau, order=order) / sum(n for n, _ in pieces(ctxs))
 
 
-def fit_soft(cs, reverse=True):
+def fit_soft(cs, reverse=True, order=None):
     """(rms, tau, ALPHA, shares) of the soft window fitted to cases `cs` by least squares"""
     best = None
     for tau in (2, 4, 6, 8, 10, 12, 16, 24, 32, 64):
-        share = [soft_share(c, s, tau, reverse) for c, s, _ in cs]
+        share = [soft_share(c, s, tau, reverse, order) for c, s, _ in cs]
         for a in [x / 100 for x in range(0, 100, 2)]:
             rms = math.sqrt(sum((h * (1 - a) - m) ** 2 for h, (_, _, m) in zip(share, cs)) / len(cs))
             if best is None or rms < best[0]:
@@ -162,9 +171,21 @@ def check(name):
         print(f"\n{'From the end' if rev else 'Forward'}: tau {tau:g} block-times, ALPHA {a:.2f}, rms {100 * rms:.1f} points.")
 
 
+def fit_soft_orders():
+    """The soft window (pieces read from their end) fitted to the 22 stored cases for each launch order."""
+    print("| launch order | tau (block-times) | ALPHA | rms error of the saving |\n|---|---:|---:|---:|")
+    cs = cases()
+    for order in ORDERS:
+        rms, tau, a, _ = fit_soft(cs, True, order)
+        print(f"| {order} | {tau:g} | {a:.2f} | {100 * rms:.1f} |")
+
+
 def main():
     if "--check" in sys.argv[1:]:
         check(sys.argv[sys.argv.index("--check") + 1])
+        return
+    if "--fit-soft" in sys.argv[1:]:
+        fit_soft_orders()
         return
     reverse = "--reverse" in sys.argv[1:]
     cs = cases()

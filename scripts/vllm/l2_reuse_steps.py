@@ -15,7 +15,9 @@ decodes, the median error of the profile alone and with the model, and the share
 the model serves from the L2. Plain Python; about ten seconds a trace.
 
     python3 scripts/vllm/l2_reuse_steps.py cold=/tmp/cold.jsonl:/tmp/cold.csv … [--w 4 | --soft TAU] [--alpha 0.7]
-        [--forward] [--by-count]   (--by-count: a row per number of decodes, those with fewer than 20 steps left out)
+        [--forward] [--by-count] [--order s,h,j]   (--by-count: a row per number of decodes, those with fewer
+        than 20 steps left out; --order: thread blocks start as the SMs free up in that launch order, so that
+        a batch of more thread blocks than SMs reads in waves, instead of all at once)
 """
 import argparse
 import csv
@@ -25,12 +27,12 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from l2_reuse_model import BLOCK, once_hits  # noqa: E402
+from l2_reuse_model import BLOCK, ORDERS, once_hits  # noqa: E402
 
 
-def coincident_tokens(ctxs, shared_blocks, w, reverse, tau=None):
-    """context tokens of one KV head's reads the model serves from the L2 (every head alike)"""
-    return once_hits(ctxs, shared_blocks, reverse, w, tau) * BLOCK
+def coincident_tokens(ctxs, shared_blocks, w, reverse, tau=None, order=None):
+    """context tokens of one KV head's reads the model serves from the L2 (the heads' mean)"""
+    return once_hits(ctxs, shared_blocks, reverse, w, tau, order) * BLOCK
 
 
 def steps(spec, shared):
@@ -66,11 +68,14 @@ def main():
     ap.add_argument("--soft", type=float, default=None, metavar="TAU",
                     help="a soft window instead of W: a re-read hits with probability exp(-gap / TAU)")
     ap.add_argument("--by-count", action="store_true", help="one row per number of decodes (16 and more together)")
+    ap.add_argument("--order", choices=ORDERS, default="once",
+                    help="thread blocks all started at once [once], or as the 132 SMs free up in this launch order")
     a = ap.parse_args()
     shared_blocks = a.shared // BLOCK
     traces = [steps(spec, a.shared) for spec in a.traces]
     window = f"a soft window of {a.soft:g} block-times" if a.soft else f"W = {a.w:g} block-times"
-    print(f"{window}, ALPHA = {a.alpha:g}, pieces read {'forward' if a.forward else 'from their last block'}; "
+    started = "every thread block started at once" if a.order == "once" else f"thread blocks started as SMs free up, order {a.order}"
+    print(f"{window}, ALPHA = {a.alpha:g}, pieces read {'forward' if a.forward else 'from their last block'}, {started}; "
           f"error = predicted / measured − 1 (median), pure decode steps of 2 or more decodes over the shared "
           f"{a.shared:,} tokens\n")
     print("| trace | decodes | steps | profile | with the model | served from L2 (share of context) |")
@@ -78,7 +83,7 @@ def main():
     for label, rows in traces:
         classes, every = {}, []
         for d, measured, predicted in rows:
-            saved = coincident_tokens(d, shared_blocks, a.w, not a.forward, a.soft)
+            saved = coincident_tokens(d, shared_blocks, a.w, not a.forward, a.soft, a.order)
             with_model = predicted - saved * (1 - a.alpha) * a.ms_per_token
             if a.by_count:
                 k = str(min(len(d), 16)) + ("+" if len(d) >= 16 else "")
