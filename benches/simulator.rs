@@ -219,7 +219,7 @@ fn main_job(c: &mut Criterion) {
                 "bench",
                 2000,
                 1_048_576,
-                false,
+                Default::default(),
             )
             .expect("fits");
             black_box((spec.system_prefix_tokens, report.rows.len()))

@@ -419,6 +419,11 @@ pub struct WorkloadFitArgs {
     /// per session shape; `think_time_s` then holds the corpus's think times at its typical speed).
     #[arg(long)]
     pub session_speed: bool,
+    /// Give each session shape its session's own application prefix (`session_app_prefixes`): a
+    /// session then shares its prefix only with sessions whose prefix has the same length, as the
+    /// corpus's sessions share theirs, instead of every session sharing `system_prefix_tokens`.
+    #[arg(long)]
+    pub app_prefixes: bool,
 }
 
 #[derive(Args, Debug)]

@@ -36,7 +36,10 @@ fn fit(a: WorkloadFitArgs) -> Result<()> {
         trees: a.trees,
         context_limit: a.context_limit,
         name: a.name.clone(),
-        session_speed: a.session_speed,
+        options: serverbench_workloads::fit::FitOptions {
+            session_speed: a.session_speed,
+            app_prefixes: a.app_prefixes,
+        },
         note: inputs::note,
     })?;
     if let Some(path) = &a.held_out {

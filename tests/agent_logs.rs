@@ -690,3 +690,64 @@ fn a_fit_with_session_speeds_matches_the_sessions_median_gaps_better() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `workload fit --app-prefixes` gives each session shape its session's own application prefix, and
+/// the row's first prompt follows it: prefix and first prompt add up to the session's first request,
+/// as the plain fit's one `system_prefix_tokens` and its row do.
+#[test]
+fn a_fit_with_app_prefixes_keeps_each_sessions_first_request() {
+    let dir = std::env::temp_dir().join(format!("sb-app-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let fit = |flag: Option<&str>, name: &str| {
+        let spec = dir.join(format!("{name}.yaml"));
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_serverbench"))
+            .current_dir(repo(""))
+            .args([
+                "workload",
+                "fit",
+                "corpus/claude-code/weka-kv-cache-tester.jsonl",
+            ])
+            .args(flag)
+            .arg("-o")
+            .arg(&spec)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let v: serde_yaml::Value =
+            serde_yaml::from_str(&std::fs::read_to_string(&spec).unwrap()).unwrap();
+        v
+    };
+    let plain = fit(None, "plain");
+    let own = fit(Some("--app-prefixes"), "own");
+    assert!(plain.get("session_app_prefixes").is_none());
+    let rows = |v: &serde_yaml::Value| -> Vec<f64> {
+        let r = v["session_shapes"].as_sequence().unwrap();
+        r.iter().map(|r| r[0].as_f64().unwrap()).collect()
+    };
+    let prefixes: Vec<u64> = own["session_app_prefixes"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_u64().unwrap())
+        .collect();
+    let (a, b) = (rows(&plain), rows(&own));
+    assert_eq!(prefixes.len(), b.len());
+    assert_eq!(a.len(), b.len());
+    let block = own["block_size"].as_u64().unwrap();
+    assert!(prefixes.iter().all(|p| p % block == 0));
+    let system = plain["system_prefix_tokens"].as_f64().unwrap();
+    // The rows' first prompts are rounded to four significant digits: compare within that.
+    let off: Vec<usize> = (0..a.len())
+        .filter(|&i| {
+            let (x, y) = (system + a[i], prefixes[i] as f64 + b[i]);
+            (a[i] > 1.0 && b[i] > 1.0) && (x - y).abs() > 1e-3 * x.max(y) + 1.0
+        })
+        .collect();
+    assert!(off.is_empty(), "rows {off:?} change their first request");
+    // The WEKA sessions' prefixes differ in length: many kinds, the most common not all.
+    let mut kinds = prefixes.clone();
+    kinds.sort_unstable();
+    kinds.dedup();
+    assert!(kinds.len() > 20, "{} prefix lengths", kinds.len());
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -504,8 +504,9 @@ pub struct CorpusFitChoice<'a> {
     pub context_limit: u32,
     /// The written spec's `name`.
     pub name: Option<String>,
-    /// Fit each session's own speed (`session_think_scales`).
-    pub session_speed: bool,
+    /// What the fit measures beyond the fields every fit writes (each session's own speed, its own
+    /// application prefix).
+    pub options: serverbench_workloads::fit::FitOptions,
     /// Hears what the imports left out, one line each.
     pub note: fn(&str),
 }
@@ -536,7 +537,7 @@ pub fn fit_corpus(c: &CorpusFitChoice<'_>) -> Result<FittedCorpus> {
         generated,
         context_limit: c.context_limit,
         name: c.name.clone(),
-        session_speed: c.session_speed,
+        options: c.options,
     })?)
 }
 

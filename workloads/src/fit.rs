@@ -359,6 +359,35 @@ pub fn with_session_speeds(spec: &mut WorkloadSpec, m: &Measured) {
     spec.session_think_speeds = Some(speeds.sessions.into_iter().map(round).collect());
 }
 
+/// Gives each session shape its session's own application prefix (`session_app_prefixes`, whole
+/// blocks of the tokens its first request shares with other sessions' prefixes), and measures the
+/// row's first prompt from it instead of from `system_prefix_tokens`.
+pub fn with_app_prefixes(spec: &mut WorkloadSpec, m: &Measured) {
+    let block = spec.block_size;
+    let Some(rows) = spec.session_shapes.as_mut() else {
+        return;
+    };
+    let prefixes: Vec<u32> = m
+        .root_prefix
+        .iter()
+        .map(|&p| (p.round() as u32) / block * block)
+        .collect();
+    for ((row, &p), &first) in rows.iter_mut().zip(&prefixes).zip(&m.first_prompt) {
+        row[0] = round4((first - p as f64).max(1.0)).max(1.0);
+    }
+    spec.resumed_share = Some(crate::spec::resumed_share_of(rows));
+    spec.session_app_prefixes = Some(prefixes);
+}
+
+/// What `workload fit` measures beyond the fields every fit writes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FitOptions {
+    /// Each session's own speed ([`with_session_speeds`]).
+    pub session_speed: bool,
+    /// Each session's own application prefix ([`with_app_prefixes`]).
+    pub app_prefixes: bool,
+}
+
 /// Each session's median think time (sessions with none left out).
 fn session_think_medians(m: &Measured) -> Vec<f64> {
     let mut per: Vec<Vec<f64>> = vec![Vec::new(); m.root_turns.len()];
@@ -622,14 +651,17 @@ pub fn split(trees: &[SessionTree]) -> (Vec<&SessionTree>, Vec<&SessionTree>) {
 fn fit_generable(
     train: &mut Vec<&SessionTree>,
     source: &str,
-    session_speed: bool,
+    options: FitOptions,
 ) -> (Measured, WorkloadSpec, Vec<LeftOut>) {
     let mut left_out = Vec::new();
     loop {
         let m = measure(train);
         let mut spec = fit(&m, source);
-        if session_speed {
+        if options.session_speed {
             with_session_speeds(&mut spec, &m);
+        }
+        if options.app_prefixes {
+            with_app_prefixes(&mut spec, &m);
         }
         let rows = spec.session_shapes.as_deref().unwrap_or_default();
         let bad: Vec<usize> = (0..rows.len().min(train.len()))
@@ -673,10 +705,10 @@ pub fn fit_and_report(
     source: &str,
     generated: u64,
     context_limit: u32,
-    session_speed: bool,
+    options: FitOptions,
 ) -> Result<(WorkloadSpec, FitReport), serverbench_config::FieldError> {
     let (mut train, held) = split(trees);
-    let (train_m, spec, left_out) = fit_generable(&mut train, source, session_speed);
+    let (train_m, spec, left_out) = fit_generable(&mut train, source, options);
     let held = if held.is_empty() { train.clone() } else { held };
     let held_m = measure(&held);
     let g = Generator::new(spec.clone(), 0, context_limit)?;

@@ -23,8 +23,9 @@ pub struct FitRequest<'a> {
     pub context_limit: u32,
     /// The spec's name.
     pub name: Option<String>,
-    /// Fit each session's own speed ([`crate::speed`]): `session_think_scales`.
-    pub session_speed: bool,
+    /// What the fit measures beyond the fields every fit writes (each session's own speed, its own
+    /// application prefix).
+    pub options: crate::fit::FitOptions,
 }
 
 /// `workload fit`'s answer.
@@ -85,7 +86,7 @@ pub fn fit_corpus(req: FitRequest<'_>) -> Result<FittedCorpus, FitError> {
         &source,
         req.generated,
         req.context_limit,
-        req.session_speed,
+        req.options,
     )
     .map_err(FitError::Fit)?;
     let aimed = match req.targets {
@@ -189,7 +190,7 @@ mod tests {
             generated: 100,
             context_limit: 40_960,
             name: Some("fitted".into()),
-            session_speed: false,
+            options: Default::default(),
         }
     }
 

@@ -69,6 +69,7 @@ impl Generator {
             next_agent: 1,
             thresholds: self.thresholds,
             think_speed: None,
+            root_prefix: (self.spec.system_prefix_tokens, GLOBAL_PREFIX_SALT),
         };
         b.root();
         let mut requests = b.finish();
@@ -126,6 +127,9 @@ struct Builder<'a> {
     thresholds: Thresholds,
     /// The session's own speed (`session_think_speeds`), `think_time_s`' median and largest value.
     think_speed: Option<([f64; 2], f64, f64)>,
+    /// The root's application prefix, tokens, and the salt of its block ids: `system_prefix_tokens`,
+    /// or its shape row's own (`session_app_prefixes`), shared by the sessions of equal length.
+    root_prefix: (u32, u64),
 }
 
 impl<'a> Builder<'a> {
@@ -142,7 +146,7 @@ impl<'a> Builder<'a> {
     /// sub-agents' own where the spec has one.
     fn prefix_tokens(&self, agent: u32) -> u32 {
         match (agent, self.spec.subagents.prefix_tokens) {
-            (0, _) | (_, None) => self.spec.system_prefix_tokens,
+            (0, _) | (_, None) => self.root_prefix.0,
             (_, Some(t)) => t,
         }
     }
@@ -160,7 +164,7 @@ impl<'a> Builder<'a> {
             prefix_salt: if own {
                 SUBAGENT_PREFIX_SALT
             } else {
-                GLOBAL_PREFIX_SALT
+                self.root_prefix.1
             },
             parent,
         });
@@ -332,6 +336,10 @@ impl<'a> Builder<'a> {
                     let t = &spec.think_time_s;
                     let longest = t.upper().unwrap_or(f64::INFINITY);
                     self.think_speed = Some((speeds[i], t.median().unwrap_or(1.0), longest));
+                }
+                if let Some(prefixes) = &spec.session_app_prefixes {
+                    let t = prefixes[i];
+                    self.root_prefix = (t, mix2(GLOBAL_PREFIX_SALT, t as u64));
                 }
                 (
                     (r[1].round() as u32).clamp(1, MAX_TURNS),
@@ -627,6 +635,55 @@ mod tests {
             .filter(|r| !r.deps.is_empty())
             .map(|r| r.think_ns as f64 / 1e9)
             .collect()
+    }
+
+    #[test]
+    fn a_rows_own_app_prefix_is_shared_only_with_rows_of_its_length() {
+        let spec = WorkloadSpec {
+            session_app_prefixes: Some(vec![4_096, 4_096, 8_192, 2_048]),
+            ..shaped(None)
+        };
+        let bs = spec.block_size as usize;
+        let g = Generator::new(spec.clone(), 3, 1_048_576).unwrap();
+        // Each row's first request is its prefix and its first prompt: 5,096, 6,096, 88,192, 122,048.
+        let mut first: [Option<Vec<u64>>; 4] = Default::default();
+        for k in 0..60 {
+            let t = g.generate(k);
+            let r = &t.requests()[0];
+            let row = [5_096, 6_096, 88_192, 122_048]
+                .iter()
+                .position(|&n| n == r.input_tokens)
+                .expect("a row's first request");
+            first[row].get_or_insert(r.blocks.as_slice().to_vec());
+        }
+        let [a, b, c, d] = first.map(|x| x.expect("every row drawn in 60 sessions"));
+        let common = |x: &[u64], y: &[u64]| x.iter().zip(y).take_while(|(p, q)| p == q).count();
+        assert_eq!(
+            common(&a, &b),
+            4_096 / bs,
+            "rows of one length share that prefix, no more"
+        );
+        assert_eq!(common(&a, &c), 0);
+        assert_eq!(common(&a, &d), 0);
+        assert_eq!(common(&c, &d), 0);
+        // Without the field every session shares the one system prefix.
+        let plain = Generator::new(shaped(None), 3, 1_048_576).unwrap();
+        let (x, y) = (plain.generate(0), plain.generate(1));
+        let shared = common(
+            x.requests()[0].blocks.as_slice(),
+            y.requests()[0].blocks.as_slice(),
+        );
+        assert_eq!(shared, spec.system_prefix_tokens as usize / bs);
+        // One prefix per row, none past the longest context.
+        let field = |p: Vec<u32>| {
+            let s = WorkloadSpec {
+                session_app_prefixes: Some(p),
+                ..shaped(None)
+            };
+            Generator::new(s, 0, 1_048_576).err().unwrap().to_string()
+        };
+        assert!(field(vec![4_096; 3]).contains("has 3 prefixes for 4 session_shapes rows"));
+        assert!(field(vec![4_096, 4_096, 90_000_000, 0]).contains("session_app_prefixes[2]"));
     }
 
     #[test]

@@ -205,7 +205,7 @@ mod tests {
             generated: 100,
             context_limit: 40_960,
             name: None,
-            session_speed: false,
+            options: Default::default(),
         })
         .unwrap();
         let text = fitted_text(&f);

@@ -193,6 +193,7 @@ mod tests {
             session_shapes: Some(vec![[200_000.0, 3.0, 0.0]]),
             resumed_share: None,
             session_think_speeds: None,
+            session_app_prefixes: None,
             ..WorkloadSpec::default()
         };
         let e = FittingRows::new(spec, 0, 100_000).err().unwrap();

@@ -542,6 +542,14 @@ pub struct WorkloadSpec {
     /// draws its think times from `think_time_s` alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_think_speeds: Option<Vec<[f64; 2]>>,
+    /// Each `session_shapes` row's own application prefix, tokens: a session drawn from that row
+    /// starts with that many tokens of system and tools prompt in place of `system_prefix_tokens`,
+    /// shared with every session whose row has a prefix of the same length and with no other (as the
+    /// corpus shares an application prefix: `corpus` format's `app`), and the row's first prompt
+    /// follows it. `workload fit --app-prefixes` measures them; one per row, at most
+    /// [`MAX_FIXED_TOKENS`]. Absent: every session starts with the one `system_prefix_tokens`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_app_prefixes: Option<Vec<u32>>,
     /// Output tokens per turn.
     pub output_tokens: Dist,
     /// Tool-result tokens appended before each later turn.
@@ -612,6 +620,7 @@ impl WorkloadSpec {
             session_shapes: None,
             resumed_share: None,
             session_think_speeds: None,
+            session_app_prefixes: None,
             output_tokens: Dist::lognormal(150.0, 1.2, Some(1.0), Some(8_192.0)),
             tool_result_tokens: Dist::lognormal(400.0, 1.5, Some(0.0), Some(40_000.0)),
             think_time_s: Dist::lognormal(2.0, 1.0, None, None),
@@ -654,6 +663,30 @@ impl WorkloadSpec {
             Some(i) => Err(FieldError::new(
                 format!("session_think_speeds[{i}]"),
                 format!("[a, b] must have a above 0 and at most {MAX_THINK_SCALE}, b from 0 to {MAX_THINK_SPREAD}"),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// `session_app_prefixes`: one per `session_shapes` row, none longer than a context may be.
+    fn check_app_prefixes(&self, prefixes: &[u32]) -> Result<(), FieldError> {
+        let rows = self.session_shapes.as_ref().map_or(0, Vec::len);
+        if prefixes.len() != rows {
+            return Err(FieldError::new(
+                "session_app_prefixes",
+                format!(
+                    "has {} prefixes for {rows} session_shapes rows (one per row)",
+                    prefixes.len()
+                ),
+            ));
+        }
+        match prefixes.iter().position(|&t| t > MAX_FIXED_TOKENS) {
+            Some(i) => Err(FieldError::new(
+                format!("session_app_prefixes[{i}]"),
+                format!(
+                    "{} tokens is more than the longest context a deployment may have ({MAX_FIXED_TOKENS})",
+                    prefixes[i]
+                ),
             )),
             None => Ok(()),
         }
@@ -782,6 +815,9 @@ impl WorkloadSpec {
         if let Some(speeds) = &self.session_think_speeds {
             self.check_think_speeds(speeds)?;
         }
+        if let Some(prefixes) = &self.session_app_prefixes {
+            self.check_app_prefixes(prefixes)?;
+        }
         for (name, n) in [
             ("new_tokens", &self.new_tokens),
             ("subagents.new_tokens", &self.subagents.new_tokens),
@@ -838,7 +874,7 @@ impl WorkloadSpec {
     /// (the spec's side); a caller that knows where the context limit was set may blame that instead.
     pub fn check_context(&self, context_limit: u32) -> Result<(), FieldError> {
         let threshold = self.compaction_threshold(context_limit);
-        let floor = self.system_prefix_tokens as u64 + self.compaction.summary_tokens as u64;
+        let floor = self.longest_prefix() as u64 + self.compaction.summary_tokens as u64;
         if threshold as u64 > floor {
             return Ok(());
         }
@@ -847,10 +883,17 @@ impl WorkloadSpec {
             format!(
                 "a context of {context_limit} tokens cannot hold these sessions: they would compact at {threshold} tokens (the smallest of {} × the context, max_tokens and the context less its reserve for answers), which leaves no room after the {}-token prefix and the {}-token summary",
                 self.compaction.context_fraction,
-                self.system_prefix_tokens,
+                self.longest_prefix(),
                 self.compaction.summary_tokens
             ),
         ))
+    }
+
+    /// The longest prefix a session of this spec starts with: `system_prefix_tokens`, or the
+    /// longest of `session_app_prefixes` where that is longer.
+    pub fn longest_prefix(&self) -> u32 {
+        let rows = self.session_app_prefixes.iter().flatten().copied();
+        rows.fold(self.system_prefix_tokens, u32::max)
     }
 
     /// The compaction thresholds a deployment's context limit allows this spec's sessions.
@@ -860,7 +903,7 @@ impl WorkloadSpec {
             default,
             limit: self.limit_threshold(context_limit).max(default),
             // Never below what the prefix and summary leave room for.
-            floor: default.min(self.system_prefix_tokens + self.compaction.summary_tokens + 1),
+            floor: default.min(self.longest_prefix() + self.compaction.summary_tokens + 1),
         }
     }
 
