@@ -6,15 +6,31 @@
 # so every session is replayed about c times over the seeds), and prints a markdown table of mean D,
 # mean p90 TTFT and mean p90 TPOT over the seeds, and the generator's relative error.
 # (`--protocol cold` names the cold start: the L40 deployments default to AgentX's protocol.)
-# Usage: [FIT_ARGS=...] scripts/workload_replay_check.sh [BIN] > results/workload-fit/replays.md
-# (FIT_ARGS: further `workload fit` options, e.g. --session-speed > replays-session-speed.md)
+# Usage: [FIT_ARGS=...] [SESSIONS=fitted] scripts/workload_replay_check.sh [BIN] > results/workload-fit/replays.md
+# (FIT_ARGS: further `workload fit` options, e.g. --session-speed > replays-session-speed.md;
+# SESSIONS=fitted: replay the sessions the generator was fitted on instead of the held-out ones, one
+# seed per such session, to tell the generator's own error from the held-out fifth's sampling:
+# > replays-fitted-on.md, whose columns say "fitted on" where the others say "held out".)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${1:-target/release/serverbench}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 "$BIN" workload fit corpus/claude-code ${FIT_ARGS:-} --held-out "$tmp/held.jsonl" -o "$tmp/fit.yaml" > /dev/null
+if [ "${SESSIONS:-held}" = fitted ]; then
+  # Every corpus session that is not held out (the fit's own few left-out sessions included).
+  python3 - "$tmp/held.jsonl" corpus/claude-code/*.jsonl > "$tmp/fitted.jsonl" <<'PY'
+import json, sys
+held = {json.loads(l)["id"] for l in open(sys.argv[1])}
+for path in sys.argv[2:]:
+    for line in open(path):
+        if line.strip() and json.loads(line)["id"] not in held:
+            sys.stdout.write(line if line.endswith("\n") else line + "\n")
+PY
+  mv "$tmp/fitted.jsonl" "$tmp/held.jsonl"
+fi
 n=$(wc -l < "$tmp/held.jsonl")
-echo "| deployment | c | D held out | D generator | error | p90 TTFT held out (s) | generator | error | p90 TPOT held out (ms) | generator | error |"
+who=$([ "${SESSIONS:-held}" = fitted ] && echo "fitted on" || echo "held out")
+echo "| deployment | c | D $who | D generator | error | p90 TTFT $who (s) | generator | error | p90 TPOT $who (ms) | generator | error |"
 echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 declare -A LEVELS=([qwen3.5-9b-2xl40]=1,2,4,6,8,16 [gemma4-e4b-1xl40]=1,2,4,8,16,24,32,48 [qwen3.8-27b-int4-2xl40]=1,2,4,6,8,16)
 for d in qwen3.5-9b-2xl40 gemma4-e4b-1xl40 qwen3.8-27b-int4-2xl40; do

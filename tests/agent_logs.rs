@@ -637,6 +637,28 @@ fn inline_sub_agents_are_split_at_their_roots_and_none_waits_for_a_later_call() 
     assert_eq!(last.deps.len(), 3, "{last:?}");
 }
 
+/// `serverbench workload fit` of the corpus's WEKA traces with `flag`, the spec written to `spec` (and
+/// the fit report to `report`): the spec as written.
+fn fit_weka_traces(
+    flag: Option<&str>,
+    spec: &std::path::Path,
+    report: Option<&std::path::Path>,
+) -> serde_yaml::Value {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_serverbench"));
+    cmd.current_dir(repo("")).args([
+        "workload",
+        "fit",
+        "corpus/claude-code/weka-kv-cache-tester.jsonl",
+    ]);
+    cmd.args(flag).arg("-o").arg(spec);
+    if let Some(r) = report {
+        cmd.arg("--report").arg(r);
+    }
+    let o = cmd.output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_yaml::from_str(&std::fs::read_to_string(spec).unwrap()).unwrap()
+}
+
 /// `workload fit --session-speed` gives each session shape its own speed, and the generated sessions'
 /// median gaps then follow the held-out sessions' more closely than one pooled gap distribution does.
 #[test]
@@ -648,21 +670,7 @@ fn a_fit_with_session_speeds_matches_the_sessions_median_gaps_better() {
             dir.join(format!("{name}.yaml")),
             dir.join(format!("{name}.json")),
         );
-        let o = std::process::Command::new(env!("CARGO_BIN_EXE_serverbench"))
-            .current_dir(repo(""))
-            .args([
-                "workload",
-                "fit",
-                "corpus/claude-code/weka-kv-cache-tester.jsonl",
-            ])
-            .args(flag)
-            .arg("-o")
-            .arg(&spec)
-            .arg("--report")
-            .arg(&report)
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let spec = fit_weka_traces(flag, &spec, Some(&report));
         let r: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
         let row = r["rows"]
@@ -672,8 +680,6 @@ fn a_fit_with_session_speeds_matches_the_sessions_median_gaps_better() {
             .find(|row| row["quantity"] == "session median think")
             .expect("a session median think row")
             .clone();
-        let spec: serde_yaml::Value =
-            serde_yaml::from_str(&std::fs::read_to_string(&spec).unwrap()).unwrap();
         (row["ks"].as_f64().unwrap(), spec)
     };
     let (pooled, plain) = fit(None, "pooled");
@@ -699,23 +705,7 @@ fn a_fit_with_app_prefixes_keeps_each_sessions_first_request() {
     let dir = std::env::temp_dir().join(format!("sb-app-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let fit = |flag: Option<&str>, name: &str| {
-        let spec = dir.join(format!("{name}.yaml"));
-        let o = std::process::Command::new(env!("CARGO_BIN_EXE_serverbench"))
-            .current_dir(repo(""))
-            .args([
-                "workload",
-                "fit",
-                "corpus/claude-code/weka-kv-cache-tester.jsonl",
-            ])
-            .args(flag)
-            .arg("-o")
-            .arg(&spec)
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        let v: serde_yaml::Value =
-            serde_yaml::from_str(&std::fs::read_to_string(&spec).unwrap()).unwrap();
-        v
+        fit_weka_traces(flag, &dir.join(format!("{name}.yaml")), None)
     };
     let plain = fit(None, "plain");
     let own = fit(Some("--app-prefixes"), "own");
