@@ -10,7 +10,9 @@
 # (FIT_ARGS: further `workload fit` options, e.g. --session-speed > replays-session-speed.md;
 # SESSIONS=fitted: replay the sessions the generator was fitted on instead of the held-out ones, one
 # seed per such session, to tell the generator's own error from the held-out fifth's sampling:
-# > replays-fitted-on.md, whose columns say "fitted on" where the others say "held out".)
+# > replays-fitted-on.md, whose columns say "fitted on" where the others say "held out";
+# SHUFFLE=output|think_s: that quantity of the replayed sessions' root calls shuffled across them first,
+# scripts/shuffle_sessions.py, > replays-fitted-on-shuffled-output.md and -think_s.md.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${1:-target/release/serverbench}
@@ -27,6 +29,11 @@ for path in sys.argv[2:]:
             sys.stdout.write(line if line.endswith("\n") else line + "\n")
 PY
   mv "$tmp/fitted.jsonl" "$tmp/held.jsonl"
+fi
+if [ -n "${SHUFFLE:-}" ]; then
+  # One quantity of the root calls shuffled across the sessions (scripts/shuffle_sessions.py, seed 1).
+  python3 scripts/shuffle_sessions.py "$SHUFFLE" 1 < "$tmp/held.jsonl" > "$tmp/shuffled.jsonl"
+  mv "$tmp/shuffled.jsonl" "$tmp/held.jsonl"
 fi
 n=$(wc -l < "$tmp/held.jsonl")
 who=$([ "${SESSIONS:-held}" = fitted ] && echo "fitted on" || echo "held out")
