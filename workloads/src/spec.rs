@@ -634,18 +634,21 @@ impl WorkloadSpec {
 }
 
 impl WorkloadSpec {
+    /// A per-row field (`field`, holding `n` `what`) has one entry per `session_shapes` row.
+    fn check_one_per_row(&self, field: &str, what: &str, n: usize) -> Result<(), FieldError> {
+        let rows = self.session_shapes.as_ref().map_or(0, Vec::len);
+        if n == rows {
+            return Ok(());
+        }
+        Err(FieldError::new(
+            field,
+            format!("has {n} {what} for {rows} session_shapes rows (one per row)"),
+        ))
+    }
+
     /// `session_think_speeds`: one `[a, b]` per `session_shapes` row, `think_time_s` with a median.
     fn check_think_speeds(&self, speeds: &[[f64; 2]]) -> Result<(), FieldError> {
-        let rows = self.session_shapes.as_ref().map_or(0, Vec::len);
-        if speeds.len() != rows {
-            return Err(FieldError::new(
-                "session_think_speeds",
-                format!(
-                    "has {} pairs for {rows} session_shapes rows (one per row)",
-                    speeds.len()
-                ),
-            ));
-        }
+        self.check_one_per_row("session_think_speeds", "pairs", speeds.len())?;
         if !self.think_time_s.median().is_some_and(|c| c > 0.0) {
             return Err(FieldError::new(
                 "session_think_speeds",
@@ -670,16 +673,7 @@ impl WorkloadSpec {
 
     /// `session_app_prefixes`: one per `session_shapes` row, none longer than a context may be.
     fn check_app_prefixes(&self, prefixes: &[u32]) -> Result<(), FieldError> {
-        let rows = self.session_shapes.as_ref().map_or(0, Vec::len);
-        if prefixes.len() != rows {
-            return Err(FieldError::new(
-                "session_app_prefixes",
-                format!(
-                    "has {} prefixes for {rows} session_shapes rows (one per row)",
-                    prefixes.len()
-                ),
-            ));
-        }
+        self.check_one_per_row("session_app_prefixes", "prefixes", prefixes.len())?;
         match prefixes.iter().position(|&t| t > MAX_FIXED_TOKENS) {
             Some(i) => Err(FieldError::new(
                 format!("session_app_prefixes[{i}]"),
