@@ -16,6 +16,7 @@ saving (1 − shared time / unshared time), and the best order's cases are liste
     python3 scripts/vllm/l2_reuse_model.py --reverse > results/h200-vllm/split-kv/l2-reuse-reverse.md
     python3 scripts/vllm/l2_reuse_model.py --check fa3-shared-delta   (another bench file beside both models)
     python3 scripts/vllm/l2_reuse_model.py --fit-soft   (the soft window exp(−gap / tau) from the end, per launch order)
+    python3 scripts/vllm/l2_reuse_model.py --order-check   (the split-KV time model, longest first or in batch order)
 
 Plain Python, a CPU, a second or so.
 """
@@ -75,6 +76,56 @@ def hit_share(ctxs, shared, order, w, reverse=False):
             ts = sorted(start[(s, b // pp, h)] + read_offset(b, n, pp, reverse) for s, (n, pp) in enumerate(st))
             hits += sum(1 for x, y in zip(ts, ts[1:]) if y - x < w)
     return hits / (sum(n for n, _ in st) * HEADS)
+
+
+# The split-KV time model of calibration/src/splitkv.rs, for the order its thread blocks start in: each
+# running block reads at the bandwidth's share, never more than one SM's rate (75 blocks saturate an
+# H200's memory, README "What FlashAttention 3 does with a decode batch").
+BANDWIDTH, SATURATING, KV_BYTES_PER_TOKEN = 4.8e12, 75, 128 * 2 * 2  # bytes/s; one head's K and V
+
+
+def span_s(ctxs, longest_first=True):
+    """Seconds one layer's decode attention takes under the split-KV schedule: thread blocks started as
+    the SMs free up, longest first (the shipped model) or in the batch's own order (sequence, piece,
+    head: the order the kernel's grid enumerates them)."""
+    work = [min(pp, n - j * pp) * BLOCK * KV_BYTES_PER_TOKEN
+            for n, pp in pieces(ctxs) for j in range(-(-n // pp)) for _ in range(HEADS)]
+    if longest_first:
+        work.sort(reverse=True)
+    pending, running, t = work[::-1], [], 0.0
+    while pending or running:
+        while pending and len(running) < SMS:
+            running.append(pending.pop())
+        rate = min(BANDWIDTH / len(running), BANDWIDTH / SATURATING)
+        dt = min(running) / rate
+        t += dt
+        running = [w - rate * dt for w in running if w - rate * dt > 1e-3]
+    return t
+
+
+def order_check(names=("fa3", "fa3-shared", "fa3-shared-steady")):
+    """The H200 bench's cases without a shared prefix: measured µs a layer beside the time model with its
+    thread blocks longest first and in the batch's order, one intercept (the median gap) for both."""
+    rows = []
+    for name in names:
+        for c in json.load(open(BENCH.format(name)))["cases"]:
+            if c.get("shared", 0) == 0 and c.get("num_splits", 32) == 32:
+                rows.append((c["ctxs"], c["us"], span_s(c["ctxs"]) * 1e6, span_s(c["ctxs"], False) * 1e6))
+    a = sorted(us - lf for _, us, lf, _ in rows)[len(rows) // 2]
+    print(f"# The split-KV time model's launch order against the H200 bench (cases without a shared prefix)\n")
+    print(f"`python3 scripts/vllm/l2_reuse_model.py --order-check`; µs a layer, the model plus {a:.1f} µs (the "
+          "median gap to the longest-first model).\n")
+    print("| sequences | contexts (first four) | measured | longest first | batch order |\n|---:|---|---:|---:|---:|")
+    errs = {True: [], False: []}
+    for ctxs, us, lf, bo in sorted(rows, key=lambda r: (len(r[0]), sum(r[0]))):
+        text = ", ".join(str(x) for x in ctxs[:4]) + (", …" if len(ctxs) > 4 else "")
+        errs[True].append((lf + a) / us - 1)
+        errs[False].append((bo + a) / us - 1)
+        print(f"| {len(ctxs)} | {text} | {us:.1f} | {lf + a:.1f} ({100 * ((lf + a) / us - 1):+.1f} %) | "
+              f"{bo + a:.1f} ({100 * ((bo + a) / us - 1):+.1f} %) |")
+    for lf, e in errs.items():
+        rms = math.sqrt(sum(x * x for x in e) / len(e))
+        print(f"\n{'Longest first' if lf else 'Batch order'}: relative rms {100 * rms:.1f} %.")
 
 
 def cases(names=("fa3-shared", "fa3-shared-steady")):
@@ -186,6 +237,9 @@ def main():
         return
     if "--fit-soft" in sys.argv[1:]:
         fit_soft_orders()
+        return
+    if "--order-check" in sys.argv[1:]:
+        order_check()
         return
     reverse = "--reverse" in sys.argv[1:]
     cs = cases()

@@ -15,9 +15,11 @@ decodes, the median error of the profile alone and with the model, and the share
 the model serves from the L2. Plain Python; about ten seconds a trace.
 
     python3 scripts/vllm/l2_reuse_steps.py cold=/tmp/cold.jsonl:/tmp/cold.csv … [--w 4 | --soft TAU] [--alpha 0.7]
-        [--forward] [--by-count] [--order s,h,j]   (--by-count: a row per number of decodes, those with fewer
+        [--forward] [--by-count] [--order s,h,j] [--batch-order]   (--by-count: a row per number of decodes, those with fewer
         than 20 steps left out; --order: thread blocks start as the SMs free up in that launch order, so that
-        a batch of more thread blocks than SMs reads in waves, instead of all at once)
+        a batch of more thread blocks than SMs reads in waves, instead of all at once; --batch-order: the
+        profile's split-KV schedule re-timed with its thread blocks started in the batch's order, the
+        step log's decode order, instead of longest first)
 """
 import argparse
 import csv
@@ -27,7 +29,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from l2_reuse_model import BLOCK, ORDERS, once_hits  # noqa: E402
+from l2_reuse_model import BLOCK, ORDERS, once_hits, span_s  # noqa: E402
 
 
 def coincident_tokens(ctxs, shared_blocks, w, reverse, tau=None, order=None):
@@ -68,6 +70,10 @@ def main():
     ap.add_argument("--soft", type=float, default=None, metavar="TAU",
                     help="a soft window instead of W: a re-read hits with probability exp(-gap / TAU)")
     ap.add_argument("--by-count", action="store_true", help="one row per number of decodes (16 and more together)")
+    ap.add_argument("--batch-order", action="store_true",
+                    help="the split-KV schedule's thread blocks started in the batch's order, not longest first: "
+                         "each step gets the time model's difference (l2_reuse_model.span_s) over --layers")
+    ap.add_argument("--layers", type=int, default=36, help="attention layers a step runs [36: Qwen3-8B]")
     ap.add_argument("--order", choices=ORDERS, default="once",
                     help="thread blocks all started at once [once], or as the 132 SMs free up in this launch order")
     a = ap.parse_args()
@@ -75,6 +81,8 @@ def main():
     traces = [steps(spec, a.shared) for spec in a.traces]
     window = f"a soft window of {a.soft:g} block-times" if a.soft else f"W = {a.w:g} block-times"
     started = "every thread block started at once" if a.order == "once" else f"thread blocks started as SMs free up, order {a.order}"
+    if a.batch_order:
+        started += "; the split-KV schedule in the batch's order"
     print(f"{window}, ALPHA = {a.alpha:g}, pieces read {'forward' if a.forward else 'from their last block'}, {started}; "
           f"error = predicted / measured − 1 (median), pure decode steps of 2 or more decodes over the shared "
           f"{a.shared:,} tokens\n")
@@ -85,6 +93,8 @@ def main():
         for d, measured, predicted in rows:
             saved = coincident_tokens(d, shared_blocks, a.w, not a.forward, a.soft, a.order)
             with_model = predicted - saved * (1 - a.alpha) * a.ms_per_token
+            if a.batch_order:
+                with_model += (span_s(d, False) - span_s(d, True)) * 1e3 * a.layers
             if a.by_count:
                 k = str(min(len(d), 16)) + ("+" if len(d) >= 16 else "")
             else:
