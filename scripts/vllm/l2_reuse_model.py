@@ -66,16 +66,11 @@ def read_offset(b, n, pp, reverse):
     return min((j + 1) * pp, n) - 1 - b if reverse else b - j * pp
 
 
-def hit_share(ctxs, shared, order, w, reverse=False):
-    """re-reads served from the L2 as a share of all the batch's block reads"""
-    st = pieces(ctxs)
-    start = starts(st, order)
-    hits = 0
-    for b in range(shared // BLOCK):
-        for h in range(HEADS):
-            ts = sorted(start[(s, b // pp, h)] + read_offset(b, n, pp, reverse) for s, (n, pp) in enumerate(st))
-            hits += sum(1 for x, y in zip(ts, ts[1:]) if y - x < w)
-    return hits / (sum(n for n, _ in st) * HEADS)
+def hit_share(ctxs, shared, order, w=None, reverse=False, tau=None):
+    """re-reads served from the L2 as a share of all the batch's block reads (`once_hits` over the
+    batch's `shared` tokens: within `w` block-times, or with the soft window `tau`)"""
+    hits = once_hits(ctxs, shared // BLOCK, reverse, w, tau, order)
+    return hits / sum(n for n, _ in pieces(ctxs))
 
 
 # The split-KV time model of calibration/src/splitkv.rs, for the order its thread blocks start in: each
@@ -138,14 +133,21 @@ def cases(names=("fa3-shared", "fa3-shared-steady")):
     return out
 
 
+def best_alpha(share, cs, alphas):
+    """(rms, ALPHA) of the ALPHA in `alphas` whose savings `share · (1 − ALPHA)` fit cases `cs` best"""
+    def rms(a):
+        return math.sqrt(sum((h * (1 - a) - m) ** 2 for h, (_, _, m) in zip(share, cs)) / len(cs))
+    return min((rms(a), a) for a in alphas)
+
+
 def fit(cs, order, reverse=False):
+    """(rms, W, ALPHA, shares) of the hard window fitted to cases `cs` by least squares"""
     best = None
     for w in [0.5, 1, 2, 4, 8, 16, math.inf]:
         share = [hit_share(c, s, order, w, reverse) for c, s, _ in cs]
-        for a in [x / 100 for x in range(0, 100, 5)]:
-            rms = math.sqrt(sum((h * (1 - a) - m) ** 2 for h, (_, _, m) in zip(share, cs)) / len(cs))
-            if best is None or rms < best[0]:
-                best = (rms, w, a, share)
+        rms, a = best_alpha(share, cs, [x / 100 for x in range(0, 100, 5)])
+        if best is None or rms < best[0]:
+            best = (rms, w, a, share)
     return best
 
 
@@ -170,20 +172,14 @@ def once_hits(ctxs, shared_blocks, reverse, w=None, tau=None, order=None):
     return hits / len(heads)
 
 
-def soft_share(ctxs, shared, tau, reverse=True, order=None):
-    """hit_share with a soft window (`once_hits` with `tau`), every block started at once or in `order`"""
-    return once_hits(ctxs, shared // BLOCK, reverse, tau=tau, order=order) / sum(n for n, _ in pieces(ctxs))
-
-
 def fit_soft(cs, reverse=True, order=None):
     """(rms, tau, ALPHA, shares) of the soft window fitted to cases `cs` by least squares"""
     best = None
     for tau in (2, 4, 6, 8, 10, 12, 16, 24, 32, 64):
-        share = [soft_share(c, s, tau, reverse, order) for c, s, _ in cs]
-        for a in [x / 100 for x in range(0, 100, 2)]:
-            rms = math.sqrt(sum((h * (1 - a) - m) ** 2 for h, (_, _, m) in zip(share, cs)) / len(cs))
-            if best is None or rms < best[0]:
-                best = (rms, tau, a, share)
+        share = [hit_share(c, s, order, reverse=reverse, tau=tau) for c, s, _ in cs]
+        rms, a = best_alpha(share, cs, [x / 100 for x in range(0, 100, 2)])
+        if best is None or rms < best[0]:
+            best = (rms, tau, a, share)
     return best
 
 

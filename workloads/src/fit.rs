@@ -363,19 +363,21 @@ pub fn with_session_speeds(spec: &mut WorkloadSpec, m: &Measured) {
 /// blocks of the tokens its first request shares with other sessions' prefixes), and measures the
 /// row's first prompt from it instead of from `system_prefix_tokens`.
 pub fn with_app_prefixes(spec: &mut WorkloadSpec, m: &Measured) {
-    let block = spec.block_size;
-    let Some(rows) = spec.session_shapes.as_mut() else {
+    if spec.session_shapes.is_none() {
         return;
-    };
+    }
+    let block = spec.block_size;
     let prefixes: Vec<u32> = m
         .root_prefix
         .iter()
         .map(|&p| (p.round() as u32) / block * block)
         .collect();
-    for ((row, &p), &first) in rows.iter_mut().zip(&prefixes).zip(&m.first_prompt) {
-        row[0] = round4((first - p as f64).max(1.0)).max(1.0);
-    }
-    spec.resumed_share = Some(crate::spec::resumed_share_of(rows));
+    let first: Vec<f64> = (m.first_prompt.iter().zip(&prefixes))
+        .map(|(&x, &p)| (x - p as f64).max(1.0))
+        .collect();
+    let rows = session_shapes(m, &first);
+    spec.resumed_share = Some(crate::spec::resumed_share_of(&rows));
+    spec.session_shapes = Some(rows);
     spec.session_app_prefixes = Some(prefixes);
 }
 
