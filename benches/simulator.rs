@@ -1,5 +1,6 @@
 //! Simulator speed: one 1800 s replay of the default deployment at c = 16 and c = 64 (and at c = 16
-//! under the cold and the AgentX protocols), the 128-seed
+//! under the cold and the AgentX protocols), a 120 s steady replay of the vLLM H200 deployment at c = 16
+//! and 64 (split-KV decode and L2 reuse priced), the 128-seed
 //! workload scan, generating + validating 10,000 session trees, open-loop replays of recorded arrivals,
 //! the default sweep (11 levels × 8 seeds, on every core), and `workload fit` of the shipped corpus.
 
@@ -22,6 +23,34 @@ fn replay(c: &mut Criterion) {
             b.iter(|| {
                 black_box(
                     simulate(&d, &cost, &g, &RunConfig::new(conc, 0, 1800.0))
+                        .expect("runs")
+                        .summary
+                        .score
+                        .d,
+                )
+            })
+        });
+    }
+    group.finish();
+    // vLLM on the H200 (its split-KV decode schedule and the L2 on shared prefix blocks priced every
+    // run of decode steps), steady, 120 s: the fidelity sets' shape.
+    let vllm = Deployment::preset("qwen3-8b-1xh200-vllm").expect("preset");
+    let vllm_cost = vllm.cost_model();
+    let synthetic = WorkloadSpec::preset("synthetic-v1").expect("spec");
+    let vg = Generator::new(synthetic, 0, vllm.context_limit).expect("spec");
+    let mut group = c.benchmark_group("vllm_h200_steady_120s");
+    group
+        .sample_size(20)
+        .measurement_time(Duration::from_secs(4));
+    for conc in [16u32, 64] {
+        let cfg = RunConfig {
+            protocol: Protocol::Steady,
+            ..RunConfig::new(conc, 0, 120.0)
+        };
+        group.bench_function(format!("c{conc}"), |b| {
+            b.iter(|| {
+                black_box(
+                    simulate(&vllm, &vllm_cost, &vg, &cfg)
                         .expect("runs")
                         .summary
                         .score

@@ -23,7 +23,9 @@ PINNED = ["--workload", "results/h200-vllm/agentic-coding-as-replayed.yaml"]
 DROP = {"--url", "--api", "--server", "--model", "--out"}
 
 
-def sweep_args(cmd):
+def stored_args(cmd):
+    """`compare`'s arguments from a stored compare's command, without the device's (server, output,
+    `--reuse`), and with the device checkout's paths made this checkout's"""
     args, i = [], cmd.index("compare") + 1
     while i < len(cmd):
         a = cmd[i]
@@ -33,15 +35,22 @@ def sweep_args(cmd):
         if a == "--reuse":
             i += 1
             continue
-        if a == "-s":
-            args += ["--seeds", f"{cmd[i + 1]}..{int(cmd[i + 1]) + 1}"]
-            i += 2
-            continue
-        # The MoE deployment file by the device's path to it.
+        # The MoE deployment file by the device's path to it; files by the device checkout's root.
         if a.endswith("/" + MOE_DEPLOYMENT):
             a = MOE_DEPLOYMENT
+        for root in ("/work/main/", "/tmp/sbv/"):
+            if a.startswith(root):
+                a = a[len(root):]
         args.append(a)
         i += 1
+    return args
+
+
+def sweep_args(cmd):
+    """`sweep`'s arguments for a stored compare's levels, its one seed as a range"""
+    args, it = [], iter(stored_args(cmd))
+    for a in it:
+        args += ["--seeds", f"{(s := next(it))}..{int(s) + 1}"] if a == "-s" else [a]
     return args
 
 
@@ -53,41 +62,44 @@ def pct(x):
     return f"{100 * x:.0f} %"
 
 
-print("| set | levels | real best (D) | plain pick (real D) | regret | under-error pick (real D) | regret | slow-end pick (real D) | regret |")
-print("|---|---|---|---|---:|---|---:|---|---:|")
-errors = {"dense": ([], []), "moe": ([], [])}
-for s in SETS:
-    d = json.load(open(f"results/h200-vllm/{s}/compare.json"))
-    rows = sorted((r for r in d["rows"] if r.get("seed", 0) == 0), key=lambda r: r["concurrency"])
-    real = {r["concurrency"]: metric(r, "D")["real"] for r in rows}
-    sim = {r["concurrency"]: metric(r, "D")["sim"] for r in rows}
-    best = max(real, key=real.get)
-    tpot_err, ttft_err = errors["moe" if "moe" in s else "dense"]
-    for r in rows:
-        if r["concurrency"] <= best:
-            tpot_err += [abs(metric(r, "TPOT p50 ms")["rel_error"]), abs(metric(r, "TPOT p90 ms")["rel_error"])]
-            ttft_err.append(abs(metric(r, "TTFT p50 s")["rel_error"]))
-    plain = max(sim, key=sim.get)
-    args = sweep_args(d["meta"]["command"])
-    if s.startswith("fit") and "--workload" not in args:
-        args += PINNED
-    with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run([BIN, "sweep", *args, "--out", tmp], check=True, capture_output=True)
-        u = json.load(open(os.path.join(tmp, "sweep.json")))["under_model_error"]
-    robust, slow = u["least_regret"], u["best_worst_case"]
-    assert u["best_nominal"] == plain, (s, u["best_nominal"], plain)
-    regret = lambda c: 1 - real[c] / real[best] if real[best] > 0 else 0.0
-    levels = ",".join(str(c) for c in real)
-    print(f"| {s.split('/')[-1]} | {levels} | {best} ({real[best]:.2f}) | {plain} ({real[plain]:.2f}) | {pct(regret(plain))} | {robust} ({real[robust]:.2f}) | {pct(regret(robust))} | {slow} ({real[slow]:.2f}) | {pct(regret(slow))} |")
-
-
 def p90(xs):
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(round(0.9 * (len(xs) - 1))))]
 
 
-print()
-for name, profile in [("dense", "h200-qwen3-8b-vllm"), ("moe", "h200-qwen3-30b-a3b-vllm")]:
-    tpot_err, ttft_err = errors[name]
-    print(f"Measured error of {profile} up to each of its sets' real best: p90 |TPOT error| {pct(p90(tpot_err))} "
-          f"({len(tpot_err)} values), p90 |TTFT p50 error| {pct(p90(ttft_err))} ({len(ttft_err)} values).")
+def main():
+    print("| set | levels | real best (D) | plain pick (real D) | regret | under-error pick (real D) | regret | slow-end pick (real D) | regret |")
+    print("|---|---|---|---|---:|---|---:|---|---:|")
+    errors = {"dense": ([], []), "moe": ([], [])}
+    for s in SETS:
+        d = json.load(open(f"results/h200-vllm/{s}/compare.json"))
+        rows = sorted((r for r in d["rows"] if r.get("seed", 0) == 0), key=lambda r: r["concurrency"])
+        real = {r["concurrency"]: metric(r, "D")["real"] for r in rows}
+        sim = {r["concurrency"]: metric(r, "D")["sim"] for r in rows}
+        best = max(real, key=real.get)
+        tpot_err, ttft_err = errors["moe" if "moe" in s else "dense"]
+        for r in rows:
+            if r["concurrency"] <= best:
+                tpot_err += [abs(metric(r, "TPOT p50 ms")["rel_error"]), abs(metric(r, "TPOT p90 ms")["rel_error"])]
+                ttft_err.append(abs(metric(r, "TTFT p50 s")["rel_error"]))
+        plain = max(sim, key=sim.get)
+        args = sweep_args(d["meta"]["command"])
+        if s.startswith("fit") and "--workload" not in args:
+            args += PINNED
+        with tempfile.TemporaryDirectory() as tmp:
+            subprocess.run([BIN, "sweep", *args, "--out", tmp], check=True, capture_output=True)
+            u = json.load(open(os.path.join(tmp, "sweep.json")))["under_model_error"]
+        robust, slow = u["least_regret"], u["best_worst_case"]
+        assert u["best_nominal"] == plain, (s, u["best_nominal"], plain)
+        regret = lambda c: 1 - real[c] / real[best] if real[best] > 0 else 0.0
+        levels = ",".join(str(c) for c in real)
+        print(f"| {s.split('/')[-1]} | {levels} | {best} ({real[best]:.2f}) | {plain} ({real[plain]:.2f}) | {pct(regret(plain))} | {robust} ({real[robust]:.2f}) | {pct(regret(robust))} | {slow} ({real[slow]:.2f}) | {pct(regret(slow))} |")
+    print()
+    for name, profile in [("dense", "h200-qwen3-8b-vllm"), ("moe", "h200-qwen3-30b-a3b-vllm")]:
+        tpot_err, ttft_err = errors[name]
+        print(f"Measured error of {profile} up to each of its sets' real best: p90 |TPOT error| {pct(p90(tpot_err))} "
+              f"({len(tpot_err)} values), p90 |TTFT p50 error| {pct(p90(ttft_err))} ({len(ttft_err)} values).")
+
+
+if __name__ == "__main__":
+    main()

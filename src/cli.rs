@@ -783,6 +783,11 @@ pub struct CalibrateArgs {
     /// split-KV schedule (vLLM on Hopper): pure decode steps pay the excess it gives (docs/simulator.md).
     #[arg(long, requires = "check")]
     pub split_kv: bool,
+    /// With `--split-kv`: the decodes of every pure decode step share their first TOKENS tokens (the
+    /// workload's common system prompt, e.g. 20000 for `synthetic-v1`); where the GPU's file gives
+    /// `l2_reuse`, their re-reads of it are priced as served from the L2 (docs/simulator.md).
+    #[arg(long, requires = "split_kv", value_name = "TOKENS")]
+    pub shared_prefix: Option<u32>,
     /// Notes written to the profile (assumptions, uncertainty).
     #[arg(long, default_value = "")]
     pub notes: String,

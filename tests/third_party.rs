@@ -322,9 +322,9 @@ fn the_vllm_fidelity_tables_reproduce_from_the_stored_runs() {
 
 /// The knee of `synthetic-v1` steady on the vLLM deployment (vLLM measured 8 best of 1, 4, 8, 16:
 /// results/h200-vllm/regret.md): the simulator puts 14 ahead of 12 and 10; under the profile's measured
-/// error `sweep` picks 10, the level that gives up least wherever in the band the server lies (6.95 %
-/// against 12's 7.03 %), says that planning for the slow end alone would take 12, and that 14 hangs on
-/// TPOT.
+/// error `sweep` picks 12, the level that gives up least wherever in the band the server lies (5.93 %
+/// against 10's 5.99 % and 14's 9.95 %), which planning for the slow end alone would take too (so
+/// `sweep` does not print it apart), and says that 14 hangs on TPOT.
 #[test]
 fn sweep_picks_the_level_that_survives_the_profiles_measured_error() {
     let dir = temp("under-error");
@@ -353,13 +353,10 @@ fn sweep_picks_the_level_that_survives_the_profiles_measured_error() {
         "{text}"
     );
     assert!(
-        text.contains("profile h200-qwen3-8b-vllm's stated error: compute ±26 %, bandwidth ±8 %, host ±8 %): accept 10: wherever in the band the server lies, it gives up at most 7 % of the best level's mean D"),
+        text.contains("profile h200-qwen3-8b-vllm's stated error: compute ±24 %, bandwidth ±6 %, host ±6 %): accept 12: wherever in the band the server lies, it gives up at most 6 % of the best level's mean D"),
         "{text}"
     );
-    assert!(
-        text.contains("Planning for the slow end alone would accept 12"),
-        "{text}"
-    );
+    assert!(!text.contains("Planning for the slow end alone"), "{text}");
     assert!(
         text.contains("At 14 the score hangs on a TPOT within"),
         "{text}"
@@ -367,7 +364,7 @@ fn sweep_picks_the_level_that_survives_the_profiles_measured_error() {
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("sweep.json")).unwrap()).unwrap();
     let u = &json["under_model_error"];
-    assert_eq!(u["least_regret"], 10);
+    assert_eq!(u["least_regret"], 12);
     assert_eq!(u["best_worst_case"], 12);
     assert_eq!(u["best_nominal"], 14);
     assert_eq!(u["stated"], true);
@@ -381,8 +378,8 @@ fn sweep_picks_the_level_that_survives_the_profiles_measured_error() {
         assert_eq!(w, n.min(s).min(f));
         let r = l["regret_worst"].as_f64().unwrap();
         assert!((0.0..=1.0).contains(&r), "{l}");
-        if l["concurrency"] == 10 {
-            assert!((0.065..0.075).contains(&r), "{l}");
+        if l["concurrency"] == 12 {
+            assert!((0.055..0.065).contains(&r), "{l}");
         }
     }
     let svg = std::fs::read_to_string(dir.join("sweep.svg")).unwrap();

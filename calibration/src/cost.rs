@@ -4,7 +4,7 @@
 use crate::model::{streamed_weight_bytes, AttentionLayers, HardwareSpec, ModelSpec, WeightDtype};
 use crate::padding::ExpertPadding;
 use crate::profile::{AttentionLayout, Profile, StepTime};
-use crate::splitkv::SplitKv;
+use crate::splitkv::{L2Reuse, SplitCost, SplitKv};
 
 /// What a step computes, accumulated one sequence at a time by the scheduler.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -37,6 +37,9 @@ pub struct BatchShape {
     /// Decode context tokens' worth of reading the split-KV schedule adds when its thread blocks
     /// overflow the GPU's SMs ([`SplitKv::excess_tokens`]); 0 when not modelled.
     pub decode_split_excess: u64,
+    /// Decode context tokens' worth of reading the L2 saves on blocks several decodes share
+    /// ([`crate::SplitCost::l2_saved`]); 0 when not modelled.
+    pub decode_l2_saved: u64,
 }
 
 impl BatchShape {
@@ -378,6 +381,10 @@ fn split_kv(i: &CostInputs<'_>) -> Option<SplitKv> {
         sms,
         saturating_blocks,
         kv_heads: fa.kv_heads.div_ceil(i.tp.max(1)),
+        l2: i.hardware.l2_reuse.map(|l| L2Reuse {
+            window_blocks: l.window_blocks,
+            hit_cost: l.hit_cost,
+        }),
     })
 }
 
@@ -646,6 +653,7 @@ impl CostModel {
             prefill_context: b.prefill_context,
             decode_shared: b.decode_shared,
             split_excess: b.decode_split_excess,
+            l2_saved: b.decode_l2_saved,
             full_read_s_per_token: self.full_read_s_per_token,
             rest: [
                 b.decode_shared as f64 * self.shared_read_s_per_token,
@@ -755,6 +763,7 @@ struct KvRead {
     prefill_context: u64,
     decode_shared: u64,
     split_excess: u64,
+    l2_saved: u64,
     full_read_s_per_token: f64,
     rest: [f64; 4],
 }
@@ -765,7 +774,8 @@ impl KvRead {
         let [shared, sliding, write, state] = self.rest;
         (self.prefill_context
             + decode_context.saturating_sub(self.decode_shared)
-            + self.split_excess) as f64
+            + self.split_excess)
+            .saturating_sub(self.l2_saved) as f64
             * self.full_read_s_per_token
             + shared
             + sliding
@@ -822,10 +832,12 @@ impl StepClock {
         body.max(self.eager_floor_s) + self.fixed_s + self.overhead_s
     }
 
-    /// Sets the step's [`BatchShape::decode_split_excess`] (a run's later steps: [`crate::SplitRun`]).
+    /// Sets the step's [`BatchShape::decode_split_excess`] and [`BatchShape::decode_l2_saved`] (a
+    /// run's later steps: [`crate::SplitRun`]).
     #[inline]
-    pub fn set_split_excess(&mut self, tokens: u64) {
-        self.kv.split_excess = tokens;
+    pub fn set_split(&mut self, cost: SplitCost) {
+        self.kv.split_excess = cost.excess;
+        self.kv.l2_saved = cost.l2_saved;
     }
 
     /// [`StepClock::seconds`] in whole nanoseconds (rounded half away from zero), at least 1 for a

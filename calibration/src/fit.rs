@@ -5,6 +5,7 @@
 use crate::cost::{BatchShape, CostInputs, CostModel, GraphRule, StepParts};
 use crate::model::{HardwareSpec, ModelSpec, WeightDtype};
 use crate::profile::{FitRecord, Profile, StepTime, MAX_SHARED_KV_EFFICIENCY};
+use crate::splitkv::SharedReads;
 use serde::Deserialize;
 use serverbench_config::{FieldError, InputError};
 
@@ -308,6 +309,10 @@ fn engine_cost(model: &ModelSpec, hardware: &HardwareSpec, profile: &Profile) ->
 pub struct LogEngine {
     /// Its decode attention runs FlashAttention 3's split-KV schedule (vLLM on Hopper: [`crate::splitkv`]).
     pub split_kv_decode: bool,
+    /// With `split_kv_decode`: the decodes of every pure decode step read the same first this many
+    /// tokens (a workload's common system prompt), whose re-reads the GPU's L2 serves
+    /// ([`crate::HardwareSpec::l2_reuse`]). `None`: no sharing is known.
+    pub shared_prefix: Option<u32>,
     /// The steps it replays as CUDA graphs; the others take at least the profile's eager floor
     /// (`eager_s_per_layer` × layers). `None`: no step pays a floor.
     pub graphs: Option<GraphRule>,
@@ -541,6 +546,7 @@ pub fn predict_steps_with(
 ) -> Vec<f64> {
     let engine = LogEngine {
         split_kv_decode,
+        shared_prefix: None,
         graphs: None,
     };
     predict_steps_on(samples, model, hardware, profile, engine)
@@ -562,7 +568,15 @@ pub fn predict_steps_on(
             let mut b = s.shape(cost.window);
             if let (Some(k), true) = (cost.split_kv(), s.prefill.is_empty()) {
                 let keys: Vec<u32> = s.decode.iter().map(|&c| c.saturating_add(1)).collect();
-                b.decode_split_excess = k.excess_tokens(&keys);
+                let shared = match engine.shared_prefix {
+                    Some(p) if s.decode.iter().all(|&c| c >= p) => {
+                        SharedReads::common_prefix(s.decode.len() as u32, p as u64)
+                    }
+                    _ => SharedReads::default(),
+                };
+                let split = k.cost_of(&keys, &shared);
+                b.decode_split_excess = split.excess;
+                b.decode_l2_saved = split.l2_saved;
             }
             cost.step_seconds(&b)
         })

@@ -41,7 +41,7 @@ pub use moe::{
 };
 pub use profile::{AttentionLayout, Band, BandEnd, FitRecord, OpClassRecord, Profile, StepTime};
 pub use serverbench_config::{FieldError, InputError};
-pub use splitkv::{SplitKv, SplitRun, SplitScratch};
+pub use splitkv::{L2Reuse, SharedReads, SplitCost, SplitKv, SplitRun, SplitScratch};
 
 #[cfg(test)]
 mod tests {

@@ -330,6 +330,21 @@ pub struct HardwareSpec {
     /// The most one SM's decode-attention block reads from memory, bytes/s (with `sm_count`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sm_read_bandwidth: Option<f64>,
+    /// How the L2 serves a split-KV decode batch's re-reads of shared prefix blocks (with `sm_count`;
+    /// [`crate::splitkv`]); unset where not measured, where no saving is modelled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub l2_reuse: Option<L2ReuseSpec>,
+}
+
+/// [`HardwareSpec::l2_reuse`]: the soft window of [`crate::splitkv::L2Reuse`], as a GPU's file gives it.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct L2ReuseSpec {
+    /// Block-times (one decode thread block reading 128 keys) over which a re-read's chance of an L2
+    /// hit falls by a factor of e.
+    pub window_blocks: f64,
+    /// What a read served from the L2 costs, as a share of one from memory (0 to 1).
+    pub hit_cost: f64,
 }
 
 impl HardwareSpec {
@@ -382,7 +397,31 @@ impl HardwareSpec {
                 ));
             }
         }
-        self.check_sms()
+        self.check_sms()?;
+        self.check_l2()
+    }
+
+    /// `l2_reuse` needs the SMs and figures in range.
+    fn check_l2(&self) -> Result<(), FieldError> {
+        let Some(l2) = self.l2_reuse else {
+            return Ok(());
+        };
+        if self.sm_count.is_none() {
+            return Err(FieldError::new("l2_reuse", "must be given with sm_count"));
+        }
+        if !(l2.window_blocks > 0.0 && l2.window_blocks <= 1e6) {
+            return Err(FieldError::new(
+                "l2_reuse.window_blocks",
+                format!("must be above 0 and at most 1e6, got {}", l2.window_blocks),
+            ));
+        }
+        if !(0.0..=1.0).contains(&l2.hit_cost) {
+            return Err(FieldError::new(
+                "l2_reuse.hit_cost",
+                format!("must be 0 to 1, got {}", l2.hit_cost),
+            ));
+        }
+        Ok(())
     }
 
     /// `sm_count` and `sm_read_bandwidth` come together, within reason.

@@ -676,6 +676,7 @@ mod tests {
             name: "h200-qwen3-30b-a3b-vllm".into(),
             engine: LogEngine {
                 split_kv_decode: true,
+                shared_prefix: None,
                 graphs: None,
             },
             prefill_chunk: 8192,
@@ -753,6 +754,7 @@ mod tests {
         let with_graphs = MoeFitSetup {
             engine: LogEngine {
                 split_kv_decode: true,
+                shared_prefix: None,
                 graphs: Some(VLLM_GRAPHS),
             },
             ..setup(&m, &h, &base)
@@ -936,6 +938,7 @@ mod prefill {
             name: "moe".into(),
             engine: LogEngine {
                 split_kv_decode: true,
+                shared_prefix: None,
                 graphs: Some(VLLM_GRAPHS),
             },
             prefill_chunk: 8192,

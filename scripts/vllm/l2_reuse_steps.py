@@ -15,11 +15,12 @@ decodes, the median error of the profile alone and with the model, and the share
 the model serves from the L2. Plain Python; about ten seconds a trace.
 
     python3 scripts/vllm/l2_reuse_steps.py cold=/tmp/cold.jsonl:/tmp/cold.csv … [--w 4 | --soft TAU] [--alpha 0.7]
-        [--forward] [--by-count] [--order s,h,j] [--batch-order]   (--by-count: a row per number of decodes, those with fewer
+        [--forward] [--by-count] [--order s,h,j] [--batch-order] [--priced]   (--by-count: a row per number of decodes, those with fewer
         than 20 steps left out; --order: thread blocks start as the SMs free up in that launch order, so that
         a batch of more thread blocks than SMs reads in waves, instead of all at once; --batch-order: the
         profile's split-KV schedule re-timed with its thread blocks started in the batch's order, the
-        step log's decode order, instead of longest first)
+        step log's decode order, instead of longest first; --priced: the CSVs come from `calibrate --check
+        --split-kv --shared-prefix 20000`, which prices both in serverbench itself: their own error alone)
 """
 import argparse
 import csv
@@ -58,6 +59,24 @@ def steps(spec, shared):
     return label, out
 
 
+def priced(traces, shared):
+    """The CSVs' own error (serverbench's pricing), a row per number of decodes with 20 steps or more."""
+    print(f"serverbench's own price of each step (its CSV); error = predicted / measured − 1 (median), pure decode "
+          f"steps of 2 or more decodes over the shared {shared:,} tokens\n")
+    print("| trace | decodes | steps | error |\n|---|---|---:|---:|")
+    for label, rows in traces:
+        classes = {}
+        for d, measured, predicted in rows:
+            k = str(min(len(d), 16)) + ("+" if len(d) >= 16 else "")
+            classes.setdefault(k, []).append(predicted / measured - 1)
+        every = [e for v in classes.values() for e in v]
+        for k in sorted(classes, key=lambda k: int(k.rstrip("+"))) + ["all"]:
+            v = every if k == "all" else classes[k]
+            if k != "all" and len(v) < 20:
+                continue
+            print(f"| {label} | {k} | {len(v)} | {100 * st.median(v):+.1f} % |")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("traces", nargs="+")
@@ -74,11 +93,17 @@ def main():
                     help="the split-KV schedule's thread blocks started in the batch's order, not longest first: "
                          "each step gets the time model's difference (l2_reuse_model.span_s) over --layers")
     ap.add_argument("--layers", type=int, default=36, help="attention layers a step runs [36: Qwen3-8B]")
+    ap.add_argument("--priced", action="store_true",
+                    help="the CSVs already price the schedule and the L2 (calibrate --check --split-kv --shared-prefix): "
+                         "print their own error per number of decodes, nothing modelled here")
     ap.add_argument("--order", choices=ORDERS, default="once",
                     help="thread blocks all started at once [once], or as the 132 SMs free up in this launch order")
     a = ap.parse_args()
     shared_blocks = a.shared // BLOCK
     traces = [steps(spec, a.shared) for spec in a.traces]
+    if a.priced:
+        priced(traces, a.shared)
+        return
     window = f"a soft window of {a.soft:g} block-times" if a.soft else f"W = {a.w:g} block-times"
     started = "every thread block started at once" if a.order == "once" else f"thread blocks started as SMs free up, order {a.order}"
     if a.batch_order:

@@ -412,6 +412,41 @@ impl PrefixCache {
         repeated
     }
 
+    /// For each node that two or more of the paths from `deepest` up to the root pass through, calls
+    /// `f(node, first block, end block, i)` once for each such path `i` (its index in `deepest`), the
+    /// blocks counted from the root: which sequences of a step read the same cached blocks. Costs two
+    /// walks of each path.
+    pub fn shared_path_runs(&mut self, deepest: &[u32], mut f: impl FnMut(u32, u32, u32, u32)) {
+        self.walks = self.walks.wrapping_add(2);
+        if self.walks < 2 {
+            // the marks wrapped around: clear them so that no stale mark equals a new walk
+            self.nodes.iter_mut().for_each(|n| n.mark = 0);
+            self.walks = 2;
+        }
+        let (once, more) = (self.walks - 1, self.walks);
+        for &d in deepest {
+            let mut n = d;
+            while n != ROOT {
+                let node = &mut self.nodes[n as usize];
+                if node.mark == more {
+                    break;
+                }
+                node.mark = if node.mark == once { more } else { once };
+                n = node.parent;
+            }
+        }
+        for (i, &d) in deepest.iter().enumerate() {
+            let mut n = d;
+            while n != ROOT {
+                let node = &self.nodes[n as usize];
+                if node.mark == more {
+                    f(n, node.end - node.len, node.end, i as u32);
+                }
+                n = node.parent;
+            }
+        }
+    }
+
     /// Appends the physical blocks of the path from the root down to `node`, in order (paging only).
     pub fn path_blocks(&self, node: u32, out: &mut Vec<u32>) {
         let start = out.len();
@@ -790,6 +825,31 @@ mod tests {
         c.release(na);
         assert_eq!(c.evict(2), 2);
         c.audit(&[nb]).unwrap();
+    }
+
+    #[test]
+    fn shared_path_runs_name_each_shared_node_once_per_reader() {
+        let (mut c, na, nb, d) = two_chains(10, 8);
+        let runs = |c: &mut PrefixCache, paths: &[u32]| {
+            let mut out = Vec::new();
+            c.shared_path_runs(paths, |node, from, to, i| out.push((node, from, to, i)));
+            out.sort_unstable();
+            out
+        };
+        // a: 10 blocks, b: 8, sharing their first 4 (one node): that node, once for each reader.
+        let shared = runs(&mut c, &[na, nb]);
+        assert_eq!(shared.len(), 2);
+        assert!(shared.iter().all(|&(_, from, to, _)| (from, to) == (0, 4)));
+        assert_eq!(shared.iter().map(|r| r.3).collect::<Vec<_>>(), [0, 1]);
+        assert!(runs(&mut c, &[na]).is_empty());
+        // the same path twice shares all of it; the blocks listed sum to what repeated_path_blocks counts.
+        let twice = runs(&mut c, &[nb, na, nb]);
+        let per_reader: u32 = twice.iter().filter(|r| r.3 == 1).map(|r| r.2 - r.1).sum();
+        assert_eq!(per_reader, 4);
+        let b_blocks: u32 = twice.iter().filter(|r| r.3 == 0).map(|r| r.2 - r.1).sum();
+        assert_eq!(b_blocks, 8);
+        assert_eq!(c.repeated_path_blocks([nb, na, nb]), 12);
+        assert_eq!(runs(&mut c, &[d, nb]).len(), 2);
     }
 
     #[test]

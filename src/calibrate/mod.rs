@@ -55,6 +55,7 @@ fn check(a: &CalibrateArgs, name: &str, samples: &[StepSample]) -> Result<()> {
     let (model, hardware) = fits::model_and_hardware(&options(a))?;
     let engine = LogEngine {
         split_kv_decode: a.split_kv,
+        shared_prefix: a.shared_prefix,
         graphs: a.graph_max_tokens.map(GraphRule::mixed),
     };
     let predicted = predict_steps_on(samples, &model, &hardware, &profile, engine);

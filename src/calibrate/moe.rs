@@ -21,6 +21,7 @@ pub fn calibrate(a: &CalibrateArgs, paths: &[PathBuf]) -> Result<()> {
     let m = MoeOptions {
         engine: LogEngine {
             split_kv_decode: a.moe_split_kv,
+            shared_prefix: None,
             graphs: a.graph_max_tokens.map(GraphRule::mixed),
         },
         prefill_chunk: a.prefill_chunk,

@@ -154,12 +154,12 @@ impl Replica {
             let mut clock = cost.clock(first);
             let mut context = first.decode_context;
             if self.split_ready {
-                // The split-KV excess follows the contexts' blocks from the first step's schedule
+                // The split-KV cost follows the contexts' blocks from the first step's schedule
                 // ([`SplitRun`], started by `schedule`).
                 let mut split = std::mem::take(&mut self.split);
                 self.plan_run(end, limits, &mut left, finished, |_| {
                     context += b as u64;
-                    clock.set_split_excess(split.next_excess(context + b as u64));
+                    clock.set_split(split.next_cost(context + b as u64));
                     clock.ns(context)
                 });
                 self.split = split;

@@ -30,7 +30,7 @@ use crate::kv::{AuditError, KvManager, PromptBlocks, ROOT};
 use decode_run::DecodeRun;
 use preempt::SwapSpace;
 use seq::{Scheduled, Seq};
-use serverbench_calibration::{BatchShape, MemoryPlan, SplitKv, SplitRun};
+use serverbench_calibration::{BatchShape, MemoryPlan, SharedReads, SplitCost, SplitKv, SplitRun};
 use serverbench_workloads::Blocks;
 use speculate::Acceptance;
 use std::collections::VecDeque;
@@ -99,7 +99,7 @@ pub struct StepEntry {
 }
 
 /// What a replica does besides scheduling, chosen by its driver.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct ReplicaOptions {
     /// Seeds the speculative acceptance draws.
     pub seed: u64,
@@ -111,7 +111,8 @@ pub struct ReplicaOptions {
     /// prefix paths.
     pub count_shared_reads: bool,
     /// The decode attention's split-KV schedule ([`serverbench_calibration::CostModel::split_kv`]):
-    /// every pure decode step's [`BatchShape::decode_split_excess`] is set from its contexts.
+    /// every pure decode step's [`BatchShape::decode_split_excess`] (and, where the GPU's L2 is modelled,
+    /// [`BatchShape::decode_l2_saved`]) is set from its contexts.
     pub split_kv: Option<SplitKv>,
     /// Keep one [`StepSample`] per step ([`Replica::take_timeline`]).
     pub timeline: bool,
@@ -154,6 +155,9 @@ pub struct Replica {
     /// The split-KV schedule of the last scheduled step (a run's first), while `split_ready`.
     split: SplitRun,
     split_ready: bool,
+    /// The blocks the last scheduled pure decode step's sequences share, and their cache nodes.
+    split_shared: SharedReads,
+    split_nodes: Vec<u32>,
     /// Whether building the last step preempted a sequence.
     last_preempted: bool,
     run: DecodeRun,
@@ -321,6 +325,8 @@ impl Replica {
             step: Vec::new(),
             split: SplitRun::default(),
             split_ready: false,
+            split_shared: SharedReads::default(),
+            split_nodes: Vec::new(),
             last_preempted: false,
             run: DecodeRun::default(),
             spec: cfg.speculative.clone(),
@@ -519,18 +525,34 @@ impl Replica {
         self.split_ready = false;
         if let Some(k) = self.opts.split_kv {
             if b.prefill_seqs == 0 && self.spec.is_none() && self.window.is_none() {
-                b.decode_split_excess = self.split_excess(k);
+                let cost = self.split_cost(k);
+                b.decode_split_excess = cost.excess;
+                b.decode_l2_saved = cost.l2_saved;
                 self.split_ready = true;
             }
         }
         Some(b)
     }
 
-    /// [`SplitKv::excess_tokens`] of the step's decodes (each reads its context and its new token's
-    /// key), kept as the start of a run of decode steps ([`SplitRun`]).
-    fn split_excess(&mut self, k: SplitKv) -> u64 {
+    /// [`SplitKv::cost_of`] the step's decodes (each reads its context and its new token's key, and
+    /// the cached blocks it shares with others of the step when the L2 is modelled), kept as the start
+    /// of a run of decode steps ([`SplitRun`]).
+    fn split_cost(&mut self, k: SplitKv) -> SplitCost {
+        self.split_shared.clear();
+        if k.l2.is_some() && self.step.len() > 1 {
+            let (seqs, shared) = (&self.seqs, &mut self.split_shared);
+            self.split_nodes.clear();
+            self.split_nodes
+                .extend(self.step.iter().map(|e| seqs[e.seq.at()].kv_node));
+            let bs = self.cfg.block_size as u64;
+            self.kv
+                .cache
+                .shared_path_runs(&self.split_nodes, |node, from, to, i| {
+                    shared.add(node, from as u64 * bs, to as u64 * bs, i)
+                });
+        }
         let keys = self.step.iter().map(|e| e.start.saturating_add(1));
-        self.split.start(k, keys)
+        self.split.start(k, keys, &self.split_shared)
     }
 
     /// Context tokens the step's decode sequences read that another of them reads too: the repeats of

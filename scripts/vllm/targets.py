@@ -1,0 +1,57 @@
+#!/usr/bin/env python3
+"""The vLLM fidelity targets of docs/fidelity.md checked on every stored set (the sets of scripts/regret.py,
+seed 0): |D error| at every level up to the real best (target 10 %), and p50 and p90 TPOT (5 %) and TTFT
+(15 %) errors at every level up to two measured levels past it; then the seeds' Spearman ρ of every set
+that has several (target 0.9). Each cell gives the levels that miss, with their errors. Prints markdown:
+
+    python3 scripts/vllm/targets.py > results/h200-vllm/targets.md   (from the stored compares; a CPU, a second)
+"""
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from regret import SETS, metric  # noqa: E402
+
+CHECKS = [("D", 0.10, 0), ("TPOT p50 ms", 0.05, 2), ("TPOT p90 ms", 0.05, 2),
+          ("TTFT p50 s", 0.15, 2), ("TTFT p90 s", 0.15, 2)]
+
+
+def misses(rows, levels, name, bound):
+    out = []
+    for r in rows:
+        if r["concurrency"] in levels:
+            e = metric(r, name)["rel_error"]
+            if e is not None and abs(e) > bound:
+                out.append(f"{r['concurrency']}: {100 * e:+.0f} %")
+    return ", ".join(out) or "–"
+
+
+def main():
+    head = " | ".join(f"{n} (±{100 * b:.0f} %{', to best' if k == 0 else ', to best + 2'})" for n, b, k in CHECKS)
+    print(f"| set | levels | real best | {head} |")
+    print("|---|---|---:|" + "---|" * len(CHECKS))
+    total, met = 0, 0
+    for s in SETS:
+        d = json.load(open(f"results/h200-vllm/{s}/compare.json"))
+        rows = sorted((r for r in d["rows"] if r.get("seed", 0) == 0), key=lambda r: r["concurrency"])
+        levels = [r["concurrency"] for r in rows]
+        real = {r["concurrency"]: metric(r, "D")["real"] for r in rows}
+        best = max(real, key=real.get)
+        cells = []
+        for name, bound, past in CHECKS:
+            upto = levels[: levels.index(best) + 1 + past]
+            cell = misses(rows, upto, name, bound)
+            total += 1
+            met += cell == "–"
+            cells.append(cell)
+        print(f"| {s.split('/')[-1]} | {','.join(map(str, levels))} | {best} | " + " | ".join(cells) + " |")
+    print(f"\n{met} of {total} (set, metric) cells within their target.\n")
+    print("| set | level | seeds | Spearman ρ of D (target ≥ 0.9) |\n|---|---:|---:|---:|")
+    for p in sorted(Path("results").glob("h200-vllm*/**/compare.json")):
+        for r in json.loads(p.read_text()).get("seed_rankings", []):
+            print(f"| {p.parent.name} | {r['concurrency']} | {r['seeds']} | {r['spearman_d']:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
