@@ -55,6 +55,7 @@ fn the_shipped_h200_fit_reproduces_from_the_shipped_step_logs() {
         memory_efficiency: record.memory_efficiency_fixed,
         single_row_memory_efficiency: record.single_row_memory_efficiency_fixed,
         front_end: false,
+        graphs: None,
         record: record.clone(),
     };
     let refit = fit_profile(&samples, &setup).unwrap().profile;

@@ -1109,7 +1109,10 @@ fn moe_probes_fit_the_shipped_moe_profile() {
             "--model".into(),
             model.into(),
             "--base-profile".into(),
-            "h200-qwen3-8b-vllm".into(),
+            // The dense profile as it stood when the MoE profile was fitted over it.
+            root.join("results/h200-vllm-moe/base-h200-qwen3-8b-vllm.yaml")
+                .display()
+                .to_string(),
             "--out".into(),
             out.display().to_string(),
         ]

@@ -746,6 +746,7 @@ fn endpoint_probes_of_the_emulator_recover_its_step_times() {
         memory_efficiency: None,
         single_row_memory_efficiency: None,
         front_end: false,
+        graphs: None,
         record: FitRecord {
             method: "endpoint probes".into(),
             inputs: vec![],

@@ -8,9 +8,9 @@
 use crate::fit::{front_end_seconds, front_end_tokens};
 use crate::ops::{fit_ops, profile_from_ops, read_op_table, ClassFit, OpsSources, UsedFit};
 use crate::{
-    fit_moe, fit_profile, merge_prefills, merge_runs, predict_steps, AttentionLayout, Band, Fit,
-    FitRecord, FitSetup, FitTarget, HardwareSpec, LogEngine, ModelSpec, MoeFit, MoeFitSetup,
-    MoeProbeRuns, OpClassRecord, Profile, StepSample,
+    fit_moe, fit_profile, merge_prefills, merge_runs, predict_steps, predict_steps_on,
+    AttentionLayout, Band, Fit, FitRecord, FitSetup, FitTarget, GraphRule, HardwareSpec, LogEngine,
+    ModelSpec, MoeFit, MoeFitSetup, MoeProbeRuns, OpClassRecord, Profile, StepSample,
 };
 use anyhow::{anyhow, bail, Result};
 use std::collections::BTreeMap;
@@ -38,6 +38,9 @@ pub struct FitOptions {
     pub request_latency_ms: Option<f64>,
     /// Fit the front end's time per prompt token too (endpoint probes).
     pub fit_frontend: bool,
+    /// The steps the engine replays as CUDA graphs (`--graph-max-tokens`): the probes' steps pay the
+    /// base profile's host gaps in the others ([`crate::FitSetup::graphs`]).
+    pub graphs: Option<GraphRule>,
     /// When the fit was made, UTC (RFC 3339), written into the profile.
     pub fitted_at: String,
 }
@@ -176,6 +179,7 @@ pub fn fit_on_base(
         memory_efficiency: o.memory_efficiency,
         single_row_memory_efficiency: o.single_row_memory_efficiency,
         front_end: o.fit_frontend,
+        graphs: o.graphs,
         record: FitRecord {
             method: p.method.into(),
             inputs: p.inputs,
@@ -383,7 +387,11 @@ fn less_latency(samples: &[StepSample], latency: f64, per_token: f64) -> Vec<Ste
 /// Mean squared relative error of a profile over the probes (TTFT probes with its request latency).
 fn probe_error(o: &FitOptions, p: &Profile, samples: &[StepSample]) -> Result<f64> {
     let (model, hardware) = model_and_hardware(o)?;
-    let predicted = predict_steps(samples, &model, &hardware, p);
+    let engine = LogEngine {
+        graphs: o.graphs,
+        ..LogEngine::default()
+    };
+    let predicted = predict_steps_on(samples, &model, &hardware, p, engine);
     let sum: f64 = samples
         .iter()
         .zip(&predicted)

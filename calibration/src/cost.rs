@@ -179,6 +179,10 @@ pub struct CostModel {
     graphs: Option<GraphRule>,
     /// Host launch time of an eager step: layers × the profile's `eager_s_per_layer`.
     eager_floor_s: f64,
+    /// What an eager step and a piecewise-graph step spend beyond their GPU work: layers × the
+    /// profile's `eager_gap_s_per_layer` and `piecewise_gap_s_per_layer`.
+    eager_gap_s: f64,
+    piecewise_gap_s: f64,
     /// The sliding window of the model, if it has sliding layers.
     pub window: Option<u32>,
     /// The decode attention's split-KV schedule, where the engine runs one and the GPU's SMs are known.
@@ -563,8 +567,14 @@ impl CostModel {
             request_latency_ns: (p.request_latency_s * 1e9).round() as u64,
             frontend_ns_per_token: p.frontend_s_per_token * 1e9,
             tokenize_ns_per_token: p.tokenize_s_per_token * 1e9,
-            graphs: i.graphs.filter(|_| p.eager_s_per_layer > 0.0),
+            graphs: i.graphs.filter(|_| {
+                p.eager_s_per_layer > 0.0
+                    || p.eager_gap_s_per_layer > 0.0
+                    || p.piecewise_gap_s_per_layer > 0.0
+            }),
             eager_floor_s: m.layers as f64 * p.eager_s_per_layer,
+            eager_gap_s: m.layers as f64 * p.eager_gap_s_per_layer,
+            piecewise_gap_s: m.layers as f64 * p.piecewise_gap_s_per_layer,
             window: m.sliding_attention.as_ref().and_then(|s| s.window),
             split_kv: split_kv(&i),
         }
@@ -631,6 +641,7 @@ impl CostModel {
             packed_s_per_context,
             weights_s: parts.weights_s,
             eager_floor_s: self.eager_floor(b),
+            host_gap_s: self.host_gap_s(b),
             fixed_s: parts.fixed_s,
             overhead_s: b.seqs() as f64 * self.per_sequence_overhead_s,
         }
@@ -641,6 +652,18 @@ impl CostModel {
     fn eager_floor(&self, b: &BatchShape) -> f64 {
         match &self.graphs {
             Some(rule) if !rule.replays(b) => self.eager_floor_s,
+            _ => 0.0,
+        }
+    }
+
+    /// The idle time the host's launches leave inside a step that no whole graph replays: an eager
+    /// step's, or a piecewise one's (a step with prefill that replays graphs); 0 for a decode step
+    /// replayed whole, and without a rule. Seconds.
+    #[inline]
+    pub fn host_gap_s(&self, b: &BatchShape) -> f64 {
+        match &self.graphs {
+            Some(rule) if !rule.replays(b) => self.eager_gap_s,
+            Some(_) if b.prefill_seqs > 0 => self.piecewise_gap_s,
             _ => 0.0,
         }
     }
@@ -806,6 +829,8 @@ pub struct StepClock {
     weights_s: f64,
     /// An eager step's least device time: the host launching its kernels (0 for a graph replay).
     eager_floor_s: f64,
+    /// The GPU's idle time between the host's launches in a step no whole graph replays.
+    host_gap_s: f64,
     fixed_s: f64,
     overhead_s: f64,
 }
@@ -829,7 +854,7 @@ impl StepClock {
             };
             (self.head + attention).max(self.weights_s + kv)
         };
-        body.max(self.eager_floor_s) + self.fixed_s + self.overhead_s
+        body.max(self.eager_floor_s) + self.host_gap_s + self.fixed_s + self.overhead_s
     }
 
     /// Sets the step's [`BatchShape::decode_split_excess`] and [`BatchShape::decode_l2_saved`] (a
@@ -1323,6 +1348,32 @@ mod tests {
         assert_eq!(
             with_profile(&free, Some(none)).step_seconds(&big),
             hidden.step_seconds(&big)
+        );
+        // The gaps a step's launches leave add to its GPU work: an eager step's (a decode past the
+        // graphs, or prefill past them), a piecewise one's (prefill within them); never a decode step
+        // a whole graph replays.
+        let gaps = Profile {
+            piecewise_gap_s_per_layer: 2e-4,
+            eager_gap_s_per_layer: 1e-4,
+            ..free.clone()
+        };
+        let (pw, eager) = (m.layers as f64 * 2e-4, m.layers as f64 * 1e-4);
+        let vllm = with_profile(&gaps, Some(GraphRule::mixed(512)));
+        let mut long = decode(4, 4096);
+        long.add_prefill(2048, 0, None);
+        for (b, gap) in [
+            (decode(8, 4096), 0.0),
+            (big, 0.0),
+            (prefill, pw),
+            (long, eager),
+            (decode(600, 100), eager),
+        ] {
+            let d = vllm.step_seconds(&b) - hidden.step_seconds(&b);
+            assert!((d - gap).abs() < 1e-12, "{d} against {gap}");
+        }
+        assert_eq!(
+            with_profile(&gaps, None).step_seconds(&long),
+            hidden.step_seconds(&long)
         );
     }
 

@@ -169,6 +169,10 @@ pub struct FitSetup<'a> {
     /// take the places of the prefill attention's sweep and first-round terms, which stay 0: one
     /// request's probe cannot tell a front end's time per prompt token from attention over its span.
     pub front_end: bool,
+    /// The steps the engine replays as CUDA graphs, when the base profile gives the host's gaps in
+    /// the others (`piecewise_gap_s_per_layer`, `eager_gap_s_per_layer`): each sample's gap, at the
+    /// base's figures, is taken off its time before the fit, and the fitted profile keeps the gaps.
+    pub graphs: Option<GraphRule>,
     /// Provenance written to the profile; its error fields are filled by the fit.
     pub record: FitRecord,
 }
@@ -375,10 +379,18 @@ pub fn fit_profile(samples: &[StepSample], setup: &FitSetup<'_>) -> Result<Fit, 
         b.add_decode(0, None);
         unit_cost.parts(&a).kv_s - unit_cost.parts(&b).kv_s
     };
+    let gaps = setup.graphs.map(|graphs| {
+        let engine = LogEngine {
+            graphs: Some(graphs),
+            ..LogEngine::default()
+        };
+        engine_cost_with(setup.model, setup.hardware, setup.base, engine)
+    });
     let rows: Vec<Row> = samples
         .iter()
         .map(|s| {
             let b = s.shape(window);
+            let gap = gaps.as_ref().map_or(0.0, |c| c.host_gap_s(&b));
             let mut parts = unit_cost.parts(&b);
             parts.fixed_s = 0.0;
             Row {
@@ -386,7 +398,7 @@ pub fn fit_profile(samples: &[StepSample], setup: &FitSetup<'_>) -> Result<Fit, 
                 shared_kv_s: b.decode_shared as f64 * read_s_per_token,
                 shape: b,
                 front_end_tokens: setup.front_end.then(|| front_end_tokens(s)),
-                y: s.seconds,
+                y: s.seconds - gap,
             }
         })
         .collect();
@@ -984,6 +996,7 @@ mod tests {
             memory_efficiency: None,
             single_row_memory_efficiency: None,
             front_end: false,
+            graphs: None,
             record: FitRecord {
                 method: "step-log least squares".into(),
                 inputs: vec!["synthetic".into()],

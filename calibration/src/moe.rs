@@ -668,6 +668,16 @@ mod tests {
     /// vLLM's graph rule on these probes: steps of up to 512 tokens replay piecewise graphs.
     pub(super) const VLLM_GRAPHS: GraphRule = GraphRule::mixed(512);
 
+    /// The dense profile the shipped MoE profile was fitted over, as it stood then (kept beside the
+    /// MoE's probes: the dense profile has moved on since).
+    pub(super) fn moe_base() -> Profile {
+        Profile::from_yaml(
+            "base-h200-qwen3-8b-vllm.yaml",
+            include_str!("../../results/h200-vllm-moe/base-h200-qwen3-8b-vllm.yaml"),
+        )
+        .unwrap()
+    }
+
     fn setup<'a>(m: &'a ModelSpec, h: &'a HardwareSpec, base: &'a Profile) -> MoeFitSetup<'a> {
         MoeFitSetup {
             model: m,
@@ -690,7 +700,7 @@ mod tests {
     #[test]
     fn the_stored_moe_probes_fit_a_floor_and_a_faster_expert_read() {
         let (m, h) = (qwen3_30b_a3b(), HardwareSpec::preset("h200").unwrap());
-        let base = Profile::preset("h200-qwen3-8b-vllm").unwrap();
+        let base = moe_base();
         let cases = stored_runs();
         assert_eq!(cases.len(), 11);
         let fit = fit_moe(&cases, &[], &setup(&m, &h, &base)).unwrap();
@@ -914,7 +924,7 @@ mod tests {
 
 #[cfg(test)]
 mod prefill {
-    use super::tests::{stored_prefills, stored_runs, VLLM_GRAPHS};
+    use super::tests::{moe_base, stored_prefills, stored_runs, VLLM_GRAPHS};
     use super::*;
 
     /// The eager floor fitted to the stored probes' fresh prompts: steps of 1,024–4,096 tokens, which
@@ -929,7 +939,7 @@ mod prefill {
         )
         .unwrap();
         let h = HardwareSpec::preset("h200").unwrap();
-        let base = Profile::preset("h200-qwen3-8b-vllm").unwrap();
+        let base = moe_base();
         let decode = stored_runs();
         let setup = MoeFitSetup {
             model: &m,

@@ -96,6 +96,17 @@ pub struct Profile {
     /// graph is the engine's (`engine.cuda_graph_max_tokens`); 0 if absent: launches always hidden.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub eager_s_per_layer: f64,
+    /// Time a step replayed as piecewise CUDA graphs (a step with prefill, up to the engine's graph
+    /// size) spends beyond its GPU work, per decoder layer, seconds: the host launching the eager
+    /// attention between the captured pieces leaves the GPU idle. 0 if absent.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub piecewise_gap_s_per_layer: f64,
+    /// Time a step that runs without a CUDA graph spends beyond its GPU work, per decoder layer,
+    /// seconds: the host launching kernels shorter than their launch leaves the GPU idle between them
+    /// (beside `eager_s_per_layer`, the floor of a step the host cannot launch in its GPU time). 0 if
+    /// absent.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub eager_gap_s_per_layer: f64,
     /// Fixed time of one routed (mixture-of-experts) layer in a step, seconds: the router's small GEMM,
     /// its top-k, the sort of the step's tokens by expert and the fused-MoE kernels' launch and tail —
     /// latency a step of any size pays once per routed layer, on top of the expert bytes it reads. 0 if
@@ -151,7 +162,8 @@ pub struct Band {
     /// `expert_memory_efficiency`, `allreduce_efficiency`.
     pub memory: f64,
     /// Host costs: `step_overhead_s`, `per_sequence_overhead_s`, `request_latency_s`,
-    /// `frontend_s_per_token`, `tokenize_s_per_token`, `eager_s_per_layer`, `moe_layer_s`.
+    /// `frontend_s_per_token`, `tokenize_s_per_token`, `eager_s_per_layer`, `piecewise_gap_s_per_layer`,
+    /// `eager_gap_s_per_layer`, `moe_layer_s`.
     pub overhead: f64,
 }
 
@@ -310,6 +322,8 @@ impl Profile {
         p.frontend_s_per_token = cost(p.frontend_s_per_token);
         p.tokenize_s_per_token = cost(p.tokenize_s_per_token);
         p.eager_s_per_layer = cost(p.eager_s_per_layer);
+        p.piecewise_gap_s_per_layer = cost(p.piecewise_gap_s_per_layer);
+        p.eager_gap_s_per_layer = cost(p.eager_gap_s_per_layer);
         p.moe_layer_s = cost(p.moe_layer_s);
         p.name = format!(
             "{} ({} end of its band)",
@@ -386,6 +400,8 @@ impl Profile {
             ("tokenize_s_per_token", self.tokenize_s_per_token),
             ("per_sequence_overhead_s", self.per_sequence_overhead_s),
             ("eager_s_per_layer", self.eager_s_per_layer),
+            ("piecewise_gap_s_per_layer", self.piecewise_gap_s_per_layer),
+            ("eager_gap_s_per_layer", self.eager_gap_s_per_layer),
             ("moe_layer_s", self.moe_layer_s),
             (
                 "attention_sweep_s_per_token",

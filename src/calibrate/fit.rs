@@ -4,7 +4,7 @@
 use crate::cli::CalibrateArgs;
 use anyhow::{Context, Result};
 use serverbench_calibration::calibrate::FitOptions;
-use serverbench_calibration::{Fit, Profile};
+use serverbench_calibration::{Fit, GraphRule, Profile};
 use std::path::Path;
 
 /// The current time, UTC, RFC 3339 (written into fitted profiles).
@@ -34,6 +34,7 @@ pub fn options(a: &CalibrateArgs) -> FitOptions {
         single_row_memory_efficiency: a.single_row_memory_efficiency,
         request_latency_ms: a.request_latency_ms,
         fit_frontend: a.fit_frontend,
+        graphs: a.graph_max_tokens.map(GraphRule::mixed),
         fitted_at: now(),
     }
 }
