@@ -757,10 +757,11 @@ pub struct CalibrateArgs {
     /// on Hopper), as the `vllm` engine presets say.
     #[arg(long, requires = "from_moe_probes")]
     pub moe_split_kv: bool,
-    /// `--from-moe-probes` and `--check`: steps of at most this many tokens (decode or with prefill)
-    /// replay CUDA graphs, as vLLM's piecewise graphs do (its presets: 512); the others run eagerly and
-    /// take at least the profile's `eager_s_per_layer` per layer, which `--from-moe-probes` then fits to
-    /// the probes' fresh prefills.
+    /// `--from-moe-probes`, `--from-probes`, `--endpoint` and `--check`: steps of at most this many
+    /// tokens (decode or with prefill) replay CUDA graphs, as vLLM's piecewise graphs do (its presets:
+    /// 512); the others run eagerly and take at least the profile's `eager_s_per_layer` per layer, which
+    /// `--from-moe-probes` then fits to the probes' fresh prefills; steps that replay no whole graph pay
+    /// the (base) profile's host gaps, which `--from-probes` and `--endpoint` take off each probe.
     #[arg(long)]
     pub graph_max_tokens: Option<u32>,
     /// `--from-moe-probes`: the engine's prefill chunk, tokens (vLLM's `max_num_batched_tokens`).

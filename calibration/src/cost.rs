@@ -779,8 +779,8 @@ impl CostModel {
 }
 
 /// A step's KV terms as a function of its decode context sum: the context's reads (less the shared
-/// re-reads) at the full rate, then the shared re-reads, sliding-window reads, writes and recurrent
-/// state, added in that order.
+/// re-reads, plus the split-KV schedule's excess, less what the L2 saves) at the full rate, then the
+/// shared re-reads, sliding-window reads, writes and recurrent state, added in that order.
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct KvRead {
     prefill_context: u64,

@@ -344,7 +344,7 @@ impl SplitKv {
     /// SM reading one block a block-time.
     fn start_times(&self, contexts: &[u32], scratch: &mut SplitScratch) {
         let per_sm = self.blocks_per_sm(contexts);
-        let heads = self.kv_heads as u64;
+        let (heads, sms) = (self.kv_heads as u64, self.sms as usize);
         let (geometry, starts, free) = (
             &mut scratch.geometry,
             &mut scratch.starts,
@@ -353,7 +353,6 @@ impl SplitKv {
         geometry.clear();
         starts.clear();
         free.clear();
-        free.extend((0..self.sms).map(|_| Reverse(0u64)));
         for &c in contexts {
             let n = blocks(c);
             let pp = n.div_ceil(pieces(n, per_sm) as u64);
@@ -361,7 +360,12 @@ impl SplitKv {
             for j in 0..n.div_ceil(pp) {
                 let len = pp.min(n - j * pp);
                 for _ in 0..heads {
-                    let Reverse(t) = free.pop().unwrap_or(Reverse(0));
+                    // The first wave starts at once; later blocks take the SM that frees first.
+                    let t = if starts.len() < sms {
+                        0
+                    } else {
+                        free.pop().map_or(0, |Reverse(t)| t)
+                    };
                     starts.push(t);
                     free.push(Reverse(t + len));
                 }
