@@ -4,7 +4,9 @@
 # `sweep --workload agentic-coding --protocol cold` recommends there (LEVELS_<deployment> below; cold
 # start, 1800 s, one seed per held-out session: seed s starts the lanes at held-out sessions s, s+1, …,
 # so every session is replayed about c times over the seeds), and prints a markdown table of mean D,
-# mean p90 TTFT and mean p90 TPOT over the seeds, and the generator's relative error.
+# mean p90 TTFT and mean p90 TPOT over the seeds, the generator's relative error, and each side's runs
+# marked invalid (context overflows or errors over 1 %: a trace cannot compact at a deployment's context
+# as the generator does, so on Gemma's 131K context most trace runs overflow; docs/fidelity.md).
 # (`--protocol cold` names the cold start: the L40 deployments default to AgentX's protocol.)
 # Usage: [FIT_ARGS=...] [SESSIONS=fitted] scripts/workload_replay_check.sh [BIN] > results/workload-fit/replays.md
 # (FIT_ARGS: further `workload fit` options, e.g. --session-speed > replays-session-speed.md;
@@ -37,18 +39,24 @@ if [ -n "${SHUFFLE:-}" ]; then
 fi
 n=$(wc -l < "$tmp/held.jsonl")
 who=$([ "${SESSIONS:-held}" = fitted ] && echo "fitted on" || echo "held out")
-echo "| deployment | c | D $who | D generator | error | p90 TTFT $who (s) | generator | error | p90 TPOT $who (ms) | generator | error |"
-echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+echo "| deployment | c | D $who | D generator | error | p90 TTFT $who (s) | generator | error | p90 TPOT $who (ms) | generator | error | invalid runs ($who / generator) |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 declare -A LEVELS=([qwen3.5-9b-2xl40]=1,2,4,6,8,16 [gemma4-e4b-1xl40]=1,2,4,8,16,24,32,48 [qwen3.8-27b-int4-2xl40]=1,2,4,6,8,16)
 for d in qwen3.5-9b-2xl40 gemma4-e4b-1xl40 qwen3.8-27b-int4-2xl40; do
   "$BIN" sweep -d "$d" -c "${LEVELS[$d]}" --seeds "0..$n" --protocol cold --trace "$tmp/held.jsonl" --out "$tmp/real" > /dev/null
   "$BIN" sweep -d "$d" -c "${LEVELS[$d]}" --seeds "0..$n" --protocol cold --workload "$tmp/fit.yaml" --out "$tmp/gen" > /dev/null
-  python3 - "$d" "$tmp/real/sweep.csv" "$tmp/gen/sweep.csv" <<'PY'
-import csv, sys
-d, real, gen = sys.argv[1:]
+  python3 - "$d" "$tmp/real/sweep.csv" "$tmp/gen/sweep.csv" "$tmp/real/sweep.json" "$tmp/gen/sweep.json" <<'PY'
+import csv, json, sys
+d, real, gen, real_json, gen_json = sys.argv[1:]
 def rows(p):
     return {r["concurrency"]: r for r in csv.DictReader(open(p))}
-r, g = rows(real), rows(gen)
+def invalid(p):
+    # runs marked invalid per level (context overflows or errors over 1 %: docs/definitions.md)
+    out = {}
+    for cell in json.load(open(p))["cells"]:
+        out[str(cell["concurrency"])] = out.get(str(cell["concurrency"]), 0) + (not cell["valid"])
+    return out
+r, g, ri, gi = rows(real), rows(gen), invalid(real_json), invalid(gen_json)
 for c in sorted(r, key=int):
     a, b = r[c], g[c]
     cells = []
@@ -56,6 +64,7 @@ for c in sorted(r, key=int):
         x, y = float(a[k]) * scale, float(b[k]) * scale
         err = f"{100 * (y / x - 1):+.0f} %" if x > 0 else "—"
         cells += [f"{x:.3f}" if scale == 1 else f"{x:.1f}", f"{y:.3f}" if scale == 1 else f"{y:.1f}", err]
+    cells.append(f"{ri.get(c, 0)} / {gi.get(c, 0)}")
     print(f"| {d} | {c} | " + " | ".join(cells) + " |")
 PY
 done
