@@ -4,7 +4,7 @@
 use crate::model::{streamed_weight_bytes, AttentionLayers, HardwareSpec, ModelSpec, WeightDtype};
 use crate::padding::ExpertPadding;
 use crate::profile::{AttentionLayout, Profile, StepTime};
-use crate::splitkv::{L2Reuse, SplitCost, SplitKv};
+use crate::splitkv::{SplitCost, SplitKv};
 
 /// What a step computes, accumulated one sequence at a time by the scheduler.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -385,10 +385,7 @@ fn split_kv(i: &CostInputs<'_>) -> Option<SplitKv> {
         sms,
         saturating_blocks,
         kv_heads: fa.kv_heads.div_ceil(i.tp.max(1)),
-        l2: i.hardware.l2_reuse.map(|l| L2Reuse {
-            window_blocks: l.window_blocks,
-            hit_cost: l.hit_cost,
-        }),
+        l2: i.hardware.l2_reuse,
     })
 }
 

@@ -333,18 +333,7 @@ pub struct HardwareSpec {
     /// How the L2 serves a split-KV decode batch's re-reads of shared prefix blocks (with `sm_count`;
     /// [`crate::splitkv`]); unset where not measured, where no saving is modelled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub l2_reuse: Option<L2ReuseSpec>,
-}
-
-/// [`HardwareSpec::l2_reuse`]: the soft window of [`crate::splitkv::L2Reuse`], as a GPU's file gives it.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct L2ReuseSpec {
-    /// Block-times (one decode thread block reading 128 keys) over which a re-read's chance of an L2
-    /// hit falls by a factor of e.
-    pub window_blocks: f64,
-    /// What a read served from the L2 costs, as a share of one from memory (0 to 1).
-    pub hit_cost: f64,
+    pub l2_reuse: Option<crate::splitkv::L2Reuse>,
 }
 
 impl HardwareSpec {
@@ -541,6 +530,49 @@ pub fn streamed_weight_bytes(model: &ModelSpec, dtype: WeightDtype, group_size: 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A GPU file's `l2_reuse` is checked: it needs the SMs, a positive window and a cost in [0, 1];
+    /// each error names the field.
+    #[test]
+    fn l2_reuse_is_checked_by_field() {
+        let h200 = HardwareSpec::preset("h200").unwrap();
+        assert!(h200.check().is_ok() && h200.l2_reuse.is_some());
+        let l2 = h200.l2_reuse.unwrap();
+        let cases = [
+            (
+                HardwareSpec {
+                    sm_count: None,
+                    sm_read_bandwidth: None,
+                    ..h200.clone()
+                },
+                "l2_reuse",
+            ),
+            (
+                HardwareSpec {
+                    l2_reuse: Some(crate::splitkv::L2Reuse {
+                        window_blocks: 0.0,
+                        ..l2
+                    }),
+                    ..h200.clone()
+                },
+                "l2_reuse.window_blocks",
+            ),
+            (
+                HardwareSpec {
+                    l2_reuse: Some(crate::splitkv::L2Reuse {
+                        hit_cost: 1.5,
+                        ..l2
+                    }),
+                    ..h200.clone()
+                },
+                "l2_reuse.hit_cost",
+            ),
+        ];
+        for (h, field) in cases {
+            let e = h.check().unwrap_err().to_string();
+            assert!(e.contains(field), "{e}");
+        }
+    }
 
     #[test]
     fn kv_sizes_match_the_reference() {

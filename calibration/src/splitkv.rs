@@ -55,13 +55,15 @@ pub struct SplitKv {
     pub l2: Option<L2Reuse>,
 }
 
-/// The L2's share of a decode batch's re-reads of shared KV blocks ([`crate::HardwareSpec::l2_reuse`]).
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// The L2's share of a decode batch's re-reads of shared KV blocks, as a GPU's file gives it
+/// ([`crate::HardwareSpec::l2_reuse`]).
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct L2Reuse {
     /// Block-times (one thread block reading one 128-key block) over which a re-read's chance of
     /// finding the block in the L2 falls by a factor of e.
     pub window_blocks: f64,
-    /// What a read served from the L2 costs, as a share of one from memory.
+    /// What a read served from the L2 costs, as a share of one from memory (0 to 1).
     pub hit_cost: f64,
 }
 
@@ -478,15 +480,9 @@ impl SplitRun {
         self.shared.sort();
         self.step = 0;
         self.next = steps_to_next_block(&self.first);
-        self.recompute_from_first();
+        (self.overrun, self.l2_saved) = price(split, &self.first, &self.shared, &mut self.scratch);
         let keys: u64 = self.first.iter().map(|&k| k as u64).sum();
         self.cost(keys)
-    }
-
-    fn recompute_from_first(&mut self) {
-        let (split, keys) = (self.split, &self.first);
-        self.overrun = split.overrun(keys, &mut self.scratch);
-        self.l2_saved = split.l2_saved(keys, &self.shared, &mut self.scratch);
     }
 
     /// The cost of the run's next step, whose sequences read `keys` keys in all.
@@ -497,10 +493,8 @@ impl SplitRun {
             self.keys.clear();
             self.keys
                 .extend(self.first.iter().map(|&k| k.saturating_add(step)));
-            self.overrun = self.split.overrun(&self.keys, &mut self.scratch);
-            self.l2_saved = self
-                .split
-                .l2_saved(&self.keys, &self.shared, &mut self.scratch);
+            (self.overrun, self.l2_saved) =
+                price(self.split, &self.keys, &self.shared, &mut self.scratch);
             self.next = step + steps_to_next_block(&self.keys);
         }
         self.cost(keys)
@@ -512,6 +506,20 @@ impl SplitRun {
             l2_saved: self.l2_saved,
         }
     }
+}
+
+/// A step's overrun and L2 saving for these keys (`shared` sorted): what a run keeps between the steps
+/// at which some context enters a new block.
+fn price(
+    split: SplitKv,
+    keys: &[u32],
+    shared: &SharedReads,
+    scratch: &mut SplitScratch,
+) -> (Overrun, u64) {
+    (
+        split.overrun(keys, scratch),
+        split.l2_saved(keys, shared, scratch),
+    )
 }
 
 /// Steps until the first of these key counts, each growing by one a step, enters a new block.
@@ -539,6 +547,16 @@ fn pieces(n: u64, per_sm: u64) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A seeded xorshift: `next(m)` draws below `m`.
+    fn xorshift(mut z: u64) -> impl FnMut(u64) -> u64 {
+        move |m| {
+            z ^= z << 13;
+            z ^= z >> 7;
+            z ^= z << 17;
+            z % m
+        }
+    }
 
     /// Qwen3-8B (8 KV heads) on one H200: 132 SMs, 75 blocks saturate its memory.
     fn h200() -> SplitKv {
@@ -649,13 +667,7 @@ mod tests {
     /// The one-pass shortcut is the general schedule's time whenever the blocks fit the SMs.
     #[test]
     fn the_one_pass_shortcut_agrees_with_the_schedule() {
-        let mut z = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move |m: u64| {
-            z ^= z << 13;
-            z ^= z >> 7;
-            z ^= z << 17;
-            z % m
-        };
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15u64);
         let (mut heap, mut groups, mut one_pass) = (BinaryHeap::new(), Vec::new(), 0);
         for _ in 0..2000 {
             let s = SplitKv {
@@ -794,13 +806,7 @@ mod tests {
     /// reader's read at its thread block's start plus its offset in its piece walked from the end.
     #[test]
     fn segments_give_what_block_by_block_gives() {
-        let mut z = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move |m: u64| {
-            z ^= z << 13;
-            z ^= z >> 7;
-            z ^= z << 17;
-            z % m
-        };
+        let mut next = xorshift(0x2545_f491_4f6c_dd1du64);
         for _ in 0..300 {
             let s = h200_l2();
             let decodes = 2 + next(40) as usize;

@@ -385,27 +385,36 @@ impl PrefixCache {
         deepest
     }
 
+    /// Starts `n` new walks' marks and returns the last of them: marks from earlier walks are all
+    /// below the values returned (cleared when the count wraps around).
+    fn new_walks(&mut self, n: u32) -> u32 {
+        match self.walks.checked_add(n) {
+            Some(w) => self.walks = w,
+            None => {
+                // the marks would wrap around: clear them so that no stale mark equals a new walk
+                self.nodes.iter_mut().for_each(|node| node.mark = 0);
+                self.walks = n;
+            }
+        }
+        self.walks
+    }
+
     /// Of the paths from each node of `deepest` up to the root, the blocks that an earlier path of the
     /// list covers too, summed: what the sequences referencing those nodes read more than once when a
     /// step reads all their prefixes. Walks each path only up to the first node an earlier one reached
     /// (all of that node's path was counted then), so a step costs the distinct nodes of its paths.
     pub fn repeated_path_blocks(&mut self, deepest: impl IntoIterator<Item = u32>) -> u64 {
-        self.walks = self.walks.wrapping_add(1);
-        if self.walks == 0 {
-            // the marks wrapped around: clear them so that no stale mark equals a new walk
-            self.nodes.iter_mut().for_each(|n| n.mark = 0);
-            self.walks = 1;
-        }
+        let walk = self.new_walks(1);
         let mut repeated = 0u64;
         for d in deepest {
             let mut n = d;
             while n != ROOT {
                 let node = &mut self.nodes[n as usize];
-                if node.mark == self.walks {
+                if node.mark == walk {
                     repeated += node.end as u64;
                     break;
                 }
-                node.mark = self.walks;
+                node.mark = walk;
                 n = node.parent;
             }
         }
@@ -417,13 +426,8 @@ impl PrefixCache {
     /// blocks counted from the root: which sequences of a step read the same cached blocks. Costs two
     /// walks of each path.
     pub fn shared_path_runs(&mut self, deepest: &[u32], mut f: impl FnMut(u32, u32, u32, u32)) {
-        self.walks = self.walks.wrapping_add(2);
-        if self.walks < 2 {
-            // the marks wrapped around: clear them so that no stale mark equals a new walk
-            self.nodes.iter_mut().for_each(|n| n.mark = 0);
-            self.walks = 2;
-        }
-        let (once, more) = (self.walks - 1, self.walks);
+        let more = self.new_walks(2);
+        let once = more - 1;
         for &d in deepest {
             let mut n = d;
             while n != ROOT {
