@@ -8,7 +8,7 @@
 # marked invalid (context overflows or errors over 1 %: a trace cannot compact at a deployment's context
 # as the generator does, so on Gemma's 131K context most trace runs overflow; docs/fidelity.md).
 # (`--protocol cold` names the cold start: the L40 deployments default to AgentX's protocol.)
-# Usage: [FIT_ARGS=...] [SESSIONS=fitted] scripts/workload_replay_check.sh [BIN] > results/workload-fit/replays.md
+# Usage: [FIT_ARGS=...] [SESSIONS=fitted] [ORDER=file] scripts/workload_replay_check.sh [BIN] > results/workload-fit/replays.md
 # (FIT_ARGS: further `workload fit` options, e.g. --session-speed > replays-session-speed.md;
 # SESSIONS=fitted: replay the sessions the generator was fitted on instead of the held-out ones, one
 # seed per such session, to tell the generator's own error from the held-out fifth's sampling:
@@ -36,6 +36,19 @@ if [ -n "${SHUFFLE:-}" ]; then
   # One quantity of the root calls shuffled across the sessions (scripts/shuffle_sessions.py, seed 1).
   python3 scripts/shuffle_sessions.py "$SHUFFLE" 1 < "$tmp/held.jsonl" > "$tmp/shuffled.jsonl"
   mv "$tmp/shuffled.jsonl" "$tmp/held.jsonl"
+fi
+if [ "${ORDER:-shuffled}" = shuffled ]; then
+  # The replayed sessions in a seeded random order: the corpus's files group them by source (the Claude
+  # Code logs, then each WEKA release, whose resumed sessions start with 100K-token prompts), and seed s
+  # starts its lanes at sessions s, s+1, ..., so in file order a window's lanes all come from one source
+  # (on Gemma at c = 24, seeds 3-63 started 24 resumed sessions at once and thrashed the KV pool), where
+  # the generator draws each lane's session from the whole corpus. ORDER=file keeps the file's order.
+  python3 - "$tmp/held.jsonl" <<'PY'
+import random, sys
+lines = open(sys.argv[1]).readlines()
+random.Random(0).shuffle(lines)
+open(sys.argv[1], "w").writelines(lines)
+PY
 fi
 n=$(wc -l < "$tmp/held.jsonl")
 who=$([ "${SESSIONS:-held}" = fitted ] && echo "fitted on" || echo "held out")

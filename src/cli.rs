@@ -169,6 +169,11 @@ pub struct WorkloadArgs {
     /// each lane's first tree) or same (the very trees again: a repeat finds its prompts cached).
     #[arg(long, requires = "trace", default_value = "fresh", value_parser = trace_repeats())]
     pub trace_repeat: TraceRepeat,
+    /// Replay the trace's prompts as recorded where they pass the deployment's context (each such
+    /// request then fails as a context overflow). By default, outside AgentX's protocols, an agent
+    /// compacts where the deployment's context forces it, as the generator's agents do.
+    #[arg(long, requires = "trace")]
+    pub trace_as_recorded: bool,
 }
 
 /// `--trace-repeat`: fresh or same.

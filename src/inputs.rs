@@ -39,6 +39,7 @@ pub fn workload_choice(a: &WorkloadArgs) -> WorkloadChoice {
         trace_format: a.trace_format,
         max_context_length: a.max_context_length,
         trace_repeat: a.trace_repeat,
+        trace_as_recorded: a.trace_as_recorded,
         note,
     }
 }

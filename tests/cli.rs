@@ -139,6 +139,92 @@ fn a_context_that_cuts_the_specs_sessions_gets_a_note() {
     assert!(!String::from_utf8_lossy(&o.stderr).contains("note:"));
 }
 
+/// A trace recorded against a longer context compacts where the deployment's context forces its agents
+/// to (outside AgentX's protocols), saying so once; `--trace-as-recorded` sends its prompts as recorded,
+/// and those past the context fail.
+#[test]
+fn a_trace_compacts_at_the_deployments_context_unless_replayed_as_recorded() {
+    let trace = "tests/fixtures/weka-kvt/traces";
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "simulate",
+            "-d",
+            "gemma4-e4b-1xl40",
+            "-c",
+            "5",
+            "-w",
+            "7200",
+            "--trace",
+            trace,
+        ];
+        args.extend_from_slice(extra);
+        let o = serverbench(&args);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        (stdout(&o), String::from_utf8_lossy(&o.stderr).into_owned())
+    };
+    let (out, err) = run(&["--protocol", "cold"]);
+    let note = "note: trace on a 131,072-token context: 2 of 5 sessions compact where a prompt would pass 112,877 tokens, as the agentic-coding spec's agents do (4 compaction requests of 2,705-token summaries inserted; cut to fit: 1 first prompts of an agent, 0 later ones that could not be compacted); --trace-as-recorded replays them as recorded";
+    assert_eq!(err.matches(note).count(), 1, "{err}");
+    assert!(
+        out.contains(" 0 context overflow") && out.contains("· valid"),
+        "{out}"
+    );
+    let (out, err) = run(&["--protocol", "cold", "--trace-as-recorded"]);
+    assert!(!err.contains("compact"), "{err}");
+    let overflows: u32 = out
+        .split(" context overflow")
+        .next()
+        .and_then(|s| s.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .expect("the summary counts overflows");
+    assert!(overflows > 100 && out.contains("INVALID"), "{out}");
+    // AgentX's protocols replay a trace as recorded (the benchmark leaves long traces out instead).
+    let (_, err) = run(&["--protocol", "agentx"]);
+    assert!(!err.contains("compact where"), "{err}");
+}
+
+/// A GPU file's `varlen_tiles` prices the steps that prefill and decode in one FlashAttention 3 call:
+/// the same run then differs from the deployment without it, and repeats byte for byte; a value out of
+/// range is refused by field.
+#[test]
+fn varlen_tiles_price_mixed_steps_and_are_checked() {
+    let dir = tempdir("varlen");
+    let tiles = "hardware:\n  varlen_tiles:\n    mma_block_s: 1.818e-6\n    sm_read_bandwidth: 114200000000.0\n    memory_bandwidth: 4426000000000.0\n    tile_overhead_s: 1.95e-6\n";
+    let file = dir.join("varlen.yaml");
+    std::fs::write(
+        &file,
+        format!("base: qwen3-8b-1xh200-vllm\n{tiles}    overlap: 0.045\n"),
+    )
+    .unwrap();
+    let run = |d: &str| {
+        let o = serverbench([
+            "simulate", "-d", d, "-c", "8", "-w", "120", "--start", "steady",
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let text = stdout(&o);
+        text.lines()
+            .filter(|l| !l.contains("wall time"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let with = run(file.to_str().unwrap());
+    assert_eq!(with, run(file.to_str().unwrap()), "deterministic");
+    assert_ne!(with, run("qwen3-8b-1xh200-vllm"));
+    let bad = dir.join("bad.yaml");
+    std::fs::write(
+        &bad,
+        format!("base: qwen3-8b-1xh200-vllm\n{tiles}    overlap: 2\n"),
+    )
+    .unwrap();
+    let o = serverbench(["simulate", "-d", bad.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("bad.yaml") && err.contains("hardware.varlen_tiles.overlap"),
+        "{err}"
+    );
+}
+
 #[test]
 fn bad_files_get_an_error_naming_file_and_field_and_exit_2() {
     let dir = tempdir("bad");

@@ -53,6 +53,8 @@ pub struct RunFlags<'a> {
     pub max_context_length: Option<u32>,
     /// `--trace-repeat`, its name (forwarded with a trace only).
     pub trace_repeat: &'a str,
+    /// `--trace-as-recorded`.
+    pub trace_as_recorded: bool,
     /// `-w`, seconds.
     pub window: f64,
     /// `--idle-gap-cap`, seconds.
@@ -86,6 +88,7 @@ impl<'a> RunFlags<'a> {
             trace_format: w.trace_format.map(|f| f.name()),
             max_context_length: w.max_context_length,
             trace_repeat: w.trace_repeat.name(),
+            trace_as_recorded: w.trace_as_recorded,
             window: r.window,
             idle_gap_cap: r.idle_gap_cap,
             protocol: r.protocol(),
@@ -185,6 +188,9 @@ fn run_flags(a: &mut Args, r: &RunFlags<'_>) {
     );
     if r.trace.is_some() {
         a.flag("--trace-repeat", r.trace_repeat);
+        if r.trace_as_recorded {
+            a.0.push("--trace-as-recorded".into());
+        }
     }
     a.flag("-w", r.window.to_string());
     a.flag("--idle-gap-cap", r.idle_gap_cap.to_string());
@@ -302,6 +308,7 @@ mod tests {
             trace_format: Some("mooncake"),
             max_context_length: Some(4096),
             trace_repeat: "fresh",
+            trace_as_recorded: true,
             window: 30.0,
             idle_gap_cap: 5.0,
             protocol: "steady",
@@ -340,7 +347,7 @@ mod tests {
         let server = measured_args(&runs(Some("http://h:1"), "emulated"), dir, 4, 3).unwrap();
         assert_eq!(
             text(&server),
-            format!("replay --url http://h:1 --api tokens --server vllm --timeout 600 --prompt-salt {salt} --model m -d qwen3-8b-1xh200-vllm --trace t.jsonl --trace-format mooncake --max-context-length 4096 --trace-repeat fresh -w 30 --idle-gap-cap 5 --protocol steady --arrivals closed --tree-idle-cap 1.5 --max-open 8 -c 4 -s 3 --no-probe --out out/real/c4_s3")
+            format!("replay --url http://h:1 --api tokens --server vllm --timeout 600 --prompt-salt {salt} --model m -d qwen3-8b-1xh200-vllm --trace t.jsonl --trace-format mooncake --max-context-length 4096 --trace-repeat fresh --trace-as-recorded -w 30 --idle-gap-cap 5 --protocol steady --arrivals closed --tree-idle-cap 1.5 --max-open 8 -c 4 -s 3 --no-probe --out out/real/c4_s3")
         );
         let cuda = text(&measured_args(&runs(None, "cuda"), dir, 4, 3).unwrap());
         assert!(cuda.starts_with(
@@ -368,6 +375,7 @@ mod tests {
             trace_format: serverbench_workloads::TraceFormat::parse("mooncake"),
             max_context_length: Some(4096),
             trace_repeat: serverbench_workloads::TraceRepeat::Fresh,
+            trace_as_recorded: true,
             note: |_| {},
         };
         let r = ReplayChoice {

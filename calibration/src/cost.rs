@@ -4,7 +4,8 @@
 use crate::model::{streamed_weight_bytes, AttentionLayers, HardwareSpec, ModelSpec, WeightDtype};
 use crate::padding::ExpertPadding;
 use crate::profile::{AttentionLayout, Profile, StepTime};
-use crate::splitkv::{SplitCost, SplitKv};
+use crate::splitkv::{SplitCost, SplitKv, MAX_SPLITS};
+use crate::varlen::{Seq, Varlen};
 
 /// What a step computes, accumulated one sequence at a time by the scheduler.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -37,6 +38,10 @@ pub struct BatchShape {
     /// Decode context tokens' worth of reading the split-KV schedule adds when its thread blocks
     /// overflow the GPU's SMs ([`SplitKv::excess_tokens`]); 0 when not modelled.
     pub decode_split_excess: u64,
+    /// Seconds the step's attention, one FlashAttention 3 varlen call over its decodes and prefill
+    /// chunks together, takes beyond the two alone ([`VarlenStep::excess_s`], set by the engine where
+    /// the cost model gives a [`CostModel::varlen`]; 0 otherwise).
+    pub varlen_excess_s: f64,
     /// Decode context tokens' worth of reading the L2 saves on blocks several decodes share
     /// ([`crate::SplitCost::l2_saved`]); 0 when not modelled.
     pub decode_l2_saved: u64,
@@ -187,6 +192,7 @@ pub struct CostModel {
     pub window: Option<u32>,
     /// The decode attention's split-KV schedule, where the engine runs one and the GPU's SMs are known.
     split_kv: Option<SplitKv>,
+    varlen: Option<VarlenStep>,
 }
 
 /// The weight reads of a mixture of experts' routed experts ([`crate::model::Experts`]): a step of `n`
@@ -389,6 +395,53 @@ fn split_kv(i: &CostInputs<'_>) -> Option<SplitKv> {
     })
 }
 
+/// The varlen attention a deployment's mixed steps run, if modelled: its split-KV decode
+/// ([`split_kv`]) on a GPU whose file gives the tile costs.
+fn varlen(i: &CostInputs<'_>) -> Option<VarlenStep> {
+    let split = split_kv(i)?;
+    let tiles = i.hardware.varlen_tiles?;
+    let fa = &i.model.full_attention;
+    let element =
+        fa.kv_bytes_per_token_per_layer() / (2 * fa.kv_heads.max(1) as u64 * fa.head_dim as u64);
+    Some(VarlenStep {
+        varlen: Varlen {
+            sms: split.sms,
+            kv_heads: split.kv_heads,
+            q_per_kv: (fa.q_heads / fa.kv_heads.max(1)).max(1),
+            head_dim: fa.head_dim,
+            kv_bytes: element.max(1) as u32,
+            tiles,
+        },
+        layers: fa.layers,
+        graphs: i.graphs,
+    })
+}
+
+/// One deployment's varlen attention for its mixed steps ([`crate::varlen`]): the call, the layers that
+/// run it, and the engine's graph rule (vLLM passes `num_splits` 32 to steps its graphs replay, 0 to
+/// the others).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct VarlenStep {
+    /// The call's schedule and costs.
+    pub varlen: Varlen,
+    /// Full-attention layers.
+    pub layers: u32,
+    /// Which steps replay graphs.
+    pub graphs: Option<GraphRule>,
+}
+
+impl VarlenStep {
+    /// [`BatchShape::varlen_excess_s`] of step `b`, whose decodes and prefill chunks are `decodes` and
+    /// `chunks` in the batch's order.
+    pub fn excess_s(&self, b: &BatchShape, decodes: &[Seq], chunks: &[Seq]) -> f64 {
+        let split = match self.graphs {
+            Some(rule) if rule.replays(b) => MAX_SPLITS,
+            _ => 0,
+        };
+        self.layers as f64 * self.varlen.excess_s(decodes, chunks, split)
+    }
+}
+
 /// Fraction of one layer group's KV that one GPU holds under tensor parallelism (heads split, never below one head).
 pub fn kv_shard(layers: &AttentionLayers, tp: u32) -> f64 {
     if layers.latent_kv_bytes.is_some() {
@@ -574,7 +627,14 @@ impl CostModel {
             piecewise_gap_s: m.layers as f64 * p.piecewise_gap_s_per_layer,
             window: m.sliding_attention.as_ref().and_then(|s| s.window),
             split_kv: split_kv(&i),
+            varlen: varlen(&i),
         }
+    }
+
+    /// The varlen attention of the deployment's steps that prefill and decode together, if modelled (a
+    /// split-KV decode and a GPU file with `varlen_tiles`): callers set [`BatchShape::varlen_excess_s`].
+    pub fn varlen(&self) -> Option<VarlenStep> {
+        self.varlen
     }
 
     /// The split-KV schedule of the deployment's decode attention ([`CostInputs::split_kv_decode`]), if
@@ -714,7 +774,8 @@ impl CostModel {
             } else {
                 self.weights_s
             }) + self.experts.as_ref().map_or(0.0, |e| e.seconds(n)),
-            attention_s: self.attention_pairs(b) * self.full_s_per_pair
+            attention_s: b.varlen_excess_s
+                + self.attention_pairs(b) * self.full_s_per_pair
                 + self.prefill_waves(b) * b.prefill_span_max as f64 * self.sweep_s_per_token
                 + b.first_round_span() * self.span_s_per_token
                 + b.sliding_pairs * self.sliding_s_per_pair
@@ -894,6 +955,73 @@ fn round_ns(x: f64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A mixed step's varlen call takes vLLM's `num_splits`: 32 where the graphs replay the step, 0 past
+    /// them; every full-attention layer pays the call's excess.
+    #[test]
+    fn a_varlen_step_takes_the_graphs_split_count() {
+        let tiles = crate::varlen::VarlenTiles {
+            mma_block_s: 1.818e-6,
+            sm_read_bandwidth: 114.2e9,
+            memory_bandwidth: 4.426e12,
+            tile_overhead_s: 1.95e-6,
+            overlap: 0.045,
+        };
+        let varlen = Varlen {
+            sms: 132,
+            kv_heads: 8,
+            q_per_kv: 4,
+            head_dim: 128,
+            kv_bytes: 2,
+            tiles,
+        };
+        let step = VarlenStep {
+            varlen,
+            layers: 36,
+            graphs: Some(GraphRule::mixed(512)),
+        };
+        let decodes = vec![
+            Seq {
+                queries: 1,
+                keys: 24_576
+            };
+            8
+        ];
+        for (chunk, split) in [(64u32, MAX_SPLITS), (1_024, 0)] {
+            let chunks = [Seq {
+                queries: chunk,
+                keys: 65_536 + chunk,
+            }];
+            let b = BatchShape {
+                prefill_tokens: chunk as u64,
+                prefill_seqs: 1,
+                decode_seqs: 8,
+                ..BatchShape::default()
+            };
+            let want = 36.0 * varlen.excess_s(&decodes, &chunks, split);
+            assert_eq!(step.excess_s(&b, &decodes, &chunks), want);
+            assert_ne!(want, 0.0);
+        }
+        // Without graphs every step runs eagerly: num_splits 0.
+        let eager = VarlenStep {
+            graphs: None,
+            ..step
+        };
+        let chunks = [Seq {
+            queries: 64,
+            keys: 65_600,
+        }];
+        let b = BatchShape {
+            prefill_tokens: 64,
+            prefill_seqs: 1,
+            decode_seqs: 8,
+            ..BatchShape::default()
+        };
+        assert_eq!(
+            eager.excess_s(&b, &decodes, &chunks),
+            36.0 * varlen.excess_s(&decodes, &chunks, 0)
+        );
+    }
     use crate::profile::{AttentionLayout, StepTime};
 
     fn model(name: &str, hw: &str, profile: &str, tp: u32, dtype: WeightDtype) -> CostModel {

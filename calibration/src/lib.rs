@@ -22,8 +22,9 @@ pub mod profile_source;
 pub mod report;
 pub mod sources;
 pub mod splitkv;
+pub mod varlen;
 
-pub use cost::{BatchShape, CostInputs, CostModel, GraphRule, StepClock, StepParts};
+pub use cost::{BatchShape, CostInputs, CostModel, GraphRule, StepClock, StepParts, VarlenStep};
 pub use dpattn::{dense_part, DpAttentionCost};
 pub use fit::{
     check_profile, fit_profile, parse_step_log, predict_steps, predict_steps_on,
@@ -42,6 +43,7 @@ pub use moe::{
 pub use profile::{AttentionLayout, Band, BandEnd, FitRecord, OpClassRecord, Profile, StepTime};
 pub use serverbench_config::{FieldError, InputError};
 pub use splitkv::{L2Reuse, SharedReads, SplitCost, SplitKv, SplitRun, SplitScratch};
+pub use varlen::{Seq as VarlenSeq, Varlen, VarlenTiles};
 
 #[cfg(test)]
 mod tests {

@@ -334,6 +334,10 @@ pub struct HardwareSpec {
     /// [`crate::splitkv`]); unset where not measured, where no saving is modelled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub l2_reuse: Option<crate::splitkv::L2Reuse>,
+    /// FlashAttention 3's varlen tile costs (with `sm_count`; [`crate::varlen`]): what a step that
+    /// prefills and decodes in one attention call takes beyond the two alone; unset where not measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub varlen_tiles: Option<crate::varlen::VarlenTiles>,
 }
 
 impl HardwareSpec {
@@ -387,7 +391,41 @@ impl HardwareSpec {
             }
         }
         self.check_sms()?;
-        self.check_l2()
+        self.check_l2()?;
+        self.check_varlen()
+    }
+
+    /// `varlen_tiles` needs the SMs, positive times and rates, and an overlap share in [0, 1].
+    fn check_varlen(&self) -> Result<(), FieldError> {
+        let Some(t) = self.varlen_tiles else {
+            return Ok(());
+        };
+        if self.sm_count.is_none() {
+            return Err(FieldError::new(
+                "varlen_tiles",
+                "must be given with sm_count",
+            ));
+        }
+        for (name, v, most) in [
+            ("varlen_tiles.mma_block_s", t.mma_block_s, 1.0),
+            ("varlen_tiles.sm_read_bandwidth", t.sm_read_bandwidth, 1e15),
+            ("varlen_tiles.memory_bandwidth", t.memory_bandwidth, 1e15),
+            ("varlen_tiles.tile_overhead_s", t.tile_overhead_s, 1.0),
+        ] {
+            if !(v > 0.0 && v <= most) {
+                return Err(FieldError::new(
+                    name,
+                    format!("must be above 0 and at most {most}, got {v}"),
+                ));
+            }
+        }
+        if !(0.0..=1.0).contains(&t.overlap) {
+            return Err(FieldError::new(
+                "varlen_tiles.overlap",
+                format!("must be 0 to 1, got {}", t.overlap),
+            ));
+        }
+        Ok(())
     }
 
     /// `l2_reuse` needs the SMs and figures in range.

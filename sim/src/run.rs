@@ -278,6 +278,7 @@ pub fn simulate(
             report_tokens: false,
             count_shared_reads: rank_cost.prices_shared_reads(),
             split_kv: rank_cost.split_kv(),
+            varlen: rank_cost.varlen(),
             timeline: cfg.timeline,
         };
         replicas.push(deployment.replica(opts)?);

@@ -12,6 +12,7 @@ use serverbench_calibration::{InputError, Profile};
 use serverbench_sim::{
     AgentxParams, Arrivals, Deployment, Protocol, Referenced, RunConfig, MAX_CONCURRENCY,
 };
+use serverbench_workloads::compact::{compact_trace, Compacted, CompactionRule};
 use serverbench_workloads::fit_corpus::{fit_corpus as fitted, FitRequest, FittedCorpus};
 use serverbench_workloads::{
     read_spec, Imported, Session, SessionTree, Trace, TraceFormat, TraceRepeat, TreeSource,
@@ -46,6 +47,8 @@ pub struct WorkloadChoice {
     pub max_context_length: Option<u32>,
     /// What a replay needing more trees than the trace has replays.
     pub trace_repeat: TraceRepeat,
+    /// Replay the trace's prompts as recorded, not compacted at the deployment's context.
+    pub trace_as_recorded: bool,
     /// Hears what an import left out, one line each.
     pub note: fn(&str),
 }
@@ -270,6 +273,19 @@ pub fn fitted_workload(
     agentx: bool,
 ) -> Result<Workload> {
     let w = workload(args, d)?;
+    if let Workload::Trace { trace, repeat, .. } = &w {
+        if agentx || args.trace_as_recorded {
+            return Ok(w);
+        }
+        let spec = WorkloadSpec::default();
+        let rule = CompactionRule::forced_by(&spec, d.context_limit);
+        let (compacted, counts) = compact_trace(trace, &rule);
+        if counts.sessions == 0 {
+            return Ok(w);
+        }
+        (args.note)(&compaction_note(trace.trees().len(), &rule, counts));
+        return Ok(Workload::trace(compacted, *repeat));
+    }
     if let Workload::Generated(spec, _, _) = &w {
         if let Err(e) = spec.check_context(d.context_limit) {
             let spec_name = workload_name(args, &w);
@@ -292,6 +308,21 @@ pub fn fitted_workload(
         }
     }
     Ok(w)
+}
+
+/// The note a trace compacted at a deployment's context gets.
+fn compaction_note(sessions: usize, rule: &CompactionRule, c: Compacted) -> String {
+    format!(
+        "note: trace on a {}-token context: {} of {sessions} sessions compact where a prompt would pass {} tokens, as the {} spec's agents do ({} compaction requests of {}-token summaries inserted; cut to fit: {} first prompts of an agent, {} later ones that could not be compacted); --trace-as-recorded replays them as recorded",
+        thousands(rule.context_limit as u64),
+        c.sessions,
+        thousands(rule.threshold as u64),
+        serverbench_workloads::DEFAULT_WORKLOAD,
+        c.compactions,
+        thousands(rule.summary_tokens as u64),
+        c.first_cut,
+        c.cut,
+    )
 }
 
 /// Sessions counted for the note on a spec's rows under AgentX.
@@ -845,6 +876,7 @@ mod tests {
             trace_format: None,
             max_context_length: None,
             trace_repeat: TraceRepeat::Fresh,
+            trace_as_recorded: false,
             note: |_| {},
         }
     }

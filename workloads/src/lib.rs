@@ -15,6 +15,7 @@
 //! ```
 
 pub mod aim;
+pub mod compact;
 pub mod corpus;
 pub mod error;
 pub mod fit;

@@ -277,6 +277,7 @@ fn router(cfg: ServeConfig) -> Result<(Router, http::Closing), String> {
         report_tokens: true,
         count_shared_reads: cfg.cost.prices_shared_reads() && cfg.cuda.is_none(),
         split_kv: cfg.cost.split_kv().filter(|_| cfg.cuda.is_none()),
+        varlen: cfg.cost.varlen().filter(|_| cfg.cuda.is_none()),
         ..ReplicaOptions::default()
     };
     match (cfg.cuda.is_some(), cfg.generation.fault) {

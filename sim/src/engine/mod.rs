@@ -30,7 +30,9 @@ use crate::kv::{AuditError, KvManager, PromptBlocks, ROOT};
 use decode_run::DecodeRun;
 use preempt::SwapSpace;
 use seq::{Scheduled, Seq};
-use serverbench_calibration::{BatchShape, MemoryPlan, SharedReads, SplitCost, SplitKv, SplitRun};
+use serverbench_calibration::{
+    BatchShape, MemoryPlan, SharedReads, SplitCost, SplitKv, SplitRun, VarlenSeq, VarlenStep,
+};
 use serverbench_workloads::Blocks;
 use speculate::Acceptance;
 use std::collections::VecDeque;
@@ -114,6 +116,10 @@ pub struct ReplicaOptions {
     /// every pure decode step's [`BatchShape::decode_split_excess`] (and, where the GPU's L2 is modelled,
     /// [`BatchShape::decode_l2_saved`]) is set from its contexts.
     pub split_kv: Option<SplitKv>,
+    /// The attention of steps that prefill and decode together, one varlen call
+    /// ([`serverbench_calibration::CostModel::varlen`]): every such step's
+    /// [`BatchShape::varlen_excess_s`] is set from its chunks and contexts.
+    pub varlen: Option<VarlenStep>,
     /// Keep one [`StepSample`] per step ([`Replica::take_timeline`]).
     pub timeline: bool,
 }
@@ -158,6 +164,8 @@ pub struct Replica {
     /// The blocks the last scheduled pure decode step's sequences share, and their cache nodes.
     split_shared: SharedReads,
     split_nodes: Vec<u32>,
+    /// The step's decodes and prefill chunks as one varlen call sees them.
+    varlen_seqs: (Vec<VarlenSeq>, Vec<VarlenSeq>),
     /// Whether building the last step preempted a sequence.
     last_preempted: bool,
     run: DecodeRun,
@@ -327,6 +335,7 @@ impl Replica {
             split_ready: false,
             split_shared: SharedReads::default(),
             split_nodes: Vec::new(),
+            varlen_seqs: Default::default(),
             last_preempted: false,
             run: DecodeRun::default(),
             spec: cfg.speculative.clone(),
@@ -531,7 +540,36 @@ impl Replica {
                 self.split_ready = true;
             }
         }
+        if let Some(v) = self.opts.varlen {
+            let mixed = b.prefill_seqs > 0 && b.decode_seqs > 0;
+            if mixed && self.spec.is_none() && self.window.is_none() {
+                b.varlen_excess_s = self.varlen_excess(&v, &b);
+            }
+        }
         Some(b)
+    }
+
+    /// [`VarlenStep::excess_s`] of the scheduled step: each decode reads its context and its new
+    /// token's key, each chunk its cached prefix and its own tokens.
+    fn varlen_excess(&mut self, v: &VarlenStep, b: &BatchShape) -> f64 {
+        let (decodes, chunks) = &mut self.varlen_seqs;
+        decodes.clear();
+        chunks.clear();
+        for e in &self.step {
+            let s = &self.seqs[e.seq.at()];
+            if s.is_decode_entry(e.tokens, e.start) {
+                decodes.push(VarlenSeq {
+                    queries: 1,
+                    keys: e.start.saturating_add(1),
+                });
+            } else {
+                chunks.push(VarlenSeq {
+                    queries: e.tokens,
+                    keys: e.start.saturating_add(e.tokens),
+                });
+            }
+        }
+        v.excess_s(b, decodes, chunks)
     }
 
     /// [`SplitKv::cost_of`] the step's decodes (each reads its context and its new token's key, and

@@ -269,6 +269,11 @@ impl Trace {
         })
     }
 
+    /// Wraps shared trees (at least one).
+    pub fn of_shared(trees: Vec<Arc<SessionTree>>) -> Option<Trace> {
+        (!trees.is_empty()).then_some(Trace { trees })
+    }
+
     /// The trees in file order.
     pub fn trees(&self) -> &[Arc<SessionTree>] {
         &self.trees
