@@ -9,7 +9,8 @@
 # as the generator does, so on Gemma's 131K context most trace runs overflow; docs/fidelity.md).
 # (`--protocol cold` names the cold start: the L40 deployments default to AgentX's protocol.)
 # Usage: [FIT_ARGS=...] [SESSIONS=fitted] [ORDER=file] scripts/workload_replay_check.sh [BIN] > results/workload-fit/replays.md
-# (FIT_ARGS: further `workload fit` options, e.g. --session-speed > replays-session-speed.md;
+# (FIT_ARGS: the `workload fit` options, by default --app-prefixes as the shipped spec is fitted; e.g.
+# FIT_ARGS="--app-prefixes --session-speed" > replays-session-speed.md, FIT_ARGS= for one shared prefix;
 # SESSIONS=fitted: replay the sessions the generator was fitted on instead of the held-out ones, one
 # seed per such session, to tell the generator's own error from the held-out fifth's sampling:
 # > replays-fitted-on.md, whose columns say "fitted on" where the others say "held out";
@@ -19,7 +20,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${1:-target/release/serverbench}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-"$BIN" workload fit corpus/claude-code ${FIT_ARGS:-} --held-out "$tmp/held.jsonl" -o "$tmp/fit.yaml" > /dev/null
+"$BIN" workload fit corpus/claude-code ${FIT_ARGS---app-prefixes} --held-out "$tmp/held.jsonl" -o "$tmp/fit.yaml" > /dev/null
 if [ "${SESSIONS:-held}" = fitted ]; then
   # Every corpus session that is not held out (the fit's own few left-out sessions included).
   python3 - "$tmp/held.jsonl" corpus/claude-code/*.jsonl > "$tmp/fitted.jsonl" <<'PY'

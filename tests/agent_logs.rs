@@ -397,18 +397,28 @@ fn a_bad_targets_file_names_its_field() {
 fn the_default_workload_spec_is_the_fit_of_the_shipped_corpus() {
     let dir = std::env::temp_dir().join(format!("sb-fit-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let report = fit_reproduces_preset(&dir, "agentic-coding", &["corpus/claude-code"]);
+    let report = fit_reproduces_preset(
+        &dir,
+        "agentic-coding",
+        &["corpus/claude-code", "--app-prefixes"],
+    );
     assert!(
         report.contains("fitted on 712 sessions, 177 held out"),
         "{report}"
     );
     // Resumed and fresh sessions told apart: the Claude Code logs' sessions are all fresh, a share of
-    // the WEKA proxy traces start past 50,000 tokens; the spec's share is its shapes' own.
-    assert!(report.contains("resumed sessions: 212 of 712"), "{report}");
-    assert!(report.contains("fresh sessions: 500 of 712"), "{report}");
+    // the WEKA proxy traces start past 50,000 tokens beyond their own application prefix; the spec's
+    // share is its shapes' own.
+    assert!(report.contains("resumed sessions: 223 of 712"), "{report}");
+    assert!(report.contains("fresh sessions: 489 of 712"), "{report}");
     let spec = WorkloadSpec::preset("agentic-coding").unwrap();
     let rows = spec.session_shapes.as_deref().unwrap();
-    assert_eq!(spec.resumed_share, Some(0.2978));
+    assert_eq!(spec.resumed_share, Some(0.3132));
+    // Each shape carries its session's own application prefix.
+    assert_eq!(
+        spec.session_app_prefixes.as_ref().map(Vec::len),
+        Some(rows.len())
+    );
     assert_eq!(
         spec.resumed_share,
         Some(serverbench_workloads::spec::resumed_share_of(rows))
