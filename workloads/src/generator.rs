@@ -298,7 +298,12 @@ impl<'a> Builder<'a> {
             Some(d) => d.sample_count(&mut self.rng, 0, MAX_PART_TOKENS),
             None => 0,
         };
-        let base = (self.prefix_tokens(ctx.agent) + summary).saturating_add(carried);
+        // What a compacted context carries never takes it past the most the deployment's context lets
+        // an agent hold (a shorter context than the corpus's sessions compacted in would otherwise see
+        // the next turn and compaction overflow it).
+        let head = self.prefix_tokens(ctx.agent) + summary;
+        let carried = carried.min(self.thresholds.limit.saturating_sub(head));
+        let base = head.saturating_add(carried);
         // Under a measured growth model one turn never adds more than a compacted context has room
         // for (an agent whose tool output overflows its whole context could not go on).
         let added = self.within(ctx.agent, added, self.threshold.saturating_sub(base));
@@ -837,6 +842,21 @@ mod tests {
             a.requests()[0].blocks.as_slice()[n],
             b.requests()[0].blocks.as_slice()[n]
         );
+    }
+
+    #[test]
+    fn no_prompt_passes_a_short_contexts_limit() {
+        // The shipped spec's carried tokens reach 154,700; on a 131,072-token context no prompt, the
+        // compactions' included, may pass what the context lets an agent hold.
+        let spec = WorkloadSpec::default();
+        let limit = spec.thresholds(131_072).limit;
+        let g = Generator::new(spec, 6, 131_072).unwrap();
+        let longest = (0..300)
+            .flat_map(|k| g.generate(k).requests().to_vec())
+            .map(|r| r.input_tokens)
+            .max()
+            .unwrap();
+        assert!(longest <= limit, "{longest} > {limit}");
     }
 
     #[test]
