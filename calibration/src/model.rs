@@ -340,6 +340,25 @@ pub struct HardwareSpec {
     pub varlen_tiles: Option<crate::varlen::VarlenTiles>,
 }
 
+/// `v` lies in (0, `most`] (`most_text` as the error writes it).
+fn above_zero(name: &str, v: f64, most: f64, most_text: &str) -> Result<(), FieldError> {
+    if v > 0.0 && v <= most {
+        return Ok(());
+    }
+    Err(FieldError::new(
+        name,
+        format!("must be above 0 and at most {most_text}, got {v}"),
+    ))
+}
+
+/// `v` is a share, 0 to 1.
+fn share(name: &str, v: f64) -> Result<(), FieldError> {
+    if (0.0..=1.0).contains(&v) {
+        return Ok(());
+    }
+    Err(FieldError::new(name, format!("must be 0 to 1, got {v}")))
+}
+
 impl HardwareSpec {
     /// The built-in GPUs (`presets/hardware/`).
     pub fn presets() -> Vec<HardwareSpec> {
@@ -400,32 +419,22 @@ impl HardwareSpec {
         let Some(t) = self.varlen_tiles else {
             return Ok(());
         };
-        if self.sm_count.is_none() {
-            return Err(FieldError::new(
-                "varlen_tiles",
-                "must be given with sm_count",
-            ));
-        }
-        for (name, v, most) in [
-            ("varlen_tiles.mma_block_s", t.mma_block_s, 1.0),
-            ("varlen_tiles.sm_read_bandwidth", t.sm_read_bandwidth, 1e15),
-            ("varlen_tiles.memory_bandwidth", t.memory_bandwidth, 1e15),
-            ("varlen_tiles.tile_overhead_s", t.tile_overhead_s, 1.0),
-        ] {
-            if !(v > 0.0 && v <= most) {
-                return Err(FieldError::new(
-                    name,
-                    format!("must be above 0 and at most {most}, got {v}"),
-                ));
-            }
-        }
-        if !(0.0..=1.0).contains(&t.overlap) {
-            return Err(FieldError::new(
-                "varlen_tiles.overlap",
-                format!("must be 0 to 1, got {}", t.overlap),
-            ));
-        }
-        Ok(())
+        self.needs_sms("varlen_tiles")?;
+        above_zero("varlen_tiles.mma_block_s", t.mma_block_s, 1.0, "1")?;
+        above_zero(
+            "varlen_tiles.sm_read_bandwidth",
+            t.sm_read_bandwidth,
+            1e15,
+            "1e15",
+        )?;
+        above_zero(
+            "varlen_tiles.memory_bandwidth",
+            t.memory_bandwidth,
+            1e15,
+            "1e15",
+        )?;
+        above_zero("varlen_tiles.tile_overhead_s", t.tile_overhead_s, 1.0, "1")?;
+        share("varlen_tiles.overlap", t.overlap)
     }
 
     /// `l2_reuse` needs the SMs and figures in range.
@@ -433,22 +442,17 @@ impl HardwareSpec {
         let Some(l2) = self.l2_reuse else {
             return Ok(());
         };
-        if self.sm_count.is_none() {
-            return Err(FieldError::new("l2_reuse", "must be given with sm_count"));
+        self.needs_sms("l2_reuse")?;
+        above_zero("l2_reuse.window_blocks", l2.window_blocks, 1e6, "1e6")?;
+        share("l2_reuse.hit_cost", l2.hit_cost)
+    }
+
+    /// `field` is modelled per SM: it needs `sm_count`.
+    fn needs_sms(&self, field: &str) -> Result<(), FieldError> {
+        match self.sm_count {
+            Some(_) => Ok(()),
+            None => Err(FieldError::new(field, "must be given with sm_count")),
         }
-        if !(l2.window_blocks > 0.0 && l2.window_blocks <= 1e6) {
-            return Err(FieldError::new(
-                "l2_reuse.window_blocks",
-                format!("must be above 0 and at most 1e6, got {}", l2.window_blocks),
-            ));
-        }
-        if !(0.0..=1.0).contains(&l2.hit_cost) {
-            return Err(FieldError::new(
-                "l2_reuse.hit_cost",
-                format!("must be 0 to 1, got {}", l2.hit_cost),
-            ));
-        }
-        Ok(())
     }
 
     /// `sm_count` and `sm_read_bandwidth` come together, within reason.

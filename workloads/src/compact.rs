@@ -4,9 +4,9 @@
 //! A session recorded against a long context (the benchmark corpus's 1M-token model) replayed on a
 //! server with a shorter one would overflow it; the agent on that server compacts instead. Each agent's
 //! requests are walked in order: when a prompt would pass the threshold, a compaction request is sent
-//! first (its prompt the agent's previous prompt and answer, its output the summary), and that prompt and
-//! the agent's later ones start again from the application prefix and the summary, followed by what the
-//! prompt had added since the previous one. Requests keep their outputs, think times and dependencies;
+//! first (its prompt the agent's earlier prompt that this one continues, and that prompt's answer; its
+//! output the summary), and that prompt and the agent's later ones start again from the application
+//! prefix and the summary, followed by what the prompt had added since the one it continues. Requests keep their outputs, think times and dependencies;
 //! the compaction takes the request's dependencies and think time, the request then waits for it alone.
 
 use crate::hash::mix2;
@@ -97,10 +97,11 @@ struct Epoch {
 }
 
 impl Epoch {
-    /// Whether `r`'s prompt holds this context (it shares the anchor's blocks up to the cut).
+    /// Whether `r`'s prompt holds this context (it shares the anchor's blocks up to the cut: a block id
+    /// names its whole prefix, so the last one before the cut says it).
     fn holds(&self, r: &Request) -> bool {
         let (a, b) = (self.anchor.as_slice(), r.blocks.as_slice());
-        b.len() >= self.cut && a[..self.cut] == b[..self.cut]
+        self.cut > 0 && b.len() >= self.cut && a[self.cut - 1] == b[self.cut - 1]
     }
 
     /// Tokens the compaction took out of every prompt of this context.
@@ -264,18 +265,16 @@ pub fn compact_tree(
         out.push(sent);
     }
     counts.sessions = 1;
-    let inserted = counts.compactions > 0;
     let mut t = SessionTree::new(tree.session_id, bs, out)
         .expect("compacting keeps a tree valid")
         .with_app_prefix(tree.app_prefix().to_vec());
-    if inserted {
-        return (Arc::new(t), counts);
-    }
-    t = t.with_recorded(tree.recorded().cloned());
-    if let Some(arrivals) = tree.arrivals_ns() {
-        t = t
-            .with_arrivals(arrivals.to_vec())
-            .expect("one arrival per request");
+    if counts.compactions == 0 {
+        t = t.with_recorded(tree.recorded().cloned());
+        if let Some(arrivals) = tree.arrivals_ns() {
+            t = t
+                .with_arrivals(arrivals.to_vec())
+                .expect("one arrival per request");
+        }
     }
     (Arc::new(t), counts)
 }
