@@ -43,6 +43,10 @@ def stored_args(cmd):
                 a = a[len(root):]
         args.append(a)
         i += 1
+    # The stored runs replayed their traces as recorded (before traces were compacted at the context,
+    # 2026-12-06): the simulated side does too. AgentX's protocols never compact.
+    if "--trace" in args and "agentx" not in " ".join(args) and "--trace-as-recorded" not in args:
+        args.append("--trace-as-recorded")
     return args
 
 

@@ -8,7 +8,7 @@
 # marked invalid (context overflows or errors over 1 %: a trace cannot compact at a deployment's context
 # as the generator does, so on Gemma's 131K context most trace runs overflow; docs/fidelity.md).
 # (`--protocol cold` names the cold start: the L40 deployments default to AgentX's protocol.)
-# Usage: [FIT_ARGS=...] [SESSIONS=fitted] [ORDER=file] scripts/workload_replay_check.sh [BIN] > results/workload-fit/replays.md
+# Usage: [FIT_ARGS=...] [SESSIONS=fitted] [ORDER=file|N] [DEPLOYMENTS="d1 d2"] scripts/workload_replay_check.sh [BIN] > results/workload-fit/replays.md
 # (FIT_ARGS: the `workload fit` options, by default --app-prefixes as the shipped spec is fitted; e.g.
 # FIT_ARGS="--app-prefixes --session-speed" > replays-session-speed.md, FIT_ARGS= for one shared prefix;
 # SESSIONS=fitted: replay the sessions the generator was fitted on instead of the held-out ones, one
@@ -38,16 +38,17 @@ if [ -n "${SHUFFLE:-}" ]; then
   python3 scripts/shuffle_sessions.py "$SHUFFLE" 1 < "$tmp/held.jsonl" > "$tmp/shuffled.jsonl"
   mv "$tmp/shuffled.jsonl" "$tmp/held.jsonl"
 fi
-if [ "${ORDER:-shuffled}" = shuffled ]; then
+if [ "${ORDER:-0}" != file ]; then
   # The replayed sessions in a seeded random order: the corpus's files group them by source (the Claude
   # Code logs, then each WEKA release, whose resumed sessions start with 100K-token prompts), and seed s
   # starts its lanes at sessions s, s+1, ..., so in file order a window's lanes all come from one source
   # (on Gemma at c = 24, seeds 3-63 started 24 resumed sessions at once and thrashed the KV pool), where
-  # the generator draws each lane's session from the whole corpus. ORDER=file keeps the file's order.
-  python3 - "$tmp/held.jsonl" <<'PY'
+  # the generator draws each lane's session from the whole corpus. ORDER=file keeps the file's order;
+  # ORDER=N shuffles with seed N (0 by default): which sessions share a window is itself a draw.
+  python3 - "$tmp/held.jsonl" "${ORDER:-0}" <<'PY'
 import random, sys
 lines = open(sys.argv[1]).readlines()
-random.Random(0).shuffle(lines)
+random.Random(int(sys.argv[2])).shuffle(lines)
 open(sys.argv[1], "w").writelines(lines)
 PY
 fi
@@ -56,7 +57,7 @@ who=$([ "${SESSIONS:-held}" = fitted ] && echo "fitted on" || echo "held out")
 echo "| deployment | c | D $who | D generator | error | p90 TTFT $who (s) | generator | error | p90 TPOT $who (ms) | generator | error | invalid runs ($who / generator) |"
 echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 declare -A LEVELS=([qwen3.5-9b-2xl40]=1,2,4,6,8,16 [gemma4-e4b-1xl40]=1,2,4,8,16,24,32,48 [qwen3.8-27b-int4-2xl40]=1,2,4,6,8,16)
-for d in qwen3.5-9b-2xl40 gemma4-e4b-1xl40 qwen3.8-27b-int4-2xl40; do
+for d in ${DEPLOYMENTS:-qwen3.5-9b-2xl40 gemma4-e4b-1xl40 qwen3.8-27b-int4-2xl40}; do
   "$BIN" sweep -d "$d" -c "${LEVELS[$d]}" --seeds "0..$n" --protocol cold --trace "$tmp/held.jsonl" --out "$tmp/real" > /dev/null
   "$BIN" sweep -d "$d" -c "${LEVELS[$d]}" --seeds "0..$n" --protocol cold --workload "$tmp/fit.yaml" --out "$tmp/gen" > /dev/null
   python3 - "$d" "$tmp/real/sweep.csv" "$tmp/gen/sweep.csv" "$tmp/real/sweep.json" "$tmp/gen/sweep.json" <<'PY'

@@ -302,6 +302,8 @@ fn the_vllm_fidelity_tables_reproduce_from_the_stored_runs() {
                 "results/h200-vllm/claude-code-as-replayed",
                 "--trace-format",
                 "corpus",
+                // Sent as recorded: the runs predate compaction at the deployment's context.
+                "--trace-as-recorded",
             ],
         ),
     ];
