@@ -51,11 +51,13 @@ def stored_args(cmd):
 
 
 def sweep_args(cmd):
-    """`sweep`'s arguments for a stored compare's levels, its one seed as a range"""
+    """`sweep`'s arguments for a stored compare's levels, its one seed as a range; `--kernels-warm`, since
+    the measured levels ran back to back on one server start (each of `sweep`'s levels is a fresh server
+    otherwise, whose first steps of each fused-MoE kernel variant wait for its compile)"""
     args, it = [], iter(stored_args(cmd))
     for a in it:
         args += ["--seeds", f"{(s := next(it))}..{int(s) + 1}"] if a == "-s" else [a]
-    return args
+    return args + ["--kernels-warm"]
 
 
 def metric(row, name):

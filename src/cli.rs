@@ -225,6 +225,12 @@ pub struct ReplayArgs {
     /// Open loop: most session trees open at once (an arrival past it waits); default no cap.
     #[arg(long)]
     pub max_open: Option<u32>,
+    /// The simulated server has served before: its engine compiled every kernel variant its steps
+    /// need, so no step waits for a compile (a mixture of experts whose profile gives
+    /// `expert_compile_s`). By default a cold or AgentX run meets a freshly started server's compiles;
+    /// `--start steady` always runs warm, and `compare` runs warm after its first run.
+    #[arg(long)]
+    pub kernels_warm: bool,
 }
 
 impl ReplayArgs {

@@ -56,6 +56,7 @@ pub fn replay_choice(r: &ReplayArgs) -> ReplayChoice {
         grace: r.grace,
         arrivals: r.arrivals.clone(),
         max_open: r.max_open,
+        kernels_warm: r.kernels_warm,
     }
 }
 

@@ -183,6 +183,50 @@ fn a_trace_compacts_at_the_deployments_context_unless_replayed_as_recorded() {
     assert!(!err.contains("compact where"), "{err}");
 }
 
+/// A freshly started vLLM server compiles a fused-MoE kernel variant the first time an eager step needs
+/// it (`expert_compile_s` of the Qwen3-30B-A3B profile, measured on vLLM's step traces): a cold run at
+/// c = 1 pays three compiles in its first prefills (as vLLM did, results/h200-vllm-moe/compiles.md) and
+/// its longest first token waits for one; `--kernels-warm` (a server that served before) and the steady
+/// start pay none, and the summary leaves the count out.
+#[test]
+fn a_fresh_moe_server_waits_for_its_kernel_compiles() {
+    let dir = tempdir("compiles");
+    let run = |extra: &[&str]| {
+        let out = dir.join(extra.join("_"));
+        let mut args = vec![
+            "simulate",
+            "-d",
+            "scripts/vllm/qwen3-30b-a3b-1xh200-vllm.yaml",
+            "-c",
+            "1",
+            "-w",
+            "30",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let o = serverbench(args);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let text = std::fs::read_to_string(out.join("summary.json")).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        (v["summary"].clone(), stdout(&o))
+    };
+    let (fresh, text) = run(&["--start", "cold"]);
+    assert_eq!(fresh["kernel_compiles"], 3, "{fresh}");
+    assert!(
+        text.contains("3 of them waiting for a kernel compile"),
+        "{text}"
+    );
+    let (warm, text) = run(&["--start", "cold", "--kernels-warm"]);
+    assert!(warm.get("kernel_compiles").is_none(), "{warm}");
+    assert!(!text.contains("kernel compile"), "{text}");
+    let slowest = |s: &serde_json::Value| s["ttft_s"]["max"].as_f64().unwrap();
+    assert!(slowest(&fresh) - slowest(&warm) > 1.2, "{fresh} {warm}");
+    let (steady, _) = run(&["--start", "steady"]);
+    assert!(steady.get("kernel_compiles").is_none(), "{steady}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 /// A GPU file's `varlen_tiles` prices the steps that prefill and decode in one FlashAttention 3 call:
 /// the same run then differs from the deployment without it, and repeats byte for byte; a value out of
 /// range is refused by field.

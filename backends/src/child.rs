@@ -388,6 +388,7 @@ mod tests {
             grace: None,
             arrivals: "closed".into(),
             max_open: Some(8),
+            kernels_warm: false,
         };
         let dir = Path::new("out/real/c4_s3");
         let of = MeasuredRuns {

@@ -5,7 +5,7 @@
 //! nothing.
 
 use anyhow::{bail, Context, Result};
-use serverbench_sim::{Deployment, Record, Summary};
+use serverbench_sim::{Deployment, Record, RunConfig, Summary};
 use serverbench_study::compare::{rankings, row, Row, SeedRanking};
 use serverbench_study::Study;
 use std::path::Path;
@@ -55,7 +55,13 @@ pub fn compare(
             }
             let real = rescored(&study.deployment, &dir, measured(&dir)?)?;
             same_replay(study, &dir, c, seed, &real)?;
-            let sim = study.run(&study.config(c, seed))?.summary;
+            // The measured runs go to one server in this order: after the first, its engine has
+            // compiled the kernels its steps need.
+            let cfg = RunConfig {
+                kernels_warm: !rows.is_empty(),
+                ..study.config(c, seed)
+            };
+            let sim = study.run(&cfg)?.summary;
             rows.push(row(c, seed, &sim, &real));
         }
     }

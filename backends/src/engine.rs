@@ -88,7 +88,9 @@ impl Executor for Emulated {
     }
 
     fn run(&mut self, replica: &mut Replica, shape: &BatchShape) -> Result<(Timing, ()), String> {
-        let ns = self.cost.step_ns(shape) + replica.take_transfer_ns();
+        let ns = self.cost.step_ns(shape)
+            + replica.take_transfer_ns()
+            + replica.compile_ns(self.cost.moe_compiles(), shape);
         Ok((Timing::Modelled(ns), ()))
     }
 }

@@ -1,6 +1,7 @@
 //! The step-time cost model: a batch's FLOPs and bytes from the model shape, turned into seconds by a profile.
 //! `t = max(t_compute, t_memory) + t_allreduce + t_overhead` (docs/simulator.md). Pure arithmetic, no state.
 
+use crate::compile::MoeCompiles;
 use crate::model::{streamed_weight_bytes, AttentionLayers, HardwareSpec, ModelSpec, WeightDtype};
 use crate::padding::ExpertPadding;
 use crate::profile::{AttentionLayout, Profile, StepTime};
@@ -193,6 +194,8 @@ pub struct CostModel {
     /// The decode attention's split-KV schedule, where the engine runs one and the GPU's SMs are known.
     split_kv: Option<SplitKv>,
     varlen: Option<VarlenStep>,
+    /// A mixture of experts whose profile gives its fused-MoE kernels and their compile time.
+    moe_compiles: Option<MoeCompiles>,
 }
 
 /// The weight reads of a mixture of experts' routed experts ([`crate::model::Experts`]): a step of `n`
@@ -628,7 +631,22 @@ impl CostModel {
             window: m.sliding_attention.as_ref().and_then(|s| s.window),
             split_kv: split_kv(&i),
             varlen: varlen(&i),
+            moe_compiles: m.experts.as_ref().and_then(|e| {
+                MoeCompiles::new(
+                    &p.expert_tile_rows,
+                    e.per_token,
+                    i.graphs,
+                    p.expert_compile_s,
+                )
+            }),
         }
+    }
+
+    /// The fused-MoE kernel variants the deployment's eager steps compile on first use, if modelled
+    /// (a mixture of experts whose profile names its kernels and gives `expert_compile_s`, under an
+    /// engine that says which steps replay graphs): the engine's replica keeps what it has compiled.
+    pub fn moe_compiles(&self) -> Option<&MoeCompiles> {
+        self.moe_compiles.as_ref()
     }
 
     /// The varlen attention of the deployment's steps that prefill and decode together, if modelled (a
@@ -1128,7 +1146,11 @@ mod tests {
         let tiled = Profile {
             expert_tile_rows: [(1, 16), (256, 32), (512, 64), (1024, 128)]
                 .into_iter()
-                .map(|(tokens, rows)| crate::profile::ExpertTile { tokens, rows })
+                .map(|(tokens, rows)| crate::profile::ExpertTile {
+                    tokens,
+                    rows,
+                    kernel: None,
+                })
                 .collect(),
             ..base.clone()
         };

@@ -7,6 +7,7 @@
 //! a buried constant.
 
 pub mod calibrate;
+pub mod compile;
 pub mod cost;
 pub mod dpattn;
 pub mod fit;
@@ -24,6 +25,7 @@ pub mod sources;
 pub mod splitkv;
 pub mod varlen;
 
+pub use compile::{KernelVariant, MoeCompiles};
 pub use cost::{BatchShape, CostInputs, CostModel, GraphRule, StepClock, StepParts, VarlenStep};
 pub use dpattn::{dense_part, DpAttentionCost};
 pub use fit::{

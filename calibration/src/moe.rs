@@ -795,6 +795,8 @@ mod tests {
             expert_tile_rows: Vec::new(),
             request_latency_s: base.request_latency_s,
             frontend_s_per_token: base.frontend_s_per_token,
+            // The chat front end, measured on vLLM's replays of one server start (2026-12-06).
+            tokenize_s_per_token: base.tokenize_s_per_token,
             ..shipped.clone()
         };
         assert_eq!(back, base);

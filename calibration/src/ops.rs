@@ -1187,7 +1187,11 @@ mod tests {
     fn h200_tiles() -> Vec<ExpertTile> {
         [(1, 16), (128, 16), (256, 32), (512, 64), (1024, 128)]
             .into_iter()
-            .map(|(tokens, rows)| ExpertTile { tokens, rows })
+            .map(|(tokens, rows)| ExpertTile {
+                tokens,
+                rows,
+                kernel: None,
+            })
             .collect()
     }
 

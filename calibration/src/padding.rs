@@ -15,16 +15,22 @@
 use crate::model::Experts;
 use crate::profile::ExpertTile;
 
-/// The tile's rows for a step of `tokens` tokens under a table: the entry whose tokens is nearest (the
-/// smaller on a tie), as vLLM picks from its tuned configuration table; `None` for an empty table.
+/// The tile's rows for a step of `tokens` tokens under a table ([`nearest_tile`]); `None` for an empty
+/// table.
 pub fn tile_rows(tiles: &[ExpertTile], tokens: f64) -> Option<u32> {
+    nearest_tile(tiles, tokens).map(|t| t.rows)
+}
+
+/// The entry a step of `tokens` tokens takes: the one whose tokens is nearest (the smaller on a tie),
+/// as vLLM picks from its tuned configuration table; `None` for an empty table.
+pub fn nearest_tile(tiles: &[ExpertTile], tokens: f64) -> Option<&ExpertTile> {
     let mut best = tiles.first()?;
     for t in &tiles[1..] {
         if (t.tokens as f64 - tokens).abs() < (best.tokens as f64 - tokens).abs() {
             best = t;
         }
     }
-    Some(best.rows)
+    Some(best)
 }
 
 /// A kernel's tile table and the routing it pads.
@@ -129,7 +135,11 @@ mod tests {
             (4096, 128),
         ]
         .into_iter()
-        .map(|(tokens, rows)| ExpertTile { tokens, rows })
+        .map(|(tokens, rows)| ExpertTile {
+            tokens,
+            rows,
+            kernel: None,
+        })
         .collect()
     }
 

@@ -130,6 +130,12 @@ pub struct Profile {
     /// rows only.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub expert_tile_rows: Vec<ExpertTile>,
+    /// Seconds a step waits while the engine compiles a fused-MoE kernel variant no earlier step
+    /// needed (vLLM's Triton kernel, the first time a step outside the captured CUDA graphs runs a
+    /// configuration of `expert_tile_rows` with its routed pairs aligned or not to 16:
+    /// [`crate::compile`]). Needs every entry's `kernel`. 0 if absent: compiles are not modelled.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub expert_compile_s: f64,
     /// The stated uncertainty of the figures, if the profile gives one (`sweep --band` runs both ends).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub band: Option<Band>,
@@ -146,6 +152,10 @@ pub struct ExpertTile {
     pub tokens: u32,
     /// Rows of one tile: each expert's rows are padded to a multiple of it.
     pub rows: u32,
+    /// Which compiled kernel the entry's configuration is: entries whose whole configurations (tiles,
+    /// warps, stages) are equal share an id, and one compile ([`Profile::expert_compile_s`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<u32>,
 }
 
 /// Largest tile a profile's `expert_tile_rows` may give (Triton fused-MoE configurations use 16 to 256).
@@ -325,6 +335,7 @@ impl Profile {
         p.piecewise_gap_s_per_layer = cost(p.piecewise_gap_s_per_layer);
         p.eager_gap_s_per_layer = cost(p.eager_gap_s_per_layer);
         p.moe_layer_s = cost(p.moe_layer_s);
+        p.expert_compile_s = cost(p.expert_compile_s);
         p.name = format!(
             "{} ({} end of its band)",
             p.name,
@@ -403,6 +414,7 @@ impl Profile {
             ("piecewise_gap_s_per_layer", self.piecewise_gap_s_per_layer),
             ("eager_gap_s_per_layer", self.eager_gap_s_per_layer),
             ("moe_layer_s", self.moe_layer_s),
+            ("expert_compile_s", self.expert_compile_s),
             (
                 "attention_sweep_s_per_token",
                 self.attention_sweep_s_per_token,
@@ -489,6 +501,13 @@ impl Profile {
                 ));
             }
             last = t.tokens;
+        }
+        let named = self.expert_tile_rows.iter().all(|t| t.kernel.is_some());
+        if self.expert_compile_s != 0.0 && (self.expert_tile_rows.is_empty() || !named) {
+            return Err(FieldError::new(
+                "expert_compile_s",
+                "needs expert_tile_rows whose every entry names its kernel",
+            ));
         }
         Ok(())
     }
@@ -580,9 +599,32 @@ mod tests {
             p.expert_tile_rows[1],
             ExpertTile {
                 tokens: 1024,
-                rows: 128
+                rows: 128,
+                kernel: None
             }
         );
+        // A compile cost needs every entry's kernel, and is a number of seconds.
+        for (fields, says) in [
+            (
+                "expert_tile_rows: [{tokens: 1, rows: 16, kernel: 0}, {tokens: 1024, rows: 128}]\nexpert_compile_s: 1.2\n",
+                "names its kernel",
+            ),
+            ("expert_compile_s: 1.2\n", "names its kernel"),
+            (
+                "expert_tile_rows: [{tokens: 1, rows: 16, kernel: 0}]\nexpert_compile_s: -1\n",
+                "non-negative",
+            ),
+        ] {
+            let e = Profile::from_yaml("p.yaml", &format!("{base}{fields}")).unwrap_err();
+            assert_eq!(e.field, "expert_compile_s", "{fields}: {e}");
+            assert!(e.to_string().contains(says), "{fields}: {e}");
+        }
+        let text = format!(
+            "{base}expert_tile_rows: [{{tokens: 1, rows: 16, kernel: 0}}, {{tokens: 1024, rows: 128, kernel: 1}}]\nexpert_compile_s: 1.2\n"
+        );
+        let p = Profile::from_yaml("p.yaml", &text).unwrap();
+        assert_eq!(p.expert_tile_rows[1].kernel, Some(1));
+        assert_eq!(p.expert_compile_s, 1.2);
     }
 
     #[test]

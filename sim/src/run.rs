@@ -110,6 +110,11 @@ pub struct RunConfig {
     /// request also takes the profile's `tokenize_s_per_token`. Always so under the AgentX protocols,
     /// whose requests are chat completions.
     pub text_prompts: bool,
+    /// The server has served before this run, so its engine compiled every kernel variant its steps
+    /// need (no step waits for a compile, [`serverbench_calibration::MoeCompiles`]): a later run on
+    /// the same server start, as `compare` makes them. Always so under the steady start, whose lanes
+    /// join a server mid-session; else a run meets a freshly started server's compiles.
+    pub kernels_warm: bool,
 }
 
 impl RunConfig {
@@ -128,6 +133,7 @@ impl RunConfig {
             audit: false,
             step_by_step: false,
             text_prompts: false,
+            kernels_warm: false,
         }
     }
 
@@ -279,6 +285,7 @@ pub fn simulate(
             count_shared_reads: rank_cost.prices_shared_reads(),
             split_kv: rank_cost.split_kv(),
             varlen: rank_cost.varlen(),
+            kernels_warm: cfg.kernels_warm || cfg.protocol == Protocol::Steady,
             timeline: cfg.timeline,
         };
         replicas.push(deployment.replica(opts)?);
@@ -585,7 +592,9 @@ impl Sim<'_> {
             return;
         }
         if let Some(shape) = replica.schedule() {
-            let first = self.cost.step_ns(&shape) + replica.take_transfer_ns();
+            let first = self.cost.step_ns(&shape)
+                + replica.take_transfer_ns()
+                + replica.compile_ns(self.cost.moe_compiles(), &shape);
             // A held request joins the step after this one: no run may pass it.
             let held = (!self.held[r].is_empty()).then_some(t);
             let bounds = RunBounds {
@@ -635,8 +644,10 @@ impl Sim<'_> {
             }
             let mut dt = cost.step_ns(&self.group_shapes);
             let mut transfer = 0;
-            for r in group.clone() {
-                transfer = transfer.max(self.replicas[r].take_transfer_ns());
+            for (i, r) in group.clone().enumerate() {
+                let replica = &mut self.replicas[r];
+                let compile = replica.compile_ns(cost.rank().moe_compiles(), &self.group_shapes[i]);
+                transfer = transfer.max(replica.take_transfer_ns() + compile);
             }
             dt += transfer;
             for (i, r) in group.enumerate() {
@@ -734,6 +745,7 @@ impl Sim<'_> {
         summary.prefix_hit_rate = ratio(st.hit_tokens as f64, st.lookup_tokens as f64);
         summary.preemptions = st.preemptions;
         summary.swaps = st.swaps;
+        summary.kernel_compiles = st.kernel_compiles;
         summary.spec_tokens_per_verify = ratio(st.spec_tokens as f64, st.spec_verifies as f64);
         summary.steps = st.steps;
         summary.trees_started = self.replay.trees_started();

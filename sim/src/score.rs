@@ -285,6 +285,10 @@ pub struct Summary {
     pub preemptions: u64,
     /// Preemptions that swapped KV to host memory (`preemption: swap`).
     pub swaps: u64,
+    /// Steps that waited for the engine to compile a fused-MoE kernel variant no earlier step needed
+    /// (the profile's `expert_compile_s`; absent when none did).
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub kernel_compiles: u64,
     /// Mean tokens one speculative verify step emitted per sequence (0 without speculative decoding).
     pub spec_tokens_per_verify: f64,
     /// Context overflows / requests.
@@ -551,6 +555,7 @@ pub fn summarise(records: &[Record], d: &Deployment, window_s: f64) -> (Score, S
         prefix_hit_rate: 0.0,
         preemptions: records.iter().map(|r| r.preemptions as u64).sum(),
         swaps: 0,
+        kernel_compiles: 0,
         spec_tokens_per_verify: 0.0,
         overflow_rate,
         error_rate,
@@ -564,6 +569,11 @@ pub fn summarise(records: &[Record], d: &Deployment, window_s: f64) -> (Score, S
         ended_early: None,
     };
     (s, summary)
+}
+
+/// Serde: leave a zero count out.
+fn is_zero_u64(n: &u64) -> bool {
+    *n == 0
 }
 
 #[cfg(test)]

@@ -74,6 +74,8 @@ pub struct ReplayChoice {
     pub arrivals: String,
     /// Open loop: most trees open at once.
     pub max_open: Option<u32>,
+    /// The server compiled every kernel variant before the runs ([`RunConfig::kernels_warm`]).
+    pub kernels_warm: bool,
 }
 
 impl ReplayChoice {
@@ -709,6 +711,7 @@ pub fn run_config(r: &ReplayChoice, concurrency: u32, seed: u64) -> Result<RunCo
         audit: false,
         step_by_step: false,
         text_prompts: false,
+        kernels_warm: r.kernels_warm,
     };
     checked(cfg)
 }
@@ -861,6 +864,7 @@ mod tests {
             grace: None,
             arrivals: "closed".into(),
             max_open: None,
+            kernels_warm: false,
         }
     }
 

@@ -31,11 +31,12 @@ use decode_run::DecodeRun;
 use preempt::SwapSpace;
 use seq::{Scheduled, Seq};
 use serverbench_calibration::{
-    BatchShape, MemoryPlan, SharedReads, SplitCost, SplitKv, SplitRun, VarlenSeq, VarlenStep,
+    BatchShape, KernelVariant, MemoryPlan, MoeCompiles, SharedReads, SplitCost, SplitKv, SplitRun,
+    VarlenSeq, VarlenStep,
 };
 use serverbench_workloads::Blocks;
 use speculate::Acceptance;
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 
 /// Why a deployment cannot run.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -120,6 +121,9 @@ pub struct ReplicaOptions {
     /// ([`serverbench_calibration::CostModel::varlen`]): every such step's
     /// [`BatchShape::varlen_excess_s`] is set from its chunks and contexts.
     pub varlen: Option<VarlenStep>,
+    /// Every fused-MoE kernel variant is compiled already ([`Replica::compile_ns`] is 0): the server
+    /// served before.
+    pub kernels_warm: bool,
     /// Keep one [`StepSample`] per step ([`Replica::take_timeline`]).
     pub timeline: bool,
 }
@@ -175,6 +179,8 @@ pub struct Replica {
     acceptance: Acceptance,
     swap: SwapSpace,
     opts: ReplicaOptions,
+    /// The fused-MoE kernel variants compiled so far, once a step asked ([`Replica::compile_ns`]).
+    compiled: Option<BTreeSet<KernelVariant>>,
     timeline: Option<Vec<StepSample>>,
     /// When the scheduled step ends, ns (set by [`Replica::note_step`]), and when the one before ended.
     step_end_ns: u64,
@@ -343,6 +349,7 @@ impl Replica {
             acceptance: Acceptance::new(cfg.speculative.as_ref()),
             swap,
             opts,
+            compiled: None,
             timeline: opts.timeline.then(Vec::new),
             step_end_ns: 0,
             prev_step_end_ns: 0,
@@ -607,6 +614,29 @@ impl Replica {
     /// Time the last scheduled step spends moving swapped KV over the host link, ns (taken once).
     pub fn take_transfer_ns(&mut self) -> u64 {
         std::mem::take(&mut self.swap.transfer_ns)
+    }
+
+    /// Time the scheduled step `shape` waits for the engine to compile its fused-MoE kernel variant,
+    /// ns: the compile time where it is the first step to need that variant (none before it, nor the
+    /// engine's start-up, [`MoeCompiles::warm`]), else 0; always 0 where compiles are not modelled.
+    /// Call once per scheduled step: the variant counts as compiled from then on.
+    pub fn compile_ns(&mut self, compiles: Option<&MoeCompiles>, shape: &BatchShape) -> u64 {
+        let Some(c) = compiles.filter(|_| !self.opts.kernels_warm) else {
+            return 0;
+        };
+        let Some(v) = c.eager_variant(shape) else {
+            return 0;
+        };
+        let warm = self.cfg.max_num_batched_tokens;
+        let compiled = self
+            .compiled
+            .get_or_insert_with(|| c.warm(warm).into_iter().collect());
+        if compiled.insert(v) {
+            self.stats.kernel_compiles += 1;
+            c.compile_ns()
+        } else {
+            0
+        }
     }
 
     fn shape(&self) -> BatchShape {

@@ -45,6 +45,10 @@ pub struct EngineStats {
     pub spec_tokens: u64,
     /// Preemptions that swapped KV to host memory.
     pub swaps: u64,
+    /// Steps that compiled a fused-MoE kernel variant ([`Replica::compile_ns`]).
+    ///
+    /// [`Replica::compile_ns`]: crate::engine::Replica::compile_ns
+    pub kernel_compiles: u64,
 }
 
 impl EngineStats {
@@ -60,6 +64,7 @@ impl EngineStats {
         self.spec_verifies += o.spec_verifies;
         self.spec_tokens += o.spec_tokens;
         self.swaps += o.swaps;
+        self.kernel_compiles += o.kernel_compiles;
     }
 }
 

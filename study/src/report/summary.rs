@@ -175,6 +175,11 @@ pub fn summary_rows(
         ),
     };
     let steps = match seen {
+        SeenBy::Engine if s.kernel_compiles > 0 => format!(
+            " · {} engine steps, {} of them waiting for a kernel compile",
+            thousands(s.steps),
+            s.kernel_compiles
+        ),
         SeenBy::Engine => format!(" · {} engine steps", thousands(s.steps)),
         SeenBy::Client => String::new(),
     };
