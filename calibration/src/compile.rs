@@ -14,7 +14,6 @@
 //! its largest graph), which with the profiling run over `max_num_batched_tokens` tokens are the
 //! variants warm when it starts serving.
 
-use crate::cost::{BatchShape, GraphRule};
 use crate::padding::nearest_tile;
 use crate::profile::ExpertTile;
 
@@ -33,8 +32,18 @@ pub struct KernelVariant {
 pub struct MoeCompiles {
     tiles: Vec<ExpertTile>,
     top_k: u32,
-    graphs: GraphRule,
+    graphs: Graphs,
     compile_ns: u64,
+}
+
+/// The engine's CUDA-graph limits: steps of at most `decode` tokens without prefill, and of at most
+/// `prefill` tokens with it, replay captured graphs (the cost model's `GraphRule`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Graphs {
+    /// Largest decode-only step a graph replays, tokens.
+    pub decode: u32,
+    /// Largest step with prefill a graph replays, tokens.
+    pub prefill: u32,
 }
 
 impl MoeCompiles {
@@ -43,7 +52,7 @@ impl MoeCompiles {
     pub fn new(
         tiles: &[ExpertTile],
         top_k: u32,
-        graphs: Option<GraphRule>,
+        graphs: Option<Graphs>,
         compile_s: f64,
     ) -> Option<MoeCompiles> {
         let named = !tiles.is_empty() && tiles.iter().all(|t| t.kernel.is_some());
@@ -72,15 +81,21 @@ impl MoeCompiles {
         }
     }
 
-    /// The variant a step runs outside the captured graphs, which is where a compile can happen;
-    /// `None` for a step that replays a graph or has no tokens.
-    pub fn eager_variant(&self, b: &BatchShape) -> Option<KernelVariant> {
-        (b.tokens() > 0 && !self.graphs.replays(b)).then(|| self.variant(b.tokens()))
+    /// The variant a step of `tokens` tokens (`prefill`: some of them prefill) runs outside the
+    /// captured graphs, which is where a compile can happen; `None` for a step that replays a graph or
+    /// has no tokens.
+    pub fn eager_variant(&self, tokens: u64, prefill: bool) -> Option<KernelVariant> {
+        let cap = if prefill {
+            self.graphs.prefill
+        } else {
+            self.graphs.decode
+        };
+        (tokens > cap as u64).then(|| self.variant(tokens))
     }
 
     /// The variants the engine compiled before serving: its graph captures and its profiling run.
     pub fn warm(&self, max_num_batched_tokens: u32) -> Vec<KernelVariant> {
-        let largest = self.graphs.max_tokens.max(self.graphs.prefill_max_tokens) as u64;
+        let largest = self.graphs.decode.max(self.graphs.prefill) as u64;
         let captures = [1, 2, 4]
             .into_iter()
             .chain((8..=largest).step_by(8))
@@ -131,27 +146,25 @@ mod tests {
             .collect()
     }
 
-    fn prefill(tokens: u64) -> BatchShape {
-        BatchShape {
-            prefill_tokens: tokens,
-            prefill_seqs: 1,
-            ..BatchShape::default()
-        }
-    }
+    /// vLLM 0.26.0's graphs: every step of at most 512 tokens.
+    const VLLM: Option<Graphs> = Some(Graphs {
+        decode: 512,
+        prefill: 512,
+    });
 
     /// The eager steps of vLLM's first cold replay of the MoE server (`steps-moe-syn-cold`): the rule
     /// marks exactly the four that took 0.7-1.4 s (4,027, 2,032, 2,489 and 747 tokens) as compiles,
     /// and none of the others, whose sizes repeat kernels already compiled or warm from the start.
     #[test]
     fn the_first_steps_of_each_new_variant_compile_as_vllm_did() {
-        let c = MoeCompiles::new(&h200_table(), 8, Some(GraphRule::mixed(512)), 1.25).unwrap();
+        let c = MoeCompiles::new(&h200_table(), 8, VLLM, 1.25).unwrap();
         let mut compiled: std::collections::BTreeSet<_> = c.warm(8192).into_iter().collect();
         let steps = [
             4027, 4096, 8192, 2032, 1024, 2489, 2048, 684, 1500, 747, 749, 3001, 1024,
         ];
         let compiles: Vec<u64> = steps
             .iter()
-            .filter(|&&n| compiled.insert(c.eager_variant(&prefill(n)).unwrap()))
+            .filter(|&&n| compiled.insert(c.eager_variant(n, true).unwrap()))
             .copied()
             .collect();
         assert_eq!(compiles, vec![4027, 2032, 2489, 747]);
@@ -159,9 +172,9 @@ mod tests {
 
     #[test]
     fn graph_steps_never_compile_and_odd_sizes_are_their_own_variant() {
-        let c = MoeCompiles::new(&h200_table(), 8, Some(GraphRule::mixed(512)), 1.25).unwrap();
-        assert_eq!(c.eager_variant(&prefill(512)), None);
-        assert_eq!(c.eager_variant(&prefill(0)), None);
+        let c = MoeCompiles::new(&h200_table(), 8, VLLM, 1.25).unwrap();
+        assert_eq!(c.eager_variant(512, true), None);
+        assert_eq!(c.eager_variant(0, true), None);
         let (even, odd) = (c.variant(2488), c.variant(2489));
         assert_eq!(even.kernel, odd.kernel);
         assert!(even.aligned && !odd.aligned);
@@ -175,8 +188,8 @@ mod tests {
     fn a_table_without_kernel_ids_or_a_free_compile_models_none() {
         let mut plain = h200_table();
         plain[3].kernel = None;
-        assert!(MoeCompiles::new(&plain, 8, Some(GraphRule::mixed(512)), 1.25).is_none());
-        assert!(MoeCompiles::new(&h200_table(), 8, Some(GraphRule::mixed(512)), 0.0).is_none());
+        assert!(MoeCompiles::new(&plain, 8, VLLM, 1.25).is_none());
+        assert!(MoeCompiles::new(&h200_table(), 8, VLLM, 0.0).is_none());
         assert!(MoeCompiles::new(&h200_table(), 8, None, 1.25).is_none());
     }
 }

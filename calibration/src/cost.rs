@@ -1,7 +1,7 @@
 //! The step-time cost model: a batch's FLOPs and bytes from the model shape, turned into seconds by a profile.
 //! `t = max(t_compute, t_memory) + t_allreduce + t_overhead` (docs/simulator.md). Pure arithmetic, no state.
 
-use crate::compile::MoeCompiles;
+use crate::compile::{Graphs, MoeCompiles};
 use crate::model::{streamed_weight_bytes, AttentionLayers, HardwareSpec, ModelSpec, WeightDtype};
 use crate::padding::ExpertPadding;
 use crate::profile::{AttentionLayout, Profile, StepTime};
@@ -632,12 +632,11 @@ impl CostModel {
             split_kv: split_kv(&i),
             varlen: varlen(&i),
             moe_compiles: m.experts.as_ref().and_then(|e| {
-                MoeCompiles::new(
-                    &p.expert_tile_rows,
-                    e.per_token,
-                    i.graphs,
-                    p.expert_compile_s,
-                )
+                let graphs = i.graphs.map(|g| Graphs {
+                    decode: g.max_tokens,
+                    prefill: g.prefill_max_tokens,
+                });
+                MoeCompiles::new(&p.expert_tile_rows, e.per_token, graphs, p.expert_compile_s)
             }),
         }
     }

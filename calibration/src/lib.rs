@@ -25,7 +25,7 @@ pub mod sources;
 pub mod splitkv;
 pub mod varlen;
 
-pub use compile::{KernelVariant, MoeCompiles};
+pub use compile::{Graphs, KernelVariant, MoeCompiles};
 pub use cost::{BatchShape, CostInputs, CostModel, GraphRule, StepClock, StepParts, VarlenStep};
 pub use dpattn::{dense_part, DpAttentionCost};
 pub use fit::{

@@ -624,7 +624,7 @@ impl Replica {
         let Some(c) = compiles.filter(|_| !self.opts.kernels_warm) else {
             return 0;
         };
-        let Some(v) = c.eager_variant(shape) else {
+        let Some(v) = c.eager_variant(shape.tokens(), shape.prefill_seqs > 0) else {
             return 0;
         };
         let warm = self.cfg.max_num_batched_tokens;
