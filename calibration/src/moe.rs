@@ -795,8 +795,10 @@ mod tests {
             expert_tile_rows: Vec::new(),
             request_latency_s: base.request_latency_s,
             frontend_s_per_token: base.frontend_s_per_token,
-            // The chat front end, measured on vLLM's replays of one server start (2026-12-06).
+            // The chat front end, measured on vLLM's replays of one server start, and the kernel
+            // compiles of its step traces (2026-12-06).
             tokenize_s_per_token: base.tokenize_s_per_token,
+            expert_compile_s: base.expert_compile_s,
             ..shipped.clone()
         };
         assert_eq!(back, base);
