@@ -5,7 +5,7 @@
 //! nothing.
 
 use anyhow::{bail, Context, Result};
-use serverbench_sim::{Deployment, Record, RunConfig, Summary};
+use serverbench_sim::{Deployment, Record, Summary};
 use serverbench_study::compare::{rankings, row, Row, SeedRanking};
 use serverbench_study::Study;
 use std::path::Path;
@@ -56,11 +56,9 @@ pub fn compare(
             let real = rescored(&study.deployment, &dir, measured(&dir)?)?;
             same_replay(study, &dir, c, seed, &real)?;
             // The measured runs go to one server in this order: after the first, its engine has
-            // compiled the kernels its steps need.
-            let cfg = RunConfig {
-                kernels_warm: !rows.is_empty(),
-                ..study.config(c, seed)
-            };
+            // compiled the kernels its steps need (before it too, where the study says so).
+            let mut cfg = study.config(c, seed);
+            cfg.kernels_warm |= !rows.is_empty();
             let sim = study.run(&cfg)?.summary;
             rows.push(row(c, seed, &sim, &real));
         }

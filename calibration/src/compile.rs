@@ -14,6 +14,7 @@
 //! its largest graph), which with the profiling run over `max_num_batched_tokens` tokens are the
 //! variants warm when it starts serving.
 
+use crate::graphs::GraphRule;
 use crate::padding::nearest_tile;
 use crate::profile::ExpertTile;
 
@@ -32,18 +33,8 @@ pub struct KernelVariant {
 pub struct MoeCompiles {
     tiles: Vec<ExpertTile>,
     top_k: u32,
-    graphs: Graphs,
+    graphs: GraphRule,
     compile_ns: u64,
-}
-
-/// The engine's CUDA-graph limits: steps of at most `decode` tokens without prefill, and of at most
-/// `prefill` tokens with it, replay captured graphs (the cost model's `GraphRule`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Graphs {
-    /// Largest decode-only step a graph replays, tokens.
-    pub decode: u32,
-    /// Largest step with prefill a graph replays, tokens.
-    pub prefill: u32,
 }
 
 impl MoeCompiles {
@@ -52,7 +43,7 @@ impl MoeCompiles {
     pub fn new(
         tiles: &[ExpertTile],
         top_k: u32,
-        graphs: Option<Graphs>,
+        graphs: Option<GraphRule>,
         compile_s: f64,
     ) -> Option<MoeCompiles> {
         let named = !tiles.is_empty() && tiles.iter().all(|t| t.kernel.is_some());
@@ -85,17 +76,12 @@ impl MoeCompiles {
     /// captured graphs, which is where a compile can happen; `None` for a step that replays a graph or
     /// has no tokens.
     pub fn eager_variant(&self, tokens: u64, prefill: bool) -> Option<KernelVariant> {
-        let cap = if prefill {
-            self.graphs.prefill
-        } else {
-            self.graphs.decode
-        };
-        (tokens > cap as u64).then(|| self.variant(tokens))
+        (!self.graphs.replays_tokens(tokens, prefill)).then(|| self.variant(tokens))
     }
 
     /// The variants the engine compiled before serving: its graph captures and its profiling run.
     pub fn warm(&self, max_num_batched_tokens: u32) -> Vec<KernelVariant> {
-        let largest = self.graphs.decode.max(self.graphs.prefill) as u64;
+        let largest = self.graphs.max_tokens.max(self.graphs.prefill_max_tokens) as u64;
         let captures = [1, 2, 4]
             .into_iter()
             .chain((8..=largest).step_by(8))
@@ -147,10 +133,7 @@ mod tests {
     }
 
     /// vLLM 0.26.0's graphs: every step of at most 512 tokens.
-    const VLLM: Option<Graphs> = Some(Graphs {
-        decode: 512,
-        prefill: 512,
-    });
+    const VLLM: Option<GraphRule> = Some(GraphRule::mixed(512));
 
     /// The eager steps of vLLM's first cold replay of the MoE server (`steps-moe-syn-cold`): the rule
     /// marks exactly the four that took 0.7-1.4 s (4,027, 2,032, 2,489 and 747 tokens) as compiles,

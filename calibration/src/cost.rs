@@ -1,7 +1,8 @@
 //! The step-time cost model: a batch's FLOPs and bytes from the model shape, turned into seconds by a profile.
 //! `t = max(t_compute, t_memory) + t_allreduce + t_overhead` (docs/simulator.md). Pure arithmetic, no state.
 
-use crate::compile::{Graphs, MoeCompiles};
+use crate::compile::MoeCompiles;
+pub use crate::graphs::GraphRule;
 use crate::model::{streamed_weight_bytes, AttentionLayers, HardwareSpec, ModelSpec, WeightDtype};
 use crate::padding::ExpertPadding;
 use crate::profile::{AttentionLayout, Profile, StepTime};
@@ -350,35 +351,11 @@ pub struct CostInputs<'a> {
     pub split_kv_decode: bool,
 }
 
-/// Which steps an engine replays as captured CUDA graphs; the others run eagerly and take at least the
-/// host's launch time ([`Profile::eager_s_per_layer`] per layer).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct GraphRule {
-    /// Decode-only steps of at most this many tokens replay a graph (0: none does).
-    pub max_tokens: u32,
-    /// Steps with prefill tokens of at most this many tokens replay (piecewise) graphs: vLLM's
-    /// `max_tokens` too, SGLang's 0 before 0.5.10 (extend batches run eagerly), 4096 after for the
-    /// models it lists.
-    pub prefill_max_tokens: u32,
-}
-
 impl GraphRule {
-    /// Decode and prefill steps alike replay graphs up to `max_tokens` (vLLM's piecewise graphs).
-    pub const fn mixed(max_tokens: u32) -> Self {
-        GraphRule {
-            max_tokens,
-            prefill_max_tokens: max_tokens,
-        }
-    }
-
     /// Whether a step of this shape replays a graph.
     #[inline]
     pub fn replays(&self, b: &BatchShape) -> bool {
-        let cap = match b.prefill_seqs {
-            0 => self.max_tokens,
-            _ => self.prefill_max_tokens,
-        };
-        b.tokens() <= cap as u64
+        self.replays_tokens(b.tokens(), b.prefill_seqs > 0)
     }
 }
 
@@ -632,11 +609,12 @@ impl CostModel {
             split_kv: split_kv(&i),
             varlen: varlen(&i),
             moe_compiles: m.experts.as_ref().and_then(|e| {
-                let graphs = i.graphs.map(|g| Graphs {
-                    decode: g.max_tokens,
-                    prefill: g.prefill_max_tokens,
-                });
-                MoeCompiles::new(&p.expert_tile_rows, e.per_token, graphs, p.expert_compile_s)
+                MoeCompiles::new(
+                    &p.expert_tile_rows,
+                    e.per_token,
+                    i.graphs,
+                    p.expert_compile_s,
+                )
             }),
         }
     }

@@ -11,6 +11,7 @@ pub mod compile;
 pub mod cost;
 pub mod dpattn;
 pub mod fit;
+pub mod graphs;
 pub mod hf;
 pub mod memory;
 pub mod model;
@@ -25,7 +26,7 @@ pub mod sources;
 pub mod splitkv;
 pub mod varlen;
 
-pub use compile::{Graphs, KernelVariant, MoeCompiles};
+pub use compile::{KernelVariant, MoeCompiles};
 pub use cost::{BatchShape, CostInputs, CostModel, GraphRule, StepClock, StepParts, VarlenStep};
 pub use dpattn::{dense_part, DpAttentionCost};
 pub use fit::{

@@ -6,7 +6,7 @@
 For every stored vLLM set of the dense Qwen3-8B shape at its low levels, the set is simulated again with
 SERVERBENCH (its stored compare's arguments at that level, `simulate --out`) and every measured
 request is matched to the simulated one of the same (tree, request). Requests whose prompt was cached but
-for at most 2,048 tokens in both (a turn after the first, whose time to first token is mostly the front
+for at most 2,048 tokens in both, of 20,000 tokens or more (a turn after the first, whose time to first token is mostly the front
 end) give
 
     implied front end per prompt token = (measured TTFT − (simulated TTFT − the profile's front end)) / prompt tokens
@@ -35,6 +35,8 @@ SETS = [("syn-steady", [1, 4, 8]), ("fit-cold", [1, 4]), ("real-cold", [4]), ("s
         ("real-cold-w30", [2, 8]), ("fit-cold-w30", [2, 8]), ("agentx-real", [2, 4, 8]),
         ("step-trace/agentx-real-trace", [8]), ("step-trace/syn-steady-trace", [16]),
         ("real-cold-w120", [2, 4, 8])]
+
+
 def profile_terms() -> dict:
     terms = {}
     for line in PROFILE.read_text().splitlines():
