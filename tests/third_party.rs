@@ -329,6 +329,89 @@ fn the_vllm_fidelity_tables_reproduce_from_the_stored_runs() {
     }
 }
 
+/// The H100 run (results/h100-vllm/) reproduces: its profile is what `calibrate --derive-from` makes of the
+/// shipped H200 vLLM profile today (re-derive it when that profile changes), and its compare table is the
+/// one the stored deployment file and measured run give.
+#[test]
+fn the_h100_run_reproduces_from_the_h200_profile_moved_to_it() {
+    let dir = temp("h100");
+    let derived = dir.join("derived.yaml");
+    let o = serverbench(
+        [
+            "calibrate",
+            "--derive-from",
+            "h200-qwen3-8b-vllm",
+            "--hardware",
+            "h100-sxm",
+            "--name",
+            "h100-sxm-qwen3-8b-vllm-derived",
+            "--out",
+        ]
+        .iter()
+        .map(OsStr::new)
+        .chain([derived.as_os_str()]),
+    );
+    stdout(&o);
+    let stored = repo("results/h100-vllm");
+    // Everything but the time it was written.
+    let without_date = |p: &Path| {
+        let text = std::fs::read_to_string(p).unwrap();
+        let kept: Vec<&str> = text
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("fitted_at:"))
+            .collect();
+        kept.join("\n")
+    };
+    assert_eq!(
+        without_date(&derived),
+        without_date(&stored.join("h100-sxm-qwen3-8b-vllm-derived.yaml")),
+        "results/h100-vllm/h100-sxm-qwen3-8b-vllm-derived.yaml is stale: re-derive it (results/h100-vllm/README.md)"
+    );
+    copy_runs(&stored.join("agentx-real-knee"), &dir);
+    let deployment = stored.join("qwen3-8b-200k-1xh100-vllm.yaml");
+    let trace = repo("results/h200-vllm/claude-code-as-replayed/logs.jsonl");
+    let o = serverbench(
+        [
+            OsStr::new("compare"),
+            OsStr::new("-d"),
+            deployment.as_os_str(),
+            OsStr::new("--trace"),
+            trace.as_os_str(),
+        ]
+        .into_iter()
+        .chain(
+            [
+                "--protocol",
+                "agentx",
+                "--trace-format",
+                "corpus",
+                "--max-context-length",
+                "200000",
+                "--trace-as-recorded",
+                "--reuse",
+                "-c",
+                "8",
+                "-s",
+                "0",
+                "-w",
+                "120",
+                "--out",
+            ]
+            .iter()
+            .map(OsStr::new),
+        )
+        .chain([dir.as_os_str()]),
+    );
+    stdout(&o);
+    let fresh = std::fs::read_to_string(dir.join("compare.md")).unwrap();
+    let want = std::fs::read_to_string(stored.join("agentx-real-knee/compare.md")).unwrap();
+    assert_eq!(
+        fresh, want,
+        "results/h100-vllm/agentx-real-knee/compare.md is stale: re-run its compare --reuse command (README.md)"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 /// The knee of `synthetic-v1` steady on the vLLM deployment (vLLM measured 8 best of 1, 4, 8, 16:
 /// results/h200-vllm/regret.md): the simulator puts 14 ahead of 12 and 10; under the profile's measured
 /// error `sweep` picks 12, the level that gives up least wherever in the band the server lies (5.78 %

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Re-makes the simulated side of every stored vLLM `compare` in place (results/h200-vllm*/**/compare.json):
+"""Re-makes the simulated side of every stored vLLM `compare` in place (results/h[0-9]*-vllm*/**/compare.json):
 each set's own command as its compare.json records it (`meta.command`), run with SERVERBENCH and
 `--reuse` on the stored measured runs, `--out` the set's folder; a command the device ran (`--url`,
 `--api`, `--server`, `--model`) is run without those, the binary and folder paths replaced by this
@@ -22,7 +22,7 @@ def main() -> None:
     if len(sys.argv) != 2:
         sys.exit(__doc__)
     binary = sys.argv[1]
-    sets = sorted(p.parent for p in REPO.glob("results/h200-vllm*/**/compare.json"))
+    sets = sorted(p.parent for p in REPO.glob("results/h[0-9]*-vllm*/**/compare.json"))
     for folder in sets:
         command = json.loads((folder / "compare.json").read_text())["meta"]["command"]
         args = ["compare", *stored_args(command), "--reuse", "--out", str(folder.relative_to(REPO))]
