@@ -6,7 +6,7 @@
 
 use anyhow::{bail, Context, Result};
 use serverbench_sim::{Deployment, Record, Summary};
-use serverbench_study::compare::{rankings, row, Row, SeedRanking};
+use serverbench_study::compare::{rankings, row, same_requests, Row, SeedRanking};
 use serverbench_study::Study;
 use std::path::Path;
 
@@ -53,14 +53,17 @@ pub fn compare(
             if !(reuse && dir.join("summary.json").exists()) {
                 measure(&dir, c, seed)?;
             }
-            let real = rescored(&study.deployment, &dir, measured(&dir)?)?;
+            let records = stored_records(&dir)?;
+            let real = rescored(&study.deployment, records.as_deref(), measured(&dir)?);
             same_replay(study, &dir, c, seed, &real)?;
             // The measured runs go to one server in this order: after the first, its engine has
             // compiled the kernels its steps need (before it too, where the study says so).
             let mut cfg = study.config(c, seed);
             cfg.kernels_warm |= !rows.is_empty();
-            let sim = study.run(&cfg)?.summary;
-            rows.push(row(c, seed, &sim, &real));
+            let sim = study.run(&cfg)?;
+            let mut r = row(c, seed, &sim.summary, &real);
+            r.same_requests = records.map(|m| same_requests(&sim.records, &m));
+            rows.push(r);
         }
     }
     let rankings = rankings(&rows);
@@ -103,19 +106,14 @@ fn measured(dir: &Path) -> Result<Summary> {
         .with_context(|| format!("{}: no replay summary in it", file.display()))
 }
 
-/// The measured run scored for the compared deployment: a run measured under another deployment (its
-/// name or targets differ) has its records re-scored with this one's targets and prices when `dir`
-/// holds them; otherwise the summary as stored.
-fn rescored(d: &Deployment, dir: &Path, stored: Summary) -> Result<Summary> {
-    if stored.deployment == d.name && stored.slo == d.slo {
-        return Ok(stored);
-    }
+/// The measured run's records, when its folder holds them (`records.jsonl` or `records.jsonl.gz`).
+fn stored_records(dir: &Path) -> Result<Option<Vec<Record>>> {
     let Some(path) = ["records.jsonl", "records.jsonl.gz"]
         .iter()
         .map(|f| dir.join(f))
         .find(|p| p.exists())
     else {
-        return Ok(stored);
+        return Ok(None);
     };
     let text = serverbench_config::read_text(&path, serverbench_config::MAX_DATA_BYTES)?;
     let mut records = Vec::new();
@@ -128,12 +126,25 @@ fn rescored(d: &Deployment, dir: &Path, stored: Summary) -> Result<Summary> {
             serverbench_config::parse_json_line(&path.display().to_string(), i + 1, line)?;
         records.push(r);
     }
-    let (_, mut s) = serverbench_sim::summarise(&records, d, stored.window_s);
+    Ok(Some(records))
+}
+
+/// The measured run scored for the compared deployment: a run measured under another deployment (its
+/// name or targets differ) has its records re-scored with this one's targets and prices when its
+/// folder holds them; otherwise the summary as stored.
+fn rescored(d: &Deployment, records: Option<&[Record]>, stored: Summary) -> Summary {
+    if stored.deployment == d.name && stored.slo == d.slo {
+        return stored;
+    }
+    let Some(records) = records else {
+        return stored;
+    };
+    let (_, mut s) = serverbench_sim::summarise(records, d, stored.window_s);
     s.seed = stored.seed;
     s.concurrency = stored.concurrency;
     s.trees_started = stored.trees_started;
     s.prefix_hit_rate = stored.prefix_hit_rate;
-    Ok(s)
+    s
 }
 
 /// What a measured run replays, as far as its prompt salt tells runs apart.

@@ -3,7 +3,8 @@
 //! the rank agreement of per-seed D (Spearman).
 
 use serde::Serialize;
-use serverbench_sim::Summary;
+use serverbench_sim::{Outcome, Record, Summary};
+use std::collections::HashMap;
 
 /// A compared metric: its name and how to read it from a summary.
 pub type Metric = (&'static str, fn(&Summary) -> f64);
@@ -45,6 +46,59 @@ pub struct Row {
     pub completed: (usize, usize),
     /// The metrics.
     pub metrics: Vec<Pair>,
+    /// The same requests in both runs, where the measured run's records are at hand.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub same_requests: Option<SameRequests>,
+}
+
+/// The requests both runs completed, matched by tree and request (a replay sends the same requests on
+/// both sides, each in its own time), with more than one output token: each one's TPOT against its
+/// measured TPOT. A window's TPOT quantiles also differ by which requests each side completed in it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SameRequests {
+    /// Requests both runs completed.
+    pub both: usize,
+    /// Requests completed by the simulated run only.
+    pub only_simulated: usize,
+    /// Requests completed by the measured run only.
+    pub only_measured: usize,
+    /// Median over the requests both completed of each one's `(sim − real) / real` TPOT; `None`
+    /// when there are none.
+    pub tpot_rel_error: Option<f64>,
+}
+
+/// Matches two runs' records by tree and request; see [`SameRequests`].
+pub fn same_requests(sim: &[Record], real: &[Record]) -> SameRequests {
+    let tpots = |records: &[Record]| -> HashMap<(u64, u32), f64> {
+        records
+            .iter()
+            .filter(|r| r.outcome == Outcome::Completed && r.output_tokens > 1)
+            .filter_map(|r| r.tpot_s().map(|t| ((r.tree, r.request), t)))
+            .collect()
+    };
+    let (s, m) = (tpots(sim), tpots(real));
+    let mut errors: Vec<f64> = s
+        .iter()
+        .filter_map(|(k, t)| m.get(k).and_then(|r| rel_error(*t, *r)))
+        .collect();
+    errors.sort_by(f64::total_cmp);
+    let both = s.keys().filter(|k| m.contains_key(k)).count();
+    SameRequests {
+        both,
+        only_simulated: s.len() - both,
+        only_measured: m.len() - both,
+        tpot_rel_error: median(&errors),
+    }
+}
+
+/// The median of sorted values (the mean of the middle two of an even count).
+fn median(sorted: &[f64]) -> Option<f64> {
+    let n = sorted.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(sorted[n / 2]),
+        _ => Some((sorted[n / 2 - 1] + sorted[n / 2]) / 2.0),
+    }
 }
 
 /// Rank agreement of per-seed D at one concurrency.
@@ -76,6 +130,7 @@ pub fn row(concurrency: u32, seed: u64, sim: &Summary, real: &Summary) -> Row {
                 }
             })
             .collect(),
+        same_requests: None,
     }
 }
 
@@ -162,6 +217,43 @@ mod tests {
             0.0,
             "no spread on one side"
         );
+    }
+
+    /// A completed request of `tokens` tokens whose tokens after the first took `tpot_ms` each.
+    fn request(tree: u64, request: u32, tokens: u32, tpot_ms: u64) -> Record {
+        let last = 1_000_000 + tpot_ms * 1_000_000 * u64::from(tokens.saturating_sub(1));
+        serde_json::from_value(serde_json::json!({
+            "tree": tree, "request": request, "lane": 0, "replica": 0, "agent": 0, "kind": "root_turn",
+            "send_ns": 0, "first_token_ns": 1_000_000, "last_token_ns": last, "finish_ns": last,
+            "input_tokens": 100, "output_requested": tokens, "output_tokens": tokens,
+            "cached_tokens": 0, "preemptions": 0, "outcome": "completed"
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_same_requests_are_matched_by_tree_and_request() {
+        let sim = [
+            request(1, 1, 11, 9),  // −10 % against 10 ms
+            request(1, 2, 11, 12), // +20 % against 10 ms
+            request(2, 1, 11, 19), // −5 % against 20 ms
+            request(2, 2, 11, 8),  // only simulated
+            request(3, 1, 1, 0),   // one token: no TPOT, left out
+        ];
+        let real = [
+            request(1, 1, 11, 10),
+            request(1, 2, 11, 10),
+            request(2, 1, 11, 20),
+            request(4, 1, 11, 30), // only measured
+            request(3, 1, 1, 0),
+        ];
+        let m = same_requests(&sim, &real);
+        assert_eq!((m.both, m.only_simulated, m.only_measured), (3, 1, 1));
+        // Errors −10 %, −5 %, +20 %: the median is −5 %.
+        assert!((m.tpot_rel_error.unwrap() + 0.05).abs() < 1e-9, "{m:?}");
+        let none = same_requests(&sim[3..4], &real[3..4]);
+        assert_eq!((none.both, none.tpot_rel_error), (0, None));
+        assert_eq!(median(&[1.0, 2.0, 4.0, 8.0]), Some(3.0));
     }
 
     #[test]

@@ -56,10 +56,41 @@ pub fn markdown(s: &Setting<'_>, rows: &[Row], rankings: &[SeedRanking]) -> Stri
         }
         t.push('\n');
     }
+    t.push_str(&same_requests_table(rows));
     for k in rankings {
         t.push_str(&format!(
             "\nSeed ranking at c = {}: Spearman correlation of per-seed D over {} seeds = {:.3}\n",
             k.concurrency, k.seeds, k.spearman_d
+        ));
+    }
+    t
+}
+
+/// The requests both sides completed, per run whose measured records were at hand (none: empty).
+fn same_requests_table(rows: &[Row]) -> String {
+    let matched: Vec<_> = rows
+        .iter()
+        .filter_map(|r| r.same_requests.as_ref().map(|m| (r, m)))
+        .collect();
+    if matched.is_empty() {
+        return String::new();
+    }
+    let mut t = String::from(
+        "\nThe same requests (tree and request) on both sides, more than one token each: how many both \
+         completed in the window, how many only one side did, and the median of each shared request's \
+         TPOT error. The quantiles above are over each side's own requests.\n\n\
+         | c | seed | both | only simulated | only measured | TPOT error of each, median |\n\
+         |---|---|---|---|---|---|\n",
+    );
+    for (r, m) in matched {
+        t.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} |\n",
+            r.concurrency,
+            r.seed,
+            m.both,
+            m.only_simulated,
+            m.only_measured,
+            fmt_err(m.tpot_rel_error)
         ));
     }
     t
@@ -189,6 +220,34 @@ mod tests {
             ..s
         };
         assert!(markdown(&open, &[], &[]).contains("window 35 s, arrivals poisson:1;"));
+    }
+
+    #[test]
+    fn the_same_requests_follow_the_table_where_the_records_were_at_hand() {
+        let s = setting();
+        let mut row = Row {
+            concurrency: 8,
+            seed: 0,
+            completed: (73, 65),
+            metrics: Vec::new(),
+            same_requests: None,
+        };
+        assert!(!markdown(&s, std::slice::from_ref(&row), &[]).contains("The same requests"));
+        row.same_requests = Some(crate::compare::SameRequests {
+            both: 57,
+            only_simulated: 7,
+            only_measured: 0,
+            tpot_rel_error: Some(-0.0371),
+        });
+        let t = markdown(&s, &[row], &[]);
+        assert!(
+            t.ends_with(
+                "| c | seed | both | only simulated | only measured | TPOT error of each, median |\n\
+                 |---|---|---|---|---|---|\n\
+                 | 8 | 0 | 57 | 7 | 0 | -3.7 % |\n"
+            ),
+            "{t}"
+        );
     }
 
     /// compare.md is the table printed; compare.json holds the setting, the rows and the rankings under
