@@ -2,7 +2,10 @@
 """The vLLM fidelity targets of docs/fidelity.md checked on every stored set (the sets of scripts/regret.py,
 seed 0): |D error| at every level up to the real best (target 10 %), and p50 and p90 TPOT (5 %) and TTFT
 (15 %) errors at every level up to two measured levels past it; then the seeds' Spearman ρ of every set
-that has several (target 0.9). Each cell gives the levels that miss, with their errors. Prints markdown:
+that has several (target 0.9). Each cell gives the levels that miss, with their errors. Beside them, not a
+target: the TPOT of the same requests on both sides (`compare`'s second table, the median of each shared
+request's error) at the TPOT cells' levels, which tells the steps' price from which requests a window holds.
+Prints markdown:
 
     python3 scripts/vllm/targets.py > results/h200-vllm/targets.md   (from the stored compares; a CPU, a second)
 """
@@ -47,10 +50,35 @@ def main():
             cells.append(cell)
         print(f"| {s.split('/')[-1]} | {','.join(map(str, levels))} | {best} | " + " | ".join(cells) + " |")
     print(f"\n{met} of {total} (set, metric) cells within their target.\n")
+    same_requests()
     print("| set | level | seeds | Spearman ρ of D (target ≥ 0.9) |\n|---|---:|---:|---:|")
     for p in sorted(Path("results").glob("h200-vllm*/**/compare.json")):
         for r in json.loads(p.read_text()).get("seed_rankings", []):
             print(f"| {p.parent.name} | {r['concurrency']} | {r['seeds']} | {r['spearman_d']:.2f} |")
+
+
+def same_requests():
+    """Per set, the levels (to the real best + 2) whose same requests' median TPOT error passes 5 %."""
+    print("| set | TPOT p50 (±5 %, to best + 2) | TPOT of the same requests, median of each (±5 %, to best + 2) |")
+    print("|---|---|---|")
+    met = 0
+    for s in SETS:
+        d = json.load(open(f"results/h200-vllm/{s}/compare.json"))
+        rows = sorted((r for r in d["rows"] if r.get("seed", 0) == 0), key=lambda r: r["concurrency"])
+        levels = [r["concurrency"] for r in rows]
+        real = {r["concurrency"]: metric(r, "D")["real"] for r in rows}
+        best = max(real, key=real.get)
+        upto = levels[: levels.index(best) + 3]
+        out = []
+        for r in rows:
+            e = (r.get("same_requests") or {}).get("tpot_rel_error")
+            if r["concurrency"] in upto and e is not None and abs(e) > 0.05:
+                n = r["same_requests"]["both"]
+                out.append(f"{r['concurrency']}: {100 * e:+.0f} % ({n} request{'s' if n != 1 else ''})")
+        met += not out
+        cell = ", ".join(out) or "–"
+        print(f"| {s.split('/')[-1]} | {misses(rows, upto, 'TPOT p50 ms', 0.05)} | {cell} |")
+    print(f"\nThe same requests' TPOT within 5 % on {met} of {len(SETS)} sets (not a target: the window's p50 is).\n")
 
 
 if __name__ == "__main__":
