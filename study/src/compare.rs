@@ -65,29 +65,38 @@ pub struct SameRequests {
     /// Median over the requests both completed of each one's `(sim − real) / real` TPOT; `None`
     /// when there are none.
     pub tpot_rel_error: Option<f64>,
+    /// The same for each one's time to first token.
+    pub ttft_rel_error: Option<f64>,
 }
 
 /// Matches two runs' records by tree and request; see [`SameRequests`].
 pub fn same_requests(sim: &[Record], real: &[Record]) -> SameRequests {
-    let tpots = |records: &[Record]| -> HashMap<(u64, u32), f64> {
+    let timed = |records: &[Record]| -> HashMap<(u64, u32), (f64, f64)> {
         records
             .iter()
             .filter(|r| r.outcome == Outcome::Completed && r.output_tokens > 1)
-            .filter_map(|r| r.tpot_s().map(|t| ((r.tree, r.request), t)))
+            .filter_map(|r| Some(((r.tree, r.request), (r.tpot_s()?, r.ttft_s()?))))
             .collect()
     };
-    let (s, m) = (tpots(sim), tpots(real));
-    let mut errors: Vec<f64> = s
+    let (s, m) = (timed(sim), timed(real));
+    let shared: Vec<((f64, f64), (f64, f64))> = s
         .iter()
-        .filter_map(|(k, t)| m.get(k).and_then(|r| rel_error(*t, *r)))
+        .filter_map(|(k, a)| m.get(k).map(|b| (*a, *b)))
         .collect();
-    errors.sort_by(f64::total_cmp);
-    let both = s.keys().filter(|k| m.contains_key(k)).count();
+    let median_error = |pick: fn(&(f64, f64)) -> f64| {
+        let mut e: Vec<f64> = shared
+            .iter()
+            .filter_map(|(a, b)| rel_error(pick(a), pick(b)))
+            .collect();
+        e.sort_by(f64::total_cmp);
+        median(&e)
+    };
     SameRequests {
-        both,
-        only_simulated: s.len() - both,
-        only_measured: m.len() - both,
-        tpot_rel_error: median(&errors),
+        both: shared.len(),
+        only_simulated: s.len() - shared.len(),
+        only_measured: m.len() - shared.len(),
+        tpot_rel_error: median_error(|t| t.0),
+        ttft_rel_error: median_error(|t| t.1),
     }
 }
 
@@ -219,16 +228,22 @@ mod tests {
         );
     }
 
-    /// A completed request of `tokens` tokens whose tokens after the first took `tpot_ms` each.
-    fn request(tree: u64, request: u32, tokens: u32, tpot_ms: u64) -> Record {
-        let last = 1_000_000 + tpot_ms * 1_000_000 * u64::from(tokens.saturating_sub(1));
+    /// A completed request of `tokens` tokens whose first token came after `ttft_ms` and whose tokens
+    /// after it took `tpot_ms` each.
+    fn timed(tree: u64, request: u32, tokens: u32, tpot_ms: u64, ttft_ms: u64) -> Record {
+        let first = ttft_ms * 1_000_000;
+        let last = first + tpot_ms * 1_000_000 * u64::from(tokens.saturating_sub(1));
         serde_json::from_value(serde_json::json!({
             "tree": tree, "request": request, "lane": 0, "replica": 0, "agent": 0, "kind": "root_turn",
-            "send_ns": 0, "first_token_ns": 1_000_000, "last_token_ns": last, "finish_ns": last,
+            "send_ns": 0, "first_token_ns": first, "last_token_ns": last, "finish_ns": last,
             "input_tokens": 100, "output_requested": tokens, "output_tokens": tokens,
             "cached_tokens": 0, "preemptions": 0, "outcome": "completed"
         }))
         .unwrap()
+    }
+
+    fn request(tree: u64, request: u32, tokens: u32, tpot_ms: u64) -> Record {
+        timed(tree, request, tokens, tpot_ms, 1)
     }
 
     #[test]
@@ -251,8 +266,26 @@ mod tests {
         assert_eq!((m.both, m.only_simulated, m.only_measured), (3, 1, 1));
         // Errors −10 %, −5 %, +20 %: the median is −5 %.
         assert!((m.tpot_rel_error.unwrap() + 0.05).abs() < 1e-9, "{m:?}");
+        assert_eq!(m.ttft_rel_error, Some(0.0));
         let none = same_requests(&sim[3..4], &real[3..4]);
-        assert_eq!((none.both, none.tpot_rel_error), (0, None));
+        assert_eq!(
+            (none.both, none.tpot_rel_error, none.ttft_rel_error),
+            (0, None, None)
+        );
+        // First tokens 10 % and 30 % late, 20 % early: the median is +10 %.
+        let late = [
+            timed(1, 1, 3, 5, 110),
+            timed(1, 2, 3, 5, 130),
+            timed(1, 3, 3, 5, 80),
+        ];
+        let on_time = [
+            timed(1, 1, 3, 5, 100),
+            timed(1, 2, 3, 5, 100),
+            timed(1, 3, 3, 5, 100),
+        ];
+        let t = same_requests(&late, &on_time);
+        assert!((t.ttft_rel_error.unwrap() - 0.1).abs() < 1e-9, "{t:?}");
+        assert_eq!(t.tpot_rel_error, Some(0.0));
         assert_eq!(median(&[1.0, 2.0, 4.0, 8.0]), Some(3.0));
     }
 

@@ -78,19 +78,20 @@ fn same_requests_table(rows: &[Row]) -> String {
     let mut t = String::from(
         "\nThe same requests (tree and request) on both sides, more than one token each: how many both \
          completed in the window, how many only one side did, and the median of each shared request's \
-         TPOT error. The quantiles above are over each side's own requests.\n\n\
-         | c | seed | both | only simulated | only measured | TPOT error of each, median |\n\
-         |---|---|---|---|---|---|\n",
+         TPOT and TTFT errors. The quantiles above are over each side's own requests.\n\n\
+         | c | seed | both | only simulated | only measured | TPOT error of each, median | TTFT error of each, median |\n\
+         |---|---|---|---|---|---|---|\n",
     );
     for (r, m) in matched {
         t.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} |\n",
             r.concurrency,
             r.seed,
             m.both,
             m.only_simulated,
             m.only_measured,
-            fmt_err(m.tpot_rel_error)
+            fmt_err(m.tpot_rel_error),
+            fmt_err(m.ttft_rel_error)
         ));
     }
     t
@@ -238,13 +239,14 @@ mod tests {
             only_simulated: 7,
             only_measured: 0,
             tpot_rel_error: Some(-0.0371),
+            ttft_rel_error: Some(0.1),
         });
         let t = markdown(&s, &[row], &[]);
         assert!(
             t.ends_with(
-                "| c | seed | both | only simulated | only measured | TPOT error of each, median |\n\
-                 |---|---|---|---|---|---|\n\
-                 | 8 | 0 | 57 | 7 | 0 | -3.7 % |\n"
+                "| c | seed | both | only simulated | only measured | TPOT error of each, median | TTFT error of each, median |\n\
+                 |---|---|---|---|---|---|---|\n\
+                 | 8 | 0 | 57 | 7 | 0 | -3.7 % | +10.0 % |\n"
             ),
             "{t}"
         );
