@@ -409,6 +409,21 @@ fn the_h100_run_reproduces_from_the_h200_profile_moved_to_it() {
         fresh, want,
         "results/h100-vllm/agentx-real-knee/compare.md is stale: re-run its compare --reuse command (README.md)"
     );
+    // Its sweep says whose error the band is: measured for the H200 profile, not on the H100.
+    let o = serverbench(
+        [
+            OsStr::new("sweep"),
+            OsStr::new("-d"),
+            deployment.as_os_str(),
+        ]
+        .into_iter()
+        .chain(["-c", "1,2", "-w", "30"].iter().map(OsStr::new)),
+    );
+    let text = stdout(&o);
+    assert!(
+        text.contains("profile h100-sxm-qwen3-8b-vllm-derived's stated error, measured for h200-qwen3-8b-vllm, which it was derived from, not on this GPU:"),
+        "{text}"
+    );
     std::fs::remove_dir_all(&dir).ok();
 }
 

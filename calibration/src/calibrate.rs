@@ -618,6 +618,8 @@ mod tests {
         };
         let p = derive(&o, &source).unwrap();
         assert_eq!((p.name.as_str(), p.hardware.as_str()), ("derived", "l40"));
+        assert_eq!(p.derived_from(), Some("h200-datasheet"));
+        assert_eq!(source.derived_from(), None, "a preset of its own");
         let fit = p.fit.unwrap();
         assert_eq!(fit.fitted_at, "2026-01-01T00:00:00Z");
         assert!(fit.method.contains("for l40"), "{}", fit.method);

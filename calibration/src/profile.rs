@@ -363,6 +363,14 @@ impl Profile {
         }
     }
 
+    /// The profile this one was moved from by [`Profile::derived_for`] (its fit record's method names it),
+    /// if it was: its `band` was then measured on that profile's GPU, not on this one.
+    pub fn derived_from(&self) -> Option<&str> {
+        let method = &self.fit.as_ref()?.method;
+        let rest = method.strip_prefix("derived from ")?;
+        (!self.fitted).then(|| rest.split(" for ").next().unwrap_or(rest))
+    }
+
     /// A built-in profile by name (only its file is parsed).
     pub fn preset(name: &str) -> Option<Profile> {
         serverbench_config::parse_preset("profiles", name, Profile::check, |p| &p.name)

@@ -320,9 +320,13 @@ fn under_error_note(u: &UnderError, d: &Deployment) -> String {
         100.0 * u.memory,
         100.0 * u.overhead
     );
-    let whose = match u.stated {
-        true => format!("profile {}'s stated error: {band}", d.profile.name),
-        false => format!(
+    let whose = match (u.stated, d.profile.derived_from()) {
+        (true, Some(source)) => format!(
+            "profile {}'s stated error, measured for {source}, which it was derived from, not on this GPU: {band}",
+            d.profile.name
+        ),
+        (true, None) => format!("profile {}'s stated error: {band}", d.profile.name),
+        (false, _) => format!(
             "a default error, {band}: profile {} states none",
             d.profile.name
         ),
