@@ -30,17 +30,21 @@ def misses(rows, levels, name, bound):
     return ", ".join(out) or "–"
 
 
+def seed_zero(s):
+    """A set's seed-0 rows by level, its levels, and the level of the best measured D."""
+    d = json.load(open(f"results/h200-vllm/{s}/compare.json"))
+    rows = sorted((r for r in d["rows"] if r.get("seed", 0) == 0), key=lambda r: r["concurrency"])
+    real = {r["concurrency"]: metric(r, "D")["real"] for r in rows}
+    return rows, [r["concurrency"] for r in rows], max(real, key=real.get)
+
+
 def main():
     head = " | ".join(f"{n} (±{100 * b:.0f} %{', to best' if k == 0 else ', to best + 2'})" for n, b, k in CHECKS)
     print(f"| set | levels | real best | {head} |")
     print("|---|---|---:|" + "---|" * len(CHECKS))
     total, met = 0, 0
     for s in SETS:
-        d = json.load(open(f"results/h200-vllm/{s}/compare.json"))
-        rows = sorted((r for r in d["rows"] if r.get("seed", 0) == 0), key=lambda r: r["concurrency"])
-        levels = [r["concurrency"] for r in rows]
-        real = {r["concurrency"]: metric(r, "D")["real"] for r in rows}
-        best = max(real, key=real.get)
+        rows, levels, best = seed_zero(s)
         cells = []
         for name, bound, past in CHECKS:
             upto = levels[: levels.index(best) + 1 + past]
@@ -66,11 +70,7 @@ def same_requests():
     print("|---|" + "---|---|" * len(checks))
     window_met, same_met = [0] * len(checks), [0] * len(checks)
     for s in SETS:
-        d = json.load(open(f"results/h200-vllm/{s}/compare.json"))
-        rows = sorted((r for r in d["rows"] if r.get("seed", 0) == 0), key=lambda r: r["concurrency"])
-        levels = [r["concurrency"] for r in rows]
-        real = {r["concurrency"]: metric(r, "D")["real"] for r in rows}
-        best = max(real, key=real.get)
+        rows, levels, best = seed_zero(s)
         upto = levels[: levels.index(best) + 3]
         cells = []
         for i, (name, key, bound) in enumerate(checks):
