@@ -15,15 +15,25 @@
 # seed per such session, to tell the generator's own error from the held-out fifth's sampling:
 # > replays-fitted-on.md, whose columns say "fitted on" where the others say "held out";
 # SHUFFLE=output|think_s: that quantity of the replayed sessions' root calls shuffled across them first,
-# scripts/shuffle_sessions.py, > replays-fitted-on-shuffled-output.md and -think_s.md.)
+# scripts/shuffle_sessions.py, > replays-fitted-on-shuffled-output.md and -think_s.md;
+# FOLDS="0 1 2 3 4": a five-fold cross-validation instead of the shipped split (`workload fit --fold K`
+# holds out positions K, K+5, …; the default, 4, is the shipped spec's fifth): each fold's sessions
+# replayed beside the generator fitted without them, and each cell the mean over the folds' seeds, so
+# every corpus session is replayed against a fit that never saw it; a last column gives the held-out
+# side's mean D on each fold, lowest to highest: how far one fifth's sample moves the measure
+# (> replays-cv.md).)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${1:-target/release/serverbench}
+FOLDS=${FOLDS:-4}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-"$BIN" workload fit corpus/claude-code ${FIT_ARGS---app-prefixes} --held-out "$tmp/held.jsonl" -o "$tmp/fit.yaml" > /dev/null
-if [ "${SESSIONS:-held}" = fitted ]; then
-  # Every corpus session that is not held out (the fit's own few left-out sessions included).
-  python3 - "$tmp/held.jsonl" corpus/claude-code/*.jsonl > "$tmp/fitted.jsonl" <<'PY'
+for k in $FOLDS; do
+  mkdir -p "$tmp/k$k"
+  held=$tmp/k$k/held.jsonl
+  "$BIN" workload fit corpus/claude-code ${FIT_ARGS---app-prefixes} --fold "$k" --held-out "$held" -o "$tmp/k$k/fit.yaml" > /dev/null
+  if [ "${SESSIONS:-held}" = fitted ]; then
+    # Every corpus session that is not held out (the fit's own few left-out sessions included).
+    python3 - "$held" corpus/claude-code/*.jsonl > "$tmp/k$k/fitted.jsonl" <<'PY'
 import json, sys
 held = {json.loads(l)["id"] for l in open(sys.argv[1])}
 for path in sys.argv[2:]:
@@ -31,55 +41,74 @@ for path in sys.argv[2:]:
         if line.strip() and json.loads(line)["id"] not in held:
             sys.stdout.write(line if line.endswith("\n") else line + "\n")
 PY
-  mv "$tmp/fitted.jsonl" "$tmp/held.jsonl"
-fi
-if [ -n "${SHUFFLE:-}" ]; then
-  # One quantity of the root calls shuffled across the sessions (scripts/shuffle_sessions.py, seed 1).
-  python3 scripts/shuffle_sessions.py "$SHUFFLE" 1 < "$tmp/held.jsonl" > "$tmp/shuffled.jsonl"
-  mv "$tmp/shuffled.jsonl" "$tmp/held.jsonl"
-fi
-if [ "${ORDER:-0}" != file ]; then
-  # The replayed sessions in a seeded random order: the corpus's files group them by source (the Claude
-  # Code logs, then each WEKA release, whose resumed sessions start with 100K-token prompts), and seed s
-  # starts its lanes at sessions s, s+1, ..., so in file order a window's lanes all come from one source
-  # (on Gemma at c = 24, seeds 3-63 started 24 resumed sessions at once and thrashed the KV pool), where
-  # the generator draws each lane's session from the whole corpus. ORDER=file keeps the file's order;
-  # ORDER=N shuffles with seed N (0 by default): which sessions share a window is itself a draw.
-  python3 - "$tmp/held.jsonl" "${ORDER:-0}" <<'PY'
+    mv "$tmp/k$k/fitted.jsonl" "$held"
+  fi
+  if [ -n "${SHUFFLE:-}" ]; then
+    # One quantity of the root calls shuffled across the sessions (scripts/shuffle_sessions.py, seed 1).
+    python3 scripts/shuffle_sessions.py "$SHUFFLE" 1 < "$held" > "$tmp/k$k/shuffled.jsonl"
+    mv "$tmp/k$k/shuffled.jsonl" "$held"
+  fi
+  if [ "${ORDER:-0}" != file ]; then
+    # The replayed sessions in a seeded random order: the corpus's files group them by source (the Claude
+    # Code logs, then each WEKA release, whose resumed sessions start with 100K-token prompts), and seed s
+    # starts its lanes at sessions s, s+1, ..., so in file order a window's lanes all come from one source
+    # (on Gemma at c = 24, seeds 3-63 started 24 resumed sessions at once and thrashed the KV pool), where
+    # the generator draws each lane's session from the whole corpus. ORDER=file keeps the file's order;
+    # ORDER=N shuffles with seed N (0 by default): which sessions share a window is itself a draw.
+    python3 - "$held" "${ORDER:-0}" <<'PY'
 import random, sys
 lines = open(sys.argv[1]).readlines()
 random.Random(int(sys.argv[2])).shuffle(lines)
 open(sys.argv[1], "w").writelines(lines)
 PY
-fi
-n=$(wc -l < "$tmp/held.jsonl")
+  fi
+done
 who=$([ "${SESSIONS:-held}" = fitted ] && echo "fitted on" || echo "held out")
-echo "| deployment | c | D $who | D generator | error | p90 TTFT $who (s) | generator | error | p90 TPOT $who (ms) | generator | error | invalid runs ($who / generator) |"
-echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+nfolds=$(wc -w <<< "$FOLDS")
+spread=$([ "$nfolds" -gt 1 ] && echo " D $who by fold |" || true)
+echo "| deployment | c | D $who | D generator | error | p90 TTFT $who (s) | generator | error | p90 TPOT $who (ms) | generator | error | invalid runs ($who / generator) |$spread"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|$([ "$nfolds" -gt 1 ] && echo "---|" || true)"
 declare -A LEVELS=([qwen3.5-9b-2xl40]=1,2,4,6,8,16 [gemma4-e4b-1xl40]=1,2,4,8,16,24,32,48 [qwen3.8-27b-int4-2xl40]=1,2,4,6,8,16)
 for d in ${DEPLOYMENTS:-qwen3.5-9b-2xl40 gemma4-e4b-1xl40 qwen3.8-27b-int4-2xl40}; do
-  "$BIN" sweep -d "$d" -c "${LEVELS[$d]}" --seeds "0..$n" --protocol cold --trace "$tmp/held.jsonl" --out "$tmp/real" > /dev/null
-  "$BIN" sweep -d "$d" -c "${LEVELS[$d]}" --seeds "0..$n" --protocol cold --workload "$tmp/fit.yaml" --out "$tmp/gen" > /dev/null
-  python3 - "$d" "$tmp/real/sweep.csv" "$tmp/gen/sweep.csv" "$tmp/real/sweep.json" "$tmp/gen/sweep.json" <<'PY'
+  for k in $FOLDS; do
+    n=$(wc -l < "$tmp/k$k/held.jsonl")
+    "$BIN" sweep -d "$d" -c "${LEVELS[$d]}" --seeds "0..$n" --protocol cold --trace "$tmp/k$k/held.jsonl" --out "$tmp/k$k/real-$d" > /dev/null
+    "$BIN" sweep -d "$d" -c "${LEVELS[$d]}" --seeds "0..$n" --protocol cold --workload "$tmp/k$k/fit.yaml" --out "$tmp/k$k/gen-$d" > /dev/null
+  done
+  # shellcheck disable=SC2086
+  python3 - "$d" $(for k in $FOLDS; do echo "$tmp/k$k/real-$d" "$tmp/k$k/gen-$d"; done) <<'PY'
 import csv, json, sys
-d, real, gen, real_json, gen_json = sys.argv[1:]
-def rows(p):
-    return {r["concurrency"]: r for r in csv.DictReader(open(p))}
-def invalid(p):
-    # runs marked invalid per level (context overflows or errors over 1 %: docs/definitions.md)
-    out = {}
-    for cell in json.load(open(p))["cells"]:
-        out[str(cell["concurrency"])] = out.get(str(cell["concurrency"]), 0) + (not cell["valid"])
-    return out
-r, g, ri, gi = rows(real), rows(gen), invalid(real_json), invalid(gen_json)
-for c in sorted(r, key=int):
-    a, b = r[c], g[c]
-    cells = []
-    for k, scale in (("d_mean", 1), ("ttft_p90_mean_s", 1), ("tpot_p90_mean_s", 1e3)):
-        x, y = float(a[k]) * scale, float(b[k]) * scale
+d, folders = sys.argv[1], sys.argv[2:]
+pairs = list(zip(folders[0::2], folders[1::2]))
+KEYS = ("d_mean", "ttft_p90_mean_s", "tpot_p90_mean_s")
+def cells(folder):
+    # per level: (seeds, each key's mean over them, runs marked invalid: context overflows or errors
+    # over 1 %, docs/definitions.md)
+    rows = {r["concurrency"]: r for r in csv.DictReader(open(f"{folder}/sweep.csv"))}
+    seeds, invalid = {}, {}
+    for cell in json.load(open(f"{folder}/sweep.json"))["cells"]:
+        c = str(cell["concurrency"])
+        seeds[c] = seeds.get(c, 0) + 1
+        invalid[c] = invalid.get(c, 0) + (not cell["valid"])
+    return {c: (seeds[c], [float(rows[c][k]) for k in KEYS], invalid[c]) for c in rows}
+def pooled(per_fold, c):
+    # the mean over every fold's seeds at level c, and the runs marked invalid
+    n = sum(f[c][0] for f in per_fold)
+    means = [sum(f[c][0] * f[c][1][i] for f in per_fold) / n for i in range(len(KEYS))]
+    return means, sum(f[c][2] for f in per_fold)
+real = [cells(r) for r, _ in pairs]
+gen = [cells(g) for _, g in pairs]
+for c in sorted(real[0], key=int):
+    (a, ai), (b, bi) = pooled(real, c), pooled(gen, c)
+    out = []
+    for x, y, scale in zip(a, b, (1, 1, 1e3)):
+        x, y = x * scale, y * scale
         err = f"{100 * (y / x - 1):+.0f} %" if x > 0 else "—"
-        cells += [f"{x:.3f}" if scale == 1 else f"{x:.1f}", f"{y:.3f}" if scale == 1 else f"{y:.1f}", err]
-    cells.append(f"{ri.get(c, 0)} / {gi.get(c, 0)}")
-    print(f"| {d} | {c} | " + " | ".join(cells) + " |")
+        out += [f"{x:.3f}" if scale == 1 else f"{x:.1f}", f"{y:.3f}" if scale == 1 else f"{y:.1f}", err]
+    out.append(f"{ai} / {bi}")
+    if len(pairs) > 1:
+        by_fold = sorted(f[c][1][0] for f in real)
+        out.append(f"{by_fold[0]:.3f}–{by_fold[-1]:.3f}")
+    print(f"| {d} | {c} | " + " | ".join(out) + " |")
 PY
 done

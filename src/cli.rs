@@ -435,6 +435,11 @@ pub struct WorkloadFitArgs {
     /// corpus's sessions share theirs, instead of every session sharing `system_prefix_tokens`.
     #[arg(long)]
     pub app_prefixes: bool,
+    /// Hold out the fifth K (0-4) of the corpus instead of the last: the sessions at positions K,
+    /// K + 5, … (default 4). One fit per K, each replayed beside its held-out fifth, is a five-fold
+    /// cross-validation (scripts/workload_replay_check.sh, FOLDS).
+    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u8).range(0..5))]
+    pub fold: Option<u8>,
 }
 
 #[derive(Args, Debug)]

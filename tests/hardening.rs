@@ -954,6 +954,9 @@ fn usage_sums_copies_and_one_outlier_session_neither_wrap_nor_fit_twice_nor_stop
         "{out}"
     );
     assert!(spec.exists());
+    // A fifth that does not exist is refused by name, before anything is read.
+    let o = serverbench(["workload", "fit", &corpus, "--fold", "5"]);
+    refused(&o, &["--fold", "5 is not in 0..5"]);
 }
 
 /// `calibrate --endpoint` refuses probe sizes beyond any context before it connects or builds a

@@ -390,7 +390,7 @@ fn the_h100_run_reproduces_from_the_h200_profile_moved_to_it() {
                 "--trace-as-recorded",
                 "--reuse",
                 "-c",
-                "8",
+                "4,6,8",
                 "-s",
                 "0",
                 "-w",

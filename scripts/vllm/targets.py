@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from regret import SETS, metric  # noqa: E402
+from regret import SETS, metric, set_name  # noqa: E402
 
 CHECKS = [("D", 0.10, 0), ("TPOT p50 ms", 0.05, 2), ("TPOT p90 ms", 0.05, 2),
           ("TTFT p50 s", 0.15, 2), ("TTFT p90 s", 0.15, 2)]
@@ -52,7 +52,7 @@ def main():
             total += 1
             met += cell == "–"
             cells.append(cell)
-        print(f"| {s.split('/')[-1]} | {','.join(map(str, levels))} | {best} | " + " | ".join(cells) + " |")
+        print(f"| {set_name(s)} | {','.join(map(str, levels))} | {best} | " + " | ".join(cells) + " |")
     print(f"\n{met} of {total} (set, metric) cells within their target.\n")
     same_requests()
     print("| set | level | seeds | Spearman ρ of D (target ≥ 0.9) |\n|---|---:|---:|---:|")
@@ -84,7 +84,7 @@ def same_requests():
             window_met[i] += window == "–"
             same_met[i] += not out
             cells += [window, ", ".join(out) or "–"]
-        print(f"| {s.split('/')[-1]} | " + " | ".join(cells) + " |")
+        print(f"| {set_name(s)} | " + " | ".join(cells) + " |")
     print("\n" + "; ".join(f"{n.split()[0]} p50 within its bound on {w} of {len(SETS)} sets, the same requests' on {m}"
                             for (n, _, _), w, m in zip(checks, window_met, same_met)) +
           " (not targets: the window's quantiles are).\n")

@@ -26,8 +26,10 @@ const MAX_BANDS: usize = 4;
 /// A later turn whose prompt is below this fraction of the one before started a new context: the
 /// agent compacted (a log without the summarising call shows only the drop).
 const DROP: f64 = 0.5;
-/// Every fifth session (positions 4, 9, 14, …) is held out of the fit.
+/// Every fifth session is held out of the fit: by default positions 4, 9, 14, … ([`DEFAULT_FOLD`]).
 pub const HOLD_OUT_EVERY: usize = 5;
+/// The fifth held out unless [`FitOptions::fold`] names another: positions 4, 9, 14, …
+pub const DEFAULT_FOLD: usize = HOLD_OUT_EVERY - 1;
 
 /// The quantities `workload fit` measures, as samples.
 #[derive(Clone, Debug, Default)]
@@ -388,6 +390,16 @@ pub struct FitOptions {
     pub session_speed: bool,
     /// Each session's own application prefix ([`with_app_prefixes`]).
     pub app_prefixes: bool,
+    /// Which fifth is held out: positions `k`, `k + 5`, … (`None`: [`DEFAULT_FOLD`]). Fitting once per
+    /// fold and replaying each fold beside its own fit is a five-fold cross-validation.
+    pub fold: Option<usize>,
+}
+
+impl FitOptions {
+    /// The fifth held out: `k` in `0..HOLD_OUT_EVERY`.
+    pub fn held_out_fold(&self) -> usize {
+        self.fold.unwrap_or(DEFAULT_FOLD)
+    }
 }
 
 /// Each session's median think time (sessions with none left out).
@@ -628,17 +640,17 @@ impl KindShape {
     }
 }
 
-/// Whether the session at position `i` of a corpus is held out of the fit.
-pub fn is_held_out(i: usize) -> bool {
-    i % HOLD_OUT_EVERY == HOLD_OUT_EVERY - 1
+/// Whether the session at position `i` of a corpus is held out of the fit when `fold` is.
+pub fn is_held_out(i: usize, fold: usize) -> bool {
+    i % HOLD_OUT_EVERY == fold
 }
 
-/// Splits trees by position: `(fitted, held_out)`.
-pub fn split(trees: &[SessionTree]) -> (Vec<&SessionTree>, Vec<&SessionTree>) {
+/// Splits trees by position: `(fitted, held_out)`, holding out the fifth `fold`.
+pub fn split(trees: &[SessionTree], fold: usize) -> (Vec<&SessionTree>, Vec<&SessionTree>) {
     let mut fit = Vec::new();
     let mut held = Vec::new();
     for (i, t) in trees.iter().enumerate() {
-        if is_held_out(i) {
+        if is_held_out(i, fold) {
             held.push(t);
         } else {
             fit.push(t);
@@ -709,7 +721,7 @@ pub fn fit_and_report(
     context_limit: u32,
     options: FitOptions,
 ) -> Result<(WorkloadSpec, FitReport), serverbench_config::FieldError> {
-    let (mut train, held) = split(trees);
+    let (mut train, held) = split(trees, options.held_out_fold());
     let (train_m, spec, left_out) = fit_generable(&mut train, source, options);
     let held = if held.is_empty() { train.clone() } else { held };
     let held_m = measure(&held);

@@ -79,7 +79,8 @@ pub fn fit_corpus(req: FitRequest<'_>) -> Result<FittedCorpus, FitError> {
     let note = req
         .targets
         .map(|(t, parent)| t.keep_corpus_sessions(parent.as_ref(), &mut imported));
-    let source = source_line(&imported, req.files, note);
+    let fold = req.options.held_out_fold();
+    let source = source_line(&imported, req.files, note, fold);
     let (mut spec, report) = fit::fit_and_report(
         &imported.trees,
         req.check,
@@ -112,7 +113,7 @@ pub fn fit_corpus(req: FitRequest<'_>) -> Result<FittedCorpus, FitError> {
     spec.name = req.name;
     Ok(FittedCorpus {
         spec,
-        held_out: held_out(&imported),
+        held_out: held_out(&imported, fold),
         left_out: left_out(&imported, &report),
         source,
         report,
@@ -121,9 +122,14 @@ pub fn fit_corpus(req: FitRequest<'_>) -> Result<FittedCorpus, FitError> {
 }
 
 /// The spec's source line: how many sessions of which format from which files, and the aim's note.
-fn source_line(imported: &Imported, files: &[String], note: Option<String>) -> String {
+fn source_line(imported: &Imported, files: &[String], note: Option<String>, fold: usize) -> String {
+    let from = if fold == fit::DEFAULT_FOLD {
+        String::new()
+    } else {
+        format!(" from position {fold}")
+    };
     let source = format!(
-        "workload fit of {} sessions ({}) from {}, every {}th held out",
+        "workload fit of {} sessions ({}) from {}, every {}th held out{from}",
         imported.trees.len(),
         imported.format.name(),
         files.join(" "),
@@ -135,10 +141,10 @@ fn source_line(imported: &Imported, files: &[String], note: Option<String>) -> S
     }
 }
 
-/// The held-out sessions: a log's own where it was reduced, else each tree's.
-fn held_out(imported: &Imported) -> Vec<Session> {
+/// The held-out sessions (the fifth `fold`): a log's own where it was reduced, else each tree's.
+fn held_out(imported: &Imported, fold: usize) -> Vec<Session> {
     (0..imported.trees.len())
-        .filter(|&i| fit::is_held_out(i))
+        .filter(|&i| fit::is_held_out(i, fold))
         .map(|i| match &imported.reduced {
             Some(r) => r.sessions[i].clone(),
             None => Session::from_tree(&imported.trees[i], imported.format.name()),
@@ -207,7 +213,9 @@ mod tests {
         );
         assert_eq!(f.spec.name.as_deref(), Some("fitted"));
         assert!(f.aimed.is_none());
-        let held = (0..20).filter(|&i| fit::is_held_out(i)).count();
+        let held = (0..20)
+            .filter(|&i| fit::is_held_out(i, fit::DEFAULT_FOLD))
+            .count();
         assert_eq!(f.held_out.len(), held);
         assert_eq!(f.report.held_out_sessions, held);
         assert_eq!(f.left_out.len(), f.report.left_out.len());
@@ -216,5 +224,37 @@ mod tests {
             yaml.starts_with(&format!("# {}\nname: fitted\n", f.source)),
             "{yaml}"
         );
+    }
+
+    #[test]
+    fn the_five_folds_hold_out_every_session_once_and_name_themselves() {
+        let files = ["a.jsonl".to_string()];
+        let mut seen = Vec::new();
+        for fold in 0..fit::HOLD_OUT_EVERY {
+            let mut req = request(corpus(23), &files);
+            req.options.fold = Some(fold);
+            let f = fit_corpus(req).unwrap();
+            let ids: Vec<String> = f.held_out.iter().map(|s| s.id.clone()).collect();
+            assert_eq!(
+                ids.len(),
+                (23 - fold).div_ceil(fit::HOLD_OUT_EVERY),
+                "fold {fold}"
+            );
+            assert_eq!(f.report.held_out_sessions, ids.len());
+            let fitted = f.report.fitted_sessions + f.report.left_out.len();
+            assert_eq!(fitted + ids.len(), 23, "fold {fold}");
+            let named = f
+                .source
+                .ends_with(&format!("held out from position {fold}"));
+            assert_eq!(named, fold != fit::DEFAULT_FOLD, "{}", f.source);
+            seen.extend(ids);
+        }
+        let all: Vec<String> = (0..23)
+            .map(|i| Session::from_tree(&corpus(23).trees[i], "native").id)
+            .collect();
+        seen.sort();
+        let mut want = all.clone();
+        want.sort();
+        assert_eq!(seen, want, "each session held out by exactly one fold");
     }
 }
