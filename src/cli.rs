@@ -435,6 +435,11 @@ pub struct WorkloadFitArgs {
     /// corpus's sessions share theirs, instead of every session sharing `system_prefix_tokens`.
     #[arg(long)]
     pub app_prefixes: bool,
+    /// Sessions that never compacted and never passed the corpus's median compaction threshold
+    /// compact there (their `session_shapes` row's threshold), instead of growing on to the
+    /// deployment's limit. Not used by the shipped specs (docs/workload.md).
+    #[arg(long)]
+    pub compact_typical: bool,
     /// Hold out the fifth K (0-4) of the corpus instead of the last: the sessions at positions K,
     /// K + 5, … (default 4). One fit per K, each replayed beside its held-out fifth, is a five-fold
     /// cross-validation (scripts/workload_replay_check.sh, FOLDS).

@@ -39,6 +39,7 @@ fn fit(a: WorkloadFitArgs) -> Result<()> {
         options: serverbench_workloads::fit::FitOptions {
             session_speed: a.session_speed,
             app_prefixes: a.app_prefixes,
+            compact_typical: a.compact_typical,
             fold: a.fold.map(usize::from),
         },
         note: inputs::note,

@@ -80,6 +80,8 @@ pub struct Measured {
     pub compaction_output: Vec<f64>,
     /// Per session: the context at which the root first compacted.
     pub session_threshold: Vec<Option<f64>>,
+    /// Per session: the longest prompt of its root.
+    pub session_longest: Vec<f64>,
     /// Per request, the prompt tokens that neither an earlier request of the session nor another
     /// session's shared prefix holds (what an infinite prefix cache misses).
     pub uncached: Vec<f64>,
@@ -178,6 +180,8 @@ fn measure_tree(tree: &SessionTree, shared: &HashSet<u64>, m: &mut Measured) {
             m.root_turns.push(turns);
             m.root_prefix.push(prefix);
             m.first_prompt.push(reqs[first].input_tokens as f64);
+            let longest = idx.iter().map(|&i| reqs[i].input_tokens).max();
+            m.session_longest.push(longest.unwrap_or(0) as f64);
         } else {
             m.subagent_turns.push(turns);
             m.subagent_prefix.push(prefix);
@@ -361,6 +365,25 @@ pub fn with_session_speeds(spec: &mut WorkloadSpec, m: &Measured) {
     spec.session_think_speeds = Some(speeds.sessions.into_iter().map(round).collect());
 }
 
+/// Gives each session shape that never compacted, and whose longest prompt stayed at or under the
+/// corpus's median compaction threshold, that threshold: the agent would have compacted there had the
+/// session gone on. A shape's row keeps its turns and first prompt, but the generator draws its
+/// growth turn by turn, and a row without a threshold otherwise grows on to the deployment's own
+/// limit, past where the corpus's agents compact (docs/workload.md). Rows whose session went past the
+/// median without compacting (agents with a longer context) keep none.
+pub fn with_typical_compaction(spec: &mut WorkloadSpec, m: &Measured) {
+    let measured: Vec<f64> = m.session_threshold.iter().flatten().copied().collect();
+    let (Some(typical), Some(rows)) = (median(&measured), spec.session_shapes.as_mut()) else {
+        return;
+    };
+    let typical = round4(typical);
+    for (row, &longest) in rows.iter_mut().zip(&m.session_longest) {
+        if row[2] == 0.0 && longest <= typical {
+            row[2] = typical;
+        }
+    }
+}
+
 /// Gives each session shape its session's own application prefix (`session_app_prefixes`, whole
 /// blocks of the tokens its first request shares with other sessions' prefixes), and measures the
 /// row's first prompt from it instead of from `system_prefix_tokens`.
@@ -390,6 +413,9 @@ pub struct FitOptions {
     pub session_speed: bool,
     /// Each session's own application prefix ([`with_app_prefixes`]).
     pub app_prefixes: bool,
+    /// Sessions that never compacted and never passed the corpus's typical threshold compact there
+    /// ([`with_typical_compaction`]).
+    pub compact_typical: bool,
     /// Which fifth is held out: positions `k`, `k + 5`, … (`None`: [`DEFAULT_FOLD`]). Fitting once per
     /// fold and replaying each fold beside its own fit is a five-fold cross-validation.
     pub fold: Option<usize>,
@@ -677,6 +703,9 @@ fn fit_generable(
         if options.app_prefixes {
             with_app_prefixes(&mut spec, &m);
         }
+        if options.compact_typical {
+            with_typical_compaction(&mut spec, &m);
+        }
         let rows = spec.session_shapes.as_deref().unwrap_or_default();
         let bad: Vec<usize> = (0..rows.len().min(train.len()))
             .filter(|&i| !crate::spec::session_shape_ok(&rows[i]))
@@ -786,4 +815,54 @@ pub fn fit_and_report(
         fresh: KindShape::of(shapes, false),
     };
     Ok((spec, report))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_shapes_that_never_compacted_nor_passed_the_median_threshold_take_it() {
+        let m = Measured {
+            session_threshold: vec![
+                Some(150_000.0),
+                Some(160_000.0),
+                None,
+                None,
+                Some(170_000.0),
+            ],
+            session_longest: vec![150_500.0, 160_200.0, 90_000.0, 400_000.0, 171_000.0],
+            ..Measured::default()
+        };
+        let mut spec = WorkloadSpec {
+            session_shapes: Some(vec![
+                [20_000.0, 30.0, 150_000.0],
+                [20_000.0, 30.0, 160_000.0],
+                [20_000.0, 30.0, 0.0],
+                [200_000.0, 10.0, 0.0],
+                [20_000.0, 30.0, 170_000.0],
+            ]),
+            ..WorkloadSpec::default()
+        };
+        with_typical_compaction(&mut spec, &m);
+        let thresholds: Vec<f64> = spec.session_shapes.unwrap().iter().map(|r| r[2]).collect();
+        // The median of the three measured thresholds is 160,000: the session that stayed at 90,000
+        // takes it; the one that went on to 400,000 without compacting (a longer context) keeps none.
+        assert_eq!(
+            thresholds,
+            [150_000.0, 160_000.0, 160_000.0, 0.0, 170_000.0]
+        );
+        // A corpus without a measured compaction changes nothing.
+        let none = Measured {
+            session_threshold: vec![None],
+            session_longest: vec![1_000.0],
+            ..Measured::default()
+        };
+        let mut spec = WorkloadSpec {
+            session_shapes: Some(vec![[1_000.0, 3.0, 0.0]]),
+            ..WorkloadSpec::default()
+        };
+        with_typical_compaction(&mut spec, &none);
+        assert_eq!(spec.session_shapes.unwrap()[0][2], 0.0);
+    }
 }
