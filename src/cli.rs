@@ -435,8 +435,8 @@ pub struct WorkloadFitArgs {
     /// corpus's sessions share theirs, instead of every session sharing `system_prefix_tokens`.
     #[arg(long)]
     pub app_prefixes: bool,
-    /// Sessions that never compacted and never passed the corpus's median compaction threshold
-    /// compact there (their `session_shapes` row's threshold), instead of growing on to the
+    /// Sessions that never compacted and never passed the corpus's typical compaction threshold
+    /// (`compaction.max_tokens`) compact there (their `session_shapes` row's threshold), instead of growing on to the
     /// deployment's limit. Not used by the shipped specs (docs/workload.md).
     #[arg(long)]
     pub compact_typical: bool,

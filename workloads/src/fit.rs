@@ -366,17 +366,21 @@ pub fn with_session_speeds(spec: &mut WorkloadSpec, m: &Measured) {
 }
 
 /// Gives each session shape that never compacted, and whose longest prompt stayed at or under the
-/// corpus's median compaction threshold, that threshold: the agent would have compacted there had the
-/// session gone on. A shape's row keeps its turns and first prompt, but the generator draws its
-/// growth turn by turn, and a row without a threshold otherwise grows on to the deployment's own
-/// limit, past where the corpus's agents compact (docs/workload.md). Rows whose session went past the
-/// median without compacting (agents with a longer context) keep none.
+/// corpus's typical compaction threshold (`compaction.max_tokens`, the median of its compactions),
+/// that threshold: the agent would have compacted there had the session gone on. A shape's row keeps
+/// its turns and first prompt, but the generator draws its growth turn by turn, and a row without a
+/// threshold otherwise grows on to the deployment's own limit, past where the corpus's agents compact
+/// (docs/workload.md). Rows whose session went past it without compacting (agents with a longer
+/// context) keep none; a corpus without a compaction changes nothing.
 pub fn with_typical_compaction(spec: &mut WorkloadSpec, m: &Measured) {
-    let measured: Vec<f64> = m.session_threshold.iter().flatten().copied().collect();
-    let (Some(typical), Some(rows)) = (median(&measured), spec.session_shapes.as_mut()) else {
+    let typical = spec.compaction.max_tokens as f64;
+    let Some(rows) = spec
+        .session_shapes
+        .as_mut()
+        .filter(|_| !m.compaction_at.is_empty())
+    else {
         return;
     };
-    let typical = round4(typical);
     for (row, &longest) in rows.iter_mut().zip(&m.session_longest) {
         if row[2] == 0.0 && longest <= typical {
             row[2] = typical;
@@ -824,6 +828,7 @@ mod tests {
     #[test]
     fn only_shapes_that_never_compacted_nor_passed_the_median_threshold_take_it() {
         let m = Measured {
+            compaction_at: vec![150_000.0, 160_000.0, 170_000.0],
             session_threshold: vec![
                 Some(150_000.0),
                 Some(160_000.0),
@@ -834,7 +839,8 @@ mod tests {
             session_longest: vec![150_500.0, 160_200.0, 90_000.0, 400_000.0, 171_000.0],
             ..Measured::default()
         };
-        let mut spec = WorkloadSpec {
+        let mut spec = fit(&m, "test");
+        spec = WorkloadSpec {
             session_shapes: Some(vec![
                 [20_000.0, 30.0, 150_000.0],
                 [20_000.0, 30.0, 160_000.0],
@@ -842,11 +848,11 @@ mod tests {
                 [200_000.0, 10.0, 0.0],
                 [20_000.0, 30.0, 170_000.0],
             ]),
-            ..WorkloadSpec::default()
+            ..spec
         };
         with_typical_compaction(&mut spec, &m);
         let thresholds: Vec<f64> = spec.session_shapes.unwrap().iter().map(|r| r[2]).collect();
-        // The median of the three measured thresholds is 160,000: the session that stayed at 90,000
+        // The median of the three measured compactions is 160,000: the session that stayed at 90,000
         // takes it; the one that went on to 400,000 without compacting (a longer context) keeps none.
         assert_eq!(
             thresholds,
