@@ -8,7 +8,7 @@
 # marked invalid (context overflows or errors over 1 %: a trace cannot compact at a deployment's context
 # as the generator does, so on Gemma's 131K context most trace runs overflow; docs/fidelity.md).
 # (`--protocol cold` names the cold start: the L40 deployments default to AgentX's protocol.)
-# Usage: [FIT_ARGS=...] [SESSIONS=fitted] [ORDER=file|N] [DEPLOYMENTS="d1 d2"] scripts/workload_replay_check.sh [BIN] > results/workload-fit/replays.md
+# Usage: [FIT_ARGS=...] [SESSIONS=fitted] [SHAPES=held] [ORDER=file|N] [DEPLOYMENTS="d1 d2"] scripts/workload_replay_check.sh [BIN] > results/workload-fit/replays.md
 # (FIT_ARGS: the `workload fit` options, by default --app-prefixes as the shipped spec is fitted; e.g.
 # FIT_ARGS="--app-prefixes --session-speed" > replays-session-speed.md, FIT_ARGS= for one shared prefix;
 # SESSIONS=fitted: replay the sessions the generator was fitted on instead of the held-out ones, one
@@ -21,7 +21,11 @@
 # replayed beside the generator fitted without them, and each cell the mean over the folds' seeds, so
 # every corpus session is replayed against a fit that never saw it; a last column gives the held-out
 # side's mean D on each fold, lowest to highest: how far one fifth's sample moves the measure
-# (> replays-cv.md).)
+# (> replays-cv.md);
+# SHAPES=held: the generator is given the replayed sessions' own shapes (`workload fit` of them alone, its
+# `session_shapes`, `session_app_prefixes` and `resumed_share` put into the fold's fit; every other
+# distribution stays the fitted one), so that what is left is how it builds a session of a given shape,
+# not which shapes the replayed fifth drew (> replays-own-shapes.md; needs PyYAML).)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${1:-target/release/serverbench}
@@ -47,6 +51,34 @@ PY
     # One quantity of the root calls shuffled across the sessions (scripts/shuffle_sessions.py, seed 1).
     python3 scripts/shuffle_sessions.py "$SHUFFLE" 1 < "$held" > "$tmp/k$k/shuffled.jsonl"
     mv "$tmp/k$k/shuffled.jsonl" "$held"
+  fi
+  if [ "${SHAPES:-fitted}" = held ]; then
+    # The replayed sessions laid out so that none falls on a position `workload fit` holds out (every
+    # fifth, 4 mod 5: filled with renamed copies, which are held out), fitted alone, and their shapes put
+    # into the fold's spec.
+    python3 - "$held" "$tmp/k$k/own.jsonl" <<'PY'
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()
+out, i = [], 0
+while i < len(lines):
+    if len(out) % 5 == 4:
+        filler = json.loads(lines[len(out) % len(lines)])
+        filler["id"] += "-filler"
+        out.append(json.dumps(filler))
+    else:
+        out.append(lines[i])
+        i += 1
+open(sys.argv[2], "w").write("\n".join(out) + "\n")
+PY
+    "$BIN" workload fit "$tmp/k$k/own.jsonl" ${FIT_ARGS---app-prefixes} -o "$tmp/k$k/own.yaml" > /dev/null
+    python3 - "$tmp/k$k/fit.yaml" "$tmp/k$k/own.yaml" <<'PY'
+import sys, yaml
+fit, own = (yaml.safe_load(open(p)) for p in sys.argv[1:3])
+for key in ("session_shapes", "session_app_prefixes", "resumed_share"):
+    if key in own:
+        fit[key] = own[key]
+yaml.safe_dump(fit, open(sys.argv[1], "w"), sort_keys=False)
+PY
   fi
   if [ "${ORDER:-0}" != file ]; then
     # The replayed sessions in a seeded random order: the corpus's files group them by source (the Claude
