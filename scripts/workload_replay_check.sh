@@ -4,7 +4,8 @@
 # `sweep --workload agentic-coding --protocol cold` recommends there (LEVELS_<deployment> below; cold
 # start, 1800 s, one seed per held-out session: seed s starts the lanes at held-out sessions s, s+1, …,
 # so every session is replayed about c times over the seeds), and prints a markdown table of mean D,
-# mean p90 TTFT and mean p90 TPOT over the seeds, the generator's relative error, and each side's runs
+# mean p90 TTFT and mean p90 TPOT over the seeds, the generator's relative error (for D with a 90 %
+# interval from resampling both sides' seeds: how far the seeds alone move it), and each side's runs
 # marked invalid (context overflows or errors over 1 %: a trace cannot compact at a deployment's context
 # as the generator does, so on Gemma's 131K context most trace runs overflow; docs/fidelity.md).
 # (`--protocol cold` names the cold start: the L40 deployments default to AgentX's protocol.)
@@ -98,8 +99,8 @@ done
 who=$([ "${SESSIONS:-held}" = fitted ] && echo "fitted on" || echo "held out")
 nfolds=$(wc -w <<< "$FOLDS")
 spread=$([ "$nfolds" -gt 1 ] && echo " D $who by fold |" || true)
-echo "| deployment | c | D $who | D generator | error | p90 TTFT $who (s) | generator | error | p90 TPOT $who (ms) | generator | error | invalid runs ($who / generator) |$spread"
-echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|$([ "$nfolds" -gt 1 ] && echo "---|" || true)"
+echo "| deployment | c | D $who | D generator | error | D error, 90 % interval | p90 TTFT $who (s) | generator | error | p90 TPOT $who (ms) | generator | error | invalid runs ($who / generator) |$spread"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|$([ "$nfolds" -gt 1 ] && echo "---|" || true)"
 declare -A LEVELS=([qwen3.5-9b-2xl40]=1,2,4,6,8,16 [gemma4-e4b-1xl40]=1,2,4,8,16,24,32,48 [qwen3.8-27b-int4-2xl40]=1,2,4,6,8,16)
 for d in ${DEPLOYMENTS:-qwen3.5-9b-2xl40 gemma4-e4b-1xl40 qwen3.8-27b-int4-2xl40}; do
   for k in $FOLDS; do
@@ -109,7 +110,7 @@ for d in ${DEPLOYMENTS:-qwen3.5-9b-2xl40 gemma4-e4b-1xl40 qwen3.8-27b-int4-2xl40
   done
   # shellcheck disable=SC2086
   python3 - "$d" $(for k in $FOLDS; do echo "$tmp/k$k/real-$d" "$tmp/k$k/gen-$d"; done) <<'PY'
-import csv, json, sys
+import csv, json, random, sys
 d, folders = sys.argv[1], sys.argv[2:]
 pairs = list(zip(folders[0::2], folders[1::2]))
 KEYS = ("d_mean", "ttft_p90_mean_s", "tpot_p90_mean_s")
@@ -123,6 +124,34 @@ def cells(folder):
         seeds[c] = seeds.get(c, 0) + 1
         invalid[c] = invalid.get(c, 0) + (not cell["valid"])
     return {c: (seeds[c], [float(rows[c][k]) for k in KEYS], invalid[c]) for c in rows}
+def per_seed(folder):
+    # per level: each seed's D, in seed order
+    runs = {}
+    for cell in json.load(open(f"{folder}/sweep.json"))["cells"]:
+        runs.setdefault(str(cell["concurrency"]), []).append((cell["seed"], cell["d"]))
+    return {c: [d for _, d in sorted(v)] for c, v in runs.items()}
+def interval(real_runs, gen_runs, c, draws=2000):
+    # A 90 % interval of the generator's D error from resampling both sides' seeds (random.Random(1),
+    # 2,000 draws): the replayed sessions' seeds in circular blocks of c (seed s starts its lanes at sessions
+    # s, s + 1, ..., so neighbours share sessions), the generator's one by one (each draws its own);
+    # every fold resampled on its own and pooled.
+    rng = random.Random(1)
+    def resample(xs, block):
+        n, out = len(xs), []
+        while len(out) < n:
+            start = rng.randrange(n)
+            out += [xs[(start + i) % n] for i in range(block)]
+        return out[:n]
+    errs = []
+    for _ in range(draws):
+        r = [x for f in real_runs for x in resample(f[c], int(c))]
+        g = [x for f in gen_runs for x in resample(f[c], 1)]
+        if sum(r) > 0:
+            errs.append(100 * (sum(g) / len(g)) / (sum(r) / len(r)) - 100)
+    if len(errs) < draws // 2:
+        return "—"
+    errs.sort()
+    return f"{errs[int(0.05 * len(errs))]:+.0f} … {errs[int(0.95 * len(errs))]:+.0f} %"
 def pooled(per_fold, c):
     # the mean over every fold's seeds at level c, and the runs marked invalid
     n = sum(f[c][0] for f in per_fold)
@@ -130,6 +159,8 @@ def pooled(per_fold, c):
     return means, sum(f[c][2] for f in per_fold)
 real = [cells(r) for r, _ in pairs]
 gen = [cells(g) for _, g in pairs]
+real_runs = [per_seed(r) for r, _ in pairs]
+gen_runs = [per_seed(g) for _, g in pairs]
 for c in sorted(real[0], key=int):
     (a, ai), (b, bi) = pooled(real, c), pooled(gen, c)
     out = []
@@ -137,6 +168,8 @@ for c in sorted(real[0], key=int):
         x, y = x * scale, y * scale
         err = f"{100 * (y / x - 1):+.0f} %" if x > 0 else "—"
         out += [f"{x:.3f}" if scale == 1 else f"{x:.1f}", f"{y:.3f}" if scale == 1 else f"{y:.1f}", err]
+        if scale == 1 and len(out) == 3:
+            out.append(interval(real_runs, gen_runs, c))
     out.append(f"{ai} / {bi}")
     if len(pairs) > 1:
         by_fold = sorted(f[c][1][0] for f in real)
