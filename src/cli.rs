@@ -440,6 +440,12 @@ pub struct WorkloadFitArgs {
     /// deployment's limit. Not used by the shipped specs (docs/workload.md).
     #[arg(long)]
     pub compact_typical: bool,
+    /// The fitted `compaction.carried_tokens` stand for everything the first prompt after a compaction
+    /// holds besides the prefix and the summary, the compacting turn's additions included, as the fit
+    /// measures them (`compaction.turn_in_carry`); without it the generator adds the turn's growth on top,
+    /// counting it twice. Not used by the shipped specs yet (docs/workload.md).
+    #[arg(long)]
+    pub turn_in_carry: bool,
     /// Hold out the fifth K (0-4) of the corpus instead of the last: the sessions at positions K,
     /// K + 5, … (default 4). One fit per K, each replayed beside its held-out fifth, is a five-fold
     /// cross-validation (scripts/workload_replay_check.sh, FOLDS).

@@ -40,6 +40,7 @@ fn fit(a: WorkloadFitArgs) -> Result<()> {
             session_speed: a.session_speed,
             app_prefixes: a.app_prefixes,
             compact_typical: a.compact_typical,
+            turn_in_carry: a.turn_in_carry,
             fold: a.fold.map(usize::from),
         },
         note: inputs::note,

@@ -751,3 +751,28 @@ fn a_fit_with_app_prefixes_keeps_each_sessions_first_request() {
     assert!(kinds.len() > 20, "{} prefix lengths", kinds.len());
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `workload fit --turn-in-carry` writes `compaction.turn_in_carry: true` (the fitted carry stands for the
+/// compacting turn's additions too); without it the spec says nothing and keeps the old generation.
+#[test]
+fn turn_in_carry_is_written_only_when_asked_for() {
+    let dir = std::env::temp_dir().join(format!("sb-carry-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let fit = |extra: &[&str], name: &str| {
+        let out = dir.join(name);
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_serverbench"))
+            .args(["workload", "fit"])
+            .arg(claude_fixture())
+            .args(extra)
+            .arg("-o")
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        std::fs::read_to_string(&out).unwrap()
+    };
+    let with = fit(&["--turn-in-carry"], "with.yaml");
+    assert!(with.contains("\n  turn_in_carry: true\n"), "{with}");
+    assert!(!fit(&[], "without.yaml").contains("turn_in_carry"));
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -420,6 +420,9 @@ pub struct FitOptions {
     /// Sessions that never compacted and never passed the corpus's typical threshold compact there
     /// ([`with_typical_compaction`]).
     pub compact_typical: bool,
+    /// The fitted `carried_tokens` stand for the compacting turn's additions too
+    /// (`compaction.turn_in_carry`), as the fit measures them.
+    pub turn_in_carry: bool,
     /// Which fifth is held out: positions `k`, `k + 5`, … (`None`: [`DEFAULT_FOLD`]). Fitting once per
     /// fold and replaying each fold beside its own fit is a five-fold cross-validation.
     pub fold: Option<usize>,
@@ -524,6 +527,7 @@ pub fn fit(m: &Measured, source: &str) -> WorkloadSpec {
             .flat_map(|v| v.iter())
             .fold(None, |a: Option<f64>, &x| Some(a.map_or(x, |a| a.max(x))))
             .map(|x| x as u32),
+        turn_in_carry: false,
     };
     WorkloadSpec {
         name: None,
@@ -710,6 +714,7 @@ fn fit_generable(
         if options.compact_typical {
             with_typical_compaction(&mut spec, &m);
         }
+        spec.compaction.turn_in_carry = options.turn_in_carry;
         let rows = spec.session_shapes.as_deref().unwrap_or_default();
         let bad: Vec<usize> = (0..rows.len().min(train.len()))
             .filter(|&i| !crate::spec::session_shape_ok(&rows[i]))
@@ -870,5 +875,25 @@ mod tests {
         };
         with_typical_compaction(&mut spec, &none);
         assert_eq!(spec.session_shapes.unwrap()[0][2], 0.0);
+    }
+
+    #[test]
+    fn turn_in_carry_is_written_only_when_asked_for() {
+        let m = Measured {
+            compaction_carried: vec![12_000.0, 30_000.0],
+            ..Measured::default()
+        };
+        let spec = fit(&m, "test");
+        assert!(!spec.compaction.turn_in_carry);
+        // Specs without it read and write as before: the field appears only when true.
+        assert!(!serde_yaml::to_string(&spec)
+            .unwrap()
+            .contains("turn_in_carry"));
+        let mut asked = spec.clone();
+        asked.compaction.turn_in_carry = true;
+        let text = serde_yaml::to_string(&asked).unwrap();
+        assert!(text.contains("turn_in_carry: true"), "{text}");
+        let back: WorkloadSpec = serde_yaml::from_str(&text).unwrap();
+        assert!(back.compaction.turn_in_carry);
     }
 }

@@ -298,6 +298,10 @@ impl<'a> Builder<'a> {
             Some(d) => d.sample_count(&mut self.rng, 0, MAX_PART_TOKENS),
             None => 0,
         };
+        // Carried tokens measured with the turn's additions in them stand for those too.
+        let whole =
+            self.spec.compaction.turn_in_carry && self.spec.compaction.carried_tokens.is_some();
+        let added = if whole { 0 } else { added };
         // What a compacted context carries never takes it past the most the deployment's context lets
         // an agent hold (a shorter context than the corpus's sessions compacted in would otherwise see
         // the next turn and compaction overflow it).
@@ -886,5 +890,36 @@ mod tests {
             assert!(next.input_tokens >= 22_000 && next.input_tokens <= 22_000 + 40_000);
             assert_eq!(next.think_ns, 0);
         }
+    }
+
+    /// The root's prompts right after its compactions, for a spec that carries 5,000 tokens.
+    fn prompts_after_compactions(turn_in_carry: bool) -> (u32, Vec<u32>) {
+        let mut spec = WorkloadSpec::synthetic_v1();
+        spec.compaction.max_tokens = 70_000;
+        spec.compaction.carried_tokens = Some(crate::spec::Dist::Constant { value: 5_000.0 });
+        spec.compaction.turn_in_carry = turn_in_carry;
+        spec.root_turns = crate::spec::Dist::Constant { value: 200.0 };
+        let head = spec.system_prefix_tokens + spec.compaction.summary_tokens;
+        let t = Generator::new(spec, 3, 1_048_576).unwrap().generate(0);
+        let after = t
+            .requests()
+            .iter()
+            .filter(|r| r.kind == RequestKind::Compaction && r.agent == 0)
+            .map(|c| t.requests().iter().find(|r| r.deps == vec![c.id]).unwrap())
+            .map(|next| next.input_tokens)
+            .collect();
+        (head, after)
+    }
+
+    #[test]
+    fn carried_tokens_with_the_turn_in_them_are_the_whole_prompt_after_a_compaction() {
+        // `turn_in_carry`: the carry is all the next prompt holds besides the prefix and the summary.
+        let (head, after) = prompts_after_compactions(true);
+        assert!(!after.is_empty());
+        assert!(after.iter().all(|&p| p == head + 5_000), "{after:?}");
+        // Without it (every spec before the field) the turn's drawn growth comes on top, as before.
+        let (head, after) = prompts_after_compactions(false);
+        assert!(!after.is_empty());
+        assert!(after.iter().any(|&p| p > head + 5_000), "{after:?}");
     }
 }

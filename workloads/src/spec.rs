@@ -484,6 +484,13 @@ pub struct CompactionSpec {
     /// absent: no reserve beyond `context_fraction`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reserve_tokens: Option<u32>,
+    /// Whether `carried_tokens` is all the first prompt after a compaction holds besides the prefix and
+    /// the summary, the compacting turn's own additions included, as `workload fit` measures it (`workload
+    /// fit --turn-in-carry` says so). Absent or false: the turn's drawn growth is added on top of the
+    /// carried tokens, as every spec made before this field existed was generated (so runs stored with
+    /// them reproduce) — which counts a fitted spec's turn twice (docs/workload.md).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub turn_in_carry: bool,
 }
 
 impl Default for CompactionSpec {
@@ -494,6 +501,7 @@ impl Default for CompactionSpec {
             summary_tokens: 2_000,
             carried_tokens: None,
             reserve_tokens: None,
+            turn_in_carry: false,
         }
     }
 }
