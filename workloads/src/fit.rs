@@ -878,7 +878,7 @@ mod tests {
     }
 
     #[test]
-    fn turn_in_carry_is_written_only_when_asked_for() {
+    fn turn_in_carry_is_serialized_only_when_true() {
         let m = Measured {
             compaction_carried: vec![12_000.0, 30_000.0],
             ..Measured::default()

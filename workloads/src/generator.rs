@@ -294,14 +294,21 @@ impl<'a> Builder<'a> {
             },
         );
         ctx.epoch = self.new_epoch(ctx.agent, None);
-        let carried = match &self.spec.compaction.carried_tokens {
-            Some(d) => d.sample_count(&mut self.rng, 0, MAX_PART_TOKENS),
-            None => 0,
+        // Carried tokens measured with the turn's additions in them (`turn_in_carry`) stand for those too.
+        let (carried, added) = match &self.spec.compaction.carried_tokens {
+            Some(d) => {
+                let carried = d.sample_count(&mut self.rng, 0, MAX_PART_TOKENS);
+                (
+                    carried,
+                    if self.spec.compaction.turn_in_carry {
+                        0
+                    } else {
+                        added
+                    },
+                )
+            }
+            None => (0, added),
         };
-        // Carried tokens measured with the turn's additions in them stand for those too.
-        let whole =
-            self.spec.compaction.turn_in_carry && self.spec.compaction.carried_tokens.is_some();
-        let added = if whole { 0 } else { added };
         // What a compacted context carries never takes it past the most the deployment's context lets
         // an agent hold (a shorter context than the corpus's sessions compacted in would otherwise see
         // the next turn and compaction overflow it).
