@@ -400,7 +400,12 @@ fn the_default_workload_spec_is_the_fit_of_the_shipped_corpus() {
     let report = fit_reproduces_preset(
         &dir,
         "agentic-coding",
-        &["corpus/claude-code", "--app-prefixes"],
+        &[
+            "corpus/claude-code",
+            "--app-prefixes",
+            "--compact-typical",
+            "--turn-in-carry",
+        ],
     );
     assert!(
         report.contains("fitted on 712 sessions, 177 held out"),
