@@ -308,6 +308,7 @@ fn the_benchmark_stand_in_specs_are_the_aimed_fits_of_the_weka_traces() {
             "corpus/claude-code/weka-kv-cache-tester.jsonl",
             "--targets",
             &targets,
+            "--turn-in-carry",
         ];
         let report = fit_reproduces_preset(&dir, name, &args);
         assert!(
