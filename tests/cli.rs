@@ -163,7 +163,7 @@ fn a_trace_compacts_at_the_deployments_context_unless_replayed_as_recorded() {
         (stdout(&o), String::from_utf8_lossy(&o.stderr).into_owned())
     };
     let (out, err) = run(&["--protocol", "cold"]);
-    let note = "note: trace on a 131,072-token context: 2 of 5 sessions compact where a prompt would pass 112,877 tokens, as the agentic-coding spec's agents do (4 compaction requests of 2,705-token summaries inserted; cut to fit: 1 first prompts of an agent, 0 later ones that could not be compacted); --trace-as-recorded replays them as recorded";
+    let note = "note: trace on a 131,072-token context: 2 of 5 sessions compact where a prompt would pass 112,877 tokens, as the agentic-coding spec's agents do (5 compaction requests of 2,705-token summaries inserted, each followed by the files its agents read again, drawn from its carried_tokens; cut to fit: 1 first prompts of an agent, 0 later ones that could not be compacted); --trace-as-recorded replays them as recorded";
     assert_eq!(err.matches(note).count(), 1, "{err}");
     assert!(
         out.contains(" 0 context overflow") && out.contains("· valid"),

@@ -315,7 +315,7 @@ pub fn fitted_workload(
 /// The note a trace compacted at a deployment's context gets.
 fn compaction_note(sessions: usize, rule: &CompactionRule, c: Compacted) -> String {
     format!(
-        "note: trace on a {}-token context: {} of {sessions} sessions compact where a prompt would pass {} tokens, as the {} spec's agents do ({} compaction requests of {}-token summaries inserted; cut to fit: {} first prompts of an agent, {} later ones that could not be compacted); --trace-as-recorded replays them as recorded",
+        "note: trace on a {}-token context: {} of {sessions} sessions compact where a prompt would pass {} tokens, as the {} spec's agents do ({} compaction requests of {}-token summaries inserted, each followed by the files its agents read again, drawn from its carried_tokens; cut to fit: {} first prompts of an agent, {} later ones that could not be compacted); --trace-as-recorded replays them as recorded",
         thousands(rule.context_limit as u64),
         c.sessions,
         thousands(rule.threshold as u64),

@@ -1,27 +1,34 @@
 //! Recorded sessions compacted at a shorter context, as their agent would have compacted them there: a
-//! pure tree transform (the generator's compaction rule applied to a trace); no IO, nothing random.
+//! pure tree transform (the generator's compaction rule applied to a trace); no IO, no unseeded draw.
 //!
 //! A session recorded against a long context (the benchmark corpus's 1M-token model) replayed on a
 //! server with a shorter one would overflow it; the agent on that server compacts instead. Each agent's
 //! requests are walked in order: when a prompt would pass the threshold, a compaction request is sent
 //! first (its prompt the agent's earlier prompt that this one continues, and that prompt's answer; its
 //! output the summary), and that prompt and the agent's later ones start again from the application
-//! prefix and the summary, followed by what the prompt had added since the one it continues. Requests keep their outputs, think times and dependencies;
+//! prefix, the summary and what the agent carries on (files it reads again: the spec's
+//! `carried_tokens`, drawn per compaction from a hash of it), followed by what the prompt had added since
+//! the one it continues. Requests keep their outputs, think times and dependencies;
 //! the compaction takes the request's dependencies and think time, the request then waits for it alone.
 
 use crate::hash::mix2;
 use crate::import::Trace;
-use crate::spec::WorkloadSpec;
+use crate::spec::{Dist, WorkloadSpec};
 use crate::tree::{Blocks, Request, RequestKind, SessionTree};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 /// Salt of the block ids of a compacted context (mixed with the session and the compaction's number).
 const COMPACT_SALT: u64 = 0xC0A1_7AC7_5E55_1000;
 
+/// Salt of the seed of a compaction's carried-tokens draw (mixed with its key).
+const CARRY_SALT: u64 = 0xCA77_1ED0_70CE_2000;
+
 /// Where and how an agent compacts: a prompt longer than `threshold` tokens is compacted first, into
-/// `summary_tokens`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// `summary_tokens`, and the next prompt carries `carried_tokens` besides the prefix and the summary.
+#[derive(Clone, Debug, PartialEq)]
 pub struct CompactionRule {
     /// The deployment's context limit (no request is made longer than it).
     pub context_limit: u32,
@@ -29,18 +36,42 @@ pub struct CompactionRule {
     pub threshold: u32,
     /// The summary's length.
     pub summary_tokens: u32,
+    /// What the first prompt after a compaction carries besides the prefix and the summary (files read
+    /// again), one draw per compaction; `None`: nothing.
+    pub carried_tokens: Option<Dist>,
+    /// Whether the carry stands for the compacting turn's own additions too (the spec's
+    /// `compaction.turn_in_carry`); else they come on top of it.
+    pub turn_in_carry: bool,
 }
 
 impl CompactionRule {
     /// Where `spec`'s agents compact on a `context_limit`-token deployment when the context forces
     /// them: `context_fraction` of it less the reserve (not the spec's own `max_tokens`, which a
-    /// recorded session already followed where its own context made it), into `summary_tokens`.
+    /// recorded session already followed where its own context made it), into `summary_tokens`,
+    /// carrying on its `carried_tokens` as its agents do.
     pub fn forced_by(spec: &WorkloadSpec, context_limit: u32) -> CompactionRule {
         CompactionRule {
             context_limit,
             threshold: spec.limit_threshold(context_limit),
             summary_tokens: spec.compaction.summary_tokens,
+            carried_tokens: spec.compaction.carried_tokens.clone(),
+            turn_in_carry: spec.compaction.turn_in_carry,
         }
+    }
+
+    /// Blocks of carried context the compaction keyed `key` adds, when the prompt it precedes adds
+    /// `added` blocks of its own and `room` blocks are left below the threshold.
+    fn carry_blocks(&self, key: u64, added: usize, room: usize, bs: u32) -> usize {
+        let Some(dist) = &self.carried_tokens else {
+            return 0;
+        };
+        let drawn = dist.sample(&mut ChaCha8Rng::seed_from_u64(mix2(key, CARRY_SALT)));
+        let blocks = (drawn.max(0.0) / bs as f64) as usize;
+        let extra = match self.turn_in_carry {
+            true => blocks.saturating_sub(added),
+            false => blocks,
+        };
+        extra.min(room)
     }
 }
 
@@ -280,8 +311,8 @@ pub fn compact_tree(
 }
 
 /// The context `r` starts when its agent compacts before it: the `cut` blocks its prompt shares with
-/// the conversation it continues become the prefix and the summary. `None` when the summary would not
-/// shorten it.
+/// the conversation it continues become the prefix, the summary and the carried context (new blocks,
+/// kept within the threshold). `None` when they would not shorten it.
 fn new_epoch(
     r: &Request,
     cut: usize,
@@ -291,13 +322,16 @@ fn new_epoch(
     key: u64,
 ) -> Option<Epoch> {
     let summary_blocks = rule.summary_tokens.div_ceil(bs) as usize;
-    if cut <= prefix + summary_blocks {
+    let added = r.blocks.len().saturating_sub(cut);
+    let room = ((rule.threshold / bs) as usize).saturating_sub(prefix + summary_blocks + added);
+    let fresh = summary_blocks + rule.carry_blocks(key, added, room, bs);
+    if cut <= prefix + fresh {
         return None;
     }
     let head = r.blocks.as_slice()[..prefix]
         .iter()
         .copied()
-        .chain((0..summary_blocks as u64).map(|j| mix2(key, !j)))
+        .chain((0..fresh as u64).map(|j| mix2(key, !j)))
         .collect();
     Some(Epoch {
         anchor: r.blocks.clone(),
@@ -339,6 +373,8 @@ mod tests {
             context_limit: threshold + threshold / 8,
             threshold,
             summary_tokens: 2_000,
+            carried_tokens: None,
+            turn_in_carry: false,
         }
     }
 
@@ -479,6 +515,55 @@ mod tests {
         };
         let (same, counts) = compact_tree(&growing(), &tiny);
         assert_eq!((*same == *growing(), counts), (true, Compacted::default()));
+    }
+
+    /// The first prompt after a compaction carries the rule's `carried_tokens` besides the prefix and
+    /// the summary: the turn's own additions on top of it, or within it under `turn_in_carry`, new
+    /// blocks the context's later prompts share, and never past the threshold.
+    #[test]
+    fn a_compacted_context_carries_what_the_rule_draws() {
+        let after = |carry: f64, turn_in_carry: bool| {
+            let r = CompactionRule {
+                carried_tokens: Some(Dist::Constant { value: carry }),
+                turn_in_carry,
+                ..rule(100_000)
+            };
+            let (c, _) = compact_tree(&growing(), &r);
+            let reqs = c.requests().to_vec();
+            let i = reqs
+                .iter()
+                .position(|r| r.kind == RequestKind::Compaction)
+                .unwrap();
+            (reqs[i + 1].clone(), reqs[i + 2].clone())
+        };
+        let base = (1_000 / BS) * BS + 2_000;
+        assert_eq!(
+            after(30_000.0, false).0.input_tokens,
+            base + 30_000 + 10_000
+        );
+        assert_eq!(after(30_000.0, true).0.input_tokens, base + 30_000);
+        // A carry smaller than the turn's additions adds nothing under `turn_in_carry`.
+        assert_eq!(after(4_000.0, true).0.input_tokens, base + 10_000);
+        // The carried blocks are new (nothing cached) and the next prompt extends them.
+        let (first, next) = after(30_000.0, true);
+        let prefix = (1_000 / BS) as usize;
+        let original = growing();
+        let recorded = original.requests()[9].blocks.as_slice();
+        assert!(first.blocks.as_slice()[prefix..]
+            .iter()
+            .all(|b| !recorded.contains(b)));
+        assert_eq!(
+            &next.blocks.as_slice()[..first.blocks.len()],
+            first.blocks.as_slice()
+        );
+        // A carry past the threshold is capped at it.
+        let (capped, _) = after(500_000.0, false);
+        assert!(capped.input_tokens <= 100_000, "{}", capped.input_tokens);
+        assert!(
+            capped.input_tokens > 100_000 - BS,
+            "{}",
+            capped.input_tokens
+        );
     }
 
     #[test]
