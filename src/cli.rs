@@ -437,13 +437,13 @@ pub struct WorkloadFitArgs {
     pub app_prefixes: bool,
     /// Sessions that never compacted and never passed the corpus's typical compaction threshold
     /// (`compaction.max_tokens`) compact there (their `session_shapes` row's threshold), instead of growing on to the
-    /// deployment's limit. Not used by the shipped specs (docs/workload.md).
+    /// deployment's limit. The shipped `agentic-coding` uses it (docs/workload.md).
     #[arg(long)]
     pub compact_typical: bool,
     /// The fitted `compaction.carried_tokens` stand for everything the first prompt after a compaction
     /// holds besides the prefix and the summary, the compacting turn's additions included, as the fit
     /// measures them (`compaction.turn_in_carry`); without it the generator adds the turn's growth on top,
-    /// counting it twice. Not used by the shipped specs yet (docs/workload.md).
+    /// counting it twice. Every fitted spec shipped uses it (docs/workload.md).
     #[arg(long)]
     pub turn_in_carry: bool,
     /// Hold out the fifth K (0-4) of the corpus instead of the last: the sessions at positions K,
