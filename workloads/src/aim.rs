@@ -134,6 +134,11 @@ pub struct Targets {
     /// that one's quantities, then filtered, and compared with these.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub derived_from: Option<String>,
+    /// Whether the corpus's sessions declare their application prefix (a Weka trace's
+    /// `system_tokens` + `tool_tokens`): the aimed spec's `declared_prefix`. Absent: as the spec was
+    /// fitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub declared_prefix: Option<bool>,
     /// The published numbers.
     pub quantities: Vec<Target>,
 }
@@ -436,6 +441,12 @@ pub fn aim(
         step(&mut s, aim_at, &o)?;
     }
     round_spec(&mut s);
+    if let Some(declared) = targets
+        .declared_prefix
+        .or(parent.and_then(|p| p.declared_prefix))
+    {
+        s.declared_prefix = Some(declared);
+    }
     if parent.is_some() {
         s.max_request_tokens = targets.max_request_tokens;
     }

@@ -72,12 +72,14 @@ impl Generator {
             root_prefix: (self.spec.system_prefix_tokens, GLOBAL_PREFIX_SALT),
         };
         b.root();
+        let app = b.app_prefix();
         let mut requests = b.finish();
         if let Some(limit) = self.spec.max_request_tokens {
             requests = leave_out_longer(requests, limit.min(self.context_limit));
         }
         SessionTree::new(k, self.spec.block_size, requests)
             .expect("the generator builds valid trees")
+            .with_app_prefix(app)
     }
 }
 
@@ -149,6 +151,22 @@ impl<'a> Builder<'a> {
             (0, _) | (_, None) => self.root_prefix.0,
             (_, Some(t)) => t,
         }
+    }
+
+    /// The block ids of the shared prefixes this tree's agents start with (the root's, and the
+    /// sub-agents' own where the spec has one), declared the tree's application prefix so that a tree
+    /// written out (`workload export --format corpus`) keeps what it shares with other sessions; none
+    /// where the spec says its corpus declares none (`declared_prefix: false`).
+    fn app_prefix(&self) -> Vec<u64> {
+        if self.spec.declared_prefix == Some(false) {
+            return Vec::new();
+        }
+        let bs = self.spec.block_size;
+        let blocks = |tokens: u32, salt: u64| (0..(tokens / bs) as u64).map(move |p| mix2(salt, p));
+        let own = self.spec.subagents.prefix_tokens.unwrap_or(0);
+        blocks(self.root_prefix.0, self.root_prefix.1)
+            .chain(blocks(own, SUBAGENT_PREFIX_SALT))
+            .collect()
     }
 
     fn new_epoch(&mut self, agent: u32, parent: Option<(usize, usize)>) -> usize {
@@ -853,6 +871,35 @@ mod tests {
             a.requests()[0].blocks.as_slice()[n],
             b.requests()[0].blocks.as_slice()[n]
         );
+    }
+
+    #[test]
+    fn a_tree_written_as_a_corpus_session_still_shares_the_system_prefix() {
+        use crate::corpus::Session;
+        let trees = [gen(1).generate(0), gen(2).generate(5)];
+        let n = (20_000 / 64) as usize;
+        assert_eq!(trees[0].app_prefix().len(), n);
+        let back: Vec<SessionTree> = trees
+            .iter()
+            .enumerate()
+            .map(|(i, t)| Session::from_tree(t, "generator").to_tree(i as u64))
+            .collect();
+        assert_eq!(
+            back[0].requests()[0].input_tokens,
+            trees[0].requests()[0].input_tokens
+        );
+        let first = |t: &SessionTree| t.requests()[0].blocks.as_slice().to_vec();
+        let (a, b) = (first(&back[0]), first(&back[1]));
+        assert_eq!(a[..n], b[..n]);
+        assert_ne!(a[n], b[n]);
+        // A spec whose corpus declares no prefix names none; its trees still share the prefix's ids.
+        let spec = WorkloadSpec {
+            declared_prefix: Some(false),
+            ..WorkloadSpec::synthetic_v1()
+        };
+        let undeclared = Generator::new(spec, 1, 1_048_576).unwrap().generate(0);
+        assert!(undeclared.app_prefix().is_empty());
+        assert_eq!(undeclared.requests(), trees[0].requests());
     }
 
     #[test]

@@ -580,6 +580,15 @@ pub struct WorkloadSpec {
     /// always keeps its first request. Absent: every request is kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_request_tokens: Option<u32>,
+    /// Whether the sessions' application prefix (`system_prefix_tokens`, a shape's own, the
+    /// sub-agents' `prefix_tokens`) is declared the application's own, as a Weka trace declares its
+    /// `system_tokens` + `tool_tokens`: a generated tree then names it (`SessionTree::app_prefix`), so
+    /// that a tree written out keeps what it shares with other sessions, a real replay sends it as a
+    /// system message, and AgentX's cache-bust marker follows it (the prefix stays shared across
+    /// trees). `false` where the corpus modelled declares none (the benchmark's stand-ins: its corpus
+    /// probably declares none, so AgentX shares nothing across trees). Absent: declared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub declared_prefix: Option<bool>,
     /// Where the spec's numbers come from, in one line (a built-in spec says; `workload fit` writes
     /// its corpus); not read by the generator.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -636,6 +645,7 @@ impl WorkloadSpec {
             subagents: SubagentSpec::default(),
             compaction: CompactionSpec::default(),
             max_request_tokens: None,
+            declared_prefix: None,
             source: None,
         }
     }
