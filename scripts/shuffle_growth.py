@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""Shuffles the prompt growth of the root calls of a `corpus`-format file (serverbench's corpus of
+sessions reduced to numbers) and rebuilds the prompts on the shuffled history, keeping everything else:
+`across` moves each root call's new tokens (its prompt less what it shares with the root call it
+continues) to another such call of any session whose predecessor's prompt lies in the same size band;
+`within` shuffles each session's new tokens among its own calls, so that only their order is gone.
+`--keep-first F` leaves a session's first F (a fraction) of its root calls in place, `--keep-turn K`
+its root call K. Prompts, shared prefixes and cached tokens are rebuilt as
+`scripts/scale_session_growth.py` rebuilds them; no prompt falls below its application prefix. A replay
+of the result beside the original tells what the order of a session's growth is worth
+(results/workload-fit/gemma-24.md).
+
+    python3 scripts/shuffle_growth.py across|within SEED [--keep-first F] [--keep-turn K] < SESSIONS.jsonl > SHUFFLED.jsonl
+"""
+import argparse
+import json
+import os
+import random
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from scale_session_growth import continues_root, new_tokens  # noqa: E402
+
+BANDS = [20e3, 40e3, 60e3, 80e3, 100e3, 130e3, 200e3, 400e3]
+
+
+def band(tokens):
+    return next((i for i, b in enumerate(BANDS) if tokens < b), len(BANDS))
+
+
+def movable(sessions, keep_first, keep_turn):
+    """(session, call) of every root call that continues the root and is not kept in place."""
+    out = []
+    for si, s in enumerate(sessions):
+        calls = s["calls"]
+        roots = [i for i, c in enumerate(calls) if c.get("agent", 0) == 0]
+        for k, i in enumerate(roots):
+            if not continues_root(calls, calls[i]):
+                continue
+            if k < keep_first * len(roots) or k == keep_turn:
+                continue
+            out.append((si, i))
+    return out
+
+
+def assignment(sessions, spots, mode, rng):
+    groups = {}
+    for si, i in spots:
+        calls = sessions[si]["calls"]
+        key = band(calls[calls[i]["prefix"][0]]["input"]) if mode == "across" else si
+        groups.setdefault(key, []).append((si, i))
+    out = {}
+    for group in groups.values():
+        values = [new_tokens(sessions[si]["calls"][i]) for si, i in group]
+        rng.shuffle(values)
+        out.update(zip(group, values))
+    return out
+
+
+def rebuild(session, si, assigned):
+    calls = session["calls"]
+    prompt = [c["input"] for c in calls]
+    for i, c in enumerate(calls):
+        prefix = c.get("prefix")
+        if not continues_root(calls, c):
+            if prefix:
+                c["prefix"] = [prefix[0], min(prefix[1], prompt[prefix[0]], c["input"])]
+                if "cached" in c:
+                    c["cached"] = min(c["cached"], c["input"])
+            continue
+        d = prefix[0]
+        shift = prompt[d] - calls[d]["input"]
+        shared = max(0, min(prefix[1] + shift, prompt[d]))
+        added = assigned.get((si, i), new_tokens(c))
+        prompt[i] = max(1, c.get("app", 0), shared + added)
+        c["prefix"] = [d, shared]
+        if "cached" in c:
+            c["cached"] = max(0, min(c["cached"] + shift, prompt[i]))
+    for c, p in zip(calls, prompt):
+        c["input"] = p
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("mode", choices=["across", "within"])
+    p.add_argument("seed", type=int)
+    p.add_argument("--keep-first", type=float, default=0.0)
+    p.add_argument("--keep-turn", type=int, default=-1)
+    a = p.parse_args()
+    sessions = []
+    for n, line in enumerate(sys.stdin, 1):
+        if not line.strip():
+            continue
+        try:
+            sessions.append(json.loads(line))
+        except json.JSONDecodeError as e:
+            sys.exit(f"line {n}: {e}")
+    spots = movable(sessions, a.keep_first, a.keep_turn)
+    assigned = assignment(sessions, spots, a.mode, random.Random(a.seed))
+    for si, s in enumerate(sessions):
+        rebuild(s, si, assigned)
+        sys.stdout.write(json.dumps(s) + "\n")
+
+
+if __name__ == "__main__":
+    main()
