@@ -5,12 +5,13 @@ sessions reduced to numbers) and rebuilds the prompts on the shuffled history, k
 continues) to another such call of any session whose predecessor's prompt lies in the same size band;
 `within` shuffles each session's new tokens among its own calls, so that only their order is gone.
 `--keep-first F` leaves a session's first F (a fraction) of its root calls in place, `--keep-turn K`
-its root call K. Prompts, shared prefixes and cached tokens are rebuilt as
+its root call K; `--only-first F` shuffles only the first F of each session's root calls and leaves the
+rest in place. Prompts, shared prefixes and cached tokens are rebuilt as
 `scripts/scale_session_growth.py` rebuilds them; no prompt falls below its application prefix. A replay
 of the result beside the original tells what the order of a session's growth is worth
 (results/workload-fit/gemma-24.md).
 
-    python3 scripts/shuffle_growth.py across|within SEED [--keep-first F] [--keep-turn K] < SESSIONS.jsonl > SHUFFLED.jsonl
+    python3 scripts/shuffle_growth.py across|within SEED [--keep-first F | --only-first F] [--keep-turn K] < SESSIONS.jsonl > SHUFFLED.jsonl
 """
 import argparse
 import json
@@ -28,7 +29,7 @@ def band(tokens):
     return next((i for i, b in enumerate(BANDS) if tokens < b), len(BANDS))
 
 
-def movable(sessions, keep_first, keep_turn):
+def movable(sessions, keep_first, keep_turn, only_first):
     """(session, call) of every root call that continues the root and is not kept in place."""
     out = []
     for si, s in enumerate(sessions):
@@ -38,6 +39,8 @@ def movable(sessions, keep_first, keep_turn):
             if not continues_root(calls, calls[i]):
                 continue
             if k < keep_first * len(roots) or k == keep_turn:
+                continue
+            if only_first is not None and k >= only_first * len(roots):
                 continue
             out.append((si, i))
     return out
@@ -86,6 +89,7 @@ def main():
     p.add_argument("seed", type=int)
     p.add_argument("--keep-first", type=float, default=0.0)
     p.add_argument("--keep-turn", type=int, default=-1)
+    p.add_argument("--only-first", type=float, default=None)
     a = p.parse_args()
     sessions = []
     for n, line in enumerate(sys.stdin, 1):
@@ -95,7 +99,7 @@ def main():
             sessions.append(json.loads(line))
         except json.JSONDecodeError as e:
             sys.exit(f"line {n}: {e}")
-    spots = movable(sessions, a.keep_first, a.keep_turn)
+    spots = movable(sessions, a.keep_first, a.keep_turn, a.only_first)
     assigned = assignment(sessions, spots, a.mode, random.Random(a.seed))
     for si, s in enumerate(sessions):
         rebuild(s, si, assigned)
