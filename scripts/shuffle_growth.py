@@ -7,7 +7,7 @@ continues) to another such call of any session whose predecessor's prompt lies i
 `--keep-first F` leaves a session's first F (a fraction) of its root calls in place, `--keep-turn K`
 its root call K; `--only-first F` shuffles only the first F of each session's root calls and leaves the
 rest in place. Prompts, shared prefixes and cached tokens are rebuilt as
-`scripts/scale_session_growth.py` rebuilds them; no prompt falls below its application prefix. A replay
+`scripts/scale_session_growth.py` rebuilds them (its `rebuild`). A replay
 of the result beside the original tells what the order of a session's growth is worth
 (results/workload-fit/gemma-24.md).
 
@@ -20,7 +20,7 @@ import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from scale_session_growth import continues_root, new_tokens  # noqa: E402
+from scale_session_growth import continues_root, new_tokens, read_sessions, rebuild  # noqa: E402
 
 BANDS = [20e3, 40e3, 60e3, 80e3, 100e3, 130e3, 200e3, 400e3]
 
@@ -60,29 +60,6 @@ def assignment(sessions, spots, mode, rng):
     return out
 
 
-def rebuild(session, si, assigned):
-    calls = session["calls"]
-    prompt = [c["input"] for c in calls]
-    for i, c in enumerate(calls):
-        prefix = c.get("prefix")
-        if not continues_root(calls, c):
-            if prefix:
-                c["prefix"] = [prefix[0], min(prefix[1], prompt[prefix[0]], c["input"])]
-                if "cached" in c:
-                    c["cached"] = min(c["cached"], c["input"])
-            continue
-        d = prefix[0]
-        shift = prompt[d] - calls[d]["input"]
-        shared = max(0, min(prefix[1] + shift, prompt[d]))
-        added = assigned.get((si, i), new_tokens(c))
-        prompt[i] = max(1, c.get("app", 0), shared + added)
-        c["prefix"] = [d, shared]
-        if "cached" in c:
-            c["cached"] = max(0, min(c["cached"] + shift, prompt[i]))
-    for c, p in zip(calls, prompt):
-        c["input"] = p
-
-
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("mode", choices=["across", "within"])
@@ -91,18 +68,11 @@ def main():
     p.add_argument("--keep-turn", type=int, default=-1)
     p.add_argument("--only-first", type=float, default=None)
     a = p.parse_args()
-    sessions = []
-    for n, line in enumerate(sys.stdin, 1):
-        if not line.strip():
-            continue
-        try:
-            sessions.append(json.loads(line))
-        except json.JSONDecodeError as e:
-            sys.exit(f"line {n}: {e}")
+    sessions = read_sessions(sys.stdin)
     spots = movable(sessions, a.keep_first, a.keep_turn, a.only_first)
     assigned = assignment(sessions, spots, a.mode, random.Random(a.seed))
     for si, s in enumerate(sessions):
-        rebuild(s, si, assigned)
+        rebuild(s, lambda i, c, si=si: assigned.get((si, i), new_tokens(c)))
         sys.stdout.write(json.dumps(s) + "\n")
 
 

@@ -17,8 +17,12 @@ the replay derives it written as `think_s`, and the recorded times (`sent_s`, `d
 cold`). Plain Python.
 """
 import json
+import os
 import random
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from scale_session_growth import read_sessions  # noqa: E402
 
 
 def movable(call, field):
@@ -59,14 +63,7 @@ def main():
     if len(args) != 2 or args[0] not in ("output", "think_s"):
         sys.exit("usage: shuffle_sessions.py output|think_s SEED [--within] < SESSIONS.jsonl > SHUFFLED.jsonl")
     field, rng = args[0], random.Random(int(args[1]))
-    sessions = []
-    for n, line in enumerate(sys.stdin, 1):
-        if not line.strip():
-            continue
-        try:
-            sessions.append(json.loads(line))
-        except json.JSONDecodeError as e:
-            sys.exit(f"line {n}: {e}")
+    sessions = read_sessions(sys.stdin)
     if field == "think_s":
         for s in sessions:
             gaps_as_think_times(s)
