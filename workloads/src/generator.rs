@@ -16,6 +16,11 @@ const GLOBAL_PREFIX_SALT: u64 = 0x5157_E11A_9EF1_0000;
 /// Salt of the sub-agents' own shared prefix (`subagents.prefix_tokens`).
 const SUBAGENT_PREFIX_SALT: u64 = 0x5AB_A6E7_9EF1_0000;
 
+/// Block `p` of the shared prefix salted `salt` (the same in every tree that starts with it).
+fn prefix_block(salt: u64, p: u64) -> u64 {
+    mix2(salt, p)
+}
+
 /// An endless stream of session trees, indexed by position.
 pub trait TreeSource: Send + Sync {
     /// Tree number `k` of the stream; the same `k` always gives the same tree.
@@ -162,7 +167,8 @@ impl<'a> Builder<'a> {
             return Vec::new();
         }
         let bs = self.spec.block_size;
-        let blocks = |tokens: u32, salt: u64| (0..(tokens / bs) as u64).map(move |p| mix2(salt, p));
+        let blocks =
+            |tokens: u32, salt: u64| (0..(tokens / bs) as u64).map(move |p| prefix_block(salt, p));
         let own = self.spec.subagents.prefix_tokens.unwrap_or(0);
         blocks(self.root_prefix.0, self.root_prefix.1)
             .chain(blocks(own, SUBAGENT_PREFIX_SALT))
@@ -508,7 +514,7 @@ impl<'a> Builder<'a> {
                     if p < kept && p < chains[parent].len() {
                         chains[parent][p]
                     } else if p < e.prefix_blocks {
-                        mix2(e.prefix_salt, p as u64)
+                        prefix_block(e.prefix_salt, p as u64)
                     } else {
                         mix2(e.key, p as u64)
                     }
