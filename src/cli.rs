@@ -446,6 +446,12 @@ pub struct WorkloadFitArgs {
     /// counting it twice. Every fitted spec shipped uses it (docs/workload.md).
     #[arg(long)]
     pub turn_in_carry: bool,
+    /// Measure the growth of each session's early root turns apart from the later ones'
+    /// (`new_tokens.early`: turn 1, turns 2–5, turns 6–9, each with its own bands and rewrites): the
+    /// corpus's second root turns add 14K new tokens on average, turns 2–5 3–5K, later ones about
+    /// 2K. The shipped `agentic-coding` uses it (docs/workload.md).
+    #[arg(long)]
+    pub early_growth: bool,
     /// Hold out the fifth K (0-4) of the corpus instead of the last: the sessions at positions K,
     /// K + 5, … (default 4). One fit per K, each replayed beside its held-out fifth, is a five-fold
     /// cross-validation (scripts/workload_replay_check.sh, FOLDS).

@@ -41,6 +41,7 @@ fn fit(a: WorkloadFitArgs) -> Result<()> {
             app_prefixes: a.app_prefixes,
             compact_typical: a.compact_typical,
             turn_in_carry: a.turn_in_carry,
+            early_growth: a.early_growth,
             fold: a.fold.map(usize::from),
         },
         note: inputs::note,

@@ -4,7 +4,7 @@
 //! in, a spec and numbers out; no IO.
 
 use crate::generator::Generator;
-use crate::spec::{Band, CompactionSpec, Dist, NewTokens, SubagentSpec, WorkloadSpec};
+use crate::spec::{Band, CompactionSpec, Dist, EarlyTurns, NewTokens, SubagentSpec, WorkloadSpec};
 use crate::stats::{ks_distance, quantile};
 use crate::tree::{RequestKind, SessionTree};
 use serde::Serialize;
@@ -23,6 +23,13 @@ const FEW: usize = 200;
 const PER_BAND: usize = 2_000;
 /// Most context bands of a growth model.
 const MAX_BANDS: usize = 4;
+/// Where the tiers of early root turns fitted apart end (`workload fit --early-growth`): the
+/// session's first growth (turn 1), turns 2–5 and turns 6–9. In the corpus the second root turn
+/// adds 14K new tokens on average, turns 2–5 3–5K, later ones about 2K (docs/workload.md).
+const EARLY_TIERS: &[u32] = &[2, 6, 10];
+/// Growth samples per context band of an early tier (a few per session, so fewer than
+/// [`PER_BAND`]).
+const EARLY_PER_BAND: usize = 200;
 /// A later turn whose prompt is below this fraction of the one before started a new context: the
 /// agent compacted (a log without the summarising call shows only the drop).
 const DROP: f64 = 0.5;
@@ -52,6 +59,8 @@ pub struct Measured {
     pub think_session: Vec<usize>,
     /// Root later turns: (context extended, tokens added, fraction kept if the history changed).
     pub root_growth: Vec<(f64, f64, Option<f64>)>,
+    /// The root turn each `root_growth` sample grew into (1: the session's first growth).
+    pub root_growth_turn: Vec<u32>,
     /// The same for sub-agents.
     pub subagent_growth: Vec<(f64, f64, Option<f64>)>,
     /// Root turns that spawned sub-agents: how many each.
@@ -202,7 +211,7 @@ fn measure_tree(tree: &SessionTree, shared: &HashSet<u64>, m: &mut Measured) {
             }
         }
         let mut first_at: Option<f64> = None;
-        for w in idx.windows(2) {
+        for (k, w) in idx.windows(2).enumerate() {
             let (p, c) = (&reqs[w[0]], &reqs[w[1]]);
             if c.kind == RequestKind::Compaction {
                 m.compaction_at.push(c.input_tokens as f64);
@@ -230,6 +239,7 @@ fn measure_tree(tree: &SessionTree, shared: &HashSet<u64>, m: &mut Measured) {
                 changed.then(|| kept as f64 * bs / p.input_tokens as f64),
             );
             if agent == 0 {
+                m.root_growth_turn.push(k as u32 + 1);
                 m.root_growth.push(sample);
             } else {
                 m.subagent_growth.push(sample);
@@ -334,18 +344,45 @@ fn banded(samples: &[(f64, f64)], bands: usize) -> Vec<Band> {
     out
 }
 
-/// A growth model from (context, added, kept) samples: bands at quantiles of the context.
-fn growth_model(samples: &[(f64, f64, Option<f64>)]) -> Option<NewTokens> {
+/// The root's growth model with its early turns measured apart ([`NewTokens::early`]): one tier
+/// for each range of [`EARLY_TIERS`], from the samples of those turns (bands of about
+/// [`EARLY_PER_BAND`]), the common model from the later turns alone. A tier without samples is
+/// left out; nothing changes where no later turn has one.
+pub fn with_early_growth(spec: &mut WorkloadSpec, m: &Measured) {
+    let samples_of = |lo: u32, hi: u32| -> Vec<(f64, f64, Option<f64>)> {
+        (m.root_growth.iter().zip(&m.root_growth_turn))
+            .filter(|(_, &t)| lo <= t && t < hi)
+            .map(|(s, _)| *s)
+            .collect()
+    };
+    let last = EARLY_TIERS[EARLY_TIERS.len() - 1];
+    let Some(mut model) = growth_model(&samples_of(last, u32::MAX), PER_BAND) else {
+        return;
+    };
+    let mut from = 1;
+    for &below_turn in EARLY_TIERS {
+        if let Some(growth) = growth_model(&samples_of(from, below_turn), EARLY_PER_BAND) {
+            model.early.push(EarlyTurns { below_turn, growth });
+        }
+        from = below_turn;
+    }
+    spec.new_tokens = Some(model);
+}
+
+/// A growth model from (context, added, kept) samples: bands at quantiles of the context, about
+/// `per_band` samples each.
+fn growth_model(samples: &[(f64, f64, Option<f64>)], per_band: usize) -> Option<NewTokens> {
     if samples.is_empty() {
         return None;
     }
     let pairs: Vec<(f64, f64)> = samples.iter().map(|s| (s.0, s.1)).collect();
-    let bands = banded(&pairs, (samples.len() / PER_BAND).clamp(1, MAX_BANDS));
+    let bands = banded(&pairs, (samples.len() / per_band).clamp(1, MAX_BANDS));
     let kept: Vec<f64> = samples.iter().filter_map(|s| s.2).collect();
     Some(NewTokens {
         bands,
         rewrite_probability: round4(kept.len() as f64 / samples.len() as f64),
         rewrite_kept_fraction: empirical(&kept).unwrap_or(Dist::Constant { value: 0.0 }),
+        early: Vec::new(),
     })
 }
 
@@ -423,6 +460,8 @@ pub struct FitOptions {
     /// The fitted `carried_tokens` stand for the compacting turn's additions too
     /// (`compaction.turn_in_carry`), as the fit measures them.
     pub turn_in_carry: bool,
+    /// Each session's early root turns measured apart ([`with_early_growth`]).
+    pub early_growth: bool,
     /// Which fifth is held out: positions `k`, `k + 5`, … (`None`: [`DEFAULT_FOLD`]). Fitting once per
     /// fold and replaying each fold beside its own fit is a five-fold cross-validation.
     pub fold: Option<usize>,
@@ -504,7 +543,7 @@ pub fn fit(m: &Measured, source: &str) -> WorkloadSpec {
         prefix_tokens: sub_prefix,
         task_prompt_tokens: empirical(&sub_task),
         output_tokens: empirical(&m.subagent_output),
-        new_tokens: growth_model(&m.subagent_growth),
+        new_tokens: growth_model(&m.subagent_growth, PER_BAND),
     };
     let max_tokens =
         median(&m.compaction_at).map_or(base.compaction.max_tokens, |x| round4(x) as u32);
@@ -539,7 +578,7 @@ pub fn fit(m: &Measured, source: &str) -> WorkloadSpec {
         session_shapes: Some(shapes),
         output_tokens: empirical(&m.root_output).unwrap_or(base.output_tokens.clone()),
         think_time_s: empirical(&m.think_s).unwrap_or(base.think_time_s.clone()),
-        new_tokens: growth_model(&m.root_growth),
+        new_tokens: growth_model(&m.root_growth, PER_BAND),
         subagents,
         compaction,
         source: Some(source.to_string()),
@@ -715,6 +754,9 @@ fn fit_generable(
             with_typical_compaction(&mut spec, &m);
         }
         spec.compaction.turn_in_carry = options.turn_in_carry;
+        if options.early_growth {
+            with_early_growth(&mut spec, &m);
+        }
         let rows = spec.session_shapes.as_deref().unwrap_or_default();
         let bad: Vec<usize> = (0..rows.len().min(train.len()))
             .filter(|&i| !crate::spec::session_shape_ok(&rows[i]))
@@ -875,6 +917,45 @@ mod tests {
         };
         with_typical_compaction(&mut spec, &none);
         assert_eq!(spec.session_shapes.unwrap()[0][2], 0.0);
+    }
+
+    #[test]
+    fn early_turns_are_measured_apart_in_their_tiers() {
+        use crate::spec::Band;
+        // Sessions whose second root turn adds 9,000 tokens, turns 2-5 3,000 and later ones 100.
+        let tier = |below_turn, tokens| EarlyTurns {
+            below_turn,
+            growth: NewTokens::constant(tokens, vec![]),
+        };
+        let mut spec = WorkloadSpec::synthetic_v1();
+        spec.root_turns = Dist::Constant { value: 14.0 };
+        spec.subagents.spawn_probability = 0.0;
+        spec.new_tokens = Some(NewTokens::constant(
+            100.0,
+            vec![tier(2, 9_000.0), tier(6, 3_000.0)],
+        ));
+        let g = Generator::new(spec, 1, 1_048_576).unwrap();
+        let trees: Vec<SessionTree> = (0..30).map(|k| g.generate(k)).collect();
+        let m = measure(&trees.iter().collect::<Vec<_>>());
+        let mut fitted = fit(&m, "test");
+        let medians = |n: &NewTokens| -> Vec<f64> {
+            n.bands
+                .iter()
+                .map(|b: &Band| b.dist.median().unwrap())
+                .collect()
+        };
+        // Without the option every turn is pooled in one model.
+        assert!(fitted.new_tokens.as_ref().unwrap().early.is_empty());
+        with_early_growth(&mut fitted, &m);
+        let n = fitted.new_tokens.unwrap();
+        let tiers: Vec<(u32, Vec<f64>)> = (n.early.iter())
+            .map(|t| (t.below_turn, medians(&t.growth)))
+            .collect();
+        assert_eq!(
+            tiers,
+            [(2, vec![9_000.0]), (6, vec![3_000.0]), (10, vec![100.0])]
+        );
+        assert!(medians(&n).iter().all(|&x| x == 100.0), "{:?}", medians(&n));
     }
 
     #[test]

@@ -110,6 +110,9 @@ struct Context {
     agent: u32,
     epoch: usize,
     tokens: u32,
+    /// The root turn the context last served (a sub-agent's stays 0: its growth has no early
+    /// tiers).
+    turn: u32,
 }
 
 struct Turn {
@@ -146,6 +149,7 @@ impl<'a> Builder<'a> {
             agent,
             epoch,
             tokens: self.prefix_tokens(agent) + after_prefix,
+            turn: 0,
         }
     }
 
@@ -204,11 +208,21 @@ impl<'a> Builder<'a> {
         }
     }
 
+    /// The growth model of the context's next turn: for the root's, its early tier's where the spec
+    /// measured one apart (`new_tokens.early`).
+    fn growth_of(&self, ctx: &Context) -> Option<&'a crate::spec::NewTokens> {
+        let g = self.growth(ctx.agent)?;
+        Some(match ctx.agent {
+            0 => g.of_turn(ctx.turn + 1),
+            _ => g,
+        })
+    }
+
     /// Tokens a later turn of the context adds: a tool result (the previous output was added when it
     /// was produced), or under a measured growth model the answer and tool results together, drawn for
     /// the context's size.
     fn added_tokens(&mut self, ctx: &Context) -> u32 {
-        let dist = match self.growth(ctx.agent) {
+        let dist = match self.growth_of(ctx) {
             Some(g) => g.band(ctx.tokens),
             None => &self.spec.tool_result_tokens,
         };
@@ -218,7 +232,7 @@ impl<'a> Builder<'a> {
     /// Under a measured growth model, a turn may change its history: the context goes on in a new
     /// chain that shares only the first part of the previous prompt.
     fn maybe_rewrite(&mut self, ctx: &mut Context) {
-        let Some(g) = self.growth(ctx.agent) else {
+        let Some(g) = self.growth_of(ctx) else {
             return;
         };
         if g.rewrite_probability == 0.0 || self.rng.random::<f64>() >= g.rewrite_probability {
@@ -442,6 +456,7 @@ impl<'a> Builder<'a> {
                 },
             );
             self.keep_output(&mut ctx, output);
+            ctx.turn = turn;
             deps.push(id);
             if spawning && (first_spawn == Some(turn) || self.rng.random::<f64>() < spawn_p) {
                 let fanout = spec
@@ -981,5 +996,43 @@ mod tests {
         let (head, after) = prompts_after_compactions(false);
         assert!(!after.is_empty());
         assert!(after.iter().any(|&p| p > head + 5_000), "{after:?}");
+    }
+
+    #[test]
+    fn early_tiers_draw_the_root_turns_they_cover_and_no_sub_agents_turns() {
+        use crate::spec::{Dist, EarlyTurns, NewTokens};
+        let tier = |below_turn, tokens| EarlyTurns {
+            below_turn,
+            growth: NewTokens::constant(tokens, vec![]),
+        };
+        let mut spec = WorkloadSpec::synthetic_v1();
+        spec.root_turns = Dist::Constant { value: 12.0 };
+        spec.subagents.spawn_probability = 0.5;
+        spec.subagents.result_tokens = 0;
+        spec.new_tokens = Some(NewTokens::constant(
+            100.0,
+            vec![tier(2, 9_000.0), tier(6, 3_000.0)],
+        ));
+        let g = Generator::new(spec, 5, 1_048_576).unwrap();
+        let mut sub_agent_steps = 0;
+        for i in 0..20 {
+            let t = g.generate(i);
+            let reqs = t.requests();
+            assert!(reqs.iter().all(|r| r.kind != RequestKind::Compaction));
+            let of = |agent| reqs.iter().filter(move |r| r.agent == agent);
+            let root: Vec<u32> = of(0).map(|r| r.input_tokens).collect();
+            let steps: Vec<u32> = root.windows(2).map(|w| w[1] - w[0]).collect();
+            let mut want = vec![9_000, 3_000, 3_000, 3_000, 3_000];
+            want.resize(11, 100);
+            assert_eq!(steps, want, "tree {i}");
+            for agent in 1..=reqs.iter().map(|r| r.agent).max().unwrap() {
+                let inputs: Vec<u32> = of(agent).map(|r| r.input_tokens).collect();
+                for w in inputs.windows(2) {
+                    assert_eq!(w[1] - w[0], 100, "sub-agent {agent} of tree {i}");
+                    sub_agent_steps += 1;
+                }
+            }
+        }
+        assert!(sub_agent_steps > 0, "no sub-agent grew");
     }
 }

@@ -372,6 +372,13 @@ pub struct NewTokens {
     /// Fraction of the previous prompt a changed history still shares.
     #[serde(default = "NewTokens::nothing_kept")]
     pub rewrite_kept_fraction: Dist,
+    /// A session's early root turns measured apart from the later ones (`workload fit
+    /// --early-growth`): tier `k` covers the root turns from the previous tier's `below_turn` (the
+    /// first from turn 1, the session's first growth) to below its own, each with its own bands (of
+    /// the context it extends) and rewrites; empty: every turn drawn from this model. A tier has no
+    /// tiers of its own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub early: Vec<EarlyTurns>,
 }
 
 impl NewTokens {
@@ -384,9 +391,48 @@ impl NewTokens {
         band_of(&self.bands, context)
     }
 
+    /// A model that adds `tokens` at every turn and never changes a history, with `early` tiers.
+    #[cfg(test)]
+    pub(crate) fn constant(tokens: f64, early: Vec<EarlyTurns>) -> NewTokens {
+        NewTokens {
+            bands: vec![Band {
+                below_tokens: None,
+                dist: Dist::Constant { value: tokens },
+            }],
+            rewrite_probability: 0.0,
+            rewrite_kept_fraction: NewTokens::nothing_kept(),
+            early,
+        }
+    }
+
+    /// The model of root turn `turn`'s growth: its early tier's where it has one, else this.
+    pub fn of_turn(&self, turn: u32) -> &NewTokens {
+        (self.early.iter().find(|t| turn < t.below_turn)).map_or(self, |t| &t.growth)
+    }
+
     /// Checks the bands (ascending, the last open) and the rewrite fields.
     pub fn check(&self) -> Result<(), FieldError> {
         check_bands(&self.bands, MAX_PART_TOKENS as f64).map_err(|e| e.under("bands"))?;
+        let mut from = 1;
+        for (i, tier) in self.early.iter().enumerate() {
+            let field = |f: &str| format!("early[{i}].{f}");
+            if tier.below_turn <= from {
+                return Err(FieldError::new(
+                    field("below_turn"),
+                    format!("must be above {from} (tiers ascend from turn 1)"),
+                ));
+            }
+            if !tier.growth.early.is_empty() {
+                return Err(FieldError::new(
+                    field("early"),
+                    "a tier has no tiers of its own",
+                ));
+            }
+            tier.growth
+                .check()
+                .map_err(|e| e.under(&format!("early[{i}]")))?;
+            from = tier.below_turn;
+        }
         if !(0.0..=1.0).contains(&self.rewrite_probability) {
             return Err(FieldError::new("rewrite_probability", "must be in [0, 1]"));
         }
@@ -394,6 +440,16 @@ impl NewTokens {
             .check(1.0)
             .map_err(|e| e.under("rewrite_kept_fraction"))
     }
+}
+
+/// A growth model for a tier of a session's early root turns ([`NewTokens::early`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EarlyTurns {
+    /// The tier ends before this root turn (turn 0 is the first prompt).
+    pub below_turn: u32,
+    /// Its growth model.
+    pub growth: NewTokens,
 }
 
 /// Sub-agent behaviour.
@@ -1059,6 +1115,59 @@ mod tests {
         let text = serde_yaml::to_string(&spec).unwrap();
         let back: WorkloadSpec = serde_yaml::from_str(&text).unwrap();
         assert_eq!(back, spec);
+    }
+
+    #[test]
+    fn early_tiers_ascend_from_turn_two_and_hold_no_tiers() {
+        let tier = |below_turn, early| EarlyTurns {
+            below_turn,
+            growth: NewTokens::constant(100.0, early),
+        };
+        let with = |early| WorkloadSpec {
+            new_tokens: Some(NewTokens::constant(10.0, early)),
+            ..WorkloadSpec::default()
+        };
+        let spec = with(vec![tier(2, vec![]), tier(6, vec![])]);
+        spec.check().unwrap();
+        let back: WorkloadSpec =
+            serde_yaml::from_str(&serde_yaml::to_string(&spec).unwrap()).unwrap();
+        assert_eq!(back, spec);
+        let g = spec.new_tokens.as_ref().unwrap();
+        let added = |turn| g.of_turn(turn).band(0).median();
+        assert_eq!(
+            [1, 2, 5, 6, 40].map(added),
+            [
+                Some(100.0),
+                Some(100.0),
+                Some(100.0),
+                Some(10.0),
+                Some(10.0)
+            ]
+        );
+        let error = |early| with(early).check().unwrap_err().to_string();
+        assert_eq!(
+            error(vec![tier(2, vec![]), tier(2, vec![])]),
+            "new_tokens.early[1].below_turn: must be above 2 (tiers ascend from turn 1)"
+        );
+        assert_eq!(
+            error(vec![tier(1, vec![])]),
+            "new_tokens.early[0].below_turn: must be above 1 (tiers ascend from turn 1)"
+        );
+        assert_eq!(
+            error(vec![tier(3, vec![tier(2, vec![])])]),
+            "new_tokens.early[0].early: a tier has no tiers of its own"
+        );
+        let mut bad = tier(3, vec![]);
+        bad.growth.rewrite_probability = 2.0;
+        assert_eq!(
+            error(vec![bad]),
+            "new_tokens.early[0].rewrite_probability: must be in [0, 1]"
+        );
+        let unknown = "block_size: 64\nnew_tokens:\n  bands: [{dist: {dist: constant, value: 5}}]\n  early:\n  - below_turn: 2\n    grwoth: {bands: []}\n";
+        let e = serde_yaml::from_str::<WorkloadSpec>(unknown)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("grwoth"), "{e}");
     }
 
     #[test]
