@@ -10,8 +10,10 @@
 # as the generator does, so on Gemma's 131K context most trace runs overflow; docs/fidelity.md).
 # (`--protocol cold` names the cold start: the L40 deployments default to AgentX's protocol.)
 # Usage: [FIT_ARGS=...] [SESSIONS=fitted] [SHAPES=held] [ORDER=file|N] [DEPLOYMENTS="d1 d2"] scripts/workload_replay_check.sh [BIN] > results/workload-fit/replays.md
-# (FIT_ARGS: the `workload fit` options, by default "--app-prefixes --compact-typical --turn-in-carry" as
-# the shipped spec is fitted since 2026-12-06; e.g. FIT_ARGS=--app-prefixes for the spec shipped before
+# (FIT_ARGS: the `workload fit` options, by default "--app-prefixes --compact-typical --turn-in-carry
+# --early-growth" as the shipped spec is fitted since 2026-12-06; FIT_ARGS="--app-prefixes
+# --compact-typical --turn-in-carry" for the spec shipped before --early-growth
+# (> replays-without-early-growth.md), FIT_ARGS=--app-prefixes for the one before that
 # (> replays-app-prefixes.md), FIT_ARGS="--app-prefixes --session-speed" > replays-session-speed.md,
 # FIT_ARGS= for one shared prefix;
 # SESSIONS=fitted: replay the sessions the generator was fitted on instead of the held-out ones, one
@@ -37,7 +39,7 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 for k in $FOLDS; do
   mkdir -p "$tmp/k$k"
   held=$tmp/k$k/held.jsonl
-  "$BIN" workload fit corpus/claude-code ${FIT_ARGS---app-prefixes --compact-typical --turn-in-carry} --fold "$k" --held-out "$held" -o "$tmp/k$k/fit.yaml" > /dev/null
+  "$BIN" workload fit corpus/claude-code ${FIT_ARGS---app-prefixes --compact-typical --turn-in-carry --early-growth} --fold "$k" --held-out "$held" -o "$tmp/k$k/fit.yaml" > /dev/null
   if [ "${SESSIONS:-held}" = fitted ]; then
     # Every corpus session that is not held out (the fit's own few left-out sessions included).
     python3 - "$held" corpus/claude-code/*.jsonl > "$tmp/k$k/fitted.jsonl" <<'PY'
@@ -73,7 +75,7 @@ while i < len(lines):
         i += 1
 open(sys.argv[2], "w").write("\n".join(out) + "\n")
 PY
-    "$BIN" workload fit "$tmp/k$k/own.jsonl" ${FIT_ARGS---app-prefixes --compact-typical --turn-in-carry} -o "$tmp/k$k/own.yaml" > /dev/null
+    "$BIN" workload fit "$tmp/k$k/own.jsonl" ${FIT_ARGS---app-prefixes --compact-typical --turn-in-carry --early-growth} -o "$tmp/k$k/own.yaml" > /dev/null
     python3 - "$tmp/k$k/fit.yaml" "$tmp/k$k/own.yaml" <<'PY'
 import sys, yaml
 fit, own = (yaml.safe_load(open(p)) for p in sys.argv[1:3])

@@ -406,6 +406,7 @@ fn the_default_workload_spec_is_the_fit_of_the_shipped_corpus() {
             "--app-prefixes",
             "--compact-typical",
             "--turn-in-carry",
+            "--early-growth",
         ],
     );
     assert!(
@@ -420,6 +421,12 @@ fn the_default_workload_spec_is_the_fit_of_the_shipped_corpus() {
     let spec = WorkloadSpec::preset("agentic-coding").unwrap();
     let rows = spec.session_shapes.as_deref().unwrap();
     assert_eq!(spec.resumed_share, Some(0.3132));
+    // The root's early turns are fitted apart: turn 1, turns 2-5 and turns 6-9.
+    let early = &spec.new_tokens.as_ref().unwrap().early;
+    assert_eq!(
+        early.iter().map(|t| t.below_turn).collect::<Vec<_>>(),
+        [2, 6, 10]
+    );
     // Each shape carries its session's own application prefix.
     assert_eq!(
         spec.session_app_prefixes.as_ref().map(Vec::len),
