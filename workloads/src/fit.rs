@@ -923,17 +923,8 @@ mod tests {
     fn early_turns_are_measured_apart_in_their_tiers() {
         use crate::spec::Band;
         // Sessions whose second root turn adds 9,000 tokens, turns 2-5 3,000 and later ones 100.
-        let tier = |below_turn, tokens| EarlyTurns {
-            below_turn,
-            growth: NewTokens::constant(tokens, vec![]),
-        };
-        let mut spec = WorkloadSpec::synthetic_v1();
-        spec.root_turns = Dist::Constant { value: 14.0 };
+        let mut spec = WorkloadSpec::early_tiers_example(14.0);
         spec.subagents.spawn_probability = 0.0;
-        spec.new_tokens = Some(NewTokens::constant(
-            100.0,
-            vec![tier(2, 9_000.0), tier(6, 3_000.0)],
-        ));
         let g = Generator::new(spec, 1, 1_048_576).unwrap();
         let trees: Vec<SessionTree> = (0..30).map(|k| g.generate(k)).collect();
         let m = measure(&trees.iter().collect::<Vec<_>>());

@@ -1000,19 +1000,9 @@ mod tests {
 
     #[test]
     fn early_tiers_draw_the_root_turns_they_cover_and_no_sub_agents_turns() {
-        use crate::spec::{Dist, EarlyTurns, NewTokens};
-        let tier = |below_turn, tokens| EarlyTurns {
-            below_turn,
-            growth: NewTokens::constant(tokens, vec![]),
-        };
-        let mut spec = WorkloadSpec::synthetic_v1();
-        spec.root_turns = Dist::Constant { value: 12.0 };
+        let mut spec = WorkloadSpec::early_tiers_example(12.0);
         spec.subagents.spawn_probability = 0.5;
         spec.subagents.result_tokens = 0;
-        spec.new_tokens = Some(NewTokens::constant(
-            100.0,
-            vec![tier(2, 9_000.0), tier(6, 3_000.0)],
-        ));
         let g = Generator::new(spec, 5, 1_048_576).unwrap();
         let mut sub_agent_steps = 0;
         for i in 0..20 {

@@ -667,6 +667,23 @@ impl Default for WorkloadSpec {
 }
 
 impl WorkloadSpec {
+    /// `synthetic-v1` with `turns` root turns a session that add 9,000 tokens at turn 1, 3,000 at
+    /// turns 2-5 and 100 from turn 6 on (early tiers), never changing a history.
+    #[cfg(test)]
+    pub(crate) fn early_tiers_example(turns: f64) -> WorkloadSpec {
+        let tier = |below_turn, tokens| EarlyTurns {
+            below_turn,
+            growth: NewTokens::constant(tokens, vec![]),
+        };
+        let mut spec = WorkloadSpec::synthetic_v1();
+        spec.root_turns = Dist::Constant { value: turns };
+        spec.new_tokens = Some(NewTokens::constant(
+            100.0,
+            vec![tier(2, 9_000.0), tier(6, 3_000.0)],
+        ));
+        spec
+    }
+
     /// A built-in spec by name (`presets/workloads/NAME.yaml`).
     pub fn preset(name: &str) -> Option<WorkloadSpec> {
         serverbench_config::parse_preset("workloads", name, WorkloadSpec::check, |s| {
