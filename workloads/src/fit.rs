@@ -7,6 +7,7 @@ use crate::generator::Generator;
 use crate::spec::{Band, CompactionSpec, Dist, EarlyTurns, NewTokens, SubagentSpec, WorkloadSpec};
 use crate::stats::{ks_distance, quantile};
 use crate::tree::{RequestKind, SessionTree};
+use rustc_hash::{FxHashMap, FxHashSet};
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
 
@@ -107,9 +108,9 @@ fn common_prefix(a: &[u64], b: &[u64]) -> usize {
 
 /// Block ids shared across sessions: every tree's declared application prefix, and the ids of
 /// agents' first prompts that more than one tree holds.
-fn cross_session_ids(trees: &[&SessionTree]) -> HashSet<u64> {
-    let mut first_tree: HashMap<u64, (usize, bool)> = HashMap::new();
-    let mut out: HashSet<u64> = HashSet::new();
+fn cross_session_ids(trees: &[&SessionTree]) -> FxHashSet<u64> {
+    let mut first_tree: FxHashMap<u64, (usize, bool)> = FxHashMap::default();
+    let mut out: FxHashSet<u64> = FxHashSet::default();
     for (t, tree) in trees.iter().enumerate() {
         out.extend(tree.app_prefix());
         let mut seen_agents = HashSet::new();
@@ -147,10 +148,10 @@ pub fn measure(trees: &[&SessionTree]) -> Measured {
     m
 }
 
-fn measure_tree(tree: &SessionTree, shared: &HashSet<u64>, m: &mut Measured) {
+fn measure_tree(tree: &SessionTree, shared: &FxHashSet<u64>, m: &mut Measured) {
     let bs = tree.block_size as f64;
     let reqs = tree.requests();
-    let mut seen: HashSet<u64> = HashSet::new();
+    let mut seen: FxHashSet<u64> = FxHashSet::default();
     let mut total = 0.0;
     // Per agent: its requests in order.
     let mut by_agent: Vec<Vec<usize>> = Vec::new();
