@@ -8,9 +8,9 @@ use crate::generator::Generator;
 use crate::spec::{Dist, WorkloadSpec};
 use crate::stats::quantile;
 use crate::tree::{RequestKind, SessionTree};
+use rustc_hash::FxHashSet;
 use serde::{Deserialize, Serialize};
 use serverbench_config::FieldError;
-use std::collections::HashSet;
 
 /// Rounds of moves: each round measures the generated sessions once and moves every knob.
 pub const ROUNDS: usize = 12;
@@ -275,7 +275,7 @@ impl Observed {
 
     fn add(&mut self, tree: &SessionTree) {
         let bs = tree.block_size as f64;
-        let mut seen: HashSet<u64> = HashSet::new();
+        let mut seen: FxHashSet<u64> = FxHashSet::default();
         let mut per_agent: Vec<f64> = Vec::new();
         for r in tree.requests() {
             let ids = r.blocks.as_slice();

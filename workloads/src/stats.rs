@@ -1,8 +1,9 @@
 //! Summary statistics of a set of session trees, including the prefix reuse an infinite cache would see.
 
 use crate::tree::{RequestKind, SessionTree};
+use rustc_hash::FxHashSet;
 use serde::{Deserialize, Serialize};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 /// Mean and quantiles of a sample.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -120,7 +121,7 @@ pub fn workload_stats<T: std::borrow::Borrow<SessionTree>>(
     let (mut turns, mut per_tree, mut input, mut output, mut think) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut uncached = Vec::new();
-    let mut seen: HashSet<u64> = HashSet::new();
+    let mut seen: FxHashSet<u64> = FxHashSet::default();
     let (mut reused, mut total) = (0u64, 0u64);
     for t in trees {
         let t = t.borrow();
