@@ -5,7 +5,7 @@
 //! and no constant that a targets file does not name with its source.
 
 use crate::generator::Generator;
-use crate::spec::{Dist, WorkloadSpec};
+use crate::spec::{Dist, NewTokens, WorkloadSpec};
 use crate::stats::quantile;
 use crate::tree::{RequestKind, SessionTree};
 use rustc_hash::FxHashSet;
@@ -509,15 +509,21 @@ fn step(s: &mut WorkloadSpec, t: &Targets, o: &Observed) -> Result<(), FieldErro
                 "main_new_prefill targets need a fitted growth model",
             ));
         };
-        for (i, b) in g.bands.iter_mut().enumerate() {
-            map_dist(&mut b.dist, &f, k, &format!("new_tokens.bands[{i}].dist"))?;
-        }
+        each_root_growth(g, |field, g| {
+            for (i, b) in g.bands.iter_mut().enumerate() {
+                map_dist(&mut b.dist, &f, k, &format!("{field}.bands[{i}].dist"))?;
+            }
+            Ok(())
+        })?;
     }
     if let (Some(k), Some(g)) = (
         ratio(t, o, Quantity::MainNewPrefill, Stat::P99),
         s.new_tokens.as_mut(),
     ) {
-        g.rewrite_probability = (g.rewrite_probability * k).clamp(0.0, 1.0);
+        each_root_growth(g, |_, g| {
+            g.rewrite_probability = (g.rewrite_probability * k).clamp(0.0, 1.0);
+            Ok(())
+        })?;
     }
     // Counts scaled to their published means.
     if let Some(k) = ratio(t, o, Quantity::MainRequestsPerSession, Stat::Mean) {
@@ -537,7 +543,10 @@ fn step(s: &mut WorkloadSpec, t: &Targets, o: &Observed) -> Result<(), FieldErro
         ratio(t, o, Quantity::MainInput, Stat::P50),
         s.new_tokens.as_mut(),
     ) {
-        scale_loss(&mut g.rewrite_kept_fraction, 1.0 / k);
+        each_root_growth(g, |_, g| {
+            scale_loss(&mut g.rewrite_kept_fraction, 1.0 / k);
+            Ok(())
+        })?;
     }
     // Sub-agents: which sessions use them, how many, and what they answer.
     if let Some(tt) = t.of(Quantity::SessionsWithSubagents).next() {
@@ -560,7 +569,11 @@ fn step(s: &mut WorkloadSpec, t: &Targets, o: &Observed) -> Result<(), FieldErro
     // agent's prompts are set above).
     if let Some(k) = ratio(t, o, Quantity::RequestInput, Stat::P50) {
         if s.subagents.new_tokens.is_none() {
-            s.subagents.new_tokens = s.new_tokens.clone();
+            // The root's model without its early tiers: sub-agents never draw from them.
+            s.subagents.new_tokens = s.new_tokens.clone().map(|g| NewTokens {
+                early: Vec::new(),
+                ..g
+            });
         }
         let Some(g) = s.subagents.new_tokens.as_mut() else {
             return Err(FieldError::new(
@@ -676,6 +689,25 @@ fn through(f: &[(f64, f64)], x: f64) -> f64 {
 
 /// Moves an empirical distribution's knots through `f`, then multiplies what they exceed the highest
 /// anchor's value by by `k`.
+/// Calls `f` on the root's growth model and on each of its early tiers' (`new_tokens.early`), with
+/// the field each is named by: the aim moves them all alike. The first error stops it.
+fn each_root_growth(
+    g: &mut NewTokens,
+    mut f: impl FnMut(&str, &mut NewTokens) -> Result<(), FieldError>,
+) -> Result<(), FieldError> {
+    // Taken out while the common model is lent, so that a tier is never reachable through it.
+    let mut early = std::mem::take(&mut g.early);
+    let mut result = f("new_tokens", g);
+    for (i, t) in early.iter_mut().enumerate() {
+        if result.is_err() {
+            break;
+        }
+        result = f(&format!("new_tokens.early[{i}].growth"), &mut t.growth);
+    }
+    g.early = early;
+    result
+}
+
 fn map_dist(d: &mut Dist, f: &[(f64, f64)], k: f64, field: &str) -> Result<(), FieldError> {
     let Dist::Empirical { points } = d else {
         return Err(FieldError::new(
@@ -750,6 +782,8 @@ fn round_spec(s: &mut WorkloadSpec) {
     }
     if let Some(g) = s.new_tokens.as_mut() {
         dists.extend(g.bands.iter_mut().map(|b| &mut b.dist));
+        let tiers = g.early.iter_mut().flat_map(|t| t.growth.bands.iter_mut());
+        dists.extend(tiers.map(|b| &mut b.dist));
     }
     for d in dists {
         if let Dist::Empirical { points } = d {
@@ -774,6 +808,9 @@ fn round_spec(s: &mut WorkloadSpec) {
     s.compaction.max_tokens = crate::fit::round4(s.compaction.max_tokens as f64) as u32;
     if let Some(g) = s.new_tokens.as_mut() {
         g.rewrite_probability = crate::fit::round4(g.rewrite_probability);
+        for t in g.early.iter_mut() {
+            t.growth.rewrite_probability = crate::fit::round4(t.growth.rewrite_probability);
+        }
     }
     let p = &mut s.subagents;
     p.spawn_spread = p.spawn_spread.map(crate::fit::round4);
@@ -784,6 +821,39 @@ fn round_spec(s: &mut WorkloadSpec) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_aim_moves_the_early_tiers_as_the_common_growth_model() {
+        let spec = WorkloadSpec::early_tiers_example(12.0);
+        let mut g = spec.new_tokens.unwrap();
+        let mut seen = Vec::new();
+        each_root_growth(&mut g, |field, n| {
+            seen.push(field.to_string());
+            scale_dist(&mut n.bands[0].dist, 2.0, 0.0);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(
+            seen,
+            [
+                "new_tokens",
+                "new_tokens.early[0].growth",
+                "new_tokens.early[1].growth"
+            ]
+        );
+        let medians = |n: &NewTokens| n.bands[0].dist.median().unwrap();
+        assert_eq!(medians(&g), 200.0);
+        let tiers: Vec<f64> = g.early.iter().map(|t| medians(&t.growth)).collect();
+        assert_eq!(tiers, [18_000.0, 6_000.0], "the tiers are moved and kept");
+        // A tier's error names it, and the tiers are still there after it.
+        let e = each_root_growth(&mut g, |field, _| match field {
+            "new_tokens.early[0].growth" => Err(FieldError::new(field, "bad")),
+            _ => Ok(()),
+        })
+        .unwrap_err();
+        assert_eq!(e.to_string(), "new_tokens.early[0].growth: bad");
+        assert_eq!(g.early.len(), 2);
+    }
 
     #[test]
     fn the_map_goes_through_its_anchors_and_keeps_order() {
