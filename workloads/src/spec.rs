@@ -911,6 +911,17 @@ impl WorkloadSpec {
                 n.check().map_err(|e| e.under(name))?;
             }
         }
+        if self
+            .subagents
+            .new_tokens
+            .as_ref()
+            .is_some_and(|n| !n.early.is_empty())
+        {
+            return Err(FieldError::new(
+                "subagents.new_tokens.early",
+                "only the root's turns have early tiers (a sub-agent's turns are drawn from its common model)",
+            ));
+        }
         if let Some(t) = self.subagents.prefix_tokens {
             if t > MAX_FIXED_TOKENS {
                 return Err(FieldError::new(
@@ -1179,6 +1190,12 @@ mod tests {
         assert_eq!(
             error(vec![bad]),
             "new_tokens.early[0].rewrite_probability: must be in [0, 1]"
+        );
+        let mut sub = with(vec![]);
+        sub.subagents.new_tokens = Some(NewTokens::constant(10.0, vec![tier(2, vec![])]));
+        assert_eq!(
+            sub.check().unwrap_err().to_string(),
+            "subagents.new_tokens.early: only the root's turns have early tiers (a sub-agent's turns are drawn from its common model)"
         );
         let unknown = "block_size: 64\nnew_tokens:\n  bands: [{dist: {dist: constant, value: 5}}]\n  early:\n  - below_turn: 2\n    grwoth: {bands: []}\n";
         let e = serde_yaml::from_str::<WorkloadSpec>(unknown)
