@@ -687,8 +687,6 @@ fn through(f: &[(f64, f64)], x: f64) -> f64 {
     (y0.ln() + w * (y1.ln() - y0.ln())).exp()
 }
 
-/// Moves an empirical distribution's knots through `f`, then multiplies what they exceed the highest
-/// anchor's value by by `k`.
 /// Calls `f` on the root's growth model and on each of its early tiers' (`new_tokens.early`), with
 /// the field each is named by: the aim moves them all alike. The first error stops it.
 fn each_root_growth(
@@ -708,6 +706,8 @@ fn each_root_growth(
     result
 }
 
+/// Moves an empirical distribution's knots through `f`, then multiplies what they exceed the highest
+/// anchor's value by by `k`.
 fn map_dist(d: &mut Dist, f: &[(f64, f64)], k: f64, field: &str) -> Result<(), FieldError> {
     let Dist::Empirical { points } = d else {
         return Err(FieldError::new(

@@ -212,8 +212,11 @@ fn measure_tree(tree: &SessionTree, shared: &FxHashSet<u64>, m: &mut Measured) {
             }
         }
         let mut first_at: Option<f64> = None;
-        for (k, w) in idx.windows(2).enumerate() {
+        // The root turn the later request of the pair is (compaction requests are not turns).
+        let mut turn = 0u32;
+        for w in idx.windows(2) {
             let (p, c) = (&reqs[w[0]], &reqs[w[1]]);
+            turn += (c.kind != RequestKind::Compaction) as u32;
             if c.kind == RequestKind::Compaction {
                 m.compaction_at.push(c.input_tokens as f64);
                 m.compaction_output.push(c.output_tokens as f64);
@@ -240,7 +243,7 @@ fn measure_tree(tree: &SessionTree, shared: &FxHashSet<u64>, m: &mut Measured) {
                 changed.then(|| kept as f64 * bs / p.input_tokens as f64),
             );
             if agent == 0 {
-                m.root_growth_turn.push(k as u32 + 1);
+                m.root_growth_turn.push(turn);
                 m.root_growth.push(sample);
             } else {
                 m.subagent_growth.push(sample);
@@ -948,6 +951,34 @@ mod tests {
             [(2, vec![9_000.0]), (6, vec![3_000.0]), (10, vec![100.0])]
         );
         assert!(medians(&n).iter().all(|&x| x == 100.0), "{:?}", medians(&n));
+    }
+
+    #[test]
+    fn a_compaction_request_is_not_counted_as_a_root_turn() {
+        // Sessions that compact within their first turns: every growth is still labelled with the
+        // root turn it grew into, so turns 2-5 measure 3,000 tokens and later ones 100.
+        let mut spec = WorkloadSpec::early_tiers_example(14.0);
+        spec.subagents.spawn_probability = 0.0;
+        spec.compaction.max_tokens = 30_000;
+        let g = Generator::new(spec, 1, 1_048_576).unwrap();
+        let trees: Vec<SessionTree> = (0..30).map(|k| g.generate(k)).collect();
+        let early_compactions = trees
+            .iter()
+            .filter(|t| {
+                let root = t.requests().iter().filter(|r| r.agent == 0).take(10);
+                root.into_iter().any(|r| r.kind == RequestKind::Compaction)
+            })
+            .count();
+        assert!(early_compactions > 0, "no session compacted early");
+        let m = measure(&trees.iter().collect::<Vec<_>>());
+        for (&(_, added, _), &turn) in m.root_growth.iter().zip(&m.root_growth_turn) {
+            let want = match turn {
+                1 => 9_000.0,
+                2..=5 => 3_000.0,
+                _ => 100.0,
+            };
+            assert_eq!(added, want, "turn {turn}");
+        }
     }
 
     #[test]
