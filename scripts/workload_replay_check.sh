@@ -9,7 +9,12 @@
 # marked invalid (context overflows or errors over 1 %: a trace cannot compact at a deployment's context
 # as the generator does, so on Gemma's 131K context most trace runs overflow; docs/fidelity.md).
 # (`--protocol cold` names the cold start: the L40 deployments default to AgentX's protocol.)
-# Usage: [FIT_ARGS=...] [SESSIONS=fitted] [SHAPES=held] [ORDER=file|N] [DEPLOYMENTS="d1 d2"] scripts/workload_replay_check.sh [BIN] > results/workload-fit/replays.md
+# Where a deployment's context forces the replayed traces to compact, they compact as the fold's own fit's
+# agents do (`--compact-as`: its threshold, reserve and carry), as the generator beside them does; until
+# late on 2026-12-06 they compacted as the shipped spec's agents do, which on folds other than the shipped
+# one compacted the two sides at different thresholds on Gemma's context (docs/fidelity.md).
+# Usage: [FIT_ARGS=...] [SESSIONS=fitted] [AGAINST=fitted] [SHAPES=held] [ORDER=file|N] [DEPLOYMENTS="d1 d2"] [LEVELS_ONLY=16,24] scripts/workload_replay_check.sh [BIN] > results/workload-fit/replays.md
+# (LEVELS_ONLY: these levels on every deployment instead of each one's own list below.)
 # (FIT_ARGS: the `workload fit` options, by default "--app-prefixes --compact-typical --turn-in-carry
 # --early-growth" as the shipped spec is fitted since 2026-12-06; FIT_ARGS="--app-prefixes
 # --compact-typical --turn-in-carry" for the spec shipped before --early-growth
@@ -27,6 +32,11 @@
 # every corpus session is replayed against a fit that never saw it; a last column gives the held-out
 # side's mean D on each fold, lowest to highest: how far one fifth's sample moves the measure
 # (> replays-cv.md);
+# AGAINST=fitted: instead of the generator, replay the sessions the fold was fitted on beside the held-out
+# ones — what a generator that reproduced its fitted sessions exactly would score, so that the table's error
+# is the held-out fifth's sample alone, the floor under any fitted model's held-out error
+# (> replays-cv-sample-floor.md with FOLDS="0 1 2 3 4"; its columns say "fitted on" where the others say
+# "generator");
 # SHAPES=held: the generator is given the replayed sessions' own shapes (`workload fit` of them alone, its
 # `session_shapes`, `session_app_prefixes` and `resumed_share` put into the fold's fit; every other
 # distribution stays the fitted one), so that what is left is how it builds a session of a given shape,
@@ -36,11 +46,24 @@ cd "$(dirname "$0")/.."
 BIN=${1:-target/release/serverbench}
 FOLDS=${FOLDS:-4}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+  # The replayed sessions in a seeded random order: the corpus's files group them by source (the Claude
+  # Code logs, then each WEKA release, whose resumed sessions start with 100K-token prompts), and seed s
+  # starts its lanes at sessions s, s+1, ..., so in file order a window's lanes all come from one source
+  # (on Gemma at c = 24, seeds 3-63 started 24 resumed sessions at once and thrashed the KV pool), where
+  # the generator draws each lane's session from the whole corpus. ORDER=file keeps the file's order;
+  # ORDER=N shuffles with seed N (0 by default): which sessions share a window is itself a draw.
+cat > "$tmp/order.py" <<'PY'
+import random, sys
+if sys.argv[2] != "file":
+    lines = open(sys.argv[1]).readlines()
+    random.Random(int(sys.argv[2])).shuffle(lines)
+    open(sys.argv[1], "w").writelines(lines)
+PY
 for k in $FOLDS; do
   mkdir -p "$tmp/k$k"
   held=$tmp/k$k/held.jsonl
   "$BIN" workload fit corpus/claude-code ${FIT_ARGS---app-prefixes --compact-typical --turn-in-carry --early-growth} --fold "$k" --held-out "$held" -o "$tmp/k$k/fit.yaml" > /dev/null
-  if [ "${SESSIONS:-held}" = fitted ]; then
+  if [ "${SESSIONS:-held}" = fitted ] || [ "${AGAINST:-generator}" = fitted ]; then
     # Every corpus session that is not held out (the fit's own few left-out sessions included).
     python3 - "$held" corpus/claude-code/*.jsonl > "$tmp/k$k/fitted.jsonl" <<'PY'
 import json, sys
@@ -50,7 +73,11 @@ for path in sys.argv[2:]:
         if line.strip() and json.loads(line)["id"] not in held:
             sys.stdout.write(line if line.endswith("\n") else line + "\n")
 PY
-    mv "$tmp/k$k/fitted.jsonl" "$held"
+    if [ "${AGAINST:-generator}" = fitted ]; then
+      python3 "$tmp/order.py" "$tmp/k$k/fitted.jsonl" "${ORDER:-0}"
+    else
+      mv "$tmp/k$k/fitted.jsonl" "$held"
+    fi
   fi
   if [ -n "${SHUFFLE:-}" ]; then
     # One quantity of the root calls shuffled across the sessions (scripts/shuffle_sessions.py, seed 1).
@@ -85,37 +112,31 @@ for key in ("session_shapes", "session_app_prefixes", "resumed_share"):
 yaml.safe_dump(fit, open(sys.argv[1], "w"), sort_keys=False)
 PY
   fi
-  if [ "${ORDER:-0}" != file ]; then
-    # The replayed sessions in a seeded random order: the corpus's files group them by source (the Claude
-    # Code logs, then each WEKA release, whose resumed sessions start with 100K-token prompts), and seed s
-    # starts its lanes at sessions s, s+1, ..., so in file order a window's lanes all come from one source
-    # (on Gemma at c = 24, seeds 3-63 started 24 resumed sessions at once and thrashed the KV pool), where
-    # the generator draws each lane's session from the whole corpus. ORDER=file keeps the file's order;
-    # ORDER=N shuffles with seed N (0 by default): which sessions share a window is itself a draw.
-    python3 - "$held" "${ORDER:-0}" <<'PY'
-import random, sys
-lines = open(sys.argv[1]).readlines()
-random.Random(int(sys.argv[2])).shuffle(lines)
-open(sys.argv[1], "w").writelines(lines)
-PY
-  fi
+  python3 "$tmp/order.py" "$held" "${ORDER:-0}"
 done
 who=$([ "${SESSIONS:-held}" = fitted ] && echo "fitted on" || echo "held out")
 nfolds=$(wc -w <<< "$FOLDS")
 spread=$([ "$nfolds" -gt 1 ] && echo " D $who by fold |" || true)
-echo "| deployment | c | D $who | D generator | error | D error, 90 % interval | p90 TTFT $who (s) | generator | error | p90 TPOT $who (ms) | generator | error | invalid runs ($who / generator) |$spread"
+gen=$([ "${AGAINST:-generator}" = fitted ] && echo "fitted on" || echo "generator")
+echo "| deployment | c | D $who | D $gen | error | D error, 90 % interval | p90 TTFT $who (s) | $gen | error | p90 TPOT $who (ms) | $gen | error | invalid runs ($who / $gen) |$spread"
 echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|$([ "$nfolds" -gt 1 ] && echo "---|" || true)"
 declare -A LEVELS=([qwen3.5-9b-2xl40]=1,2,4,6,8,16 [gemma4-e4b-1xl40]=1,2,4,8,16,24,32,48 [qwen3.8-27b-int4-2xl40]=1,2,4,6,8,16)
+if [ -n "${LEVELS_ONLY:-}" ]; then for d in "${!LEVELS[@]}"; do LEVELS[$d]=$LEVELS_ONLY; done; fi
 for d in ${DEPLOYMENTS:-qwen3.5-9b-2xl40 gemma4-e4b-1xl40 qwen3.8-27b-int4-2xl40}; do
   for k in $FOLDS; do
     n=$(wc -l < "$tmp/k$k/held.jsonl")
-    "$BIN" sweep -d "$d" -c "${LEVELS[$d]}" --seeds "0..$n" --protocol cold --trace "$tmp/k$k/held.jsonl" --out "$tmp/k$k/real-$d" > /dev/null
-    "$BIN" sweep -d "$d" -c "${LEVELS[$d]}" --seeds "0..$n" --protocol cold --workload "$tmp/k$k/fit.yaml" --out "$tmp/k$k/gen-$d" > /dev/null
+    "$BIN" sweep -d "$d" -c "${LEVELS[$d]}" --seeds "0..$n" --protocol cold --trace "$tmp/k$k/held.jsonl" --compact-as "$tmp/k$k/fit.yaml" --out "$tmp/k$k/real-$d" > /dev/null
+    if [ "${AGAINST:-generator}" = fitted ]; then
+      m=$(wc -l < "$tmp/k$k/fitted.jsonl")
+      "$BIN" sweep -d "$d" -c "${LEVELS[$d]}" --seeds "0..$m" --protocol cold --trace "$tmp/k$k/fitted.jsonl" --compact-as "$tmp/k$k/fit.yaml" --out "$tmp/k$k/gen-$d" > /dev/null
+    else
+      "$BIN" sweep -d "$d" -c "${LEVELS[$d]}" --seeds "0..$n" --protocol cold --workload "$tmp/k$k/fit.yaml" --out "$tmp/k$k/gen-$d" > /dev/null
+    fi
   done
   # shellcheck disable=SC2086
-  python3 - "$d" $(for k in $FOLDS; do echo "$tmp/k$k/real-$d" "$tmp/k$k/gen-$d"; done) <<'PY'
+  python3 - "$d" "${AGAINST:-generator}" $(for k in $FOLDS; do echo "$tmp/k$k/real-$d" "$tmp/k$k/gen-$d"; done) <<'PY'
 import csv, json, random, sys
-d, folders = sys.argv[1], sys.argv[2:]
+d, against, folders = sys.argv[1], sys.argv[2], sys.argv[3:]
 pairs = list(zip(folders[0::2], folders[1::2]))
 KEYS = ("d_mean", "ttft_p90_mean_s", "tpot_p90_mean_s")
 def cells(folder):
@@ -137,7 +158,8 @@ def per_seed(folder):
 def interval(real_runs, gen_runs, c, draws=2000):
     # A 90 % interval of the generator's D error from resampling both sides' seeds (random.Random(1),
     # 2,000 draws): the replayed sessions' seeds in circular blocks of c (seed s starts its lanes at sessions
-    # s, s + 1, ..., so neighbours share sessions), the generator's one by one (each draws its own);
+    # s, s + 1, ..., so neighbours share sessions), the generator's one by one (each draws its own; the
+    # fitted-on sessions', AGAINST=fitted, in blocks of c too);
     # every fold resampled on its own and pooled.
     rng = random.Random(1)
     def resample(xs, block):
@@ -149,7 +171,7 @@ def interval(real_runs, gen_runs, c, draws=2000):
     errs = []
     for _ in range(draws):
         r = [x for f in real_runs for x in resample(f[c], int(c))]
-        g = [x for f in gen_runs for x in resample(f[c], 1)]
+        g = [x for f in gen_runs for x in resample(f[c], int(c) if against == "fitted" else 1)]
         if sum(r) > 0:
             errs.append(100 * (sum(g) / len(g)) / (sum(r) / len(r)) - 100)
     if len(errs) < draws // 2:

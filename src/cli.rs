@@ -174,6 +174,17 @@ pub struct WorkloadArgs {
     /// compacts where the deployment's context forces it, as the generator's agents do.
     #[arg(long, requires = "trace")]
     pub trace_as_recorded: bool,
+    /// Compact the trace at the deployment's context as this spec's agents do (its compaction
+    /// threshold and reserve, summary and carried tokens) instead of the default spec's
+    /// (agentic-coding): a built-in spec's name or a spec file, such as the spec `workload fit` made
+    /// from the other sessions of the trace's corpus.
+    #[arg(
+        long,
+        requires = "trace",
+        conflicts_with = "trace_as_recorded",
+        value_name = "SPEC"
+    )]
+    pub compact_as: Option<PathBuf>,
 }
 
 /// `--trace-repeat`: fresh or same.

@@ -40,6 +40,7 @@ pub fn workload_choice(a: &WorkloadArgs) -> WorkloadChoice {
         max_context_length: a.max_context_length,
         trace_repeat: a.trace_repeat,
         trace_as_recorded: a.trace_as_recorded,
+        compact_as: a.compact_as.clone(),
         note,
     }
 }

@@ -183,6 +183,71 @@ fn a_trace_compacts_at_the_deployments_context_unless_replayed_as_recorded() {
     assert!(!err.contains("compact where"), "{err}");
 }
 
+/// `--compact-as` compacts a trace as another spec's agents do: a spec file whose agents keep a longer
+/// reserve compacts earlier, a built-in spec without one at `context_fraction` alone, and the note names
+/// the spec; an unknown spec is an error naming the flag, and the flag needs a trace.
+#[test]
+fn a_trace_compacts_as_the_spec_compact_as_names() {
+    let dir = tempdir("compact-as");
+    let spec = dir.join("wider-reserve.yaml");
+    let shipped = std::fs::read_to_string("presets/workloads/agentic-coding.yaml").unwrap();
+    assert!(shipped.contains("reserve_tokens: 18195"));
+    std::fs::write(
+        &spec,
+        shipped.replace("reserve_tokens: 18195", "reserve_tokens: 26230"),
+    )
+    .unwrap();
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "simulate",
+            "-d",
+            "gemma4-e4b-1xl40",
+            "-c",
+            "5",
+            "-w",
+            "7200",
+            "--protocol",
+            "cold",
+            "--trace",
+            "tests/fixtures/weka-kvt/traces",
+        ];
+        args.extend_from_slice(extra);
+        let o = serverbench(&args);
+        (
+            o.status.success(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let (ok, default_out, _) = run(&[]);
+    assert!(ok);
+    let (ok, out, err) = run(&["--compact-as", spec.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    let named = format!(
+        "compact where a prompt would pass 104,842 tokens, as the {} spec's agents do",
+        spec.display()
+    );
+    assert!(err.contains(&named), "{err}");
+    assert_ne!(simulated_d(&out), simulated_d(&default_out));
+    let (ok, _, err) = run(&["--compact-as", "synthetic-v1"]);
+    assert!(ok, "{err}");
+    assert!(
+        err.contains("would pass 117,964 tokens, as the synthetic-v1 spec's agents do (")
+            && err.contains("2,000-token summaries"),
+        "{err}"
+    );
+    let (ok, _, err) = run(&["--compact-as", "no-such-spec"]);
+    assert!(!ok);
+    assert!(
+        err.contains("--compact-as no-such-spec: not a built-in spec (")
+            && err.contains("no such file"),
+        "{err}"
+    );
+    let o = serverbench(["simulate", "--compact-as", "synthetic-v1"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--trace"));
+}
+
 /// A freshly started vLLM server compiles a fused-MoE kernel variant the first time an eager step needs
 /// it (`expert_compile_s` of the Qwen3-30B-A3B profile, measured on vLLM's step traces): a cold run at
 /// c = 1 pays three compiles in its first prefills (as vLLM did, results/h200-vllm-moe/compiles.md) and

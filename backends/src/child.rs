@@ -55,6 +55,8 @@ pub struct RunFlags<'a> {
     pub trace_repeat: &'a str,
     /// `--trace-as-recorded`.
     pub trace_as_recorded: bool,
+    /// `--compact-as`.
+    pub compact_as: Option<&'a Path>,
     /// `-w`, seconds.
     pub window: f64,
     /// `--idle-gap-cap`, seconds.
@@ -89,6 +91,7 @@ impl<'a> RunFlags<'a> {
             max_context_length: w.max_context_length,
             trace_repeat: w.trace_repeat.name(),
             trace_as_recorded: w.trace_as_recorded,
+            compact_as: w.compact_as.as_deref(),
             window: r.window,
             idle_gap_cap: r.idle_gap_cap,
             protocol: r.protocol(),
@@ -191,6 +194,7 @@ fn run_flags(a: &mut Args, r: &RunFlags<'_>) {
         if r.trace_as_recorded {
             a.0.push("--trace-as-recorded".into());
         }
+        a.some("--compact-as", r.compact_as);
     }
     a.flag("-w", r.window.to_string());
     a.flag("--idle-gap-cap", r.idle_gap_cap.to_string());
@@ -309,6 +313,7 @@ mod tests {
             max_context_length: Some(4096),
             trace_repeat: "fresh",
             trace_as_recorded: true,
+            compact_as: None,
             window: 30.0,
             idle_gap_cap: 5.0,
             protocol: "steady",
@@ -376,6 +381,7 @@ mod tests {
             max_context_length: Some(4096),
             trace_repeat: serverbench_workloads::TraceRepeat::Fresh,
             trace_as_recorded: true,
+            compact_as: None,
             note: |_| {},
         };
         let r = ReplayChoice {

@@ -49,6 +49,9 @@ pub struct WorkloadChoice {
     pub trace_repeat: TraceRepeat,
     /// Replay the trace's prompts as recorded, not compacted at the deployment's context.
     pub trace_as_recorded: bool,
+    /// The spec whose agents' compaction rule compacts a trace at the deployment's context (a
+    /// built-in spec's name or a spec file; `None`: the default spec's).
+    pub compact_as: Option<PathBuf>,
     /// Hears what an import left out, one line each.
     pub note: fn(&str),
 }
@@ -279,13 +282,27 @@ pub fn fitted_workload(
         if agentx || args.trace_as_recorded {
             return Ok(w);
         }
-        let spec = WorkloadSpec::default();
+        let (spec, spec_name) = match &args.compact_as {
+            Some(path) => (
+                named_spec("--compact-as", path)?,
+                path.display().to_string(),
+            ),
+            None => (
+                WorkloadSpec::default(),
+                serverbench_workloads::DEFAULT_WORKLOAD.to_string(),
+            ),
+        };
         let rule = CompactionRule::forced_by(&spec, d.context_limit);
         let (compacted, counts) = compact_trace(trace, &rule);
         if counts.sessions == 0 {
             return Ok(w);
         }
-        (args.note)(&compaction_note(trace.trees().len(), &rule, counts));
+        (args.note)(&compaction_note(
+            trace.trees().len(),
+            &rule,
+            &spec_name,
+            counts,
+        ));
         return Ok(Workload::trace(compacted, *repeat));
     }
     if let Workload::Generated(spec, _, _) = &w {
@@ -313,13 +330,18 @@ pub fn fitted_workload(
 }
 
 /// The note a trace compacted at a deployment's context gets.
-fn compaction_note(sessions: usize, rule: &CompactionRule, c: Compacted) -> String {
+fn compaction_note(
+    sessions: usize,
+    rule: &CompactionRule,
+    spec_name: &str,
+    c: Compacted,
+) -> String {
     format!(
         "note: trace on a {}-token context: {} of {sessions} sessions compact where a prompt would pass {} tokens, as the {} spec's agents do ({} compaction requests of {}-token summaries inserted, each followed by the files its agents read again, drawn from its carried_tokens; cut to fit: {} first prompts of an agent, {} later ones that could not be compacted); --trace-as-recorded replays them as recorded",
         thousands(rule.context_limit as u64),
         c.sessions,
         thousands(rule.threshold as u64),
-        serverbench_workloads::DEFAULT_WORKLOAD,
+        spec_name,
         c.compactions,
         thousands(rule.summary_tokens as u64),
         c.first_cut,
@@ -465,12 +487,17 @@ pub fn spec(args: &WorkloadChoice, deployment_default: Option<&str>) -> Result<W
             .and_then(WorkloadSpec::preset)
             .unwrap_or_default());
     };
+    named_spec("--workload", path)
+}
+
+/// A built-in spec by name, else the spec file at `path`; the error names the `flag` that gave it.
+fn named_spec(flag: &str, path: &Path) -> Result<WorkloadSpec> {
     if let Some(s) = WorkloadSpec::preset(&path.to_string_lossy()) {
         return Ok(s);
     }
     if !path.exists() {
         bail!(
-            "--workload {}: not a built-in spec ({}) and no such file",
+            "{flag} {}: not a built-in spec ({}) and no such file",
             path.display(),
             WorkloadSpec::preset_names()
         );
@@ -881,6 +908,7 @@ mod tests {
             max_context_length: None,
             trace_repeat: TraceRepeat::Fresh,
             trace_as_recorded: false,
+            compact_as: None,
             note: |_| {},
         }
     }
