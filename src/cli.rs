@@ -185,6 +185,12 @@ pub struct WorkloadArgs {
         value_name = "SPEC"
     )]
     pub compact_as: Option<PathBuf>,
+    /// Under AgentX's protocols, start the spec's corpus with these rows as recorded (a trace file
+    /// of any format, such as the benchmark corpus's first rows,
+    /// corpus/agentx-062126-256k/rows-0-3.jsonl.gz): those that fit the deployment's context whole
+    /// are rows 0, 1, … (lane i takes row i), and the spec's rows follow.
+    #[arg(long, conflicts_with = "trace", value_name = "FILE")]
+    pub first_rows: Option<PathBuf>,
 }
 
 /// `--trace-repeat`: fresh or same.

@@ -41,6 +41,7 @@ pub fn workload_choice(a: &WorkloadArgs) -> WorkloadChoice {
         trace_repeat: a.trace_repeat,
         trace_as_recorded: a.trace_as_recorded,
         compact_as: a.compact_as.clone(),
+        first_rows: a.first_rows.clone(),
         note,
     }
 }

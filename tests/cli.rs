@@ -139,28 +139,38 @@ fn a_context_that_cuts_the_specs_sessions_gets_a_note() {
     assert!(!String::from_utf8_lossy(&o.stderr).contains("note:"));
 }
 
+/// `simulate` on Gemma's 131,072-token context at c = 5 for 7,200 s with the five WEKA traces of
+/// `tests/fixtures/weka-kvt` and `extra`: whether it succeeded, its standard output and error.
+fn gemma_on_the_weka_traces(extra: &[&str]) -> (bool, String, String) {
+    let mut args = vec![
+        "simulate",
+        "-d",
+        "gemma4-e4b-1xl40",
+        "-c",
+        "5",
+        "-w",
+        "7200",
+        "--trace",
+        "tests/fixtures/weka-kvt/traces",
+    ];
+    args.extend_from_slice(extra);
+    let o = serverbench(&args);
+    (
+        o.status.success(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
 /// A trace recorded against a longer context compacts where the deployment's context forces its agents
 /// to (outside AgentX's protocols), saying so once; `--trace-as-recorded` sends its prompts as recorded,
 /// and those past the context fail.
 #[test]
 fn a_trace_compacts_at_the_deployments_context_unless_replayed_as_recorded() {
-    let trace = "tests/fixtures/weka-kvt/traces";
     let run = |extra: &[&str]| {
-        let mut args = vec![
-            "simulate",
-            "-d",
-            "gemma4-e4b-1xl40",
-            "-c",
-            "5",
-            "-w",
-            "7200",
-            "--trace",
-            trace,
-        ];
-        args.extend_from_slice(extra);
-        let o = serverbench(&args);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        (stdout(&o), String::from_utf8_lossy(&o.stderr).into_owned())
+        let (ok, out, err) = gemma_on_the_weka_traces(extra);
+        assert!(ok, "{err}");
+        (out, err)
     };
     let (out, err) = run(&["--protocol", "cold"]);
     let note = "note: trace on a 131,072-token context: 2 of 5 sessions compact where a prompt would pass 112,877 tokens, as the agentic-coding spec's agents do (5 compaction requests of 2,705-token summaries inserted, each followed by the files its agents read again, drawn from its carried_tokens; cut to fit: 1 first prompts of an agent, 0 later ones that could not be compacted); --trace-as-recorded replays them as recorded";
@@ -198,26 +208,9 @@ fn a_trace_compacts_as_the_spec_compact_as_names() {
     )
     .unwrap();
     let run = |extra: &[&str]| {
-        let mut args = vec![
-            "simulate",
-            "-d",
-            "gemma4-e4b-1xl40",
-            "-c",
-            "5",
-            "-w",
-            "7200",
-            "--protocol",
-            "cold",
-            "--trace",
-            "tests/fixtures/weka-kvt/traces",
-        ];
+        let mut args = vec!["--protocol", "cold"];
         args.extend_from_slice(extra);
-        let o = serverbench(&args);
-        (
-            o.status.success(),
-            String::from_utf8_lossy(&o.stdout).into_owned(),
-            String::from_utf8_lossy(&o.stderr).into_owned(),
-        )
+        gemma_on_the_weka_traces(&args)
     };
     let (ok, default_out, _) = run(&[]);
     assert!(ok);
@@ -246,6 +239,59 @@ fn a_trace_compacts_as_the_spec_compact_as_names() {
     let o = serverbench(["simulate", "--compact-as", "synthetic-v1"]);
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("--trace"));
+}
+
+/// `--first-rows` starts a spec's corpus under AgentX's protocols with a corpus's own rows: those that
+/// fit the deployment's context run first (one of the benchmark corpus's four on Gemma's context), the
+/// note says how many; outside AgentX's protocols, with a trace, or from a missing file it is an error
+/// naming the flag.
+#[test]
+fn first_rows_start_a_specs_corpus_under_agentx() {
+    let rows = "corpus/agentx-062126-256k/rows-0-3.jsonl.gz";
+    let run = |extra: &[&str]| {
+        let mut args = vec!["simulate", "-d", "gemma4-e4b-1xl40", "-c", "2", "-w", "600"];
+        args.extend_from_slice(extra);
+        let o = serverbench(&args);
+        (
+            o.status.success(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let (ok, plain, err) = run(&["--protocol", "agentx"]);
+    assert!(ok, "{err}");
+    let (ok, out, err) = run(&["--protocol", "agentx", "--first-rows", rows]);
+    assert!(ok, "{err}");
+    let note = format!(
+        "note: first rows from {rows}: 1 of its 4 rows fit the 131,072-token context whole and run as rows 0 … 0, the spec's rows after them"
+    );
+    assert_eq!(err.matches(&note).count(), 1, "{err}");
+    assert_ne!(simulated_d(&out), simulated_d(&plain));
+    let (ok, _, err) = run(&["--protocol", "cold", "--first-rows", rows]);
+    assert!(!ok);
+    assert!(
+        err.contains(&format!(
+            "--first-rows {rows}: a corpus's rows are read in order under AgentX's protocols only"
+        )),
+        "{err}"
+    );
+    let (ok, _, err) = run(&["--protocol", "agentx", "--first-rows", "no/such/rows.jsonl"]);
+    assert!(!ok);
+    assert!(err.contains("no/such/rows.jsonl"), "{err}");
+    let trace = "tests/fixtures/weka-kvt/traces";
+    let (ok, _, err) = run(&[
+        "--protocol",
+        "agentx",
+        "--trace",
+        trace,
+        "--first-rows",
+        rows,
+    ]);
+    assert!(!ok);
+    assert!(
+        err.contains("--first-rows") && err.contains("--trace"),
+        "{err}"
+    );
 }
 
 /// A freshly started vLLM server compiles a fused-MoE kernel variant the first time an eager step needs

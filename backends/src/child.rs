@@ -57,6 +57,8 @@ pub struct RunFlags<'a> {
     pub trace_as_recorded: bool,
     /// `--compact-as`.
     pub compact_as: Option<&'a Path>,
+    /// `--first-rows`.
+    pub first_rows: Option<&'a Path>,
     /// `-w`, seconds.
     pub window: f64,
     /// `--idle-gap-cap`, seconds.
@@ -92,6 +94,7 @@ impl<'a> RunFlags<'a> {
             trace_repeat: w.trace_repeat.name(),
             trace_as_recorded: w.trace_as_recorded,
             compact_as: w.compact_as.as_deref(),
+            first_rows: w.first_rows.as_deref(),
             window: r.window,
             idle_gap_cap: r.idle_gap_cap,
             protocol: r.protocol(),
@@ -184,6 +187,7 @@ fn run_flags(a: &mut Args, r: &RunFlags<'_>) {
         .some("--engine-config", r.engine_config)
         .some("--model-config", r.model_config);
     a.some("--workload", r.workload).some("--trace", r.trace);
+    a.some("--first-rows", r.first_rows);
     a.some("--trace-format", r.trace_format);
     a.some(
         "--max-context-length",
@@ -314,6 +318,7 @@ mod tests {
             trace_repeat: "fresh",
             trace_as_recorded: true,
             compact_as: None,
+            first_rows: None,
             window: 30.0,
             idle_gap_cap: 5.0,
             protocol: "steady",
@@ -382,6 +387,7 @@ mod tests {
             trace_repeat: serverbench_workloads::TraceRepeat::Fresh,
             trace_as_recorded: true,
             compact_as: None,
+            first_rows: None,
             note: |_| {},
         };
         let r = ReplayChoice {

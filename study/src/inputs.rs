@@ -52,6 +52,9 @@ pub struct WorkloadChoice {
     /// The spec whose agents' compaction rule compacts a trace at the deployment's context (a
     /// built-in spec's name or a spec file; `None`: the default spec's).
     pub compact_as: Option<PathBuf>,
+    /// A corpus's first rows as recorded (a trace file of any format), before the spec's rows under
+    /// the AgentX protocols.
+    pub first_rows: Option<PathBuf>,
     /// Hears what an import left out, one line each.
     pub note: fn(&str),
 }
@@ -326,7 +329,45 @@ pub fn fitted_workload(
             (args.note)(&context_note(&name, d.context_limit, c));
         }
     }
-    Ok(w)
+    match &args.first_rows {
+        Some(path) => with_first_rows(&w, path, args, d.context_limit, agentx),
+        None => Ok(w),
+    }
+}
+
+/// The spec's workload `w` with its corpus starting with the first rows read from `path`.
+fn with_first_rows(
+    w: &Workload,
+    path: &Path,
+    args: &WorkloadChoice,
+    context_limit: u32,
+    agentx: bool,
+) -> Result<Workload> {
+    if !agentx {
+        bail!(
+            "--first-rows {}: a corpus's rows are read in order under AgentX's protocols only (--protocol agentx or agentx-mvp)",
+            path.display()
+        );
+    }
+    let first = import(&[path], None, false, args.note)?.trace()?;
+    let trees = first.trees().to_vec();
+    let fit = trees
+        .iter()
+        .filter(|t| t.peak_context() <= context_limit as u64)
+        .count();
+    (args.note)(&format!(
+        "note: first rows from {}: {fit} of its {} rows fit the {}-token context whole and run as rows 0 … {}, the spec's rows after them",
+        path.display(),
+        trees.len(),
+        thousands(context_limit as u64),
+        fit.saturating_sub(1)
+    ));
+    w.with_first_rows(trees).ok_or_else(|| {
+        anyhow!(
+            "--first-rows {}: goes with a spec, not --trace",
+            path.display()
+        )
+    })
 }
 
 /// The note a trace compacted at a deployment's context gets.
@@ -909,6 +950,7 @@ mod tests {
             trace_repeat: TraceRepeat::Fresh,
             trace_as_recorded: false,
             compact_as: None,
+            first_rows: None,
             note: |_| {},
         }
     }

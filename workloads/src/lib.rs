@@ -157,10 +157,22 @@ impl Workload {
     /// (another draw of the spec's sessions); `None` for a trace, which is its own corpus.
     pub fn with_corpus_seed(&self, seed: u64) -> Option<Workload> {
         match self {
-            Workload::Generated(spec, _, _) => Some(Workload::Generated(
+            Workload::Generated(spec, _, cache) => {
+                Some(Workload::Generated(spec.clone(), seed, cache.fresh()))
+            }
+            Workload::Trace { .. } => None,
+        }
+    }
+
+    /// The same generator with its corpus under the AgentX protocols starting with `first`, a corpus's
+    /// first rows as recorded (those that fit a deployment's context; the spec's rows follow, and
+    /// another corpus draw keeps them); `None` for a trace, which is its own corpus.
+    pub fn with_first_rows(&self, first: Vec<std::sync::Arc<SessionTree>>) -> Option<Workload> {
+        match self {
+            Workload::Generated(spec, seed, _) => Some(Workload::Generated(
                 spec.clone(),
-                seed,
-                rows::RowsCache::default(),
+                *seed,
+                rows::RowsCache::with_first_rows(first),
             )),
             Workload::Trace { .. } => None,
         }

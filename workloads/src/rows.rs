@@ -25,7 +25,10 @@ pub const MAX_DRAWS_PER_ROW: u64 = 10_000;
 pub struct FittingRows {
     generator: Generator,
     context_limit: u32,
-    /// The rows found so far, and the next generator index to try.
+    /// The corpus's first rows as recorded that fit, in order, before the generator's
+    /// ([`FittingRows::with_first_rows`]).
+    first: Vec<Arc<SessionTree>>,
+    /// The generator's rows found so far, and the next generator index to try.
     found: Mutex<(Vec<Arc<SessionTree>>, u64)>,
 }
 
@@ -33,6 +36,18 @@ impl FittingRows {
     /// The rows of `spec`'s stream of `seed` that fit `context_limit`; an error naming `context_limit`
     /// when none of the first [`MAX_DRAWS_PER_ROW`] sessions does.
     pub fn new(spec: WorkloadSpec, seed: u64, context_limit: u32) -> Result<Self, FieldError> {
+        Self::with_first_rows(spec, seed, context_limit, &[])
+    }
+
+    /// The same, with a corpus's first rows as recorded before the generator's: those of `first` that
+    /// fit `context_limit` whole are rows 0, 1, … in their order (the rest are left out, as AgentX's
+    /// `--max-context-length` leaves them out), and the spec's stream follows, unchanged.
+    pub fn with_first_rows(
+        spec: WorkloadSpec,
+        seed: u64,
+        context_limit: u32,
+        first: &[Arc<SessionTree>],
+    ) -> Result<Self, FieldError> {
         if context_limit <= spec.system_prefix_tokens {
             return Err(none_fit(
                 context_limit,
@@ -46,9 +61,14 @@ impl FittingRows {
         let rows = FittingRows {
             generator,
             context_limit,
+            first: first
+                .iter()
+                .filter(|t| fits(t, context_limit))
+                .cloned()
+                .collect(),
             found: Mutex::new((Vec::new(), 0)),
         };
-        if rows.row(0).is_none() {
+        if rows.generated_row(0).is_none() {
             return Err(none_fit(
                 context_limit,
                 format!("none of the spec's first {MAX_DRAWS_PER_ROW} sessions does"),
@@ -57,9 +77,22 @@ impl FittingRows {
         Ok(rows)
     }
 
-    /// Row `k`, searching on as far as needed; `None` when a search of [`MAX_DRAWS_PER_ROW`]
-    /// sessions found none.
+    /// How many of the first rows given fit the context (rows 0 … n − 1).
+    pub fn first_rows(&self) -> usize {
+        self.first.len()
+    }
+
+    /// Row `k`: a first row, else the generator's row `k` less their number.
     fn row(&self, k: u64) -> Option<Arc<SessionTree>> {
+        match self.first.get(k as usize) {
+            Some(tree) => Some(tree.clone()),
+            None => self.generated_row(k - self.first.len() as u64),
+        }
+    }
+
+    /// The generator's row `k`, searching on as far as needed; `None` when a search of
+    /// [`MAX_DRAWS_PER_ROW`] sessions found none.
+    fn generated_row(&self, k: u64) -> Option<Arc<SessionTree>> {
         let mut guard = self.found.lock().unwrap_or_else(|e| e.into_inner());
         let (found, next) = &mut *guard;
         while (found.len() as u64) <= k {
@@ -109,9 +142,34 @@ pub fn fitting_among(
 /// them (a sweep's runs read the same rows: finding them is most of a short replay's work where few
 /// sessions fit).
 #[derive(Clone, Debug, Default)]
-pub struct RowsCache(Arc<Mutex<HashMap<u32, Arc<FittingRows>>>>);
+pub struct RowsCache {
+    found: Arc<Mutex<HashMap<u32, Arc<FittingRows>>>>,
+    /// The corpus's first rows as recorded, before the spec's ([`FittingRows::with_first_rows`]).
+    first: Arc<Vec<Arc<SessionTree>>>,
+}
 
 impl RowsCache {
+    /// An empty cache whose rows start with `first`, a corpus's first rows as recorded.
+    pub fn with_first_rows(first: Vec<Arc<SessionTree>>) -> RowsCache {
+        RowsCache {
+            found: Arc::default(),
+            first: Arc::new(first),
+        }
+    }
+
+    /// An empty cache with the same first rows (for another draw of the spec's rows).
+    pub fn fresh(&self) -> RowsCache {
+        RowsCache {
+            found: Arc::default(),
+            first: self.first.clone(),
+        }
+    }
+
+    /// The first rows as recorded this cache's rows start with.
+    pub fn first_rows(&self) -> &[Arc<SessionTree>] {
+        &self.first
+    }
+
     /// The rows of `spec`'s stream of `seed` that fit `context_limit` (one cache serves one spec and
     /// seed: [`crate::Workload`] keeps one per corpus).
     pub fn rows(
@@ -120,11 +178,16 @@ impl RowsCache {
         seed: u64,
         context_limit: u32,
     ) -> Result<Arc<FittingRows>, FieldError> {
-        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = self.found.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(rows) = map.get(&context_limit) {
             return Ok(rows.clone());
         }
-        let rows = Arc::new(FittingRows::new(spec.clone(), seed, context_limit)?);
+        let rows = Arc::new(FittingRows::with_first_rows(
+            spec.clone(),
+            seed,
+            context_limit,
+            &self.first,
+        )?);
         map.insert(context_limit, rows.clone());
         Ok(rows)
     }
@@ -143,8 +206,10 @@ fn none_fit(context_limit: u32, why: String) -> FieldError {
 impl TreeSource for FittingRows {
     fn tree(&self, k: u64) -> Arc<SessionTree> {
         self.row(k).unwrap_or_else(|| {
-            // No further row within the search: the rows found repeat (at least one exists).
+            // No further row within the search: the generator's rows found repeat (at least one
+            // exists).
             let found = self.found.lock().unwrap_or_else(|e| e.into_inner());
+            let k = k - self.first.len() as u64;
             found.0[(k % found.0.len() as u64) as usize].clone()
         })
     }
@@ -178,6 +243,37 @@ mod tests {
         for k in 0..5 {
             assert_eq!(*all.tree(k), g.generate(k));
         }
+    }
+
+    #[test]
+    fn first_rows_that_fit_come_before_the_specs_unchanged_stream() {
+        let spec = WorkloadSpec::default();
+        let limit = 131_072;
+        let other = Generator::new(spec.clone(), 7, RECORDED_CONTEXT).unwrap();
+        let (short, long): (Vec<_>, Vec<_>) = (0..200)
+            .map(|i| Arc::new(other.generate(i)))
+            .partition(|t| t.peak_context() <= limit as u64);
+        let first = vec![
+            long[0].clone(),
+            short[0].clone(),
+            long[1].clone(),
+            short[1].clone(),
+        ];
+        let plain = FittingRows::new(spec.clone(), 0, limit).unwrap();
+        let rows = FittingRows::with_first_rows(spec.clone(), 0, limit, &first).unwrap();
+        assert_eq!(rows.first_rows(), 2);
+        assert_eq!(rows.tree(0), short[0]);
+        assert_eq!(rows.tree(1), short[1]);
+        for k in 0..3 {
+            assert_eq!(rows.tree(k + 2), plain.tree(k));
+        }
+        // A cache keeps its first rows for another draw of the spec's rows, and for every context.
+        let cache = RowsCache::with_first_rows(first.clone());
+        let wide = cache.fresh().rows(&spec, 3, RECORDED_CONTEXT).unwrap();
+        assert_eq!(wide.first_rows(), 4);
+        assert_eq!(wide.tree(2), long[1]);
+        let drawn = Generator::new(spec, 3, RECORDED_CONTEXT).unwrap();
+        assert_eq!(*wide.tree(4), drawn.generate(0));
     }
 
     #[test]
