@@ -292,6 +292,33 @@ fn first_rows_start_a_specs_corpus_under_agentx() {
         err.contains("--first-rows") && err.contains("--trace"),
         "{err}"
     );
+    // Commands that read the spec's stream, not a corpus's rows, refuse it rather than ignore it.
+    for command in [
+        &["workload", "export", "--trees", "1"][..],
+        &["workload", "stats"][..],
+    ] {
+        let o = serverbench([command, &["--first-rows", rows]].concat());
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{command:?}");
+        assert!(
+            err.contains(&format!("--first-rows {rows}: only a replay reads")),
+            "{err}"
+        );
+    }
+    let o = serverbench([
+        "workload",
+        "stats",
+        "--trace",
+        trace,
+        "--compact-as",
+        "synthetic-v1",
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("--compact-as synthetic-v1: only a replay"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
 
 /// A freshly started vLLM server compiles a fused-MoE kernel variant the first time an eager step needs

@@ -478,12 +478,32 @@ pub fn trees_of(
     n: u64,
     context_limit: u32,
 ) -> Result<Box<dyn Iterator<Item = Arc<SessionTree>>>> {
+    refuse_replay_only(args)?;
     if let Some(t) = trace(args)? {
         return Ok(Box::new(t.trees().to_vec().into_iter()));
     }
     let n = trees(n)?;
     let source = source_at(args, seed, context_limit)?;
     Ok(Box::new((0..n).map(move |k| source.tree(k))))
+}
+
+/// `--first-rows` and `--compact-as` change what a replay reads (a corpus's rows in order, a trace
+/// compacted at a deployment's context); `workload stats` and `export` read the spec's stream and the
+/// trace as they are, so either is refused there rather than ignored.
+fn refuse_replay_only(args: &WorkloadChoice) -> Result<()> {
+    if let Some(p) = &args.first_rows {
+        bail!(
+            "--first-rows {}: only a replay reads a corpus's rows in order (simulate, sweep, slo, …); this command reads the spec's stream",
+            p.display()
+        );
+    }
+    if let Some(p) = &args.compact_as {
+        bail!(
+            "--compact-as {}: only a replay compacts a trace at a deployment's context; this command reads the trace as it is",
+            p.display()
+        );
+    }
+    Ok(())
 }
 
 /// The sessions `workload export --format corpus` writes, with the files each was read from: a
@@ -496,6 +516,7 @@ pub fn corpus_sessions(
     context_limit: u32,
     lenient: bool,
 ) -> Result<(Vec<Session>, Vec<Vec<String>>)> {
+    refuse_replay_only(args)?;
     if let Some(path) = &args.trace {
         let i = import(&[path.as_path()], args.trace_format, lenient, args.note)?;
         return Ok(i.into_corpus());
