@@ -23,6 +23,8 @@ def main():
     path = sys.argv[1] if len(sys.argv) > 1 else "corpus/agentx-062126-256k/rows-0-3.jsonl.gz"
     rows = [json.loads(line) for line in gzip.open(path, "rt")]
     row = rows[0]
+    # The main agent's turns, less its few one-block-scale side calls (title generation: 448-640
+    # tokens, sharing nothing), which neither grow the context nor set its pace.
     main_reqs = [r for r in row["requests"] if r.get("type") != "subagent" and r["in"] > BLOCK * 100]
     late = [r for r in main_reqs if r["t"] > 86_000]
     gaps = [max(0.0, b["t"] - a["t"] - a["api_time"]) for a, b in zip(late, late[1:])]

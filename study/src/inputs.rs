@@ -280,6 +280,12 @@ pub fn fitted_workload(
     d: &Deployment,
     agentx: bool,
 ) -> Result<Workload> {
+    if let (Some(rows), Some(_)) = (&args.first_rows, &args.trace) {
+        bail!(
+            "--first-rows {}: goes with a spec, not --trace (a trace is its own corpus)",
+            rows.display()
+        );
+    }
     let w = workload(args, d)?;
     if let Workload::Trace { trace, repeat, .. } = &w {
         if agentx || args.trace_as_recorded {
@@ -353,7 +359,7 @@ fn with_first_rows(
     let trees = first.trees().to_vec();
     let fit = trees
         .iter()
-        .filter(|t| t.peak_context() <= context_limit as u64)
+        .filter(|t| serverbench_workloads::rows::fits(t, context_limit))
         .count();
     (args.note)(&format!(
         "note: first rows from {}: {fit} of its {} rows fit the {}-token context whole and run as rows 0 … {}, the spec's rows after them",
@@ -362,12 +368,8 @@ fn with_first_rows(
         thousands(context_limit as u64),
         fit.saturating_sub(1)
     ));
-    w.with_first_rows(trees).ok_or_else(|| {
-        anyhow!(
-            "--first-rows {}: goes with a spec, not --trace",
-            path.display()
-        )
-    })
+    w.with_first_rows(trees)
+        .ok_or_else(|| anyhow!("--first-rows {}: goes with a spec", path.display()))
 }
 
 /// The note a trace compacted at a deployment's context gets.

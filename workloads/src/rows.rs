@@ -120,7 +120,7 @@ fn recorded(spec: WorkloadSpec, seed: u64, context_limit: u32) -> Result<Generat
 }
 
 /// Whether `tree` fits `context_limit` whole (every request's prompt plus output).
-fn fits(tree: &SessionTree, context_limit: u32) -> bool {
+pub fn fits(tree: &SessionTree, context_limit: u32) -> bool {
     tree.peak_context() <= context_limit as u64
 }
 
@@ -163,11 +163,6 @@ impl RowsCache {
             found: Arc::default(),
             first: self.first.clone(),
         }
-    }
-
-    /// The first rows as recorded this cache's rows start with.
-    pub fn first_rows(&self) -> &[Arc<SessionTree>] {
-        &self.first
     }
 
     /// The rows of `spec`'s stream of `seed` that fit `context_limit` (one cache serves one spec and
