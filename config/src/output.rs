@@ -35,7 +35,9 @@ fn failed(what: String) -> impl FnOnce(std::io::Error) -> OutputError {
 
 /// Creates `dir` and writes `name` in it with `write`, whole or not at all: the text goes to a
 /// temporary file beside it, renamed over `name` once written (a full disk leaves no half-written
-/// file, and an older `name` only if the new one could not be written).
+/// file, and an older `name` only if the new one could not be written). A `name` that is already
+/// something other than a file or folder (`/dev/null`, `/dev/stdout`, a named pipe) is written in
+/// place: renamed over, the device would become a plain file.
 pub fn write_file(
     dir: &Path,
     name: &str,
@@ -46,6 +48,9 @@ pub fn write_file(
         dir.display()
     )))?;
     let path = dir.join(name);
+    if std::fs::metadata(&path).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
+        return write_in_place(&path, write);
+    }
     let partial = dir.join(format!(".{name}.partial"));
     let written = std::fs::File::create(&partial).and_then(|file| {
         let mut w = std::io::BufWriter::new(file);
@@ -57,6 +62,22 @@ pub fn write_file(
         return Err(failed(format!("{}: cannot write", path.display()))(e));
     }
     Ok(())
+}
+
+/// Writes `path`, a device or pipe, through: no temporary file, no rename.
+fn write_in_place(
+    path: &Path,
+    write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<(), OutputError> {
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .and_then(|file| {
+            let mut w = std::io::BufWriter::new(file);
+            write(&mut w)?;
+            w.flush()
+        });
+    written.map_err(failed(format!("{}: cannot write", path.display())))
 }
 
 /// A writer that passes on only whole lines and refuses more once `stopped()` says so: a command
@@ -209,6 +230,36 @@ mod tests {
         assert_eq!(names.len(), 1);
         write_path(&dir.join("b.txt"), |w| w.write_all(b"b")).unwrap();
         assert_eq!(std::fs::read_to_string(dir.join("b.txt")).unwrap(), "b");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_device_or_pipe_is_written_through_and_stays_what_it_was() {
+        use std::io::Read;
+        use std::os::unix::fs::FileTypeExt;
+        let dir = scratch("pipe");
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("out.json");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(made.unwrap().success(), "mkfifo {}", fifo.display());
+        // Opened for reading and writing, a pipe's open never waits for the other end.
+        let mut reader = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&fifo)
+            .unwrap();
+        write_path(&fifo, |w| w.write_all(b"{\"a\": 1}")).unwrap();
+        let kind = std::fs::symlink_metadata(&fifo).unwrap().file_type();
+        assert!(kind.is_fifo(), "the pipe was replaced: {kind:?}");
+        let mut got = [0u8; 8];
+        reader.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"{\"a\": 1}");
+        assert_eq!(
+            std::fs::read_dir(&dir).unwrap().count(),
+            1,
+            "no partial file"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
