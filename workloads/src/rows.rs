@@ -78,7 +78,8 @@ impl FittingRows {
     }
 
     /// How many of the first rows given fit the context (rows 0 … n − 1).
-    pub fn first_rows(&self) -> usize {
+    #[cfg(test)]
+    fn first_rows(&self) -> usize {
         self.first.len()
     }
 
