@@ -386,10 +386,39 @@ const MIXED_DECODE_TOKENS: u32 = 160;
 /// Output chunks every stream must have before the prefill is sent (the streams then decode together).
 const MIXED_WARM_CHUNKS: u32 = 16;
 
+/// The gaps between a stream's consecutive chunks (seconds), each kept when `keep` holds for the time
+/// its later chunk came.
+fn gaps_between(
+    times: &[std::time::Instant],
+    keep: impl Fn(std::time::Instant) -> bool,
+) -> Vec<f64> {
+    (1..times.len())
+        .filter(|&k| keep(times[k]))
+        .map(|k| (times[k] - times[k - 1]).as_secs_f64())
+        .collect()
+}
+
+/// The chunk of a stream (an index ≥ 1 into its chunk times) that ends the step which also gave the
+/// prefill its first token at `first`: the longest gap among the chunks that came within `decode_step`
+/// of it, else the chunk nearest it. A client that reads the prefill's token a little late (a loaded
+/// machine) would otherwise time the plain decode step after the mixed one.
+fn step_gap(
+    times: &[std::time::Instant],
+    first: std::time::Instant,
+    decode_step: std::time::Duration,
+) -> Option<usize> {
+    let distance = |i: usize| times[i].max(first) - times[i].min(first);
+    let gap = |i: usize| times[i] - times[i - 1];
+    (1..times.len())
+        .filter(|&i| distance(i) <= decode_step)
+        .max_by_key(|&i| gap(i))
+        .or_else(|| (1..times.len()).min_by_key(|&i| distance(i)))
+}
+
 /// One mixed probe: the streams start from cached prompts; once each has streamed a few chunks, the
-/// prefill (whose prefix was cached first) is sent for one token. Each stream's gap that ends at the
-/// chunk nearest the prefill's first token is the step that computed both; the median stream's gap is
-/// the probe's time.
+/// prefill (whose prefix was cached first) is sent for one token. Each stream's longest gap ending
+/// within one decode step of the prefill's first token ([`step_gap`]) is the step that computed both;
+/// the median stream's gap is the probe's time.
 async fn mixed(
     client: &Arc<HttpClient>,
     m: &MixedProbe,
@@ -457,40 +486,35 @@ async fn mixed(
     let first = r
         .first_token
         .ok_or_else(|| format!("{what}: the prefill produced no token"))?;
-    let mut gaps = Vec::new();
-    let mut positions = Vec::new();
-    let (mut before, mut taking_in) = (Vec::new(), Vec::new());
+    let mut chunk_times = Vec::new();
     for t in tasks {
         let s = t.await.map_err(|e| format!("{what}: {e}"))?;
         if let Some(e) = s.error {
             return Err(format!("{what}: a stream was answered {e}"));
         }
-        let times = s.chunk_times.unwrap_or_default();
-        let nearest = (1..times.len()).min_by_key(|&i| {
-            let d = if times[i] > first {
-                times[i] - first
-            } else {
-                first - times[i]
-            };
-            d.as_nanos()
-        });
-        if let Some(i) = nearest {
-            gaps.push((times[i] - times[i - 1]).as_secs_f64());
-            positions.push(i as u32);
-            for k in 1..i {
-                let gap = (times[k] - times[k - 1]).as_secs_f64();
-                if times[k] < sent {
-                    before.push(gap);
-                } else {
-                    taking_in.push(gap);
-                }
-            }
-        }
+        chunk_times.push(s.chunk_times.unwrap_or_default());
     }
     let median = |mut v: Vec<f64>| -> f64 {
         v.sort_by(f64::total_cmp);
         v.get(v.len() / 2).copied().unwrap_or(0.0)
     };
+    let decode_step = std::time::Duration::from_secs_f64(median(
+        chunk_times
+            .iter()
+            .flat_map(|times| gaps_between(times, |at| at < sent))
+            .collect(),
+    ));
+    let mut gaps = Vec::new();
+    let mut positions = Vec::new();
+    let (mut before, mut taking_in) = (Vec::new(), Vec::new());
+    for times in &chunk_times {
+        if let Some(i) = step_gap(times, first, decode_step) {
+            gaps.push((times[i] - times[i - 1]).as_secs_f64());
+            positions.push(i as u32);
+            before.extend(gaps_between(&times[..i], |at| at < sent));
+            taking_in.extend(gaps_between(&times[..i], |at| at >= sent));
+        }
+    }
     if gaps.is_empty() {
         return Err(format!("{what}: no stream streamed around the prefill"));
     }
@@ -593,6 +617,35 @@ async fn ttft(client: &HttpClient, prompt: &[u32], what: &str) -> Result<f64, St
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_mixed_step_is_found_when_the_prefills_token_is_read_late() {
+        use std::time::{Duration, Instant};
+        let ms = |x: u64| Duration::from_millis(x);
+        let t0 = Instant::now();
+        // Decode steps of 6 ms, the mixed step of 22 ms ending at 40 ms, then decode again.
+        let times: Vec<Instant> = [0, 6, 12, 18, 40, 46, 52, 58]
+            .iter()
+            .map(|&x| t0 + ms(x))
+            .collect();
+        let decode = Duration::from_secs_f64(
+            gaps_between(&times, |at| at < t0 + ms(20))
+                .into_iter()
+                .fold(0.0, f64::max),
+        );
+        assert_eq!(decode, ms(6));
+        // On time, 4 ms late (nearer the next chunk) and 2 ms early: the 22-ms gap each time.
+        for first in [ms(40), ms(44), ms(38)] {
+            assert_eq!(step_gap(&times, t0 + first, decode), Some(4), "{first:?}");
+        }
+        // Further off than a decode step, the nearest chunk is all there is to go on.
+        assert_eq!(step_gap(&times, t0 + ms(80), decode), Some(7));
+        assert_eq!(step_gap(&times[..1], t0, decode), None);
+        assert_eq!(
+            gaps_between(&times, |at| at >= t0 + ms(46)),
+            [6e-3, 6e-3, 6e-3]
+        );
+    }
 
     #[test]
     fn a_plan_names_its_probes_for_the_provenance() {
